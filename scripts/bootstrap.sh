@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian 12 machine (Python >= 3.11): system packages, a virtualenv with the
+# pinned requirements (requirements-dev.txt), and the collection built with ansible-galaxy and installed
+# under .build/collections/ansible_collections/gpuprobe/layers. Writes .build/env.sh for the callers.
+# Never touches drivers, kernel modules, /etc/cdi or the system's containers.conf.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+build=$root/.build
+venv=$root/.venv
+mkdir -p "$build"
+
+# 1. system packages: podman + runc for the runtime/compute layers and their tests
+missing=()
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
+command -v conmon >/dev/null || [ -x /usr/libexec/podman/conmon ] || missing+=(conmon)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing ${missing[*]} with apt-get" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" uidmap >/dev/null
+  else
+    echo "bootstrap: ${missing[*]} missing and not installable here (not root or no apt-get);" \
+         "the runtime and compute layers will report NOT_RUN" >&2
+  fi
+fi
+
+# 2. the virtualenv with the pinned requirements (re-installed only when requirements-dev.txt changes)
+py=${PYTHON:-python3}
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv "$venv"
+fi
+stamp=$venv/.requirements.sha256
+want=$(sha256sum requirements-dev.txt | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  echo "$want" > "$stamp"
+fi
+
+# 3. build the collection tarball and install it where ansible and the tests import it from
+rm -rf "$build/dist" "$build/collections"
+mkdir -p "$build/dist" "$build/collections"
+"$venv/bin/ansible-galaxy" collection build --force --output-path "$build/dist" . >/dev/null
+"$venv/bin/ansible-galaxy" collection install --force -p "$build/collections" "$build/dist"/gpuprobe-layers-*.tar.gz >/dev/null
+
+# 4. podman settings for development/CI machines without systemd (see ../shared/gpu-lab/README.md);
+#    used through CONTAINERS_CONF by the tests only, never written to /etc
+cat > "$build/containers.conf" <<'CONF'
+[containers]
+default_ulimits = []
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+
+cat > "$build/env.sh" <<ENV
+export PATH="$venv/bin:\$PATH"
+export ANSIBLE_COLLECTIONS_PATH="$build/collections"
+export PYTHONPATH="$build/collections\${PYTHONPATH:+:\$PYTHONPATH}"
+export GPUPROBE_TEST_CONTAINERS_CONF="$build/containers.conf"
+ENV
+echo "bootstrap: ready ($("$venv/bin/ansible" --version | head -1); collection $(ls "$build/dist"))" >&2
