@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Writes docs/checks.md from the check catalogues in plugins/module_utils/_*.py (CHECKS, SIGNATURES).
 
 Every check id a layer can emit is defined once, in its catalogue; LayerBuilder refuses ids that are not

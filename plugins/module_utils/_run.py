@@ -23,6 +23,9 @@ FORBIDDEN_PROGRAMS = frozenset((
     "modprobe", "rmmod", "insmod", "depmod", "systemctl", "service", "nvidia-smi-reset",
     "reboot", "shutdown", "init", "telinit",
 ))
+# nvidia-smi options that change GPU state; only read-only queries are allowed.
+NVIDIA_SMI_WRITES = frozenset(("-r", "--gpu-reset", "-pm", "--persistence-mode", "-c", "--compute-mode",
+                               "-mig", "--multi-instance-gpu", "-e", "--ecc-config"))
 MAX_CAPTURE = 4 * 1024 * 1024
 
 
@@ -40,9 +43,7 @@ def check_allowed(argv):
     name = _program_name(argv)
     if name in FORBIDDEN_PROGRAMS:
         raise ForbiddenCommand("gpuprobe.layers never runs %s" % name)
-    # nvidia-smi can reset GPUs or change modes; only read-only queries are allowed.
-    if name == "nvidia-smi" and any(a in ("-r", "--gpu-reset", "-pm", "--persistence-mode", "-c", "--compute-mode",
-                                         "-mig", "--multi-instance-gpu", "-e", "--ecc-config") for a in argv[1:]):
+    if name == "nvidia-smi" and any(a in NVIDIA_SMI_WRITES for a in argv[1:]):
         raise ForbiddenCommand("gpuprobe.layers runs nvidia-smi for queries only")
 
 
