@@ -1,0 +1,573 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: fleet report aggregation and rendering for gpuprobe.layers.
+
+This file is not public API; it may change without notice. Pure functions only (no I/O): the action
+plugin ``gpuprobe.layers.fleet_report`` collects the per-host inputs from hostvars, calls
+``build_report`` and the ``render_*`` functions, and writes the files. The verdict of every host comes
+from ``_verdict.node_verdict`` (never decided here); a layer without a record becomes a ``_result.not_run``
+record carrying the reason.
+
+The JSON report schema (``SCHEMA_VERSION``) is documented in docs/report.md.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import xml.etree.ElementTree as ET
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+    FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN, not_run,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
+    COMPUTE_VERIFIED, INCONCLUSIVE, node_verdict,
+)
+
+SCHEMA_VERSION = 1
+
+# pin name -> (layer, where the observed value lives in that layer's record)
+PINS = {
+    "driver_version": ("host", ("versions", "driver")),
+    "cuda_driver_api": ("host", ("versions", "cuda_driver_api")),
+    "runtime_version": ("runtime", ("versions", "runtime")),
+    "cdi_spec_digest": ("cdi", ("evidence", "spec_digest")),
+}
+
+STATUS_COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", NOT_RUN: "#6e7781"}
+VERDICT_COLOURS = {COMPUTE_VERIFIED: "#1a7f37", INCONCLUSIVE: "#6e7781"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# aggregation
+
+def _dig(mapping, path):
+    value = mapping
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _norm(value):
+    if value is None:
+        return None
+    return str(value).strip()
+
+
+def host_layers(records, unreachable=None, error=None):
+    """The complete, ordered layer records of one host: every layer of ``_result.LAYERS`` is present.
+
+    A missing record becomes NOT_RUN with the reason: the host was unreachable, the verify run failed
+    before the layer, or the layer was not executed in this run (mode or tags).
+    """
+    records = dict(records or {})
+    out = {}
+    for layer in LAYERS:
+        record = records.get(layer)
+        if isinstance(record, dict) and record.get("status"):
+            out[layer] = record
+            continue
+        if unreachable:
+            reason = "host unreachable: %s" % unreachable
+        elif error:
+            reason = "verify run failed before this layer: %s" % error
+        else:
+            reason = "no record: this layer was not executed in this run (mode or tags)"
+        out[layer] = not_run(layer, reason)
+    return out
+
+
+def host_drift(layers, pins):
+    """Every pin of ``pins`` (gpuprobe_pins) whose observed value differs or could not be observed.
+
+    Returns a list of dicts: key, expected, observed, state (``differs`` or ``unknown``).
+    """
+    drift = []
+    for key in sorted((pins or {}).keys()):
+        expected = _norm(pins[key])
+        if expected in (None, ""):
+            continue
+        if key not in PINS:
+            drift.append({"key": key, "expected": expected, "observed": None, "state": "unknown",
+                          "note": "unknown pin name (known: %s)" % ", ".join(sorted(PINS))})
+            continue
+        layer, path = PINS[key]
+        observed = _norm(_dig(layers.get(layer) or {}, path))
+        if observed in (None, ""):
+            status = (layers.get(layer) or {}).get("status", NOT_RUN)
+            drift.append({"key": key, "expected": expected, "observed": None, "state": "unknown",
+                          "note": "not observed (%s layer %s)" % (layer, status)})
+        elif observed != expected:
+            drift.append({"key": key, "expected": expected, "observed": observed, "state": "differs",
+                          "note": "%s layer" % layer})
+    return drift
+
+
+def host_entry(name, records=None, unreachable=None, error=None, pins=None, extra=None):
+    """The report entry of one host: verdict (from ``node_verdict``), every layer record, drift."""
+    layers = host_layers(records, unreachable=unreachable, error=error)
+    verdict = node_verdict(layers)
+    entry = {
+        "name": name,
+        "verdict": verdict["verdict"],
+        "failing_layer": verdict["layer"],
+        "signature": verdict["signature"],
+        "points_to": verdict["points_to"],
+        "reason": verdict["reason"],
+        "reachable": not unreachable,
+        "error": error,
+        "layers": layers,
+        "pins": dict(pins or {}),
+        "drift": host_drift(layers, pins),
+    }
+    if extra:
+        entry.update(extra)
+    return entry
+
+
+def _count(values):
+    out = {}
+    for value in values:
+        out[value] = out.get(value, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def build_report(hosts, generated_at, run=None, drills=None):
+    """The fleet report (a JSON-serialisable dict, schema ``SCHEMA_VERSION``).
+
+    ``hosts`` is a list of dicts with keys name, records (layer -> record), unreachable (reason or
+    None), error (reason or None), pins (gpuprobe_pins or None). ``drills`` is an optional list of
+    fault-drill rows (see ``drill_row``).
+    """
+    entries = {}
+    for item in hosts:
+        entries[item["name"]] = host_entry(item["name"], item.get("records"), item.get("unreachable"),
+                                           item.get("error"), item.get("pins"), item.get("extra"))
+    ordered = [entries[name] for name in sorted(entries)]
+    layer_status = {}
+    for layer in LAYERS:
+        layer_status[layer] = _count(e["layers"][layer]["status"] for e in ordered)
+    drift = []
+    for entry in ordered:
+        for item in entry["drift"]:
+            row = {"host": entry["name"]}
+            row.update(item)
+            drift.append(row)
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": generated_at,
+        "run": dict(run or {}),
+        "summary": {
+            "hosts": len(ordered),
+            "compute_verified": sum(1 for e in ordered if e["verdict"] == COMPUTE_VERIFIED),
+            "failed": sum(1 for e in ordered if e["failing_layer"]),
+            "inconclusive": sum(1 for e in ordered if e["verdict"] == INCONCLUSIVE),
+            "unreachable": sum(1 for e in ordered if not e["reachable"]),
+            "drifted": len(set(d["host"] for d in drift)),
+        },
+        "counts": {
+            "by_verdict": _count(e["verdict"] for e in ordered),
+            "by_failing_layer": _count(e["failing_layer"] for e in ordered if e["failing_layer"]),
+            "by_signature": _count(e["signature"] for e in ordered if e["signature"]),
+            "by_layer_status": layer_status,
+        },
+        "drift": drift,
+        "hosts": dict((e["name"], e) for e in ordered),
+    }
+    if drills is not None:
+        report["drills"] = list(drills)
+        report["summary"]["drills"] = len(drills)
+        report["summary"]["drills_matched"] = sum(1 for d in drills if d.get("match"))
+    return report
+
+
+def drill_row(variant, prediction, records, host=None):
+    """One fault-drill row: the prediction made before the run vs the verdict observed after it.
+
+    ``prediction`` is the cdi_spec module's ``prediction`` (predicted_layer, predicted_signature; a
+    predicted_layer of None means "the probe passes"). The observed side comes from ``node_verdict``.
+    """
+    prediction = prediction or {}
+    verdict = node_verdict(records or {})
+    predicted_layer = prediction.get("predicted_layer")
+    predicted_signature = prediction.get("predicted_signature")
+    layer_match = predicted_layer == verdict["layer"]
+    if predicted_layer is None:
+        layer_match = verdict["verdict"] == COMPUTE_VERIFIED
+    signature_match = predicted_signature in (None, "") or predicted_signature == verdict["signature"]
+    return {
+        "host": host,
+        "variant": variant,
+        "predicted_layer": predicted_layer,
+        "predicted_signature": predicted_signature,
+        "observed_verdict": verdict["verdict"],
+        "observed_layer": verdict["layer"],
+        "observed_signature": verdict["signature"],
+        "observed_points_to": verdict["points_to"],
+        "observed_reason": verdict["reason"],
+        "match": bool(layer_match and signature_match),
+    }
+
+
+def summary_lines(report):
+    """A short fixed-width table (one line per host) for the end of a run."""
+    rows = [("HOST", "VERDICT", "SIGNATURE", "DRIFT")]
+    for name, entry in report["hosts"].items():
+        rows.append((name, entry["verdict"], entry["signature"] or "-",
+                     str(len(entry["drift"])) if entry["drift"] else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    counts = ", ".join("%s=%d" % kv for kv in report["counts"]["by_verdict"].items()) or "no hosts"
+    lines.append("%d host(s): %s" % (report["summary"]["hosts"], counts))
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------
+# comparing two reports
+
+def _host_view(entry):
+    view = {"verdict": entry.get("verdict"), "signature": entry.get("signature")}
+    for layer, record in (entry.get("layers") or {}).items():
+        view["layers.%s.status" % layer] = record.get("status")
+        for key, value in sorted((record.get("versions") or {}).items()):
+            view["layers.%s.versions.%s" % (layer, key)] = _norm(value)
+    cdi = (entry.get("layers") or {}).get("cdi") or {}
+    view["layers.cdi.evidence.spec_digest"] = _norm(_dig(cdi, ("evidence", "spec_digest")))
+    return view
+
+
+def diff_reports(old, new):
+    """What changed between two fleet reports, per node.
+
+    Returns a dict: added (hosts only in ``new``), removed (only in ``old``), changed (host -> list of
+    {field, old, new}), unchanged (count), verdicts ({old_verdict -> new_verdict: n} for changed verdicts).
+    """
+    old_hosts = (old or {}).get("hosts") or {}
+    new_hosts = (new or {}).get("hosts") or {}
+    changed = {}
+    transitions = {}
+    unchanged = 0
+    for name in sorted(set(old_hosts) & set(new_hosts)):
+        before, after = _host_view(old_hosts[name]), _host_view(new_hosts[name])
+        fields = []
+        for key in sorted(set(before) | set(after)):
+            if before.get(key) != after.get(key):
+                fields.append({"field": key, "old": before.get(key), "new": after.get(key)})
+        if fields:
+            changed[name] = fields
+        else:
+            unchanged += 1
+        if before["verdict"] != after["verdict"]:
+            key = "%s -> %s" % (before["verdict"], after["verdict"])
+            transitions[key] = transitions.get(key, 0) + 1
+    return {
+        "old_generated_at": (old or {}).get("generated_at"),
+        "new_generated_at": (new or {}).get("generated_at"),
+        "added": sorted(set(new_hosts) - set(old_hosts)),
+        "removed": sorted(set(old_hosts) - set(new_hosts)),
+        "changed": changed,
+        "unchanged": unchanged,
+        "verdicts": dict(sorted(transitions.items())),
+    }
+
+
+def render_diff_markdown(diff):
+    lines = ["# gpuprobe fleet report comparison", "",
+             "- old report: %s" % _md(diff["old_generated_at"]),
+             "- new report: %s" % _md(diff["new_generated_at"]),
+             "- hosts added: %s" % (_md(", ".join(diff["added"])) or "none"),
+             "- hosts removed: %s" % (_md(", ".join(diff["removed"])) or "none"),
+             "- hosts unchanged: %d" % diff["unchanged"], ""]
+    if diff["verdicts"]:
+        lines += ["| verdict change | hosts |", "|---|---|"]
+        lines += ["| %s | %d |" % (_md(k), v) for k, v in diff["verdicts"].items()]
+        lines.append("")
+    if diff["changed"]:
+        lines += ["| host | field | old | new |", "|---|---|---|---|"]
+        for host, fields in diff["changed"].items():
+            for f in fields:
+                lines.append("| %s | %s | %s | %s |" % (_md(host), _md(f["field"]), _md(f["old"]), _md(f["new"])))
+    else:
+        lines.append("No host changed.")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Markdown
+
+def _md(value):
+    if value is None:
+        return ""
+    text = str(value).replace("\r", " ").replace("\n", " ")
+    for ch in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def _count_table(title, counts, head):
+    lines = ["### %s" % title, "", "| %s | hosts |" % head, "|---|---|"]
+    if not counts:
+        lines.append("| (none) | 0 |")
+    for key, value in counts.items():
+        lines.append("| %s | %d |" % (_md(key), value))
+    return lines + [""]
+
+
+def render_markdown(report):
+    run = report.get("run") or {}
+    s = report["summary"]
+    lines = ["# gpuprobe fleet report", "",
+             "- generated: %s (schema %s)" % (_md(report["generated_at"]), report["schema_version"]),
+             "- mode: %s, CDI source: %s" % (_md(run.get("mode")), _md(run.get("cdi_source"))),
+             "- hosts: %d, COMPUTE_VERIFIED: %d, failed: %d, inconclusive: %d, unreachable: %d, drifted: %d"
+             % (s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"]),
+             "", "## Hosts", "",
+             "| host | verdict | " + " | ".join(LAYERS) + " | signature | points to |",
+             "|---|---|" + "---|" * len(LAYERS) + "---|---|"]
+    for name, e in report["hosts"].items():
+        cells = [e["layers"][layer]["status"] for layer in LAYERS]
+        lines.append("| %s | **%s** | %s | %s | %s |" % (_md(name), e["verdict"], " | ".join(cells),
+                                                         _md(e["signature"]), _md(e["points_to"])))
+    lines += ["", "## Counts", ""]
+    lines += _count_table("By verdict", report["counts"]["by_verdict"], "verdict")
+    lines += _count_table("By failing layer", report["counts"]["by_failing_layer"], "layer")
+    lines += _count_table("By signature", report["counts"]["by_signature"], "signature")
+    lines += ["## Drift from pins", ""]
+    if report["drift"]:
+        lines += ["| host | pin | expected | observed | state |", "|---|---|---|---|---|"]
+        for d in report["drift"]:
+            lines.append("| %s | %s | %s | %s | %s: %s |" % (_md(d["host"]), _md(d["key"]), _md(d["expected"]),
+                                                           _md(d["observed"]), d["state"], _md(d.get("note"))))
+    else:
+        lines.append("No host differs from its pins (or no pins were declared).")
+    lines.append("")
+    if "drills" in report:
+        lines += render_drills_markdown(report["drills"]).splitlines() + [""]
+    lines += ["## Per-host detail", ""]
+    for name, e in report["hosts"].items():
+        lines += ["### %s — %s" % (_md(name), e["verdict"]), "", "%s" % _md(e["reason"]), ""]
+        for layer in LAYERS:
+            rec = e["layers"][layer]
+            lines.append("#### %s: %s" % (layer, rec["status"]))
+            lines.append("")
+            if rec.get("reason"):
+                lines += ["Reason: %s" % _md(rec["reason"]), ""]
+            if rec.get("checks"):
+                lines += ["| check | status | subject | expected | observed | hint |", "|---|---|---|---|---|---|"]
+                for c in rec["checks"]:
+                    lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                        _md(c.get("id")), c.get("status"), _md(c.get("subject")), _md(c.get("expected")),
+                        _md(c.get("observed")), _md(c.get("hint"))))
+                lines.append("")
+            if rec.get("not_proven") and rec["status"] in (PASS, WARN):
+                lines += ["Not proven by this result: %s" % _md("; ".join(rec["not_proven"])), ""]
+    return "\n".join(lines) + "\n"
+
+
+def render_drills_markdown(rows):
+    lines = ["## Fault drills: predicted vs observed", "",
+             "| host | variant | predicted layer | predicted signature | observed verdict | observed signature | match |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            _md(r.get("host")), _md(r.get("variant")), _md(r.get("predicted_layer") or "none (passes)"),
+            _md(r.get("predicted_signature")), _md(r.get("observed_verdict")), _md(r.get("observed_signature")),
+            "yes" if r.get("match") else "**no**"))
+    if not rows:
+        lines.append("| (no drill ran) | | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# HTML (self-contained: inline CSS and SVG, no scripts, every text escaped)
+
+def _h(value):
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _badge(status):
+    colour = STATUS_COLOURS.get(status) or VERDICT_COLOURS.get(status) or (
+        STATUS_COLOURS[FAIL] if str(status).startswith("FAILED_AT_") else "#6e7781")
+    return '<span class="badge" style="background:%s">%s</span>' % (colour, _h(status))
+
+
+def svg_bar_chart(counts, title, width=420, bar_height=22):
+    """An inline SVG horizontal bar chart of ``counts`` (label -> number)."""
+    items = list(counts.items())
+    label_w = 110
+    height = 28 + bar_height * max(len(items), 1) + 6
+    top = max([v for _, v in items] or [1]) or 1
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" width="%d" height="%d" viewBox="0 0 %d %d">'
+             % (width, height, width, height),
+             '<title>%s</title>' % _h(title),
+             '<text x="0" y="16" font-size="13" font-weight="bold">%s</text>' % _h(title)]
+    if not items:
+        parts.append('<text x="0" y="40" font-size="12">none</text>')
+    for i, (label, value) in enumerate(items):
+        y = 26 + i * bar_height
+        w = int((width - label_w - 40) * value / top)
+        parts.append('<text x="0" y="%d" font-size="12">%s</text>' % (y + 14, _h(label)))
+        parts.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s"><title>%s: %d</title></rect>'
+                     % (label_w, y + 2, max(w, 1), bar_height - 6, STATUS_COLOURS[FAIL], _h(label), value))
+        parts.append('<text x="%d" y="%d" font-size="12">%d</text>' % (label_w + w + 6, y + 14, value))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1f2328}
+table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #d0d7de;padding:4px 8px;
+text-align:left;vertical-align:top;font-size:13px}th{background:#f6f8fa}
+td.s-PASS{background:#dafbe1}td.s-FAIL{background:#ffebe9}td.s-WARN{background:#fff8c5}
+td.s-NOT_RUN{background:#eaeef2;color:#57606a}
+.badge{color:#fff;border-radius:4px;padding:1px 6px;font-size:12px;font-weight:600}
+.counts{display:flex;gap:32px;flex-wrap:wrap}details{margin:6px 0}summary{cursor:pointer}
+code{font-size:12px}
+"""
+
+
+def _count_html(title, counts, head):
+    rows = "".join("<tr><td>%s</td><td>%d</td></tr>" % (_h(k), v) for k, v in counts.items())
+    return "<div><h3>%s</h3><table><tr><th>%s</th><th>hosts</th></tr>%s</table></div>" % (
+        _h(title), _h(head), rows or "<tr><td>(none)</td><td>0</td></tr>")
+
+
+def render_html(report):
+    run = report.get("run") or {}
+    s = report["summary"]
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           "<title>gpuprobe fleet report %s</title>" % _h(report["generated_at"]),
+           "<style>%s</style></head><body>" % _CSS,
+           "<h1>gpuprobe fleet report</h1>",
+           "<p>generated %s (schema %s) &middot; mode %s &middot; CDI source %s</p>" % (
+               _h(report["generated_at"]), _h(report["schema_version"]), _h(run.get("mode")), _h(run.get("cdi_source"))),
+           "<p>%d host(s): %d COMPUTE_VERIFIED, %d failed, %d inconclusive, %d unreachable, %d drifted</p>" % (
+               s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"]),
+           "<h2>Hosts &times; layers</h2><table><tr><th>host</th><th>verdict</th>"]
+    out.append("".join("<th>%s</th>" % _h(layer) for layer in LAYERS) + "<th>signature</th><th>points to</th></tr>")
+    for name, e in report["hosts"].items():
+        cells = "".join('<td class="s-%s" title="%s">%s</td>' % (
+            _h(e["layers"][layer]["status"]), _h(e["layers"][layer].get("reason")), _h(e["layers"][layer]["status"]))
+            for layer in LAYERS)
+        out.append('<tr><td><a href="#host-%s">%s</a></td><td>%s</td>%s<td><code>%s</code></td><td>%s</td></tr>' % (
+            _h(name), _h(name), _badge(e["verdict"]), cells, _h(e["signature"] or ""), _h(e["points_to"] or "")))
+    out.append("</table><h2>Counts</h2><div class=\"counts\">")
+    out.append(_count_html("By verdict", report["counts"]["by_verdict"], "verdict"))
+    out.append(_count_html("By failing layer", report["counts"]["by_failing_layer"], "layer"))
+    out.append(_count_html("By signature", report["counts"]["by_signature"], "signature"))
+    failing = dict((layer, report["counts"]["by_failing_layer"][layer])
+                   for layer in ORDERED_LAYERS if layer in report["counts"]["by_failing_layer"])
+    out.append("<div>%s</div></div>" % svg_bar_chart(failing, "hosts by failing layer"))
+    out.append("<h2>Drift from pins</h2>")
+    if report["drift"]:
+        out.append("<table><tr><th>host</th><th>pin</th><th>expected</th><th>observed</th><th>state</th></tr>")
+        for d in report["drift"]:
+            out.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s: %s</td></tr>" % (
+                _h(d["host"]), _h(d["key"]), _h(d["expected"]), _h(d["observed"]), _h(d["state"]), _h(d.get("note"))))
+        out.append("</table>")
+    else:
+        out.append("<p>No host differs from its pins (or no pins were declared).</p>")
+    if "drills" in report:
+        out.append("<h2>Fault drills: predicted vs observed</h2><table><tr><th>host</th><th>variant</th>"
+                   "<th>predicted layer</th><th>predicted signature</th><th>observed verdict</th>"
+                   "<th>observed signature</th><th>match</th></tr>")
+        for r in report["drills"]:
+            out.append("<tr><td>%s</td><td>%s</td><td>%s</td><td><code>%s</code></td><td>%s</td>"
+                       "<td><code>%s</code></td><td class=\"s-%s\">%s</td></tr>" % (
+                           _h(r.get("host")), _h(r.get("variant")), _h(r.get("predicted_layer") or "none (passes)"),
+                           _h(r.get("predicted_signature")), _badge(r.get("observed_verdict")),
+                           _h(r.get("observed_signature")), PASS if r.get("match") else FAIL,
+                           "yes" if r.get("match") else "no"))
+        out.append("</table>")
+    out.append("<h2>Per-host detail</h2>")
+    for name, e in report["hosts"].items():
+        out.append('<h3 id="host-%s">%s %s</h3><p>%s</p>' % (_h(name), _h(name), _badge(e["verdict"]), _h(e["reason"])))
+        for layer in LAYERS:
+            rec = e["layers"][layer]
+            out.append("<details%s><summary>%s %s %s</summary>" % (
+                " open" if rec["status"] in (FAIL, WARN) else "", _h(layer), _badge(rec["status"]), _h(rec.get("reason") or "")))
+            if rec.get("checks"):
+                out.append("<table><tr><th>check</th><th>status</th><th>subject</th><th>expected</th>"
+                           "<th>observed</th><th>hint</th></tr>")
+                for c in rec["checks"]:
+                    out.append('<tr><td><code>%s</code></td><td class="s-%s">%s</td><td>%s</td><td>%s</td>'
+                               "<td>%s</td><td>%s</td></tr>" % (
+                                   _h(c.get("id")), _h(c.get("status")), _h(c.get("status")), _h(c.get("subject")),
+                                   _h(c.get("expected")), _h(c.get("observed")), _h(c.get("hint"))))
+                out.append("</table>")
+            if rec.get("versions"):
+                out.append("<p>versions: %s</p>" % _h(", ".join("%s=%s" % kv for kv in sorted(rec["versions"].items()))))
+            if rec.get("not_proven") and rec["status"] in (PASS, WARN):
+                out.append("<p>not proven by this result: %s</p>" % _h("; ".join(rec["not_proven"])))
+            out.append("</details>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# JUnit XML
+
+def _check_lines(record, statuses):
+    lines = []
+    for c in record.get("checks") or []:
+        if c.get("status") in statuses:
+            lines.append("%s %s %s: expected %s, observed %s%s" % (
+                c.get("status"), c.get("id"), c.get("subject") or "", c.get("expected"), c.get("observed"),
+                ("; next: %s" % c["hint"]) if c.get("hint") else ""))
+    return "\n".join(lines)
+
+
+def render_junit(report):
+    """JUnit XML: a testsuite per host, a testcase per layer (NOT_RUN -> skipped, FAIL -> failure)."""
+    suites = ET.Element("testsuites", name="gpuprobe fleet report %s" % report["generated_at"])
+    total = dict(tests=0, failures=0, skipped=0)
+    for name, e in report["hosts"].items():
+        suite = ET.SubElement(suites, "testsuite", name=name, timestamp=str(report["generated_at"]))
+        counts = dict(tests=0, failures=0, skipped=0)
+        seconds = 0.0
+        for layer in LAYERS:
+            rec = e["layers"][layer]
+            t = float(rec.get("duration_ms") or 0.0) / 1000.0
+            seconds += t
+            case = ET.SubElement(suite, "testcase", classname="gpuprobe.%s" % name, name=layer, time="%.3f" % t)
+            counts["tests"] += 1
+            if rec["status"] == FAIL:
+                counts["failures"] += 1
+                failure = ET.SubElement(case, "failure", message=str(rec.get("reason") or ""),
+                                        type=str(rec.get("signature") or "%s.failed" % layer))
+                failure.text = _check_lines(rec, (FAIL,))
+            elif rec["status"] == NOT_RUN:
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message=str(rec.get("reason") or "not run"))
+            elif rec["status"] == WARN:
+                out = ET.SubElement(case, "system-out")
+                out.text = "WARN: %s\n%s" % (rec.get("reason") or "", _check_lines(rec, (WARN,)))
+        props = ET.Element("properties")
+        for key in ("verdict", "signature", "points_to"):
+            ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
+        suite.insert(0, props)
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            total[key] += value
+        suite.set("errors", "0")
+        suite.set("time", "%.3f" % seconds)
+    for key, value in total.items():
+        suites.set(key, str(value))
+    suites.set("errors", "0")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def render_json(report):
+    return json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
+
+
+RENDERERS = {
+    "json": (".json", render_json),
+    "markdown": (".md", render_markdown),
+    "html": (".html", render_html),
+    "junit": (".junit.xml", render_junit),
+}

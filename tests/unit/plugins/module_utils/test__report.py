@@ -1,0 +1,259 @@
+"""Fleet report aggregation and rendering (plugins/module_utils/_report.py), on records built with the
+real LayerBuilder / not_run of the result contract."""
+import json
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+    FAIL, LAYERS, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record,
+)
+
+
+def rec(layer, status, check_id=None, signature=None, points_to=None, evidence=None, versions=None,
+        subject="/dev/nvidia0", expected="char 195:0", observed="char 195:0"):
+    b = LayerBuilder(layer)
+    b.add(check_id or "%s.sample" % layer, status, subject=subject, expected=expected, observed=observed,
+          hint="look here" if status in (FAIL, WARN) else None)
+    b.evidence = dict(evidence or {})
+    b.versions = dict(versions or {})
+    return b.build(signature=signature, points_to=points_to)
+
+
+def healthy(driver="580.159.04", api="13000", runtime="podman 4.3.1", digest="sha256:aa"):
+    return {
+        "host": rec("host", PASS, versions={"driver": driver, "cuda_driver_api": api}),
+        "cdi": rec("cdi", PASS, evidence={"spec_digest": digest}),
+        "runtime": rec("runtime", PASS, versions={"runtime": runtime}),
+        "compute": rec("compute", PASS, evidence={"container": {"executed": True,
+                                                                "cdi_devices": ["nvidia.com/gpu=0"]}}),
+    }
+
+
+def no_gpu():
+    return {
+        "host": rec("host", FAIL, "host.nvml.init", observed="NVMLError_LibraryNotFound"),
+        "cdi": rec("cdi", FAIL, "cdi.spec.found", observed="no spec"),
+        "runtime": not_run("runtime", "blocked by host FAIL"),
+        "compute": not_run("compute", "blocked by host FAIL"),
+        "k8s": not_run("k8s", "no kubeconfig"),
+    }
+
+
+def jit_missing():
+    r = healthy()
+    r["compute"] = rec("compute", FAIL, "compute.cuda.module_load",
+                       signature="compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", points_to="runtime",
+                       evidence={"container": {"executed": True, "cdi_devices": ["gpuprobe.local/gpu=0"]}})
+    return r
+
+
+@pytest.fixture
+def report():
+    hosts = [
+        {"name": "gpu-ok", "records": healthy(), "pins": {"driver_version": "580.159.04"}},
+        {"name": "gpu-jit", "records": jit_missing(), "pins": {"driver_version": "580.159.04"}},
+        {"name": "cpu-only", "records": no_gpu(), "pins": {"driver_version": "580.159.04"}},
+        {"name": "old-driver", "records": healthy(driver="570.1"), "pins": {"driver_version": "580.159.04"}},
+        {"name": "gone", "records": None, "unreachable": "ssh: connect to host gone port 22: No route"},
+        {"name": "crashed", "records": {"host": healthy()["host"]}, "error": "cdi_facts: MODULE FAILURE"},
+    ]
+    return R.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full", "cdi_source": "node"})
+
+
+def test_every_host_has_every_layer_as_a_valid_record(report):
+    assert sorted(report["hosts"]) == ["cpu-only", "crashed", "gone", "gpu-jit", "gpu-ok", "old-driver"]
+    for entry in report["hosts"].values():
+        assert list(entry["layers"]) == list(LAYERS)
+        for record in entry["layers"].values():
+            assert validate_record(record) == []
+
+
+@pytest.mark.parametrize("host,verdict,signature,points_to", [
+    ("gpu-ok", "COMPUTE_VERIFIED", None, None),
+    ("old-driver", "COMPUTE_VERIFIED", None, None),
+    ("gpu-jit", "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "runtime"),
+    ("cpu-only", "FAILED_AT_HOST", "host.nvml.init", "host"),
+    ("gone", "INCONCLUSIVE", None, None),
+    ("crashed", "INCONCLUSIVE", None, None),
+])
+def test_verdicts_come_from_node_verdict(report, host, verdict, signature, points_to):
+    entry = report["hosts"][host]
+    assert (entry["verdict"], entry["signature"], entry["points_to"]) == (verdict, signature, points_to)
+
+
+def test_unreachable_and_crashed_hosts_are_not_run_with_reason_never_missing_never_pass(report):
+    gone = report["hosts"]["gone"]
+    assert gone["reachable"] is False
+    for record in gone["layers"].values():
+        assert record["status"] == NOT_RUN
+        assert record["reason"].startswith("host unreachable: ssh: connect")
+    crashed = report["hosts"]["crashed"]
+    assert crashed["layers"]["host"]["status"] == PASS
+    assert crashed["layers"]["cdi"]["status"] == NOT_RUN
+    assert "cdi_facts: MODULE FAILURE" in crashed["layers"]["cdi"]["reason"]
+    assert "cdi: verify run failed before this layer" in crashed["reason"]
+
+
+def test_counts(report):
+    c = report["counts"]
+    assert c["by_verdict"] == {"COMPUTE_VERIFIED": 2, "FAILED_AT_COMPUTE": 1, "FAILED_AT_HOST": 1, "INCONCLUSIVE": 2}
+    assert c["by_failing_layer"] == {"compute": 1, "host": 1}
+    assert c["by_signature"] == {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": 1, "host.nvml.init": 1}
+    assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
+    assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
+                                 "unreachable": 1, "drifted": 2}
+
+
+def test_drift_lists_differing_and_unobservable_pins(report):
+    assert [(d["host"], d["key"], d["expected"], d["observed"], d["state"]) for d in report["drift"]] == [
+        ("cpu-only", "driver_version", "580.159.04", None, "unknown"),
+        ("old-driver", "driver_version", "580.159.04", "570.1", "differs"),
+    ]
+
+
+@pytest.mark.parametrize("pins,expected", [
+    ({}, []),
+    ({"driver_version": "580.159.04", "cuda_driver_api": 13000}, []),
+    ({"cuda_driver_api": "12080"}, [("cuda_driver_api", "differs", "13000")]),
+    ({"runtime_version": "podman 5.0"}, [("runtime_version", "differs", "podman 4.3.1")]),
+    ({"cdi_spec_digest": "sha256:bb"}, [("cdi_spec_digest", "differs", "sha256:aa")]),
+    ({"cdi_spec_digest": ""}, []),
+    ({"kernel": "6.1"}, [("kernel", "unknown", None)]),
+])
+def test_host_drift(pins, expected):
+    layers = R.host_layers(healthy())
+    assert [(d["key"], d["state"], d["observed"]) for d in R.host_drift(layers, pins)] == expected
+
+
+def test_json_roundtrip_and_schema_version(report):
+    data = json.loads(R.render_json(report))
+    assert data["schema_version"] == R.SCHEMA_VERSION == 1
+    assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
+
+
+def test_markdown_has_table_counts_drift_and_every_check(report):
+    md = R.render_markdown(report)
+    assert "| gpu-jit | **FAILED_AT_COMPUTE** | PASS | PASS | PASS | FAIL | NOT_RUN |" in md
+    assert "| FAILED\\_AT\\_HOST | 1 |" in md
+    assert "| old-driver | driver\\_version | 580.159.04 | 570.1 | differs: host layer |" in md
+    assert md.count("| compute.sample | PASS |") == 2
+    assert "host unreachable: ssh: connect to host gone port 22: No route" in md
+
+
+def test_markdown_escapes_pipes_and_html():
+    r = R.build_report([{"name": "n|1", "records": {"host": rec("host", FAIL, observed="<b>x|y</b>")}}], "t")
+    md = R.render_markdown(r)
+    assert "n\\|1" in md and "\\<b\\>x\\|y\\</b\\>" in md and "<b>" not in md
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        HTMLParser.__init__(self)
+        self.tags = []
+        self.text = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_html_is_self_contained_escaped_and_has_chart(report):
+    report["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["observed"] = "<script>alert(1)</script>"
+    page = R.render_html(report)
+    parser = _Collect()
+    parser.feed(page)
+    assert "script" not in parser.tags
+    assert not any(t in parser.tags for t in ("link", "img", "iframe"))
+    assert "src=" not in page and "href=\"http" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert parser.tags.count("svg") == 1 and parser.tags.count("rect") == 2
+    text = "".join(parser.text)
+    assert "hosts by failing layer" in text
+    assert 'class="s-FAIL"' in page and 'id="host-gpu-jit"' in page
+
+
+def test_svg_chart_scales_bars():
+    svg = R.svg_bar_chart({"host": 4, "cdi": 2}, "t")
+    assert svg.count("<rect") == 2
+    assert 'width="270"' in svg and 'width="135"' in svg
+
+
+def test_junit_suite_per_host_case_per_layer(report):
+    root = ET.fromstring(R.render_junit(report))
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == list(report["hosts"])
+    assert root.get("tests") == str(6 * len(LAYERS))
+    jit = [s for s in suites if s.get("name") == "gpu-jit"][0]
+    assert [c.get("name") for c in jit.findall("testcase")] == list(LAYERS)
+    failure = jit.find("testcase[@name='compute']/failure")
+    assert failure.get("type") == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
+    assert (jit.get("failures"), jit.get("skipped")) == ("1", "1")
+    gone = [s for s in suites if s.get("name") == "gone"][0]
+    skipped = gone.findall("testcase/skipped")
+    assert len(skipped) == len(LAYERS)
+    assert skipped[0].get("message").startswith("host unreachable")
+    props = dict((p.get("name"), p.get("value")) for p in jit.find("properties"))
+    assert props["verdict"] == "FAILED_AT_COMPUTE"
+
+
+def test_summary_lines(report):
+    lines = R.summary_lines(report)
+    assert lines[0].split() == ["HOST", "VERDICT", "SIGNATURE", "DRIFT"]
+    assert any(line.split()[:3] == ["old-driver", "COMPUTE_VERIFIED", "-"] and line.split()[3] == "1" for line in lines)
+    assert lines[-1] == "6 host(s): COMPUTE_VERIFIED=2, FAILED_AT_COMPUTE=1, FAILED_AT_HOST=1, INCONCLUSIVE=2"
+
+
+def test_diff_reports(report):
+    hosts = [
+        {"name": "gpu-ok", "records": jit_missing()},
+        {"name": "gpu-jit", "records": jit_missing()},
+        {"name": "new-node", "records": healthy()},
+    ]
+    newer = R.build_report(hosts, "2026-12-03T00:00:00Z")
+    older = json.loads(R.render_json(report))
+    diff = R.diff_reports(older, newer)
+    assert diff["added"] == ["new-node"]
+    assert diff["removed"] == ["cpu-only", "crashed", "gone", "old-driver"]
+    assert diff["unchanged"] == 1
+    assert diff["verdicts"] == {"COMPUTE_VERIFIED -> FAILED_AT_COMPUTE": 1}
+    fields = dict((f["field"], (f["old"], f["new"])) for f in diff["changed"]["gpu-ok"])
+    assert fields["verdict"] == ("COMPUTE_VERIFIED", "FAILED_AT_COMPUTE")
+    assert fields["layers.compute.status"] == ("PASS", "FAIL")
+    md = R.render_diff_markdown(diff)
+    assert "| gpu-ok | verdict | COMPUTE\\_VERIFIED | FAILED\\_AT\\_COMPUTE |" in md
+
+
+def test_diff_of_identical_reports_is_empty(report):
+    diff = R.diff_reports(report, report)
+    assert diff["changed"] == {} and diff["added"] == [] and diff["removed"] == []
+    assert diff["unchanged"] == 6
+    assert "No host changed." in R.render_diff_markdown(diff)
+
+
+@pytest.mark.parametrize("prediction,records,match,observed_layer", [
+    ({"predicted_layer": "compute", "predicted_signature": "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},
+     jit_missing(), True, "compute"),
+    ({"predicted_layer": "runtime", "predicted_signature": None}, jit_missing(), False, "compute"),
+    ({"predicted_layer": "compute", "predicted_signature": "compute.cuda.CUDA_ERROR_UNKNOWN"},
+     jit_missing(), False, "compute"),
+    ({"predicted_layer": None, "predicted_signature": None}, healthy(), True, None),
+    ({"predicted_layer": None, "predicted_signature": None}, no_gpu(), False, "host"),
+])
+def test_drill_row(prediction, records, match, observed_layer):
+    row = R.drill_row("no_ptxjit_mount", prediction, records, host="n1")
+    assert row["match"] is match
+    assert row["observed_layer"] == observed_layer
+
+
+def test_report_with_drills_renders_table():
+    row = R.drill_row("no_uvm_node", {"predicted_layer": "compute", "predicted_signature": "x"}, no_gpu(), host="n1")
+    r = R.build_report([{"name": "n1", "records": no_gpu()}], "t", drills=[row])
+    assert r["summary"]["drills"] == 1 and r["summary"]["drills_matched"] == 0
+    md = R.render_markdown(r)
+    assert "| n1 | no\\_uvm\\_node | compute | x | FAILED\\_AT\\_HOST | host.nvml.init | **no** |" in md
+    assert "no_uvm_node" in R.render_html(r)
