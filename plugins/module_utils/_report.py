@@ -571,3 +571,20 @@ RENDERERS = {
     "html": (".html", render_html),
     "junit": (".junit.xml", render_junit),
 }
+
+
+# ---------------------------------------------------------------------------------------------------
+# the options of the fleet_report action (shared by the action plugin and its documentation stub module)
+
+FLEET_REPORT_ARGSPEC = dict(
+    hosts=dict(type="list", elements="str", required=True),
+    report_dir=dict(type="path", required=True),
+    basename=dict(type="str", default="gpuprobe-report"),
+    formats=dict(type="list", elements="str", default=list(RENDERERS), choices=list(RENDERERS)),
+    records_var=dict(type="str", default="verify_records"),
+    pins_var=dict(type="str", default="gpuprobe_pins"),
+    unreachable_var=dict(type="str", default="gpuprobe_unreachable"),
+    error_var=dict(type="str", default="gpuprobe_error"),
+    drills_var=dict(type="str"),
+    run=dict(type="dict", default={}),
+)

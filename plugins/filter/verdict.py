@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Filters of gpuprobe.layers: thin wrappers around module_utils, so playbooks and roles never decide a
+verdict, build a record or compare reports in YAML. Documentation: the .yml file next to this one for
+each filter."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report import diff_reports, drill_row
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+
+
+def _records(value, name):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AnsibleFilterError("%s expects a mapping layer -> record, got %s" % (name, type(value).__name__))
+    return dict((k, v) for k, v in value.items() if v)
+
+
+def node_verdict_filter(records):
+    """The node verdict (verdict, layer, signature, points_to, reason) of a mapping layer -> record."""
+    return node_verdict(_records(records, "node_verdict"))
+
+
+def not_run_record(layer, reason):
+    """A NOT_RUN layer record with its reason, built by the result contract."""
+    if layer not in LAYERS:
+        raise AnsibleFilterError("not_run_record: unknown layer %r (one of %s)" % (layer, ", ".join(LAYERS)))
+    if not reason:
+        raise AnsibleFilterError("not_run_record: a NOT_RUN record needs a reason")
+    return not_run(str(layer), str(reason))
+
+
+def report_diff(old, new):
+    """What changed between two fleet reports (JSON documents), per node."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        raise AnsibleFilterError("report_diff expects two fleet reports (mappings)")
+    return diff_reports(old, new)
+
+
+def drill_result(records, variant, prediction, host=None):
+    """One fault-drill row: the prediction recorded before the run vs the verdict observed after it."""
+    return drill_row(variant, prediction or {}, _records(records, "drill_result"), host=host)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "node_verdict": node_verdict_filter,
+            "not_run_record": not_run_record,
+            "report_diff": report_diff,
+            "drill_result": drill_result,
+        }

@@ -1,0 +1,155 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fleet_report
+short_description: Aggregate the layer records of a fleet into JSON, Markdown, HTML and JUnit reports
+version_added: "0.1.0"
+author: gpuprobe.layers contributors
+description:
+  - Runs on the controller (action plugin). Reads, for every host in O(hosts), the layer records that
+    the P(gpuprobe.layers.verify#role) role left in hostvars, decides each node's verdict with the
+    collection's single verdict function, and writes a fleet report into O(report_dir).
+  - A host without records appears with every layer NOT_RUN and the reason (unreachable, the verify run
+    failed, or the layer was not selected); never missing, never PASS.
+  - Files are written atomically (temporary file in the same directory, then rename) as
+    C(<basename>-<UTC timestamp>.<ext>), and copied to C(<basename>-latest.<ext>).
+  - The JSON schema is versioned (C(schema_version)) and documented in docs/report.md.
+  - Run it once per play, for example with C(run_once) and C(delegate_to: localhost).
+options:
+  hosts:
+    description: The hosts to report on, usually C(ansible_play_hosts_all).
+    type: list
+    elements: str
+    required: true
+  report_dir:
+    description: Directory for the report files (created when missing).
+    type: path
+    required: true
+  basename:
+    description: File name prefix.
+    type: str
+    default: gpuprobe-report
+  formats:
+    description: Which renderings to write.
+    type: list
+    elements: str
+    choices: [json, markdown, html, junit]
+    default: [json, markdown, html, junit]
+  records_var:
+    description: The host variable holding the mapping layer -> record.
+    type: str
+    default: verify_records
+  pins_var:
+    description:
+      - The host variable holding the expected versions (keys C(driver_version), C(cuda_driver_api),
+        C(runtime_version), C(cdi_spec_digest)). Every host whose observed value differs is listed as drift.
+    type: str
+    default: gpuprobe_pins
+  unreachable_var:
+    description: The host variable holding the reason why a host was unreachable.
+    type: str
+    default: gpuprobe_unreachable
+  error_var:
+    description: The host variable holding the reason why the verify run failed on a host.
+    type: str
+    default: gpuprobe_error
+  drills_var:
+    description: When set, the host variable holding fault-drill rows; the report then includes the drills table.
+    type: str
+  run:
+    description: Free-form facts about the run (mode, CDI source, run id) copied into the report.
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the report is built and summarised but no file is written.
+  diff_mode:
+    support: none
+  action:
+    support: full
+  async:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - The verdict rules are in docs/contract.md; the report format in docs/report.md.
+seealso:
+  - module: gpuprobe.layers.host_facts
+  - module: gpuprobe.layers.cdi_facts
+"""
+
+EXAMPLES = r"""
+- name: Write the fleet report
+  gpuprobe.layers.fleet_report:
+    hosts: "{{ ansible_play_hosts_all }}"
+    report_dir: "{{ playbook_dir }}/../reports"
+    run:
+      mode: full
+  run_once: true
+  delegate_to: localhost
+  register: fleet
+"""
+
+RETURN = r"""
+files:
+  description: Paths of the timestamped files written, by format (empty in check mode).
+  returned: always
+  type: dict
+  sample: {json: /srv/reports/gpuprobe-report-20261202T183000Z.json}
+generated_at:
+  description: UTC time of the report.
+  returned: always
+  type: str
+summary:
+  description: Numbers of hosts, COMPUTE_VERIFIED, failed, inconclusive, unreachable and drifted hosts.
+  returned: always
+  type: dict
+counts:
+  description: Hosts by verdict, by failing layer, by signature, and layer statuses by layer.
+  returned: always
+  type: dict
+drift:
+  description: Every pin that differs from the observed value, or could not be observed, per host.
+  returned: always
+  type: list
+  elements: dict
+verdicts:
+  description: Host -> verdict.
+  returned: always
+  type: dict
+signatures:
+  description: Host -> failure signature (null unless the node failed).
+  returned: always
+  type: dict
+summary_lines:
+  description: A short fixed-width table (host, verdict, signature, drift) for the end of the run.
+  returned: always
+  type: list
+  elements: str
+drills:
+  description: The fault-drill rows (predicted vs observed), when O(drills_var) is set.
+  returned: when drills_var is set
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report import FLEET_REPORT_ARGSPEC
+
+
+def main():
+    module = AnsibleModule(argument_spec=FLEET_REPORT_ARGSPEC, supports_check_mode=True)
+    module.fail_json(msg="gpuprobe.layers.fleet_report runs on the controller as an action plugin; "
+                         "this module file only documents it")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The fleet_report action plugin: collecting hostvars, writing atomically, and a full run() through the
+real ActionBase with a real Task (no module is executed: the plugin never needs a connection)."""
+import json
+import os
+
+import pytest
+from ansible.playbook.play_context import PlayContext
+from ansible.playbook.task import Task
+from ansible.template import Templar
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import connection_loader, init_plugin_loader
+
+from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder, PASS, FAIL, not_run
+
+
+def record(layer, status, **evidence):
+    b = LayerBuilder(layer)
+    b.add("%s.sample" % layer, status, observed="x")
+    b.evidence = evidence
+    return b.build()
+
+
+HOSTVARS = {
+    "ok": {"verify_records": {"host": record("host", PASS), "cdi": record("cdi", PASS),
+                              "runtime": record("runtime", PASS),
+                              "compute": record("compute", PASS, container={"executed": True, "cdi_devices": ["a=0"]})},
+           "gpuprobe_pins": {"driver_version": "580.159.04"}},
+    "broken": {"verify_records": {"host": record("host", FAIL), "runtime": not_run("runtime", "blocked by host FAIL")}},
+    "gone": {"gpuprobe_unreachable": "Failed to connect to the host via ssh"},
+    "crashed": {"gpuprobe_error": "verify role: MODULE FAILURE"},
+    "silent": {},
+}
+
+
+def test_collect_hosts_marks_hosts_without_records():
+    hosts = A.collect_hosts(HOSTVARS, ["ok", "gone", "silent", "not-in-inventory"], "verify_records",
+                            "gpuprobe_pins", "gpuprobe_unreachable", "gpuprobe_error")
+    by = dict((h["name"], h) for h in hosts)
+    assert by["ok"]["pins"] == {"driver_version": "580.159.04"} and by["ok"]["error"] is None
+    assert by["gone"]["unreachable"] == "Failed to connect to the host via ssh" and by["gone"]["records"] is None
+    assert by["silent"]["error"] == A.NO_RECORD
+    assert by["not-in-inventory"]["error"] == A.NO_RECORD
+
+
+def test_write_atomic_replaces_and_leaves_no_temporary(tmp_path):
+    path = str(tmp_path / "r.json")
+    A.write_atomic(path, "one")
+    A.write_atomic(path, "two")
+    assert open(path).read() == "two"
+    assert os.listdir(str(tmp_path)) == ["r.json"]
+    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+
+
+def test_write_atomic_failure_keeps_old_file(tmp_path, monkeypatch):
+    path = str(tmp_path / "r.json")
+    A.write_atomic(path, "old")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr(A.os, "replace", boom)
+    with pytest.raises(OSError):
+        A.write_atomic(path, "new")
+    assert open(path).read() == "old"
+    assert os.listdir(str(tmp_path)) == ["r.json"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_loader():
+    init_plugin_loader()
+
+
+def _action(args, check_mode=False):
+    task = Task.load({"action": {"module": "gpuprobe.layers.fleet_report", "args": args}})
+    task.check_mode = check_mode
+    loader = DataLoader()
+    play_context = PlayContext()
+    connection = connection_loader.get("ansible.builtin.local", play_context, os.devnull)
+    return A.ActionModule(task, connection, play_context, loader, Templar(loader=loader), None)
+
+
+def test_run_writes_every_format_and_returns_summary(tmp_path):
+    names = ["ok", "broken", "gone", "crashed", "silent"]
+    action = _action({"hosts": names, "report_dir": str(tmp_path), "run": {"mode": "full"}})
+    result = action.run(task_vars={"hostvars": HOSTVARS})
+    assert result["changed"] is True
+    assert sorted(result["files"]) == ["html", "json", "junit", "markdown"]
+    assert result["verdicts"] == {"broken": "FAILED_AT_HOST", "crashed": "INCONCLUSIVE", "gone": "INCONCLUSIVE",
+                                  "ok": "COMPUTE_VERIFIED", "silent": "INCONCLUSIVE"}
+    assert result["summary"]["unreachable"] == 1
+    data = json.loads(open(result["files"]["json"]).read())
+    assert data["schema_version"] == 1 and data["run"]["mode"] == "full"
+    assert data["hosts"]["broken"]["layers"]["runtime"]["reason"] == "blocked by host FAIL"
+    assert data["hosts"]["broken"]["layers"]["cdi"]["status"] == "NOT_RUN"
+    assert data["hosts"]["silent"]["layers"]["host"]["reason"].startswith("verify run failed before this layer: no verify record")
+    latest = json.loads(open(str(tmp_path / "gpuprobe-report-latest.json")).read())
+    assert latest == data
+    # a second run in the same second gets its own timestamped files
+    again = action.run(task_vars={"hostvars": HOSTVARS})
+    assert again["files"]["json"] != result["files"]["json"]
+    assert os.path.exists(again["files"]["json"]) and os.path.exists(result["files"]["json"])
+
+
+def test_run_in_check_mode_writes_nothing(tmp_path):
+    action = _action({"hosts": ["ok"], "report_dir": str(tmp_path / "r")}, check_mode=True)
+    result = action.run(task_vars={"hostvars": HOSTVARS})
+    assert result["changed"] is False and result["files"] == {}
+    assert not os.path.exists(str(tmp_path / "r"))
+    assert result["verdicts"] == {"ok": "COMPUTE_VERIFIED"}
+
+
+def test_run_with_drills(tmp_path):
+    hv = {"n1": dict(HOSTVARS["broken"], gpuprobe_drill_rows=[{"variant": "full", "match": True}])}
+    action = _action({"hosts": ["n1"], "report_dir": str(tmp_path), "drills_var": "gpuprobe_drill_rows",
+                      "basename": "gpuprobe-drills", "formats": ["json", "markdown"]})
+    result = action.run(task_vars={"hostvars": hv})
+    assert result["drills"] == [{"variant": "full", "match": True}]
+    assert sorted(os.listdir(str(tmp_path)))[0].startswith("gpuprobe-drills-2")
+    assert "Fault drills: predicted vs observed" in open(result["files"]["markdown"]).read()
+
+
+def test_run_rejects_unknown_format(tmp_path):
+    action = _action({"hosts": ["ok"], "report_dir": str(tmp_path), "formats": ["pdf"]})
+    with pytest.raises(Exception, match="pdf"):
+        action.run(task_vars={"hostvars": HOSTVARS})
