@@ -1,0 +1,187 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: the NVML reader of the host layer (the only place that calls pynvml).
+
+Not public API; it may change without notice. ``read_nvml`` takes the pynvml module as an argument so
+that tests can hand it a fake module at that boundary (there is no GPU on a CI machine); every call is
+wrapped on its own, so one failing attribute (``NVML_ERROR_NOT_SUPPORTED`` for MIG on a GPU without MIG)
+never loses the GPU or the other attributes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import traceback
+import warnings
+
+# What an nvmlInit error usually means on a node (shown as the hint of host.nvml.init).
+NVML_ERROR_MEANINGS = {
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": "Driver/library version mismatch: the loaded kernel module is not the version of the "
+                                          "user-space libnvidia-ml (driver upgraded without reboot, or two driver installs)",
+    "NVML_ERROR_DRIVER_NOT_LOADED": "the NVIDIA kernel module is not loaded",
+    "NVML_ERROR_LIBRARY_NOT_FOUND": "libnvidia-ml.so.1 was not found by the dynamic loader (no driver, or its driver root is not "
+                                    "on the loader path)",
+    "NVML_ERROR_NO_PERMISSION": "no permission to open the NVIDIA device nodes",
+    "NVML_ERROR_GPU_IS_LOST": "a GPU fell off the bus or stopped responding (dmesg: Xid 79)",
+}
+
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
+def import_pynvml():
+    """Return (pynvml module, None) or (None, exact import error text)."""
+    try:
+        with warnings.catch_warnings():
+            # The pynvml shim package warns that it is deprecated in favour of nvidia-ml-py; same module.
+            warnings.simplefilter("ignore")
+            import pynvml  # pylint: disable=import-outside-toplevel
+        return pynvml, None
+    except Exception as exc:  # pylint: disable=broad-except
+        return None, "%s: %s" % (type(exc).__name__, exc)
+
+
+def error_code_name(pynvml_module, value):
+    for name in dir(pynvml_module):
+        if name.startswith("NVML_ERROR_") and getattr(pynvml_module, name, None) == value:
+            return name
+    return None
+
+
+def error_text(pynvml_module, exc):
+    """The exact text of an exception raised by pynvml, with the NVML error constant when there is one."""
+    nvml_error = getattr(pynvml_module, "NVMLError", None)
+    if nvml_error is not None and isinstance(exc, nvml_error):
+        value = getattr(exc, "value", None)
+        name = error_code_name(pynvml_module, value)
+        return "%s (%s, code %s)" % (exc, name or "unknown NVML error", value)
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def error_meaning(text):
+    for name, meaning in NVML_ERROR_MEANINGS.items():
+        if text and name in text:
+            return meaning
+    return None
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def _call(nv, errors, key, func, *args):
+    """Run one pynvml call; on any exception record its text under ``errors[key]`` and return None."""
+    try:
+        return func(*args)
+    except Exception as exc:  # pylint: disable=broad-except
+        errors[key] = error_text(nv, exc)
+        return None
+
+
+def cuda_version_text(value):
+    """13000 -> "13.0" (NVML encodes the CUDA driver API version as 1000 * major + 10 * minor)."""
+    if not isinstance(value, int):
+        return None
+    return "%d.%d" % (value // 1000, (value % 1000) // 10)
+
+
+def _processes(raw):
+    if raw is None:
+        return None
+    out = []
+    for proc in raw:
+        used = getattr(proc, "usedGpuMemory", None)
+        out.append({"pid": getattr(proc, "pid", None), "used_gpu_memory_bytes": used if isinstance(used, int) else None})
+    return out
+
+
+def _read_gpu(nv, index):
+    errors = {}
+    gpu = {"index": index, "name": None, "uuid": None, "pci_bus_id": None, "minor_number": None, "mig_mode": None,
+           "persistence_mode": None, "compute_mode": None, "memory_total_bytes": None, "compute_processes": None,
+           "errors": errors}
+    handle = _call(nv, errors, "handle", nv.nvmlDeviceGetHandleByIndex, index)
+    if handle is None:
+        return gpu
+    gpu["name"] = _text(_call(nv, errors, "name", nv.nvmlDeviceGetName, handle))
+    gpu["uuid"] = _text(_call(nv, errors, "uuid", nv.nvmlDeviceGetUUID, handle))
+    pci = _call(nv, errors, "pci_bus_id", nv.nvmlDeviceGetPciInfo, handle)
+    if pci is not None:
+        gpu["pci_bus_id"] = _text(getattr(pci, "busId", None))
+    gpu["minor_number"] = _call(nv, errors, "minor_number", nv.nvmlDeviceGetMinorNumber, handle)
+    mig = _call(nv, errors, "mig_mode", nv.nvmlDeviceGetMigMode, handle)
+    if mig is not None:
+        gpu["mig_mode"] = {"current": mig[0], "pending": mig[1]}
+    persistence = _call(nv, errors, "persistence_mode", nv.nvmlDeviceGetPersistenceMode, handle)
+    if persistence is not None:
+        gpu["persistence_mode"] = bool(persistence)
+    mode = _call(nv, errors, "compute_mode", nv.nvmlDeviceGetComputeMode, handle)
+    if mode is not None:
+        gpu["compute_mode"] = COMPUTE_MODES.get(mode, "unknown (%s)" % mode)
+    memory = _call(nv, errors, "memory_total_bytes", nv.nvmlDeviceGetMemoryInfo, handle)
+    if memory is not None:
+        gpu["memory_total_bytes"] = getattr(memory, "total", None)
+    gpu["compute_processes"] = _processes(_call(nv, errors, "compute_processes", nv.nvmlDeviceGetComputeRunningProcesses, handle))
+    return gpu
+
+
+def empty_evidence(error):
+    return {"ok": False, "error": error, "driver_version": None, "nvml_version": None, "cuda_driver_version": None,
+            "cuda_driver_version_int": None, "gpu_count": None, "gpus": [], "errors": {}, "library_path": None}
+
+
+def _is_library_not_found(nv, exc):
+    return getattr(exc, "value", None) == getattr(nv, "NVML_ERROR_LIBRARY_NOT_FOUND", 12)
+
+
+def read_nvml(pynvml_module, fallback_library=None, loader=None):
+    """Read everything the host layer needs from NVML; never raises.
+
+    ``fallback_library``: a libnvidia-ml.so.1 path in the detected driver root. When nvmlInit fails only
+    because the loader cannot find libnvidia-ml.so.1 (a driver root such as /usr/local/nvidia that is not
+    on the loader path), that file is loaded first (``loader``, default ``ctypes.CDLL`` with RTLD_GLOBAL; the
+    dynamic loader then resolves pynvml's dlopen by soname) and nvmlInit is tried once more;
+    ``library_path`` records it.
+    """
+    nv = pynvml_module
+    result = empty_evidence(None)
+    try:
+        nv.nvmlInit()
+    except Exception as exc:  # pylint: disable=broad-except
+        result["error"] = error_text(nv, exc)
+        if not (fallback_library and _is_library_not_found(nv, exc)):
+            return result
+        try:
+            (loader or _load_global)(fallback_library)
+            nv.nvmlInit()
+            result["library_path"] = fallback_library
+            result["error"] = None
+        except Exception as exc2:  # pylint: disable=broad-except
+            result["error"] = "%s; after loading %s: %s" % (result["error"], fallback_library, error_text(nv, exc2))
+            return result
+    try:
+        errors = result["errors"]
+        result["driver_version"] = _text(_call(nv, errors, "driver_version", nv.nvmlSystemGetDriverVersion))
+        result["nvml_version"] = _text(_call(nv, errors, "nvml_version", nv.nvmlSystemGetNVMLVersion))
+        cuda = _call(nv, errors, "cuda_driver_version", nv.nvmlSystemGetCudaDriverVersion)
+        result["cuda_driver_version_int"] = cuda
+        result["cuda_driver_version"] = cuda_version_text(cuda)
+        count = _call(nv, errors, "gpu_count", nv.nvmlDeviceGetCount)
+        result["gpu_count"] = count
+        result["gpus"] = [_read_gpu(nv, i) for i in range(count or 0)]
+        result["ok"] = True
+    except Exception:  # pylint: disable=broad-except
+        result["error"] = "unexpected error while reading NVML: %s" % traceback.format_exc(limit=3)
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:  # pylint: disable=broad-except
+            pass
+    return result
+
+
+def _load_global(path):
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)

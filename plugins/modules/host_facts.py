@@ -1,0 +1,138 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: host_facts
+short_description: The host layer of GPU-in-container readiness (GPU, driver, device nodes)
+version_added: 0.1.0
+description:
+  - Reads what NVIDIA GPU, driver and device nodes the node has and returns the host layer record
+    (docs/contract.md) as the fact C(gpuprobe_host).
+  - NVML is read through pynvml (model, UUID, PCI bus id, minor number, MIG, persistence and compute mode,
+    memory, running compute processes, driver/NVML/CUDA driver API versions). The kernel module version
+    (C(/proc/driver/nvidia/version), C(/sys/module/nvidia/version)) is compared with NVML's driver version and
+    with the version suffix of C(libcuda.so.*) and C(libnvidia-ml.so.*) in the driver root.
+  - The C(/dev/nvidia*) nodes are checked (character device, major:minor, mode, owner; one per GPU; minors
+    equal to NVML's), as are the loaded kernel modules (nouveau loaded is a FAIL) and, for the next layers,
+    the installed tools (nvidia-ctk, podman, docker, containerd, runc, crio) with their versions.
+  - On a machine without an NVIDIA GPU the record is a FAIL whose reason starts with
+    C(no NVIDIA driver / device nodes), followed by the exact evidence; the module itself does not fail.
+  - Read-only; never loads kernel modules or changes the driver. Check ids are listed in docs/checks.md.
+author:
+  - gpuprobe.layers contributors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: Only reads the node; the same facts are returned in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+options:
+  root:
+    description:
+      - Directory under which C(/proc), C(/sys), C(/dev) and the driver root are read.
+      - Anything other than C(/) is for fixture trees; the tools are then not probed (C(NOT_RUN)).
+    type: path
+    default: /
+  driver_root:
+    description:
+      - Where the driver's user-space libraries live, as seen from the node (for example C(/usr/local/nvidia)).
+      - When omitted, the first of C(/), C(/usr/local/nvidia), C(/run/nvidia/driver), C(/home/kubernetes/bin/nvidia)
+        holding C(libcuda.so.*) or C(libnvidia-ml.so.*) as a regular file in a library directory.
+    type: path
+  nvml:
+    description:
+      - Read NVML through pynvml. When V(false) the NVML checks are C(NOT_RUN) with the reason C(disabled by option).
+    type: bool
+    default: true
+requirements:
+  - pynvml (the nvidia-ml-py package) on the managed node for the NVML checks; without it those checks FAIL
+    with the import error and every other check still runs.
+notes:
+  - The NVML fallback loads C(libnvidia-ml.so.1) from the detected driver root when the dynamic loader cannot find it.
+seealso:
+  - module: gpuprobe.layers.k8s_facts
+"""
+
+EXAMPLES = r"""
+- name: Read the host layer
+  gpuprobe.layers.host_facts:
+
+- name: Fail the play when the host layer failed
+  ansible.builtin.assert:
+    that: ansible_facts.gpuprobe_host.status != 'FAIL'
+    fail_msg: "{{ ansible_facts.gpuprobe_host.reason }}"
+
+- name: Read a node whose driver lives in a driver container, without NVML
+  gpuprobe.layers.host_facts:
+    driver_root: /run/nvidia/driver
+    nvml: false
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added by this module.
+  returned: always
+  type: dict
+  contains:
+    gpuprobe_host:
+      description:
+        - The host layer record (docs/contract.md).
+        - C(evidence) holds C(root), C(driver_root), C(nvml) (ok, error, driver_version, nvml_version,
+          cuda_driver_version, cuda_driver_version_int, gpu_count, gpus), C(kernel_module), C(libraries),
+          C(device_nodes) (keyed by path as seen from the node), C(modules_loaded) and C(tools).
+        - C(versions) holds C(driver), C(nvml), C(cuda_driver_api) and C(kernel_module).
+      returned: always
+      type: dict
+      sample:
+        layer: host
+        status: PASS
+        reason: null
+        checks:
+          - id: host.device_node.uvm
+            status: PASS
+            subject: /dev/nvidia-uvm
+            expected: "char 238:0"
+            observed: "char 238:0 mode 0666 root:root"
+            hint: null
+        evidence:
+          root: /
+          driver_root: /usr/local/nvidia
+        not_proven: ["that any CDI spec points at these devices", "that a container can compute on the GPU"]
+        versions: {driver: 580.159.04, nvml: 13.580.159.04, cuda_driver_api: "13.0", kernel_module: 580.159.04}
+        started_at: "2026-12-02T18:30:00.000000Z"
+        duration_ms: 120.5
+        signature: null
+        points_to: null
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            driver_root=dict(type="path"),
+            nvml=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    record = collect_host(root=module.params["root"], driver_root=module.params["driver_root"],
+                          use_nvml=module.params["nvml"])
+    module.exit_json(changed=False, ansible_facts={"gpuprobe_host": record})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The host layer on the real reference GPU host (H200, driver 580.159.04 in /usr/local/nvidia).
+
+Run there with GPUPROBE_GPU=1 (scripts/gpu-e2e.sh); skipped everywhere else. Nothing is faked.
+"""
+import os
+import stat
+
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host, gpu_compute_processes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, validate_record
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs the GPU host (GPUPROBE_GPU=1)")]
+DRIVER = os.environ.get("GPUPROBE_EXPECT_DRIVER", "580.159.04")
+
+
+@pytest.fixture(scope="module")
+def record():
+    return collect_host(root="/")
+
+
+def test_host_layer_passes(record):
+    assert validate_record(record) == []
+    assert record["status"] == PASS, (record["reason"], [c for c in record["checks"] if c["status"] != PASS])
+
+
+def test_an_nvidia_h200_through_nvml(record):
+    nvml = record["evidence"]["nvml"]
+    assert nvml["ok"] and nvml["gpu_count"] >= 1
+    assert any("H200" in g["name"] for g in nvml["gpus"])
+    assert all(g["uuid"].startswith("GPU-") and isinstance(g["minor_number"], int) for g in nvml["gpus"])
+    assert gpu_compute_processes(record) is not None
+
+
+def test_driver_version_agrees_everywhere(record):
+    ev = record["evidence"]
+    assert ev["nvml"]["driver_version"] == DRIVER
+    assert ev["kernel_module"]["proc_driver_version"] == DRIVER == ev["kernel_module"]["sys_module_version"]
+    assert ev["libraries"]["libcuda"]["version"] == DRIVER == ev["libraries"]["libnvidia-ml"]["version"]
+    assert record["versions"]["driver"] == DRIVER and record["versions"]["kernel_module"] == DRIVER
+
+
+def test_device_nodes_are_char_devices(record):
+    nodes = record["evidence"]["device_nodes"]
+    for path in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"):
+        assert nodes[path]["exists"] and nodes[path]["type"] == "char", path
+        st = os.stat(path)
+        assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (nodes[path]["major"], nodes[path]["minor"])
+    assert (nodes["/dev/nvidiactl"]["major"], nodes["/dev/nvidiactl"]["minor"]) == (195, 255)
+    assert (nodes["/dev/nvidia-uvm"]["minor"], nodes["/dev/nvidia-uvm-tools"]["minor"]) == (0, 1)
+
+
+def test_driver_root_is_usr_local_nvidia(record):
+    assert record["evidence"]["driver_root"] == "/usr/local/nvidia"
+    assert record["evidence"]["libraries"]["libcuda"]["path"].startswith("/usr/local/nvidia/lib")

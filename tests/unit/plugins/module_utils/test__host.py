@@ -1,0 +1,354 @@
+"""Host layer over fixture trees (real files, real mknod char devices) with NVML faked at the pynvml boundary."""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
+
+_spec = importlib.util.spec_from_file_location(
+    "hostfixture", os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "host", "hostfixture.py"))
+hf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hf)
+nv = hf.real_pynvml
+
+
+def checks(record, check_id, subject=None):
+    return [c for c in record["checks"] if c["id"] == check_id and (subject is None or c["subject"] == subject)]
+
+
+def one(record, check_id, subject=None):
+    found = checks(record, check_id, subject)
+    assert len(found) == 1, (check_id, subject, record["checks"])
+    return found[0]
+
+
+def host(root, gpus=1, **kw):
+    fake = kw.pop("fake", None) or hf.fake_pynvml([hf.gpu(i) for i in range(gpus)])
+    record = _host.collect_host(root=str(root), pynvml_module=fake, **kw)
+    assert validate_record(record) == []
+    return record
+
+
+@pytest.fixture
+def h200(tmp_path):
+    return hf.build_node(tmp_path)
+
+
+def test_one_h200_passes_with_full_evidence(h200):
+    record = host(h200)
+    assert record["status"] == PASS, [c for c in record["checks"] if c["status"] != PASS]
+    assert record["reason"] is None and record["signature"] is None
+    ev = record["evidence"]
+    assert ev["driver_root"] == "/usr/local/nvidia"
+    assert ev["libraries"]["libcuda"] == {"path": "/usr/local/nvidia/lib64/libcuda.so.580.159.04", "version": "580.159.04",
+                                          "versions_present": ["580.159.04"]}
+    assert ev["libraries"]["libnvidia-ml"]["version"] == "580.159.04"
+    assert ev["kernel_module"]["proc_driver_version"] == ev["kernel_module"]["sys_module_version"] == "580.159.04"
+    assert ev["modules_loaded"] == {"nvidia": True, "nvidia_uvm": True, "nvidia_modeset": False, "nvidia_drm": False, "nouveau": False}
+    assert ev["device_nodes"]["/dev/nvidia0"] == {"exists": True, "type": "char", "major": 195, "minor": 0, "mode": "0666",
+                                                  "uid": 0, "gid": 0, "owner": "root", "group": "root"}
+    assert (ev["device_nodes"]["/dev/nvidiactl"]["major"], ev["device_nodes"]["/dev/nvidiactl"]["minor"]) == (195, 255)
+    assert (ev["device_nodes"]["/dev/nvidia-uvm-tools"]["major"], ev["device_nodes"]["/dev/nvidia-uvm-tools"]["minor"]) == (238, 1)
+    assert ev["device_nodes"]["/dev/nvidia-modeset"]["exists"] is False
+    nvml = ev["nvml"]
+    assert nvml["ok"] and nvml["error"] is None and nvml["gpu_count"] == 1
+    assert (nvml["driver_version"], nvml["nvml_version"], nvml["cuda_driver_version"], nvml["cuda_driver_version_int"]) == (
+        "580.159.04", "13.580.159.04", "13.0", 13000)
+    g = nvml["gpus"][0]
+    assert (g["name"], g["minor_number"], g["mig_mode"], g["persistence_mode"], g["compute_mode"]) == (
+        "NVIDIA H200", 0, None, True, "Default")
+    assert g["errors"]["mig_mode"].startswith("Not Supported (NVML_ERROR_NOT_SUPPORTED")
+    assert record["versions"] == {"driver": "580.159.04", "nvml": "13.580.159.04", "cuda_driver_api": "13.0", "kernel_module": "580.159.04"}
+    agree = one(record, "host.driver.version_agreement")
+    assert agree["status"] == PASS and agree["observed"].count("580.159.04") == 5
+    assert one(record, "host.device_node.uvm", "/dev/nvidia-uvm")["expected"] == "char 238:0"
+    assert one(record, "host.nvml.mig_mode", "GPU 0")["status"] == PASS
+    assert one(record, "host.device_node.count")["observed"] == "1: /dev/nvidia0"
+    # tools are not probed under a fixture root
+    assert {c["status"] for c in checks(record, "host.tool.podman")} == {NOT_RUN}
+    assert ev["tools"] == {} and ev["tools_probed"] is False
+
+
+def test_no_gpu_tree_fails_with_no_driver_reason_and_exact_evidence(tmp_path):
+    root = hf.build_node(tmp_path, kernel_version=None, lib_version=None, modules=())
+    fake = hf.fake_pynvml(init_error=nv.NVML_ERROR_LIBRARY_NOT_FOUND)
+    record = host(root, fake=fake)
+    assert record["status"] == FAIL and record["signature"] == "host.driver.present"
+    assert record["reason"].startswith("no NVIDIA driver / device nodes: /proc/driver/nvidia/version absent")
+    assert "no /dev/nvidia* device nodes" in record["reason"]
+    assert "NVML: NVML Shared Library Not Found (NVML_ERROR_LIBRARY_NOT_FOUND, code 12)" in record["reason"]
+    assert one(record, "host.nvml.init")["status"] == FAIL
+    assert one(record, "host.driver_root.detected")["status"] == FAIL
+    assert one(record, "host.device_node.present", "/dev/nvidia[0-9]*")["observed"] == "none"
+    assert one(record, "host.device_node.count")["status"] == NOT_RUN
+    assert one(record, "host.driver.version_agreement")["status"] == NOT_RUN
+    assert record["versions"] == {"driver": None, "nvml": None, "cuda_driver_api": None, "kernel_module": None}
+
+
+def test_eight_gpus_with_one_node_missing(tmp_path):
+    root = hf.build_node(tmp_path, gpus=8, skip_nodes=("/dev/nvidia5",))
+    record = host(root, gpus=8)
+    assert record["status"] == FAIL
+    assert [c["subject"] for c in record["checks"] if c["status"] == FAIL] == ["/dev/nvidia5", "/dev/nvidia[0-9]*"]
+    assert one(record, "host.device_node.present", "/dev/nvidia5")["observed"] == "absent"
+    count = one(record, "host.device_node.count")
+    assert (count["expected"], count["observed"].split(":")[0]) == ("8 (NVML GPU count)", "7")
+    assert record["signature"] == "host.device_node.present"
+    assert len(checks(record, "host.nvml.gpu")) == 8
+
+
+@pytest.mark.parametrize("kernel,lib,nvml_driver", [
+    ("580.95.05", "580.159.04", "580.159.04"),
+    ("580.159.04", "580.95.05", "580.159.04"),
+    ("580.159.04", "580.159.04", "575.57.08"),
+])
+def test_kernel_library_nvml_version_mismatch_names_all_three(tmp_path, kernel, lib, nvml_driver):
+    root = hf.build_node(tmp_path, kernel_version=kernel, lib_version=lib)
+    record = host(root, fake=hf.fake_pynvml([hf.gpu()], driver=nvml_driver))
+    agree = one(record, "host.driver.version_agreement")
+    assert agree["status"] == FAIL and record["status"] == FAIL
+    for part in ("NVML %s" % nvml_driver, "/proc/driver/nvidia/version %s" % kernel, "libcuda.so suffix %s" % lib,
+                 "libnvidia-ml.so suffix %s" % lib):
+        assert part in agree["observed"]
+    assert record["signature"] == "host.driver.version_agreement"
+
+
+def test_driver_library_version_mismatch_at_nvml_init_keeps_other_checks(tmp_path):
+    root = hf.build_node(tmp_path, kernel_version="580.95.05", lib_version="580.159.04")
+    fake = hf.fake_pynvml([hf.gpu()], init_error=nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+    record = host(root, fake=fake)
+    init = one(record, "host.nvml.init")
+    exact = str(nv.NVMLError(nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH))
+    assert init["status"] == FAIL and init["observed"] == "%s (NVML_ERROR_LIB_RM_VERSION_MISMATCH, code 18)" % exact
+    assert init["hint"].startswith("Driver/library version mismatch")
+    assert one(record, "host.nvml.gpu")["status"] == FAIL and exact in one(record, "host.nvml.gpu")["observed"]
+    # every other check still ran: nodes, modules, libraries, and the version comparison without NVML
+    assert one(record, "host.device_node.present", "/dev/nvidiactl")["status"] == PASS
+    assert one(record, "host.device_node.uvm", "/dev/nvidia-uvm")["status"] == PASS
+    assert {c["status"] for c in checks(record, "host.library.present")} == {PASS}
+    agree = one(record, "host.driver.version_agreement")
+    assert agree["status"] == FAIL and "NVML unavailable (%s" % exact in agree["observed"]
+    assert record["signature"] == "host.nvml.init" and fake.calls == ["nvmlInit"]
+
+
+def test_pynvml_missing_fails_nvml_checks_with_import_error(h200, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    record = _host.collect_host(root=str(h200))
+    init = one(record, "host.nvml.init")
+    assert init["status"] == FAIL and init["observed"].startswith("pynvml cannot be imported: ModuleNotFoundError: import of pynvml halted")
+    assert one(record, "host.nvml.gpu")["status"] == FAIL
+    assert one(record, "host.driver.version_agreement")["status"] == PASS  # kernel module and libraries still agree
+    assert one(record, "host.device_node.count")["status"] == NOT_RUN
+    assert record["signature"] == "host.nvml.init"
+
+
+def test_nouveau_loaded_fails(tmp_path):
+    root = hf.build_node(tmp_path, kernel_version=None, lib_version=None, modules=("nouveau", "drm"))
+    record = host(root, fake=hf.fake_pynvml(init_error=nv.NVML_ERROR_DRIVER_NOT_LOADED))
+    nouveau = one(record, "host.kernel_module.nouveau")
+    assert nouveau["status"] == FAIL and nouveau["observed"] == "loaded (/proc/modules)"
+    assert record["evidence"]["modules_loaded"]["nouveau"] is True
+    assert one(record, "host.nvml.init")["observed"] == "Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED, code 9)"
+
+
+def test_wrong_minor_fails(tmp_path):
+    root = hf.build_node(tmp_path, rdev={"/dev/nvidia0": (195, 1)})
+    record = host(root)
+    minor = one(record, "host.device_node.minor", "/dev/nvidia0")
+    assert minor["status"] == FAIL and (minor["expected"], minor["observed"]) == ("195:0", "195:1")
+    assert record["status"] == FAIL and record["signature"] == "host.device_node.minor"
+
+
+def test_missing_nvidia_uvm_says_cuda_fails_while_nvml_works(tmp_path):
+    root = hf.build_node(tmp_path, skip_nodes=("/dev/nvidia-uvm",))
+    record = host(root)
+    uvm = one(record, "host.device_node.uvm", "/dev/nvidia-uvm")
+    assert uvm["status"] == FAIL and uvm["observed"] == "absent"
+    assert "CUDA will fail" in uvm["hint"] and "CUDA_ERROR_UNKNOWN" in uvm["hint"] and "nvidia-smi still work" in uvm["hint"]
+    assert one(record, "host.nvml.init")["status"] == PASS
+    assert record["signature"] == "host.device_node.uvm"
+
+
+def test_nvidia_uvm_module_not_loaded_fails(tmp_path):
+    root = hf.build_node(tmp_path, modules=("nvidia",))
+    loaded = one(host(root), "host.kernel_module.loaded", "nvidia_uvm")
+    assert loaded["status"] == FAIL and "CUDA_ERROR_UNKNOWN" in loaded["hint"]
+
+
+def test_regular_file_in_place_of_device_node(tmp_path):
+    root = hf.build_node(tmp_path, skip_nodes=("/dev/nvidiactl",))
+    open(os.path.join(root, "dev", "nvidiactl"), "w").close()
+    record = host(root)
+    c = one(record, "host.device_node.char_device", "/dev/nvidiactl")
+    assert c["status"] == FAIL and c["observed"].startswith("file")
+
+
+def test_restricted_node_mode_warns(tmp_path):
+    root = hf.build_node(tmp_path)
+    os.chmod(os.path.join(root, "dev", "nvidia0"), 0o660)
+    record = host(root)
+    assert one(record, "host.device_node.mode", "/dev/nvidia0")["status"] == WARN
+    assert record["status"] == WARN and "0660" in record["reason"]
+
+
+@pytest.mark.parametrize("attrs,check_id,status", [
+    ({"persistence": 0}, "host.nvml.persistence_mode", WARN),
+    ({"compute_mode": 2}, "host.nvml.compute_mode", FAIL),
+    ({"compute_mode": 3}, "host.nvml.compute_mode", WARN),
+    ({"mig": (1, 1)}, "host.nvml.mig_mode", WARN),
+    ({"mig": (0, 1)}, "host.nvml.mig_mode", WARN),
+    ({"mig": (0, 0)}, "host.nvml.mig_mode", PASS),
+])
+def test_gpu_modes(h200, attrs, check_id, status):
+    record = host(h200, fake=hf.fake_pynvml([hf.gpu(**attrs)]))
+    assert one(record, check_id, "GPU 0")["status"] == status
+    assert record["status"] == status
+
+
+def test_one_failing_attribute_does_not_lose_the_gpu(h200):
+    fake = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetPersistenceMode"): nv.NVML_ERROR_NO_PERMISSION})
+    record = host(h200, fake=fake)
+    g = record["evidence"]["nvml"]["gpus"][0]
+    assert g["name"] == "NVIDIA H200" and g["persistence_mode"] is None
+    assert one(record, "host.nvml.gpu", "GPU 0")["status"] == PASS
+    pm = one(record, "host.nvml.persistence_mode", "GPU 0")
+    assert pm["status"] == NOT_RUN and "Insufficient Permissions" in pm["observed"]
+
+
+def test_unreadable_identity_fails_the_gpu(h200):
+    fake = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetUUID"): nv.NVML_ERROR_GPU_IS_LOST})
+    gpu_check = one(host(h200, fake=fake), "host.nvml.gpu", "GPU 0")
+    assert gpu_check["status"] == FAIL and "NVML_ERROR_GPU_IS_LOST" in gpu_check["observed"]
+
+
+def test_nvml_disabled_by_option(h200):
+    record = _host.collect_host(root=str(h200), use_nvml=False)
+    for cid in ("host.nvml.init", "host.nvml.gpu"):
+        c = one(record, cid)
+        assert c["status"] == NOT_RUN and c["observed"] == "disabled by option (nvml: false)"
+    assert record["status"] == PASS  # device nodes, modules, libraries and versions still checked
+
+
+def test_no_nvml_gpus_fails(h200):
+    gpu_check = one(host(h200, gpus=0), "host.nvml.gpu")
+    assert gpu_check["status"] == FAIL and gpu_check["observed"] == "NVML reports 0 GPUs"
+
+
+@pytest.mark.parametrize("driver_root,lib_dir", [
+    ("/usr/local/nvidia", "lib64"),
+    ("/run/nvidia/driver", "usr/lib/x86_64-linux-gnu"),
+    ("/home/kubernetes/bin/nvidia", "lib64"),
+    ("/", "usr/lib/x86_64-linux-gnu"),
+])
+def test_driver_root_detected(tmp_path, driver_root, lib_dir):
+    root = hf.build_node(tmp_path, driver_root=driver_root, lib_dir=lib_dir)
+    record = host(root)
+    assert record["evidence"]["driver_root"] == driver_root
+    assert record["evidence"]["libraries"]["libcuda"]["path"] == os.path.join(driver_root, lib_dir, "libcuda.so.580.159.04")
+    assert record["status"] == PASS
+
+
+def test_links_into_another_root_do_not_make_a_driver_root(tmp_path):
+    # Ubuntu on the reference host: /usr/lib/libcuda.so.1 links into /usr/local/nvidia/lib64
+    root = hf.build_node(tmp_path)
+    os.makedirs(os.path.join(root, "usr/lib"))
+    os.symlink("/usr/local/nvidia/lib64/libcuda.so.580.159.04", os.path.join(root, "usr/lib/libcuda.so.580.159.04"))
+    assert host(root)["evidence"]["driver_root"] == "/usr/local/nvidia"
+
+
+def test_given_driver_root_without_libraries_fails(h200):
+    record = host(h200, driver_root="/opt/nothing")
+    d = one(record, "host.driver_root.detected")
+    assert d["status"] == FAIL and d["subject"] == "/opt/nothing"
+
+
+def test_missing_ptxjitcompiler_fails(tmp_path):
+    root = hf.build_node(tmp_path, libs=("libcuda", "libnvidia-ml"))
+    c = one(host(root), "host.library.present", "libnvidia-ptxjitcompiler")
+    assert c["status"] == FAIL and "CUDA_ERROR_JIT_COMPILER_NOT_FOUND" in c["hint"]
+
+
+def test_soname_link_picks_the_version_among_leftovers(h200):
+    d = os.path.join(h200, "usr/local/nvidia/lib64")
+    open(os.path.join(d, "libcuda.so.590.1.1"), "w").close()
+    lib = host(h200)["evidence"]["libraries"]["libcuda"]
+    assert lib["version"] == "580.159.04" and lib["versions_present"] == ["580.159.04", "590.1.1"]
+
+
+def test_sys_module_fallback_when_proc_modules_is_missing(h200):
+    os.unlink(os.path.join(h200, "proc/modules"))
+    os.makedirs(os.path.join(h200, "sys/module/nvidia_uvm"), exist_ok=True)
+    open(os.path.join(h200, "sys/module/nvidia_uvm/initstate"), "w").close()
+    record = host(h200)
+    assert record["evidence"]["modules_source"] == "/sys/module"
+    assert one(record, "host.kernel_module.loaded", "nvidia")["status"] == PASS
+    assert one(record, "host.kernel_module.loaded", "nvidia_uvm")["status"] == PASS
+
+
+def test_gpu_compute_processes(h200):
+    record = host(h200, fake=hf.fake_pynvml([hf.gpu(0, processes=[4242]), hf.gpu(1)]))
+    assert _host.gpu_compute_processes(record) == [
+        {"gpu_index": 0, "gpu_uuid": hf.gpu(0)["uuid"], "pid": 4242, "used_gpu_memory_bytes": 1 << 20}]
+    failing = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetComputeRunningProcesses"): nv.NVML_ERROR_NOT_SUPPORTED})
+    assert _host.gpu_compute_processes(host(h200, fake=failing)) is None
+    assert _host.gpu_compute_processes(_host.collect_host(root=str(h200), use_nvml=False)) is None
+
+
+@pytest.mark.parametrize("text,version", [
+    (hf.PROC_VERSION % "580.159.04", "580.159.04"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\nGCC version:  gcc 12\n", "535.104.05"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.86.15  Release Build\n", "570.86.15"),
+    ("garbage", None),
+    (None, None),
+])
+def test_parse_proc_driver_version(text, version):
+    assert _host.parse_proc_driver_version(text) == version
+
+
+@pytest.mark.parametrize("text,version", [
+    ("NVIDIA Container Toolkit CLI version 1.17.8\ncommit: f202b80a9b9d0db00d9b1d73c0128c8962c55f4d", "1.17.8"),
+    ("podman version 4.3.1", "4.3.1"),
+    ("Docker version 28.2.2, build e6534b4", "28.2.2"),
+    ("containerd github.com/containerd/containerd v1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da", "1.7.27"),
+    ("runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1", "1.1.5+ds1"),
+    ("no version here", None),
+])
+def test_parse_tool_version(text, version):
+    assert _host.parse_tool_version(text) == version
+
+
+def test_parse_proc_devices_reads_only_character_devices():
+    text = "Character devices:\n  1 mem\n195 nvidia-frontend\n238 nvidia-uvm\n\nBlock devices:\n  7 loop\n195 notachar\n"
+    assert _host.parse_proc_devices(text) == {"mem": 1, "nvidia-frontend": 195, "nvidia-uvm": 238}
+
+
+_HAS_GPU = os.path.exists("/dev/nvidiactl") or os.environ.get("GPUPROBE_GPU") == "1"
+
+
+@pytest.mark.skipif(_HAS_GPU, reason="this machine has an NVIDIA device: tests/gpu/test_host_gpu.py covers it")
+def test_real_node_without_gpu_fails_honestly():
+    """The same code path as on the H200, on this machine (no driver): FAIL with the exact evidence, no traceback."""
+    record = _host.collect_host(root="/")
+    assert validate_record(record) == []
+    assert record["status"] == FAIL and record["signature"] == "host.driver.present"
+    assert record["reason"].startswith("no NVIDIA driver / device nodes: ")
+    nvml_checks = [c for c in record["checks"] if c["id"].startswith("host.nvml.")]
+    assert nvml_checks and {c["status"] for c in nvml_checks} <= {FAIL, NOT_RUN}
+    error = record["evidence"]["nvml"]["error"]
+    assert error and one(record, "host.nvml.init")["observed"] == error
+    assert error in record["reason"]
+    assert record["evidence"]["tools_probed"] is True
+    assert set(record["evidence"]["tools"]) == set(_host.TOOLS)
+    for name, info in record["evidence"]["tools"].items():
+        status = one(record, "host.tool.%s" % name)["status"]
+        assert status == (NOT_RUN if info is None else PASS if info["version"] else WARN)
+
+
+def test_libcuda_root_wins_over_an_nvml_only_root(tmp_path):
+    root = hf.build_node(tmp_path)
+    os.makedirs(os.path.join(root, "lib"))
+    open(os.path.join(root, "lib", "libnvidia-ml.so.580.159.04"), "w").close()
+    assert host(root)["evidence"]["driver_root"] == "/usr/local/nvidia"

@@ -1,0 +1,98 @@
+"""_nvml.read_nvml against a fake pynvml module that raises the real pynvml.NVMLError instances."""
+import importlib.util
+import os
+
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
+
+_spec = importlib.util.spec_from_file_location(
+    "hostfixture", os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "host", "hostfixture.py"))
+hf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hf)
+nv = hf.real_pynvml
+
+
+def test_reads_every_attribute_and_shuts_down():
+    fake = hf.fake_pynvml([hf.gpu(0, mig=(0, 0), processes=[11, 12]), hf.gpu(1, persistence=0, compute_mode=3)])
+    ev = _nvml.read_nvml(fake)
+    assert ev["ok"] and ev["error"] is None and ev["gpu_count"] == 2 and ev["errors"] == {}
+    g0, g1 = ev["gpus"]
+    assert g0 == {"index": 0, "name": "NVIDIA H200", "uuid": hf.gpu(0)["uuid"], "pci_bus_id": "00000000:06:00.0", "minor_number": 0,
+                  "mig_mode": {"current": 0, "pending": 0}, "persistence_mode": True, "compute_mode": "Default",
+                  "memory_total_bytes": hf.H200_MEMORY, "errors": {},
+                  "compute_processes": [{"pid": 11, "used_gpu_memory_bytes": 1 << 20}, {"pid": 12, "used_gpu_memory_bytes": 1 << 20}]}
+    assert (g1["persistence_mode"], g1["compute_mode"], g1["mig_mode"]) == (False, "Exclusive_Process", None)
+    assert "mig_mode" in g1["errors"]
+    assert fake.calls[0] == "nvmlInit" and fake.calls[-1] == "nvmlShutdown"
+
+
+@pytest.mark.parametrize("code,name", [
+    (nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
+    (nv.NVML_ERROR_DRIVER_NOT_LOADED, "NVML_ERROR_DRIVER_NOT_LOADED"),
+    (nv.NVML_ERROR_NO_PERMISSION, "NVML_ERROR_NO_PERMISSION"),
+])
+def test_init_error_is_exact(code, name):
+    ev = _nvml.read_nvml(hf.fake_pynvml([hf.gpu()], init_error=code))
+    assert not ev["ok"] and ev["gpus"] == [] and ev["gpu_count"] is None
+    assert ev["error"] == "%s (%s, code %d)" % (nv.NVMLError(code), name, code)
+    assert _nvml.error_meaning(ev["error"]) == _nvml.NVML_ERROR_MEANINGS.get(name)
+
+
+def test_per_call_errors_keep_the_gpu():
+    fake = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetMemoryInfo"): nv.NVML_ERROR_UNKNOWN,
+                                             (0, "nvmlDeviceGetPciInfo"): nv.NVML_ERROR_TIMEOUT})
+    g = _nvml.read_nvml(fake)["gpus"][0]
+    assert g["name"] == "NVIDIA H200" and g["minor_number"] == 0
+    assert g["memory_total_bytes"] is None and g["pci_bus_id"] is None
+    assert g["errors"]["memory_total_bytes"] == "Unknown Error (NVML_ERROR_UNKNOWN, code 999)"
+    assert "NVML_ERROR_TIMEOUT" in g["errors"]["pci_bus_id"]
+
+
+def test_handle_error_leaves_identity_empty():
+    fake = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetHandleByIndex"): nv.NVML_ERROR_GPU_IS_LOST})
+    g = _nvml.read_nvml(fake)["gpus"][0]
+    assert g["name"] is None and "NVML_ERROR_GPU_IS_LOST" in g["errors"]["handle"]
+
+
+def test_library_not_found_retries_with_the_driver_root_library():
+    fake = hf.fake_pynvml([hf.gpu()], init_error=nv.NVML_ERROR_LIBRARY_NOT_FOUND)
+    loaded = []
+
+    def loader(path):  # the ctypes boundary: on a GPU node this is dlopen(path, RTLD_GLOBAL)
+        loaded.append(path)
+        fake.state["init_error"] = None
+
+    ev = _nvml.read_nvml(fake, fallback_library="/usr/local/nvidia/lib64/libnvidia-ml.so.1", loader=loader)
+    assert ev["ok"] and ev["library_path"] == "/usr/local/nvidia/lib64/libnvidia-ml.so.1" and ev["error"] is None
+    assert loaded == ["/usr/local/nvidia/lib64/libnvidia-ml.so.1"] and fake.calls.count("nvmlInit") == 2
+
+
+def test_fallback_failure_reports_both_errors():
+    fake = hf.fake_pynvml([hf.gpu()], init_error=nv.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    def loader(path):
+        raise OSError("%s: cannot open shared object file" % path)
+
+    ev = _nvml.read_nvml(fake, fallback_library="/x/libnvidia-ml.so.1", loader=loader)
+    assert not ev["ok"] and ev["library_path"] is None
+    assert ev["error"].startswith("NVML Shared Library Not Found (NVML_ERROR_LIBRARY_NOT_FOUND, code 12); after loading /x/libnvidia-ml.so.1: OSError")
+
+
+def test_other_init_errors_do_not_trigger_the_fallback():
+    fake = hf.fake_pynvml([hf.gpu()], init_error=nv.NVML_ERROR_DRIVER_NOT_LOADED)
+    ev = _nvml.read_nvml(fake, fallback_library="/x/libnvidia-ml.so.1", loader=lambda p: pytest.fail("loaded %s" % p))
+    assert not ev["ok"] and fake.calls == ["nvmlInit"]
+
+
+@pytest.mark.parametrize("value,text", [(13000, "13.0"), (12020, "12.2"), (11080, "11.8"), (None, None)])
+def test_cuda_version_text(value, text):
+    assert _nvml.cuda_version_text(value) == text
+
+
+def test_import_pynvml_returns_module_or_error(monkeypatch):
+    module, error = _nvml.import_pynvml()
+    assert module is nv and error is None
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
+    module, error = _nvml.import_pynvml()
+    assert module is None and error.startswith("ModuleNotFoundError: ")
