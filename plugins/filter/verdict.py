@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report import diff_reports, drill_row
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report import diff_reports, drill_row, render_diff_markdown
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
@@ -37,11 +37,41 @@ def not_run_record(layer, reason):
     return not_run(str(layer), str(reason))
 
 
+def layer_gate(records, mode="full"):
+    """Why the runtime and compute layers cannot run on this node ('' when they can).
+
+    They need a container with an injected device: not in audit mode, not after a host or cdi FAIL (no
+    device could be injected), not when host or cdi did not run (the busy-GPU check and the device list
+    come from them), and not when the cdi layer resolved no device.
+    """
+    records = _records(records, "layer_gate")
+    if mode == "audit":
+        return "audit mode: no container is started"
+    for layer in ("host", "cdi"):
+        record = records.get(layer) or {}
+        status = record.get("status") or "NOT_RUN"
+        if status == "FAIL":
+            return "blocked by %s FAIL" % layer
+        if status == "NOT_RUN":
+            return "blocked: the %s layer did not run (%s)" % (layer, record.get("reason") or "no record")
+    devices = ((records.get("cdi") or {}).get("evidence") or {}).get("requested_devices")
+    if not devices:
+        return "blocked: the cdi layer resolved no device to inject"
+    return ""
+
+
 def report_diff(old, new):
     """What changed between two fleet reports (JSON documents), per node."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         raise AnsibleFilterError("report_diff expects two fleet reports (mappings)")
     return diff_reports(old, new)
+
+
+def report_diff_markdown(diff):
+    """The result of report_diff rendered as Markdown."""
+    if not isinstance(diff, dict) or "changed" not in diff:
+        raise AnsibleFilterError("report_diff_markdown expects the result of gpuprobe.layers.report_diff")
+    return render_diff_markdown(diff)
 
 
 def drill_result(records, variant, prediction, host=None):
@@ -54,6 +84,8 @@ class FilterModule(object):
         return {
             "node_verdict": node_verdict_filter,
             "not_run_record": not_run_record,
+            "layer_gate": layer_gate,
             "report_diff": report_diff,
+            "report_diff_markdown": report_diff_markdown,
             "drill_result": drill_result,
         }

@@ -16,7 +16,7 @@ def failed_host():
 
 
 def test_filter_names():
-    assert sorted(F) == ["drill_result", "node_verdict", "not_run_record", "report_diff"]
+    assert sorted(F) == ["drill_result", "layer_gate", "node_verdict", "not_run_record", "report_diff", "report_diff_markdown"]
 
 
 @pytest.mark.parametrize("records", [None, {}, {"host": None}, {"runtime": None, "host": "PLACEHOLDER"}])
@@ -56,3 +56,42 @@ def test_report_diff_and_drill_result():
         F["report_diff"](old, "x")
     row = F["drill_result"]({"host": failed_host()}, "full", {"predicted_layer": None}, "n")
     assert (row["match"], row["observed_verdict"], row["host"]) == (False, "FAILED_AT_HOST", "n")
+
+
+def _rec(layer, status, **evidence):
+    b = LayerBuilder(layer)
+    b.add("%s.x" % layer, status)
+    b.evidence = evidence
+    return b.build()
+
+
+@pytest.mark.parametrize("records,mode,expected", [
+    ({"host": "PASS", "cdi": "PASS"}, "audit", "audit mode: no container is started"),
+    ({"host": "FAIL", "cdi": "PASS"}, "full", "blocked by host FAIL"),
+    ({"host": "FAIL", "cdi": "FAIL"}, "full", "blocked by host FAIL"),
+    ({"host": "WARN", "cdi": "FAIL"}, "full", "blocked by cdi FAIL"),
+    ({"host": "PASS"}, "full", "blocked: the cdi layer did not run (no record)"),
+    ({"host": "PASS", "cdi": "PASS"}, "full", "blocked: the cdi layer resolved no device to inject"),
+    ({"host": "PASS", "cdi": "PASS+dev"}, "full", ""),
+    ({"host": "WARN", "cdi": "WARN+dev"}, "full", ""),
+])
+def test_layer_gate(records, mode, expected):
+    built = {}
+    for layer, status in records.items():
+        if status.endswith("+dev"):
+            built[layer] = _rec(layer, status[:-4], requested_devices=["gpuprobe.local/gpu=0"])
+        else:
+            built[layer] = _rec(layer, status)
+    assert F["layer_gate"](built, mode) == expected
+
+
+def test_layer_gate_reports_not_run_reason():
+    records = {"host": F["not_run_record"]("host", "host_facts did not return a record: boom")}
+    assert F["layer_gate"](records) == "blocked: the host layer did not run (host_facts did not return a record: boom)"
+
+
+def test_report_diff_markdown():
+    diff = F["report_diff"]({"hosts": {}}, {"hosts": {}})
+    assert "No host changed." in F["report_diff_markdown"](diff)
+    with pytest.raises(AnsibleFilterError):
+        F["report_diff_markdown"]({"x": 1})
