@@ -188,13 +188,14 @@ def build_report(hosts, generated_at, run=None, drills=None):
 def drill_row(variant, prediction, records, host=None):
     """One fault-drill row: the prediction made before the run vs the verdict observed after it.
 
-    ``prediction`` is the cdi_spec module's ``prediction`` (predicted_layer, predicted_signature; a
-    predicted_layer of None means "the probe passes"). The observed side comes from ``node_verdict``.
+    ``prediction`` is the cdi_spec module's ``prediction`` (``layer`` and ``signature``, also accepted as
+    ``predicted_layer``/``predicted_signature``; a null layer means "the probe passes"). The observed
+    side comes from ``node_verdict``.
     """
     prediction = prediction or {}
     verdict = node_verdict(records or {})
-    predicted_layer = prediction.get("predicted_layer")
-    predicted_signature = prediction.get("predicted_signature")
+    predicted_layer = prediction.get("layer", prediction.get("predicted_layer"))
+    predicted_signature = prediction.get("signature", prediction.get("predicted_signature"))
     layer_match = predicted_layer == verdict["layer"]
     if predicted_layer is None:
         layer_match = verdict["verdict"] == COMPUTE_VERIFIED

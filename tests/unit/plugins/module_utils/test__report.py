@@ -243,6 +243,8 @@ def test_diff_of_identical_reports_is_empty(report):
      jit_missing(), False, "compute"),
     ({"predicted_layer": None, "predicted_signature": None}, healthy(), True, None),
     ({"predicted_layer": None, "predicted_signature": None}, no_gpu(), False, "host"),
+    ({"layer": "host", "signature": "host.nvml.init", "description": "cdi_spec's own keys"}, no_gpu(), True, "host"),
+    ({"layer": None, "signature": None}, healthy(), True, None),
 ])
 def test_drill_row(prediction, records, match, observed_layer):
     row = R.drill_row("no_ptxjit_mount", prediction, records, host="n1")
