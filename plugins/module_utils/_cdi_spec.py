@@ -1,0 +1,364 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: self-built CDI specs for experiments and fault drills. Not public API.
+
+``build_spec`` writes nothing: it returns a minimal CDI spec of kind ``gpuprobe.local/gpu`` made from
+the host's real device nodes and driver root (one device per GPU, named by its index "0", "1", ..., and
+a device "all" holding every selected GPU node; spec-level edits carry nvidiactl, nvidia-uvm,
+nvidia-uvm-tools and read-only bind mounts of libcuda, libnvidia-ml, libnvidia-ptxjitcompiler and
+nvidia-smi). ``VARIANTS`` names the fault drills and the failure each one is predicted to cause.
+
+Safety (DESIGN.md): ``write_spec`` refuses /etc/cdi and anything resolving under it; files are named
+``gpuprobe-<run id>.yaml``; ``remove_spec`` and ``sweep_specs`` remove them again.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import posixpath
+import re
+import tempfile
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - depends on the target host
+    yaml = None
+    HAS_YAML = False
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import (
+    library_version, minimum_version, under_root,
+)
+
+KIND = "gpuprobe.local/gpu"
+DEFAULT_SPEC_DIR = "/var/run/cdi"
+# Static CDI specs belong to the administrator: this collection never writes there.
+PROTECTED_SPEC_DIR = "/etc/cdi"
+CONTAINER_LIB_DIR = "/usr/local/nvidia/lib64"
+CONTAINER_BIN_DIR = "/usr/local/nvidia/bin"
+MOUNT_OPTIONS = ["ro", "nosuid", "nodev", "bind"]
+CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1")
+LIB_SUBDIRS = ("lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib", "usr/lib64",
+               "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib")
+BIN_SUBDIRS = ("bin", "usr/bin")
+STUB_CANDIDATES = ("/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/targets/*/lib/stubs/libcuda.so",
+                   "/usr/local/cuda-*/lib64/stubs/libcuda.so", "/usr/local/cuda-*/targets/*/lib/stubs/libcuda.so")
+STALE_VERSIONS = ("470.256.02", "535.274.02")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+GPU_NODE = re.compile(r"^/dev/nvidia(\d+)$")
+
+VARIANTS = {
+    "full": {
+        "description": "GPU node(s), nvidiactl, nvidia-uvm(-tools), libcuda, libnvidia-ml, libnvidia-ptxjitcompiler, nvidia-smi",
+        "predicted_layer": None,
+        "predicted_signature": None,
+    },
+    "no_ptxjit_mount": {
+        "description": "the full spec without the libnvidia-ptxjitcompiler mount",
+        "predicted_layer": "compute",
+        "predicted_signature": "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
+    },
+    "no_uvm_node": {
+        "description": "the full spec without /dev/nvidia-uvm",
+        "predicted_layer": "compute",
+        "predicted_signature": "compute.cuda.CUDA_ERROR_UNKNOWN",
+    },
+    "cgroup_read_only": {
+        "description": "every device node with cgroup permissions 'r' (compute alone would show CUDA_ERROR_NO_DEVICE)",
+        "predicted_layer": "runtime",
+        "predicted_signature": "runtime.device_node.open.EPERM",
+    },
+    "stub_libcuda": {
+        "description": "the CUDA toolkit's stub libcuda.so mounted as libcuda.so.1",
+        "predicted_layer": "compute",
+        "predicted_signature": "compute.cuda.CUDA_ERROR_STUB_LIBRARY",
+    },
+    "file_mode_0000": {
+        "description": "fileMode 0000 on the GPU node(s); observed: the runtime does not apply it (runtime WARN only)",
+        "predicted_layer": None,
+        "predicted_signature": None,
+    },
+    "missing_hostpath": {
+        "description": "an extra bind mount whose hostPath does not exist (the runtime also fails to start: runtime.start.hostpath_missing)",
+        "predicted_layer": "cdi",
+        "predicted_signature": "cdi.host.mount_source",
+    },
+    "stale_library": {
+        "description": "libcuda's hostPath names libcuda.so.<another driver version>, which does not exist",
+        "predicted_layer": "cdi",
+        "predicted_signature": "cdi.host.library_version",
+    },
+}
+
+
+class SpecError(Exception):
+    """The spec cannot be built or written as asked (message says why)."""
+
+
+def check_run_id(run_id):
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise SpecError("run_id %r must match %s (it becomes part of a file name)" % (run_id, RUN_ID.pattern))
+    return run_id
+
+
+def spec_file_name(run_id):
+    return "gpuprobe-%s.yaml" % check_run_id(run_id)
+
+
+def _host_evidence(host):
+    return (host or {}).get("evidence") or {}
+
+
+def _gpu_nodes(root, host, gpus):
+    """The GPU node paths (/dev/nvidiaN): the given ``gpus`` (index or path, kept even when absent, for
+    drills on nodes without a GPU), else every /dev/nvidiaN present (host record first, else the host's /dev)."""
+    if gpus:
+        out = []
+        for g in gpus:
+            path = g if str(g).startswith("/dev/") else "/dev/nvidia%d" % int(g)
+            if not GPU_NODE.match(path):
+                raise SpecError("gpus entry %r is not a GPU node (/dev/nvidiaN or an index)" % (g,))
+            out.append(path)
+        return out
+    nodes = _host_evidence(host).get("device_nodes")
+    if isinstance(nodes, dict) and nodes:
+        found = [p for p, info in nodes.items() if GPU_NODE.match(p) and (info or {}).get("exists", True)]
+    else:
+        found = ["/" + posixpath.relpath(p, root) for p in glob.glob(under_root(root, "/dev/nvidia[0-9]*"))]
+        found = [p for p in found if GPU_NODE.match(p)]
+    found.sort(key=lambda p: int(GPU_NODE.match(p).group(1)))
+    if not found:
+        raise SpecError("no GPU device node /dev/nvidiaN under %s (pass gpus to build a spec for absent nodes)" % (root or "/"))
+    return found
+
+
+def find_library(root, driver_root, soname):
+    """(the real file for ``soname`` in the driver root, as a host path under root) or None."""
+    base = soname.split(".so", 1)[0] + ".so"
+    for sub in LIB_SUBDIRS:
+        d = under_root(root, posixpath.join(driver_root, sub))
+        candidate = posixpath.join(d, soname)
+        if os.path.exists(candidate):
+            return os.path.realpath(candidate)
+        versioned = sorted(p for p in glob.glob(posixpath.join(d, base + ".*")) if library_version(p))
+        if versioned:
+            return os.path.realpath(versioned[-1])
+    return None
+
+
+def find_binary(root, driver_root, name):
+    for sub in BIN_SUBDIRS:
+        candidate = under_root(root, posixpath.join(driver_root, sub, name))
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _find_stub(root, stub_libcuda):
+    if stub_libcuda:
+        path = under_root(root, stub_libcuda)
+        if not os.path.isfile(path):
+            raise SpecError("stub_libcuda %s does not exist" % path)
+        return path
+    for pattern in STUB_CANDIDATES:
+        for c in sorted(glob.glob(under_root(root, pattern))):
+            if os.path.isfile(c):
+                return c
+    raise SpecError("variant stub_libcuda needs the CUDA toolkit stub libcuda.so: pass stub_libcuda (looked in %s)"
+                    % ", ".join(STUB_CANDIDATES))
+
+
+def _node(path, root):
+    node = {"path": path}
+    if root not in ("", "/"):
+        node["hostPath"] = under_root(root, path)
+    return node
+
+
+def _mount(host_path, container_path):
+    return {"hostPath": host_path, "containerPath": container_path, "options": list(MOUNT_OPTIONS)}
+
+
+def build_spec(run_id, variant="full", root="/", driver_root=None, host=None, stub_libcuda=None, gpus=None):
+    """The spec (a dict) for ``variant``; raises SpecError when the host lacks what the spec needs."""
+    check_run_id(run_id)
+    if variant not in VARIANTS:
+        raise SpecError("unknown variant %r (one of %s)" % (variant, ", ".join(sorted(VARIANTS))))
+    root = root or "/"
+    driver_root = driver_root or _host_evidence(host).get("driver_root") or "/"
+    gpu_nodes = _gpu_nodes(root, host, gpus)
+    libs = {}
+    for soname in LIBRARIES:
+        found = find_library(root, driver_root, soname)
+        if found is None:
+            raise SpecError("%s not found in driver root %s (under %s)" % (soname, driver_root, root))
+        libs[soname] = found
+    smi = find_binary(root, driver_root, "nvidia-smi")
+
+    control = [n for n in CONTROL_NODES if os.path.exists(under_root(root, n)) or n == "/dev/nvidiactl"]
+    if variant == "no_uvm_node":
+        control = [n for n in control if n != "/dev/nvidia-uvm"]
+    mounts = []
+    for soname in LIBRARIES:
+        if variant == "no_ptxjit_mount" and soname.startswith("libnvidia-ptxjitcompiler"):
+            continue
+        host_path = libs[soname]
+        if soname == "libcuda.so.1" and variant == "stub_libcuda":
+            host_path = _find_stub(root, stub_libcuda)
+        elif soname == "libcuda.so.1" and variant == "stale_library":
+            current = library_version(host_path)
+            stale = [v for v in STALE_VERSIONS if v != current][0]
+            host_path = posixpath.join(posixpath.dirname(host_path), "libcuda.so.%s" % stale)
+        mounts.append(_mount(host_path, posixpath.join(CONTAINER_LIB_DIR, soname)))
+    if smi:
+        mounts.append(_mount(smi, posixpath.join(CONTAINER_BIN_DIR, "nvidia-smi")))
+    if variant == "missing_hostpath":
+        mounts.append(_mount("/nonexistent/gpuprobe-%s/libgpuprobe-missing.so.1" % run_id,
+                             posixpath.join(CONTAINER_LIB_DIR, "libgpuprobe-missing.so.1")))
+
+    def nodes(paths, gpu=False):
+        out = []
+        for p in paths:
+            n = _node(p, root)
+            if variant == "cgroup_read_only":
+                n["permissions"] = "r"
+            if gpu and variant == "file_mode_0000":
+                n["fileMode"] = 0
+            out.append(n)
+        return out
+
+    devices = [{"name": GPU_NODE.match(p).group(1), "containerEdits": {"deviceNodes": nodes([p], gpu=True)}}
+               for p in gpu_nodes]
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": nodes(gpu_nodes, gpu=True)}})
+    spec = {
+        "cdiVersion": "0.3.0",
+        "kind": KIND,
+        "devices": devices,
+        "containerEdits": {
+            "env": ["LD_LIBRARY_PATH=%s" % CONTAINER_LIB_DIR, "GPUPROBE_RUN_ID=%s" % run_id,
+                    "GPUPROBE_CDI_VARIANT=%s" % variant],
+            "deviceNodes": nodes(control),
+            "mounts": mounts,
+        },
+    }
+    # The lowest version that the fields used allow (digit device names and hostPath need 0.5.0), so
+    # older runtimes' CDI libraries accept the spec too.
+    spec["cdiVersion"] = minimum_version(spec)[0]
+    return spec
+
+
+def qualified_devices(spec):
+    return ["%s=%s" % (spec["kind"], d["name"]) for d in spec["devices"]]
+
+
+def refuses(spec_dir):
+    """Why ``spec_dir`` is refused (it is /etc/cdi or resolves under it), else None."""
+    protected = os.path.realpath(PROTECTED_SPEC_DIR)
+    for candidate in (posixpath.normpath(spec_dir), os.path.realpath(spec_dir)):
+        for p in (protected, PROTECTED_SPEC_DIR):
+            if candidate == p or candidate.startswith(p.rstrip("/") + "/"):
+                return "refusing to write CDI specs under %s (%s): static specs belong to the administrator; use %s" % (
+                    PROTECTED_SPEC_DIR, spec_dir, DEFAULT_SPEC_DIR)
+    return None
+
+
+def render(spec):
+    if not HAS_YAML:
+        raise SpecError("PyYAML is required to write CDI specs")
+    return yaml.safe_dump(spec, sort_keys=False, default_flow_style=False)
+
+
+def spec_path(spec_dir, run_id):
+    why = refuses(spec_dir)
+    if why:
+        raise SpecError(why)
+    return posixpath.join(spec_dir, spec_file_name(run_id))
+
+
+def write_spec(spec, spec_dir, run_id):
+    """Write ``spec`` atomically to <spec_dir>/gpuprobe-<run_id>.yaml (mode 0644); returns the path.
+    Refuses /etc/cdi and anything resolving under it."""
+    path = spec_path(spec_dir, run_id)
+    if not os.path.isdir(spec_dir):
+        os.makedirs(spec_dir, mode=0o755)
+    why = refuses(spec_dir)  # again, now that it exists (a symlink created meanwhile)
+    if why:
+        raise SpecError(why)
+    fd, tmp = tempfile.mkstemp(prefix=".gpuprobe-", suffix=".tmp", dir=spec_dir)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(render(spec))
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def remove_spec(spec_dir, run_id):
+    """Remove this run's spec; True when a file was removed."""
+    path = spec_path(spec_dir, run_id)
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _ours(path):
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            return KIND in f.read(65536)
+    except OSError:
+        return False
+
+
+def sweep_specs(spec_dir, run_id=None):
+    """Remove gpuprobe-*.yaml specs of our kind left by interrupted runs; with ``run_id``, that run's spec
+    is kept (sweep the others before writing a new one). Returns the removed paths."""
+    if refuses(spec_dir):
+        raise SpecError(refuses(spec_dir))
+    keep = spec_file_name(run_id) if run_id else None
+    removed = []
+    for path in sorted(glob.glob(posixpath.join(spec_dir, "gpuprobe-*.yaml"))):
+        if posixpath.basename(path) == keep or os.path.islink(path) or not _ours(path):
+            continue
+        os.unlink(path)
+        removed.append(path)
+    return removed
+
+
+def prediction(variant):
+    v = VARIANTS[variant]
+    return {"layer": v["predicted_layer"], "signature": v["predicted_signature"], "description": v["description"]}
+
+
+def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=False, **build_args):
+    """The module's one call: build and write (state=present) or remove (state=absent) this run's spec.
+    Returns a dict: changed, path, kind, devices, variant, spec, prediction."""
+    path = spec_path(spec_dir, run_id)
+    variant = build_args.get("variant") or "full"
+    out = {"changed": False, "path": path, "kind": KIND, "devices": [], "variant": variant, "spec": None,
+           "prediction": prediction(variant) if variant in VARIANTS else None}
+    if state == "absent":
+        out["changed"] = os.path.exists(path)
+        if out["changed"] and not check_mode:
+            remove_spec(spec_dir, run_id)
+        return out
+    spec = build_spec(run_id, **build_args)
+    text = render(spec)
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            current = f.read()
+    except OSError:
+        current = None
+    out.update(spec=spec, devices=qualified_devices(spec), changed=current != text)
+    if out["changed"] and not check_mode:
+        write_spec(spec, spec_dir, run_id)
+    return out

@@ -1,0 +1,193 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cdi_facts
+short_description: The cdi layer of GPU-in-container readiness (CDI specs, resolution, host objects)
+version_added: 0.1.0
+description:
+  - Loads every Container Device Interface (CDI) spec file of the spec directories strictly, resolves the
+    requested devices the way the reference Go library (container-device-interface C(pkg/cdi)) does, and
+    checks every device node, mount and hook of the merged edits on the host. Returns the cdi layer record
+    (docs/contract.md) as the fact C(gpuprobe_cdi).
+  - "Loading: only C(*.json) and C(*.yaml) directly in each directory; unknown fields, duplicate keys and wrong
+    types are errors; C(cdiVersion) must be known (0.1.0 to 1.1.0) and not lower than the minimum the fields
+    used require (mounts[].type 0.4.0; hostPath on device nodes or a device name starting with a digit 0.5.0;
+    annotations or a dot in the class 0.6.0; intelRdt or additionalGids 0.7.0; netDevices, intelRdt.schemata
+    or enableMonitoring 1.1.0); kind, device names, env, device node types, cgroup permissions, hooks,
+    mounts and annotations are validated. Each error is reported against its file."
+  - "Resolution: a later spec directory has a higher priority and overrides; a device defined twice at the
+    same priority is dropped and reported as a conflict against both files. The merged container edits of
+    the requested devices (C(evidence.expected_edits)) are what the runtime layer compares the container with."
+  - "Host checks: each device node exists and is a char/block device with the declared and the host layer's
+    major:minor; each bind mount's hostPath exists; a driver library named after another driver version than
+    the running one is a stale spec (FAIL); hooks exist, are executable and root-owned. For NVIDIA specs a
+    missing C(/dev/nvidiactl), C(/dev/nvidia-uvm), libnvidia-ptxjitcompiler mount or write permission is a
+    WARN naming the consequence observed on a real GPU."
+  - "Security audit: spec files or directories writable by anyone but root, mounts of sensitive host paths
+    (/, /etc, /root, runtime sockets, /proc or /sys read-write) and hooks writable by non-root are FAILs."
+  - When no spec provides a requested kind the layer FAILs (C(no CDI spec provides nvidia.com/gpu)); it never
+    PASSes without a spec. Parsing a spec proves nothing about the GPU; a spec on a node without the GPU FAILs
+    because its device nodes are absent. Check ids are listed in docs/checks.md.
+author:
+  - gpuprobe.layers contributors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: Only reads the node; the same facts are returned in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+options:
+  spec_dirs:
+    description:
+      - CDI spec directories, lowest priority first (a later directory overrides an earlier one).
+    type: list
+    elements: path
+    default: [/etc/cdi, /var/run/cdi]
+  discover_runtime_dirs:
+    description:
+      - Also read C(cdi_spec_dirs) from the containerd, CRI-O and podman (containers.conf, C(CONTAINERS_CONF))
+        configuration files that exist, and append the directories not already listed.
+    type: bool
+    default: true
+  devices:
+    description:
+      - Requested devices as qualified names C(vendor/class=name). C(vendor/class=all) names the device
+        C(all) when a spec defines one; otherwise it is expanded to every device of the kind (reported as a WARN,
+        because a runtime would refuse it).
+      - When empty, every device of O(kinds) is requested.
+    type: list
+    elements: str
+    default: []
+  kinds:
+    description:
+      - Device kinds (C(vendor/class)) whose devices are requested when O(devices) is empty.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
+  host:
+    description:
+      - The host layer record (C(ansible_facts.gpuprobe_host) from M(gpuprobe.layers.host_facts)). When given,
+        each device node's major:minor is compared with what the host layer saw, and the running driver
+        version is taken from its NVML reading; otherwise C(/proc/driver/nvidia/version) is read.
+    type: dict
+  root:
+    description:
+      - Directory under which the host's paths (spec directories, device nodes, mount sources, hooks, runtime
+        configuration) are looked up. Anything other than C(/) is for a host filesystem mounted elsewhere.
+    type: path
+    default: /
+  max_spec_size:
+    description:
+      - Spec files larger than this many bytes are not read and are reported as errors.
+    type: int
+    default: 1048576
+requirements:
+  - PyYAML on the managed node (without it every spec file is reported unreadable).
+seealso:
+  - module: gpuprobe.layers.host_facts
+  - module: gpuprobe.layers.cdi_spec
+"""
+
+EXAMPLES = r"""
+- name: Read the host layer
+  gpuprobe.layers.host_facts:
+
+- name: Read the cdi layer for every nvidia.com/gpu device, comparing with the host layer
+  gpuprobe.layers.cdi_facts:
+    host: "{{ ansible_facts.gpuprobe_host }}"
+
+- name: Read the cdi layer for one device from a custom spec directory
+  gpuprobe.layers.cdi_facts:
+    spec_dirs: [/var/run/cdi]
+    discover_runtime_dirs: false
+    devices: [nvidia.com/gpu=0]
+
+- name: Show what the runtime layer should find in the container
+  ansible.builtin.debug:
+    var: ansible_facts.gpuprobe_cdi.evidence.expected_edits
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added by this module.
+  returned: always
+  type: dict
+  contains:
+    gpuprobe_cdi:
+      description:
+        - The cdi layer record (docs/contract.md).
+        - C(evidence.requested_devices) lists the qualified names resolved; C(evidence.expected_edits) holds
+          their merged container edits in the order the reference library applies them, C(env) (K=V),
+          C(deviceNodes) (path, hostPath, type, major, minor (filled from the host node when the spec omits
+          them; null when the node is absent), permissions (the effective cgroup access, C(rwm) when the spec
+          gives none), fileMode, uid, gid), C(mounts) (hostPath, containerPath, type, options), C(hooks)
+          (hookName, path, args, env, timeout) and C(additionalGids).
+        - C(evidence.files) has one entry per spec file (path, ok, error, errors, kind, cdiVersion, min_version,
+          devices, symlink, mode, uid, gid, size, sha256, priority, dir, conflicts); C(evidence.spec_dirs),
+          C(evidence.runtime_spec_dirs), C(evidence.all_devices), C(evidence.conflicts), C(evidence.overrides),
+          C(evidence.device_sources), C(evidence.driver_version) and C(evidence.spec_digest) (sha256 over the
+          files that provide the requested devices) complete it.
+        - C(versions.cdi_spec) is the cdiVersion of the files used; C(versions.driver) the running driver version
+          the library names were compared with.
+      returned: always
+      type: dict
+      sample:
+        layer: cdi
+        status: FAIL
+        reason: "cdi.resolve.kind: nvidia.com/gpu (observed no CDI spec provides nvidia.com/gpu, expected a valid spec provides it)"
+        checks:
+          - id: cdi.resolve.kind
+            status: FAIL
+            subject: nvidia.com/gpu
+            expected: a valid spec provides it
+            observed: no CDI spec provides nvidia.com/gpu
+            hint: generate the vendor's spec (nvidia-ctk cdi generate) into a spec dir the runtime reads
+        evidence:
+          requested_devices: []
+          expected_edits: {env: [], deviceNodes: [], mounts: [], hooks: [], additionalGids: []}
+          spec_digest: null
+        not_proven: ["that the node has a working GPU", "that the container runtime applies these edits"]
+        versions: {cdi_spec: null}
+        started_at: "2026-12-02T18:30:00.000000Z"
+        duration_ms: 3.1
+        signature: cdi.resolve.kind
+        points_to: cdi
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import cdi_layer
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+            discover_runtime_dirs=dict(type="bool", default=True),
+            devices=dict(type="list", elements="str", default=[]),
+            kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
+            host=dict(type="dict"),
+            root=dict(type="path", default="/"),
+            max_spec_size=dict(type="int", default=1048576),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    record = cdi_layer(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
+                       kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"])
+    module.exit_json(changed=False, ansible_facts={"gpuprobe_cdi": record})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cdi_spec
+short_description: Write or remove a self-built CDI spec for GPU experiments and fault drills
+version_added: 0.1.0
+description:
+  - Builds a minimal CDI spec of kind C(gpuprobe.local/gpu) from the host's real device nodes and driver root
+    and writes it to C(<spec_dir>/gpuprobe-<run_id>.yaml), or removes that file (O(state=absent)).
+  - The spec has one device per GPU named by its index (C(0), C(1), ...) holding that GPU's node, and a device
+    C(all) holding every selected GPU node. Spec-level edits hold C(/dev/nvidiactl), C(/dev/nvidia-uvm) and
+    C(/dev/nvidia-uvm-tools) (those present), read-only bind mounts of the real versioned C(libcuda),
+    C(libnvidia-ml) and C(libnvidia-ptxjitcompiler) files of the driver root at
+    C(/usr/local/nvidia/lib64/<soname>) in the container and C(nvidia-smi) at C(/usr/local/nvidia/bin/nvidia-smi),
+    and the env C(LD_LIBRARY_PATH=/usr/local/nvidia/lib64), C(GPUPROBE_RUN_ID) and C(GPUPROBE_CDI_VARIANT).
+  - Device nodes carry C(hostPath) when O(root) is not C(/). C(cdiVersion) is the lowest the fields allow (0.5.0).
+  - O(variant) selects a fault drill; the result's C(prediction) names the layer and failure signature it is
+    expected to cause.
+  - Never writes to C(/etc/cdi): a O(spec_dir) that is, or resolves under, C(/etc/cdi) is refused.
+author:
+  - gpuprobe.layers contributors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports the spec that would be written (or the file that would be removed) and whether it would change.
+  diff_mode:
+    support: none
+options:
+  run_id:
+    description:
+      - Identifies this run; the file is C(gpuprobe-<run_id>.yaml). Letters, digits, C(_), C(.), C(-).
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) writes the spec, V(absent) removes this run's spec.
+    type: str
+    choices: [present, absent]
+    default: present
+  variant:
+    description:
+      - "V(full): everything above (predicted: no failure)."
+      - "V(no_ptxjit_mount): without the libnvidia-ptxjitcompiler mount (compute, C(compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND))."
+      - "V(no_uvm_node): without C(/dev/nvidia-uvm) (compute, C(compute.cuda.CUDA_ERROR_UNKNOWN))."
+      - "V(cgroup_read_only): every device node with cgroup permissions C(r) (runtime, C(runtime.device_node.open.EPERM))."
+      - "V(stub_libcuda): the CUDA toolkit's stub C(libcuda.so) as C(libcuda.so.1) (compute, C(compute.cuda.CUDA_ERROR_STUB_LIBRARY))."
+      - "V(file_mode_0000): C(fileMode) 0 on the GPU nodes (no failure: the runtime does not apply it)."
+      - "V(missing_hostpath): an extra bind mount whose hostPath does not exist (cdi, C(cdi.host.mount_source))."
+      - "V(stale_library): libcuda's hostPath names C(libcuda.so.<another driver version>) (cdi, C(cdi.host.library_version))."
+    type: str
+    choices: [full, no_ptxjit_mount, no_uvm_node, cgroup_read_only, stub_libcuda, file_mode_0000, missing_hostpath, stale_library]
+    default: full
+  spec_dir:
+    description:
+      - Directory to write to. C(/etc/cdi) and anything resolving under it are refused.
+    type: path
+    default: /var/run/cdi
+  root:
+    description:
+      - Directory under which device nodes and the driver root are looked up (a fixture tree in tests).
+    type: path
+    default: /
+  driver_root:
+    description:
+      - The driver root (for example C(/usr/local/nvidia)); default the host record's C(evidence.driver_root), else C(/).
+    type: path
+  host:
+    description:
+      - The host layer record (C(ansible_facts.gpuprobe_host)); its C(evidence.device_nodes) and
+        C(evidence.driver_root) are used when given.
+    type: dict
+  stub_libcuda:
+    description:
+      - Path of the CUDA toolkit's stub C(libcuda.so), for O(variant=stub_libcuda); default the first found under
+        C(/usr/local/cuda*).
+    type: path
+  gpus:
+    description:
+      - GPU nodes to include, as indexes (C(0)) or paths (C(/dev/nvidia0)); default every C(/dev/nvidiaN) present.
+        Nodes given here are kept even when absent (a drill for a node without the GPU).
+    type: list
+    elements: str
+requirements:
+  - PyYAML on the managed node.
+seealso:
+  - module: gpuprobe.layers.cdi_facts
+"""
+
+EXAMPLES = r"""
+- name: Fault drill with a self-built spec, always removed again
+  block:
+    - name: Write the spec without the PTX JIT compiler
+      gpuprobe.layers.cdi_spec:
+        run_id: "{{ run_id }}"
+        variant: no_ptxjit_mount
+        driver_root: /usr/local/nvidia
+      register: drill_spec
+
+    - name: Check it with the cdi layer
+      gpuprobe.layers.cdi_facts:
+        spec_dirs: [/var/run/cdi]
+        devices: "{{ drill_spec.devices[:1] }}"
+  always:
+    - name: Remove the spec
+      gpuprobe.layers.cdi_spec:
+        run_id: "{{ run_id }}"
+        state: absent
+"""
+
+RETURN = r"""
+path:
+  description: The spec file written or removed.
+  returned: always
+  type: str
+  sample: /var/run/cdi/gpuprobe-20261202T183000.yaml
+kind:
+  description: The spec's kind.
+  returned: always
+  type: str
+  sample: gpuprobe.local/gpu
+devices:
+  description: Qualified names of the spec's devices (empty for O(state=absent)).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpuprobe.local/gpu=0, gpuprobe.local/gpu=all]
+variant:
+  description: The variant built.
+  returned: always
+  type: str
+  sample: full
+spec:
+  description: The spec's content (null for O(state=absent)).
+  returned: always
+  type: dict
+prediction:
+  description: The layer (C(layer)) and failure signature (C(signature)) this variant is predicted to cause (both null when none), and its C(description).
+  returned: always
+  type: dict
+  sample: {layer: compute, signature: compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND, description: the full spec without the libnvidia-ptxjitcompiler mount}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi_spec import SpecError, ensure_spec
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            run_id=dict(type="str", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            variant=dict(type="str", default="full", choices=["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only",
+                                                                "stub_libcuda", "file_mode_0000", "missing_hostpath", "stale_library"]),
+            spec_dir=dict(type="path", default="/var/run/cdi"),
+            root=dict(type="path", default="/"),
+            driver_root=dict(type="path"),
+            host=dict(type="dict"),
+            stub_libcuda=dict(type="path"),
+            gpus=dict(type="list", elements="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = ensure_spec(p["run_id"], state=p["state"], spec_dir=p["spec_dir"], check_mode=module.check_mode,
+                             variant=p["variant"], root=p["root"], driver_root=p["driver_root"], host=p["host"],
+                             stub_libcuda=p["stub_libcuda"], gpus=p["gpus"])
+    except (SpecError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
