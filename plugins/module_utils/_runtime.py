@@ -1,0 +1,590 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: the runtime layer of gpuprobe.layers; not public API.
+
+Starts one probe container with the requested CDI devices through a real runtime (podman; docker when
+its CDI support is enabled), looks from inside at what the runtime actually applied (device nodes and
+what open(O_RDWR) returns, mounts, env, groups, which libcuda the loader finds) and compares it, edit by
+edit, with what the CDI layer expected. The same container can run the compute steps
+(``compute: true``), whose raw output is handed to the compute layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import uuid as uuidlib
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import (
+    busy_processes, busy_reason, write_probe,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+    FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
+
+LABEL = "gpuprobe.run"
+PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
+RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
+UNSUPPORTED = ("containerd", "crio")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# env keys of the container worth keeping in the record besides the expected ones
+ENV_KEEP = re.compile(r"^(NVIDIA_|CUDA_|LD_LIBRARY_PATH$|PATH$)")
+
+CHECKS = {
+    "runtime.engine.available": {
+        "title": "a supported container runtime with CDI support is installed; its version is recorded",
+        "fail": "the runtime is missing, or (docker) its CDI support is not enabled",
+        "next": "install podman >= 4.1, or enable CDI in docker (daemon.json features.cdi)",
+    },
+    "runtime.container.started": {
+        "title": "the probe container started with the requested CDI devices and the probe ran inside it",
+        "fail": "the runtime refused or failed to start the container (the signature classifies its message)",
+        "next": "the runtime's own message in observed; the signature's row below",
+    },
+    "runtime.probe.inventory": {
+        "title": "the in-container probe reported what it saw (device nodes, mounts, env)",
+        "fail": "the container ran but the probe printed no inventory (image without python3? killed?)",
+        "next": "the container's stderr in evidence.container.stderr",
+    },
+    "runtime.device_node.present": {
+        "title": "each expected device node exists inside the container",
+        "fail": "the runtime did not create a device node the CDI edits ask for",
+        "next": "the runtime's CDI support and the spec's deviceNodes",
+    },
+    "runtime.device_node.type": {
+        "title": "each expected device node has the expected type and major:minor inside the container",
+        "fail": "the node exists but is not the device the spec names",
+        "next": "the spec's type/major/minor vs the host node (cdi layer); stale nodes in the image",
+    },
+    "runtime.device_node.mode": {
+        "title": "the file mode the spec asks for (fileMode) was applied to the node",
+        "fail": "the runtime did not apply fileMode (WARN: DESIGN saw podman+runc ignore fileMode 0000)",
+        "next": "do not rely on fileMode for access control with this runtime",
+    },
+    "runtime.device_node.open": {
+        "title": "open(O_RDWR) succeeds on each expected node inside the container",
+        "fail": "EPERM = the device cgroup denies it (permissions); EACCES = the file mode/owner denies it; "
+                "ENXIO/ENODEV = no driver behind the major:minor",
+        "next": "EPERM: the deviceNodes' permissions (need rw); EACCES: fileMode/uid/gid vs the container user",
+    },
+    "runtime.mount.present": {
+        "title": "each expected mount's containerPath is a mount point in the container (/proc/self/mountinfo)",
+        "fail": "the runtime did not apply a mount the CDI edits ask for",
+        "next": "the spec's mounts; the runtime's CDI support",
+    },
+    "runtime.mount.source": {
+        "title": "the file mounted at containerPath is the hostPath's file (its resolved name), and read-only when asked",
+        "fail": "something else is mounted there, or the options differ",
+        "next": "compare mountinfo root/options in evidence with the spec",
+    },
+    "runtime.env.value": {
+        "title": "each expected env entry (K=V) is set to that value in the container",
+        "fail": "the variable is missing or has another value (image ENV or --env overriding it?)",
+        "next": "the image's ENV and the runtime's env handling",
+    },
+    "runtime.group.additional": {
+        "title": "each expected additionalGid is among the container process's groups",
+        "fail": "the runtime did not add the group",
+        "next": "the runtime's support of CDI additionalGids (CDI spec >= 0.7)",
+    },
+    "runtime.hook.effect": {
+        "title": "CDI hooks: recorded, not observable from inside the container (NOT_RUN)",
+        "fail": "(never FAILs)",
+        "next": "the hook's own logs",
+    },
+}
+
+SIGNATURES = {
+    "runtime.start.cdi_unresolvable": {
+        "points_to": "cdi",
+        "meaning": "the runtime did not find the requested CDI device (no/invalid spec, wrong kind or name)",
+        "next": "the cdi layer record: spec dirs, parse errors, the qualified name",
+    },
+    "runtime.start.hostpath_missing": {
+        "points_to": "cdi",
+        "meaning": "the container never started: a hostPath of the spec does not exist (stat failed)",
+        "next": "the cdi layer's hostPath checks; the path in the runtime's message",
+    },
+    "runtime.start.permission_denied": {
+        "points_to": "runtime",
+        "meaning": "the runtime was refused an operation (permission denied) while creating the container",
+        "next": "rootless vs root, SELinux/AppArmor, the path in the message",
+    },
+    "runtime.start.oci_error": {
+        "points_to": "runtime",
+        "meaning": "the OCI runtime (runc/crun) failed to create or start the container",
+        "next": "the runtime's message; the OCI runtime's version and cgroup setup",
+    },
+    "runtime.start.image_missing": {
+        "points_to": "runtime",
+        "meaning": "the probe image is not present (pull: never) or could not be pulled",
+        "next": "build it: scripts/build-probe-image.sh, or roles/compute_probe/files/Containerfile",
+    },
+    "runtime.start.timeout": {
+        "points_to": "runtime",
+        "meaning": "the container did not report within the timeout; it was killed and removed",
+        "next": "the runtime's health (podman info), storage locks, a hung hook",
+    },
+    "runtime.start.failed": {
+        "points_to": "runtime",
+        "meaning": "the container did not start, for a reason not classified above",
+        "next": "the runtime's message in the check's observed",
+    },
+    "runtime.device_node.open.EPERM": {
+        "points_to": "runtime",
+        "meaning": "open() refused by the device cgroup: the spec grants less than rw (e.g. permissions: r)",
+        "next": "deviceNodes[].permissions in the spec (rw or rwm); CUDA then fails cuInit with NO_DEVICE (100)",
+    },
+    "runtime.device_node.open.EACCES": {
+        "points_to": "runtime",
+        "meaning": "open() refused by the node's file mode/owner for the container's user",
+        "next": "deviceNodes[].fileMode/uid/gid vs the container user",
+    },
+    "runtime.device_node.open.ENXIO": {
+        "points_to": "host",
+        "meaning": "no driver answers for this major:minor (module not loaded, or a wrong minor)",
+        "next": "the host layer: kernel module and /dev nodes",
+    },
+    "runtime.device_node.open.ENODEV": {
+        "points_to": "host",
+        "meaning": "the device is gone (GPU fallen off the bus, driver unbound)",
+        "next": "the host layer and the kernel log (Xid)",
+    },
+    "runtime.device_node.open.other": {
+        "points_to": "runtime",
+        "meaning": "open() failed with another errno (named in the check)",
+        "next": "the errno in the check's observed",
+    },
+}
+
+# Runtime messages -> start signature, first match wins (order matters: runc appends a misleading
+# "OCI runtime attempted to invoke a command that was not found" to stat failures).
+START_PATTERNS = (
+    ("runtime.start.cdi_unresolvable", re.compile(r"unresolvable CDI devices|CDI device.*not found|unknown CDI device|"
+                                                  r"could not resolve CDI|CDI.*not resolv", re.I)),
+    ("runtime.start.hostpath_missing", re.compile(r"failed to stat CDI host device|stat [^:]+: no such file or directory|"
+                                                  r"error mounting .*no such file or directory|"
+                                                  r"no such file or directory.*(mount|device)", re.I)),
+    ("runtime.start.image_missing", re.compile(r"image not known|image not found|no such image|manifest unknown|"
+                                               r"initializing source docker://|pull access denied|"
+                                               r"unable to find image", re.I)),
+    ("runtime.start.permission_denied", re.compile(r"permission denied|operation not permitted|EACCES|EPERM", re.I)),
+    ("runtime.start.oci_error", re.compile(r"OCI runtime|runc create failed|crun:|runc:|container init|"
+                                           r"executable file not found", re.I)),
+)
+
+
+def classify_start_error(text, timed_out=False):
+    """Signature of a container that did not start, from the runtime's message."""
+    if timed_out:
+        return "runtime.start.timeout"
+    for signature, pattern in START_PATTERNS:
+        if pattern.search(text or ""):
+            return signature
+    return "runtime.start.failed"
+
+
+def error_line(text):
+    """The runtime's own error line (the last 'Error: ...' line, else the last non-empty line)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error") or "error" in line.lower()]
+    if errors:
+        return errors[-1][:1000]
+    return lines[-1][:1000] if lines else ""
+
+
+def open_signature(errno_name):
+    sig = "runtime.device_node.open.%s" % errno_name
+    return sig if sig in SIGNATURES else "runtime.device_node.open.other"
+
+
+def _parse_mode(value):
+    """fileMode as written in a spec (int, '0666', '438') -> int, or None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int):
+        return value & 0o7777
+    text = str(value).strip()
+    try:
+        return int(text, 8) if text.startswith("0") else int(text)
+    except ValueError:
+        return None
+
+
+def _host_device(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        return {"type": "c" if stat.S_ISCHR(st.st_mode) else "b", "major": os.major(st.st_rdev),
+                "minor": os.minor(st.st_rdev)}
+    return None
+
+
+def expected_node(entry):
+    """Expected type/major/minor of a CDI deviceNode: from the edit, else from the host node it names."""
+    out = {"path": entry.get("path"), "type": entry.get("type"), "major": entry.get("major"),
+           "minor": entry.get("minor"), "fileMode": _parse_mode(entry.get("fileMode")),
+           "permissions": entry.get("permissions")}
+    if out["major"] is None or out["minor"] is None or not out["type"]:
+        host = _host_device(entry.get("hostPath") or entry.get("path") or "")
+        if host:
+            for key in ("type", "major", "minor"):
+                if out[key] is None or out[key] == "":
+                    out[key] = host[key]
+    return out
+
+
+def _describe_node(node):
+    if not node or not node.get("present"):
+        return "absent"
+    text = node.get("type") or "?"
+    if "major" in node:
+        text += " %s:%s" % (node["major"], node["minor"])
+    return text
+
+
+def compare_nodes(builder, expected_nodes, observed_nodes):
+    for entry in expected_nodes:
+        exp = expected_node(entry)
+        path = exp["path"]
+        node = observed_nodes.get(path) or {"present": False}
+        want = "%s %s:%s" % (exp["type"] or "c", exp["major"], exp["minor"]) if exp["major"] is not None else (exp["type"] or "c")
+        if not node.get("present"):
+            builder.add("runtime.device_node.present", FAIL, subject=path, expected=want, observed="absent")
+            continue
+        builder.add("runtime.device_node.present", PASS, subject=path, expected=want, observed=_describe_node(node))
+        type_ok = node.get("type") == (exp["type"] or "c")
+        if exp["major"] is not None and exp["minor"] is not None:
+            type_ok = type_ok and node.get("major") == int(exp["major"]) and node.get("minor") == int(exp["minor"])
+        builder.add("runtime.device_node.type", PASS if type_ok else FAIL, subject=path, expected=want,
+                    observed=_describe_node(node))
+        if exp["fileMode"] is not None:
+            applied = node.get("mode") == "%04o" % exp["fileMode"]
+            builder.add("runtime.device_node.mode", PASS if applied else WARN, subject=path,
+                        expected="%04o (fileMode)" % exp["fileMode"], observed=node.get("mode"),
+                        hint=None if applied else "the runtime did not apply fileMode; access is decided by the "
+                                                  "device cgroup and the mode it did set")
+        opened = node.get("open")
+        if opened == "OK":
+            builder.add("runtime.device_node.open", PASS, subject=path, expected="open(O_RDWR) OK", observed="OK")
+        else:
+            sig = open_signature(opened)
+            builder.add("runtime.device_node.open", FAIL, subject=path, expected="open(O_RDWR) OK",
+                        observed="%s (%s) as uid %s, mode %s, cgroup permissions %s" % (
+                            opened, node.get("open_error"), node.get("as_uid"), node.get("mode"),
+                            exp["permissions"] or "rwm (default)"),
+                        hint=SIGNATURES[sig]["next"])
+
+
+def _mounts_by_point(mounts):
+    by_point = {}
+    for m in mounts or []:
+        by_point[m.get("mount_point")] = m  # later mounts shadow earlier ones at the same point
+    return by_point
+
+
+def compare_mounts(builder, expected_mounts, observed_mounts):
+    by_point = _mounts_by_point(observed_mounts)
+    for entry in expected_mounts:
+        point = entry.get("containerPath")
+        host_path = entry.get("hostPath")
+        m = by_point.get(point)
+        if m is None:
+            builder.add("runtime.mount.present", FAIL, subject=point, expected="mounted from %s" % host_path,
+                        observed="not a mount point in the container")
+            continue
+        builder.add("runtime.mount.present", PASS, subject=point, expected="mounted from %s" % host_path,
+                    observed="%s %s (%s)" % (m.get("fstype"), m.get("root"), ",".join(m.get("options") or [])))
+        options = entry.get("options") or []
+        is_bind = entry.get("type") in (None, "", "bind", "none") or "bind" in options or "rbind" in options
+        if not is_bind or not host_path:
+            continue
+        want_name = os.path.basename(os.path.realpath(host_path).rstrip("/")) or "/"
+        got_name = os.path.basename((m.get("root") or "").rstrip("/")) or "/"
+        problems = []
+        if want_name != got_name:
+            problems.append("source %s, expected a file named %s" % (m.get("root"), want_name))
+        if "ro" in options and "ro" not in (m.get("options") or []):
+            problems.append("mounted read-write, spec asks ro")
+        builder.add("runtime.mount.source", WARN if problems else PASS, subject=point,
+                    expected="%s%s" % (want_name, " (ro)" if "ro" in options else ""),
+                    observed="; ".join(problems) if problems else "%s%s" % (got_name, " (ro)" if "ro" in (m.get("options") or []) else ""))
+
+
+def compare_env(builder, expected_env, observed_env):
+    for item in expected_env:
+        key, _sep, value = str(item).partition("=")
+        if key not in observed_env:
+            builder.add("runtime.env.value", FAIL, subject=key, expected=value, observed="absent")
+        else:
+            builder.add("runtime.env.value", PASS if observed_env[key] == value else FAIL, subject=key, expected=value,
+                        observed=observed_env[key])
+
+
+def compare_edits(builder, expected_edits, inventory, start):
+    expected_edits = expected_edits or {}
+    nodes = inventory.get("nodes") or {}
+    for node in nodes.values():
+        node["as_uid"] = (start or {}).get("uid")
+    compare_nodes(builder, expected_edits.get("deviceNodes") or [], nodes)
+    compare_mounts(builder, expected_edits.get("mounts") or [], inventory.get("mounts") or [])
+    compare_env(builder, expected_edits.get("env") or [], inventory.get("env") or {})
+    groups = inventory.get("groups") or []
+    for gid in expected_edits.get("additionalGids") or []:
+        builder.add("runtime.group.additional", PASS if int(gid) in groups else FAIL, subject=str(gid),
+                    expected="in the process's groups", observed=", ".join(str(g) for g in groups) or "none")
+    for hook in expected_edits.get("hooks") or []:
+        builder.add("runtime.hook.effect", NOT_RUN, subject="%s %s" % (hook.get("hookName"), hook.get("path")),
+                    observed="a hook's effect is not observable from inside the container")
+
+
+def detect_runtime(requested="auto", timeout=30):
+    """Which runtime to use: dict name, path, version, oci_runtime, cgroups, usable (bool), reason."""
+    requested = requested or "auto"
+    if requested in UNSUPPORTED:
+        return {"name": requested, "usable": False, "reason": "%s is not supported yet" % requested,
+                "path": which(requested) or which("nerdctl" if requested == "containerd" else "crictl")}
+    candidates = ("podman", "docker") if requested == "auto" else (requested,)
+    tried = []
+    for name in candidates:
+        path = which(name)
+        if not path:
+            tried.append("%s not found" % name)
+            continue
+        info = _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout)
+        if info["usable"] or requested != "auto":
+            return info
+        tried.append(info["reason"])
+    return {"name": requested if requested != "auto" else None, "usable": False, "path": None,
+            "reason": "no usable container runtime: %s" % "; ".join(tried)}
+
+
+def _podman_info(path, timeout):
+    r = run([path, "info", "--format",
+             "{{.Version.Version}}|{{.Host.OCIRuntime.Name}}|{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"],
+            timeout=timeout)
+    if r["rc"] != 0:
+        return {"name": "podman", "path": path, "usable": False,
+                "reason": "podman info failed: %s" % (error_line(r["stderr"]) or r["error"])}
+    parts = r["stdout"].strip().split("|")
+    while len(parts) < 4:
+        parts.append("")
+    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parts[0],
+            "oci_runtime": "%s %s" % (parts[1], first_line(parts[2]).replace("%s version " % parts[1], "")),
+            "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
+
+
+def _docker_info(path, timeout):
+    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout)
+    if r["rc"] != 0:
+        return {"name": "docker", "path": path, "usable": False,
+                "reason": "docker info failed: %s" % (error_line(r["stderr"]) or r["error"])}
+    try:
+        info = json.loads(r["stdout"])
+    except ValueError:
+        info = {}
+    spec_dirs = info.get("CDISpecDirs")
+    base = {"name": "docker", "path": path, "version": info.get("ServerVersion"),
+            "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
+    if not spec_dirs:
+        base.update(usable=False, reason="docker %s has CDI disabled (no CDISpecDirs in docker info; enable "
+                                         "features.cdi in daemon.json)" % info.get("ServerVersion"))
+    else:
+        base.update(usable=True, reason=None, cdi="CDISpecDirs %s" % ", ".join(spec_dirs))
+    return base
+
+
+def container_name(run_id):
+    return "gpuprobe-%s-%s" % (run_id, uuidlib.uuid4().hex[:8])
+
+
+def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, user=None, pull="never"):
+    argv = [engine["path"], "run", "--rm", "--name", name, "--label", "%s=%s" % (LABEL, run_id),
+            "--network=none", "--pull=%s" % pull]
+    for device in cdi_devices:
+        argv += ["--device", device]
+    argv += ["-v", "%s:%s:ro" % (probe_path, PROBE_IN_CONTAINER)]
+    if user:
+        argv += ["--user", str(user)]
+    argv += ["--entrypoint", "python3", image, PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
+    return argv
+
+
+def remove_container(engine, name, timeout=30):
+    r = run([engine["path"], "rm", "-f", "-i", name] if engine["name"] == "podman" else [engine["path"], "rm", "-f", name],
+            timeout=timeout)
+    return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
+
+
+def _probe_config(expected_edits, compute, skip_reason):
+    nodes = [n.get("path") for n in (expected_edits or {}).get("deviceNodes") or [] if n.get("path")]
+    config = {"nodes": nodes, "compute": bool(compute)}
+    if skip_reason:
+        config["skip_compute_reason"] = skip_reason
+    return config
+
+
+def _relevant_env(env, expected_env):
+    keys = set(str(e).partition("=")[0] for e in expected_env or [])
+    return dict((k, v) for k, v in (env or {}).items() if k in keys or ENV_KEEP.match(k))
+
+
+def _relevant_mounts(mounts, expected_mounts):
+    points = set(m.get("containerPath") for m in expected_mounts or [])
+    return [m for m in mounts or [] if m.get("mount_point") in points or "nvidia" in (m.get("mount_point") or "")
+            or "cuda" in (m.get("mount_point") or "")]
+
+
+def runtime_facts(params, check_mode=False):
+    """Returns (runtime record, probe dict or None). ``params``: the module's options."""
+    run_id = params.get("run_id") or ""
+    if not RUN_ID_RE.match(run_id):
+        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % run_id)
+    devices = list(params.get("cdi_devices") or [])
+    expected = params.get("expected_edits") or {}
+    evidence = {"requested_devices": devices, "expected_edits": expected, "run_id": run_id}
+    if check_mode:
+        return not_run("runtime", "check mode: no container was started", evidence), None
+    if not devices:
+        return not_run("runtime", "no CDI device requested (cdi_devices is empty)", evidence), None
+    engine = detect_runtime(params.get("runtime") or "auto", timeout=30)
+    evidence["engine"] = engine
+    versions = {"runtime": ("%s %s" % (engine.get("name"), engine.get("version") or "")).strip() if engine.get("name") else None,
+                "oci_runtime": engine.get("oci_runtime"), "probe": _probe.PROBE_VERSION}
+    if not engine["usable"]:
+        return not_run("runtime", engine["reason"], evidence, versions), None
+
+    builder = LayerBuilder("runtime", CHECKS)
+    builder.evidence = evidence
+    builder.versions = versions
+    builder.add("runtime.engine.available", PASS, subject=engine["name"], expected="installed, CDI capable",
+                observed="%s (%s; %s)" % (versions["runtime"], engine.get("oci_runtime"), engine.get("cdi")))
+
+    skip_reason = None
+    if params.get("compute"):
+        busy = busy_processes(params.get("host"))
+        if busy and not params.get("allow_busy_gpu"):
+            skip_reason = busy_reason(busy)
+    timeout = params.get("timeout") or 60
+    name = container_name(run_id)
+    probe_dir, probe_path = write_probe()
+    try:
+        argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
+                          _probe_config(expected, params.get("compute"), skip_reason),
+                          user=params.get("user"), pull=params.get("pull") or "never")
+        result = run(argv, timeout=timeout)
+        cleanup = remove_container(engine, name)
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+    parsed = _probe.parse_output(result["stdout"])
+    started = parsed["start"] is not None
+    evidence["container"] = {
+        "name": name, "image": params["image"], "argv": argv, "rc": result["rc"], "wall_ms": result["duration_ms"],
+        "timed_out": result["timed_out"], "started": started, "stderr": (result["stderr"] or "")[-4000:],
+        "cleanup": cleanup, "user": params.get("user"),
+    }
+    probe = None
+    signature = None
+    if not started:
+        signature = classify_start_error(result["stderr"], result["timed_out"])
+        message = error_line(result["stderr"]) or result["error"] or "no output"
+        builder.add("runtime.container.started", FAIL, subject=name, expected="the probe runs in the container",
+                    observed=message, hint=SIGNATURES[signature]["next"])
+        evidence["start_signature"] = signature
+        return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"],
+                             reason="%s: %s" % (signature, message)), None
+
+    builder.add("runtime.container.started", PASS, subject=name, expected="the probe runs in the container",
+                observed="started in %s ms (probe %s, python %s, uid %s)" % (
+                    result["duration_ms"], parsed["start"].get("probe_version"), parsed["start"].get("python"),
+                    parsed["start"].get("uid")))
+    probe = dict(parsed)
+    probe.update({"executed": True, "runtime": versions["runtime"], "cdi_devices": devices, "container_name": name,
+                  "image": params["image"], "timed_out": result["timed_out"], "rc": result["rc"],
+                  "wall_ms": result["duration_ms"], "stderr": (result["stderr"] or "")[-4000:]})
+    inventory = parsed["inventory"]
+    if inventory is None:
+        builder.add("runtime.probe.inventory", FAIL, subject=name, expected="the probe's inventory",
+                    observed="none (rc %s, %s)" % (result["rc"], error_line(result["stderr"]) or result["error"]))
+        signature = "runtime.start.timeout" if result["timed_out"] else "runtime.probe.inventory"
+        return builder.build(signature=signature), probe
+    builder.add("runtime.probe.inventory", PASS, subject=name, observed="%d nodes, %d mounts seen" % (
+        len(inventory.get("nodes") or {}), len(inventory.get("mounts") or [])))
+    compare_edits(builder, expected, inventory, parsed["start"])
+    evidence["observed"] = {
+        "nodes": inventory.get("nodes"),
+        "mounts": _relevant_mounts(inventory.get("mounts"), expected.get("mounts")),
+        "env": _relevant_env(inventory.get("env"), expected.get("env")),
+        "groups": inventory.get("groups"),
+        "libraries": inventory.get("libraries"),
+        "ldconfig": inventory.get("ldconfig"),
+        "uid": parsed["start"].get("uid"),
+    }
+    first_fail = next((c for c in builder.checks if c["status"] == FAIL), None)
+    if first_fail is not None and first_fail["id"] == "runtime.device_node.open":
+        signature = open_signature((inventory["nodes"].get(first_fail["subject"]) or {}).get("open"))
+        return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"]), probe
+    return builder.build(), probe
+
+
+def list_probe_containers(engine, run_id=None, timeout=30):
+    """Names of containers labelled gpuprobe.run (=run_id when given), running or not."""
+    label = "label=%s=%s" % (LABEL, run_id) if run_id else "label=%s" % LABEL
+    r = run([engine["path"], "ps", "-a", "--filter", label, "--format", "{{.Names}}"], timeout=timeout)
+    if r["rc"] != 0:
+        raise RuntimeError("%s ps failed: %s" % (engine["name"], error_line(r["stderr"]) or r["error"]))
+    return [line.strip() for line in r["stdout"].splitlines() if line.strip()]
+
+
+def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30):
+    """Remove probe containers (labelled gpuprobe.run, all or one run's) and self-built specs
+    (gpuprobe-<run_id>.yaml of our kind; all of them without run_id). Returns a dict: changed,
+    containers, specs, errors."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+
+    if run_id is not None and not RUN_ID_RE.match(run_id):
+        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % run_id)
+    out = {"changed": False, "containers": [], "specs": [], "errors": []}
+    engines = []
+    candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
+    for name in candidates:
+        if name in UNSUPPORTED:
+            continue
+        path = which(name)
+        if path:
+            engines.append({"name": name, "path": path})
+    for engine in engines:
+        try:
+            names = list_probe_containers(engine, run_id, timeout)
+        except RuntimeError as exc:
+            out["errors"].append(str(exc))
+            continue
+        for name in names:
+            if not check_mode:
+                result = remove_container(engine, name, timeout)
+                if result["rc"] != 0:
+                    out["errors"].append("%s rm %s: %s" % (engine["name"], name, result["error"]))
+                    continue
+            out["containers"].append("%s:%s" % (engine["name"], name))
+    if specs and os.path.isdir(spec_dir):
+        if run_id:
+            path = _cdi_spec.spec_path(spec_dir, run_id)
+            if os.path.exists(path):
+                if not check_mode:
+                    _cdi_spec.remove_spec(spec_dir, run_id)
+                out["specs"].append(path)
+        elif check_mode:
+            out["specs"] = sorted(p for p in os.listdir(spec_dir) if p.startswith("gpuprobe-") and p.endswith(".yaml"))
+        else:
+            out["specs"] = _cdi_spec.sweep_specs(spec_dir)
+    out["changed"] = bool(out["containers"] or out["specs"])
+    return out

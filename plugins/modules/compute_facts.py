@@ -1,0 +1,122 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: compute_facts
+short_description: The compute layer of GPU-in-container readiness (a verified CUDA kernel in the container)
+version_added: 0.1.0
+description:
+  - Builds the compute layer record (docs/contract.md), returned as the fact C(gpuprobe_compute), from the
+    compute steps that M(gpuprobe.layers.runtime_facts) ran inside the CDI-injected container
+    (O(container_probe)), that is dlopen of C(libcuda.so.1) (and the file actually loaded), C(cuInit), driver API
+    version, device count/name/UUID, primary context, a PTX kernel loaded through the JIT, launched on 1024
+    values, copied back, every value verified, freed and released; each step with its CUresult name and
+    milliseconds; and C(nvmlInit_v2) in the same container.
+  - Runs the same probe on the host outside any container (O(host_control)), so that host PASS + container
+    FAIL points at the injection (C(points_to=runtime)) and both FAIL points at the host.
+  - A failure's signature is C(compute.dlopen.libcuda), C(compute.cuda.<CUresult name>),
+    C(compute.verify.mismatch) or C(compute.timeout) (docs/checks.md).
+  - When the host record shows compute processes on the GPU, compute is C(NOT_RUN)
+    (C(GPU in use, not preempting)) unless O(allow_busy_gpu=true).
+author:
+  - gpuprobe.layers contributors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the host control is not run; the container part is evaluated as given.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+options:
+  container_probe:
+    description: The C(gpuprobe_probe) fact of M(gpuprobe.layers.runtime_facts), null when the container never ran.
+    type: dict
+  runtime_record:
+    description: The runtime layer record (C(gpuprobe_runtime)), to say why the container did not run.
+    type: dict
+  host:
+    description: The host layer record (C(gpuprobe_host)), read for running compute processes and the driver root.
+    type: dict
+  host_control:
+    description:
+      - Run the same probe on the host with the host's python through a subprocess with O(timeout).
+      - When the driver root's C(libcuda.so.1) is not where the loader looks, its library directory is put on
+        C(LD_LIBRARY_PATH) for that run and recorded.
+    type: bool
+    default: true
+  allow_busy_gpu:
+    description: Evaluate compute even when compute processes are running on the GPU.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds the host control may take before it is killed (C(compute.timeout)).
+    type: int
+    default: 60
+seealso:
+  - module: gpuprobe.layers.runtime_facts
+"""
+
+EXAMPLES = r"""
+- name: Compute layer from the probe container, with the host as control
+  gpuprobe.layers.compute_facts:
+    container_probe: "{{ ansible_facts.gpuprobe_probe }}"
+    runtime_record: "{{ ansible_facts.gpuprobe_runtime }}"
+    host: "{{ ansible_facts.gpuprobe_host }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added by this module.
+  returned: always
+  type: dict
+  contains:
+    gpuprobe_compute:
+      description:
+        - The compute layer record (docs/contract.md).
+        - C(evidence.container) holds C(executed), C(cdi_devices), C(runtime), C(steps), C(nvml), C(facts)
+          (cuda_driver_api, devices, device), C(hung_step), C(libraries); C(evidence.host_control) holds
+          C(status), C(steps), C(ld_library_path_added) and the same probe facts for the host.
+      returned: always
+      type: dict
+      sample:
+        layer: compute
+        status: FAIL
+        signature: compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+        points_to: runtime
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            container_probe=dict(type="dict"),
+            runtime_record=dict(type="dict"),
+            host=dict(type="dict"),
+            host_control=dict(type="bool", default=True),
+            allow_busy_gpu=dict(type="bool", default=False),
+            timeout=dict(type="int", default=60),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
+                            host_control=p["host_control"] and not module.check_mode,
+                            allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"])
+    module.exit_json(changed=False, ansible_facts={"gpuprobe_compute": record})
+
+
+if __name__ == "__main__":
+    main()

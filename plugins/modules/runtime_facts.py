@@ -1,0 +1,171 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: runtime_facts
+short_description: The runtime layer of GPU-in-container readiness (what the container really got)
+version_added: 0.1.0
+description:
+  - Starts one short-lived probe container with the requested CDI devices through a real container runtime
+    and returns the runtime layer record (docs/contract.md) as the fact C(gpuprobe_runtime).
+  - From inside the container the probe (Python standard library only, bind-mounted read-only) records each
+    expected device node (type, major:minor, mode) and what C(open(O_RDWR)) returns on it (C(EPERM) from the
+    device cgroup and C(EACCES) from the file mode are different findings), the mounts
+    (C(/proc/self/mountinfo)), the environment, the process's groups, and which C(libcuda.so.1) and
+    C(libnvidia-ml.so.1) the loader resolves (C(ldconfig -p) where it exists, C(dlopen) and C(/proc/self/maps) always).
+  - Each expected device node, mount and env entry (O(expected_edits), from the cdi layer) becomes one check,
+    PASS or FAIL with expected and observed. A C(fileMode) the runtime did not apply is a WARN.
+  - A container that does not start is a FAIL whose signature classifies the runtime's message
+    (C(runtime.start.cdi_unresolvable), C(runtime.start.hostpath_missing), C(runtime.start.permission_denied),
+    C(runtime.start.oci_error), C(runtime.start.image_missing), C(runtime.start.timeout)).
+  - With O(compute=true) the same container also runs the compute steps (CUDA driver API through ctypes and a
+    PTX kernel); their raw output is returned as C(gpuprobe_probe) for M(gpuprobe.layers.compute_facts).
+  - The container runs with C(--network=none), is labelled C(gpuprobe.run=<run_id>), named
+    C(gpuprobe-<run_id>-<random>), and is removed afterwards, also after a timeout.
+author:
+  - gpuprobe.layers contributors
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: In check mode no container is started; the record is C(NOT_RUN) with the reason C(check mode).
+  diff_mode:
+    support: none
+  facts:
+    support: full
+options:
+  runtime:
+    description:
+      - The container runtime. V(auto) takes podman, else docker when its CDI support is enabled.
+      - Docker without CDI enabled, V(containerd) and V(crio) give a C(NOT_RUN) record with the reason.
+    type: str
+    choices: [auto, podman, docker, containerd, crio]
+    default: auto
+  image:
+    description:
+      - The probe image. It needs C(python3) with its standard library only; CUDA must come from the host
+        through CDI, never from the image. Build one with C(scripts/build-probe-image.sh) or the role's Containerfile.
+    type: str
+    required: true
+  pull:
+    description: Whether the runtime may pull the image.
+    type: str
+    choices: [never, missing]
+    default: never
+  cdi_devices:
+    description: Fully qualified CDI device names to request, for example C(gpuprobe.local/gpu=0).
+    type: list
+    elements: str
+    default: []
+  expected_edits:
+    description:
+      - The merged container edits the cdi layer expects for these devices (its C(evidence.expected_edits)),
+        with the keys C(env), C(deviceNodes), C(mounts), C(hooks) and C(additionalGids).
+    type: dict
+    default: {}
+  run_id:
+    description: The run id (letters, digits, C(_ . -)); labels the container and names it.
+    type: str
+    required: true
+  timeout:
+    description: Seconds after which the container is killed and removed (FAIL C(runtime.start.timeout) or C(compute.timeout)).
+    type: int
+    default: 60
+  compute:
+    description: Also run the compute steps in the same container.
+    type: bool
+    default: false
+  allow_busy_gpu:
+    description: Run the compute steps even when the host record shows compute processes on the GPU.
+    type: bool
+    default: false
+  host:
+    description: The host layer record (C(gpuprobe_host)), read for the GPU's running compute processes.
+    type: dict
+  user:
+    description: Run the probe as this C(uid:gid) inside the container.
+    type: str
+notes:
+  - Needs root or a runtime that may create device nodes; tested with podman 4.3.1 and runc 1.1.5.
+seealso:
+  - module: gpuprobe.layers.compute_facts
+  - module: gpuprobe.layers.probe_cleanup
+"""
+
+EXAMPLES = r"""
+- name: What did the container really get?
+  gpuprobe.layers.runtime_facts:
+    image: localhost/gpuprobe-probe:local
+    run_id: "{{ run_id }}"
+    cdi_devices: ["gpuprobe.local/gpu=0"]
+    expected_edits: "{{ ansible_facts.gpuprobe_cdi.evidence.expected_edits }}"
+    host: "{{ ansible_facts.gpuprobe_host }}"
+    compute: true
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added by this module.
+  returned: always
+  type: dict
+  contains:
+    gpuprobe_runtime:
+      description:
+        - The runtime layer record (docs/contract.md).
+        - C(evidence) holds C(requested_devices), C(expected_edits), C(engine) (runtime name, path, version,
+          OCI runtime), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup) and
+          C(observed) (nodes, relevant mounts and env, groups, libraries, ldconfig).
+      returned: always
+      type: dict
+      sample:
+        layer: runtime
+        status: FAIL
+        reason: "runtime.device_node.open: /dev/nvidia0 (observed EPERM ..., expected open(O_RDWR) OK)"
+        signature: runtime.device_node.open.EPERM
+        points_to: runtime
+    gpuprobe_probe:
+      description:
+        - The raw output of the in-container probe (start, inventory, steps, nvml, facts, complete, hung_step),
+          with C(executed), C(cdi_devices), C(runtime), C(container_name); null when the container never ran.
+      returned: always
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, runtime_facts
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+            image=dict(type="str", required=True),
+            pull=dict(type="str", default="never", choices=["never", "missing"]),
+            cdi_devices=dict(type="list", elements="str", default=[]),
+            expected_edits=dict(type="dict", default={}),
+            run_id=dict(type="str", required=True),
+            timeout=dict(type="int", default=60),
+            compute=dict(type="bool", default=False),
+            allow_busy_gpu=dict(type="bool", default=False),
+            host=dict(type="dict"),
+            user=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        record, probe = runtime_facts(module.params, check_mode=module.check_mode)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, ansible_facts={"gpuprobe_runtime": record, "gpuprobe_probe": probe})
+
+
+if __name__ == "__main__":
+    main()

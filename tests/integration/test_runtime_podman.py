@@ -1,0 +1,307 @@
+"""Runtime and compute layers against real podman + runc, a locally built probe image, synthetic char
+devices (mknod) and synthetic library files injected through a REAL CDI spec in /var/run/cdi.
+
+No GPU here: the full spec gives runtime PASS, and compute then FAILs honestly at dlopen (the injected
+libcuda.so.1 is not an ELF file), never NOT_RUN by pretence and never PASS.
+"""
+import json
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+
+yaml = pytest.importorskip("yaml")
+
+pytestmark = pytest.mark.integration
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
+SPEC_DIR = "/var/run/cdi"
+KIND = "gpuprobe.local/gpu"
+LIB_IN_CONTAINER = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+
+
+def _podman_env():
+    env = dict(os.environ)
+    conf = os.environ.get("GPUPROBE_TEST_CONTAINERS_CONF")
+    if conf:
+        env["CONTAINERS_CONF"] = conf
+    return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def podman_env():
+    if os.geteuid() != 0 or not shutil.which("podman") or not shutil.which("runc"):
+        pytest.skip("needs root, podman and runc")
+    saved = os.environ.get("CONTAINERS_CONF")
+    os.environ.update(_podman_env())
+    yield
+    if saved is None:
+        os.environ.pop("CONTAINERS_CONF", None)
+    else:
+        os.environ["CONTAINERS_CONF"] = saved
+
+
+@pytest.fixture(scope="session")
+def probe_image():
+    """Build the probe image once per session when it is absent (no registry involved)."""
+    env = _podman_env()
+    if subprocess.run(["podman", "image", "exists", IMAGE], env=env, check=False).returncode != 0:
+        subprocess.run(["bash", os.path.join(ROOT, "scripts", "build-probe-image.sh"), IMAGE], env=env, check=True,
+                       timeout=300)
+    return IMAGE
+
+
+class Lab(object):
+    """A synthetic GPU: char devices, a fake libcuda, and a CDI spec for them under /var/run/cdi."""
+
+    def __init__(self, base):
+        self.run_id = "t" + uuid.uuid4().hex[:10]
+        self.base = str(base)
+        self.dev = os.path.join(self.base, "dev")
+        self.lib = os.path.join(self.base, "lib")
+        os.makedirs(self.dev)
+        os.makedirs(self.lib)
+        self.spec_path = os.path.join(SPEC_DIR, "gpuprobe-%s.yaml" % self.run_id)
+        # a device name of its own: specs of other runs of the same kind may exist at the same time
+        self.device_name = self.run_id
+        self.device = "%s=%s" % (KIND, self.device_name)
+
+    def node(self, name, major, minor, **extra):
+        host = os.path.join(self.dev, name)
+        if not os.path.exists(host):
+            os.mknod(host, 0o666 | 0o020000, os.makedev(major, minor))
+        entry = {"path": "/dev/" + name, "hostPath": host, "type": "c", "major": major, "minor": minor}
+        entry.update(extra)
+        return entry
+
+    def library(self, name="libcuda.so.1", text="not an ELF file\n"):
+        path = os.path.join(self.lib, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def full_edits(self):
+        return {
+            "env": ["GPUPROBE_TEST=1"],
+            "deviceNodes": [self.node("nvidia0", 1, 3), self.node("nvidiactl", 1, 5)],
+            "mounts": [{"hostPath": self.library(), "containerPath": LIB_IN_CONTAINER,
+                        "options": ["ro", "nosuid", "nodev", "bind"]}],
+        }
+
+    def write_spec(self, edits):
+        spec = {"cdiVersion": "0.5.0", "kind": KIND,
+                "devices": [{"name": self.device_name, "containerEdits": {"deviceNodes": edits.get("deviceNodes") or []}}],
+                "containerEdits": dict((k, v) for k, v in edits.items() if k != "deviceNodes" and v)}
+        os.makedirs(SPEC_DIR, exist_ok=True)
+        with open(self.spec_path, "w") as f:
+            yaml.safe_dump(spec, f)
+
+    def cleanup(self):
+        if os.path.exists(self.spec_path):
+            os.unlink(self.spec_path)
+        subprocess.run(["podman", "rm", "-f", "-i"] + self.leftovers(), env=_podman_env(), check=False,
+                       capture_output=True)
+
+    def leftovers(self):
+        r = subprocess.run(["podman", "ps", "-a", "--filter", "label=gpuprobe.run=%s" % self.run_id, "--format",
+                            "{{.Names}}"], env=_podman_env(), capture_output=True, text=True, check=False)
+        return r.stdout.split()
+
+    def run(self, expected, compute=True, **extra):
+        params = {"run_id": self.run_id, "image": IMAGE, "cdi_devices": [self.device], "expected_edits": expected,
+                  "compute": compute, "timeout": 60, "runtime": "podman"}
+        params.update(extra)
+        record, probe = _runtime.runtime_facts(params)
+        assert validate_record(record) == []
+        assert self.leftovers() == [], "the probe container was not removed"
+        return record, probe
+
+
+@pytest.fixture
+def lab(tmp_path, probe_image):
+    lab = Lab(tmp_path)
+    yield lab
+    lab.cleanup()
+
+
+def _checks(record, check_id, status=None):
+    return [c for c in record["checks"] if c["id"] == check_id and (status is None or c["status"] == status)]
+
+
+def test_full_spec_runtime_pass_and_compute_fails_at_dlopen(lab):
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    record, probe = lab.run(edits)
+    assert record["status"] == "PASS", record["reason"]
+    assert len(_checks(record, "runtime.device_node.open", "PASS")) == 2
+    assert _checks(record, "runtime.mount.present", "PASS")[0]["subject"] == LIB_IN_CONTAINER
+    assert _checks(record, "runtime.env.value", "PASS")[0]["observed"] == "1"
+    assert record["versions"]["runtime"].startswith("podman ")
+    assert probe["executed"] and probe["cdi_devices"] == [lab.device]
+    lib = probe["inventory"]["libraries"]["libcuda.so.1"]
+    assert not lib["ok"] and LIB_IN_CONTAINER in lib["error"]  # the loader found OUR file and refused it
+
+    compute = _compute.compute_record(probe, record, host_record=None, host_control=True, timeout=30)
+    assert validate_record(compute) == []
+    assert compute["status"] == "FAIL"
+    assert compute["signature"] == "compute.dlopen.libcuda"
+    assert compute["evidence"]["container"]["executed"] is True
+    # no libcuda on this host either: both FAIL -> the verdict points at the host
+    assert compute["evidence"]["host_control"]["status"] == "FAIL"
+    assert compute["points_to"] == "host"
+    verdict = node_verdict({"runtime": record, "compute": compute})
+    assert verdict["verdict"] == "FAILED_AT_COMPUTE" and verdict["signature"] == "compute.dlopen.libcuda"
+
+
+def test_expected_mount_missing_from_spec_fails_runtime_mount(lab):
+    edits = lab.full_edits()
+    spec_edits = dict(edits, mounts=[])
+    lab.write_spec(spec_edits)
+    record, _probe = lab.run(edits, compute=False)
+    assert record["status"] == "FAIL"
+    assert record["signature"] == "runtime.mount.present"
+    failed = _checks(record, "runtime.mount.present", "FAIL")[0]
+    assert failed["subject"] == LIB_IN_CONTAINER and failed["observed"] == "not a mount point in the container"
+
+
+def test_node_missing_from_spec_fails_runtime_device_node_present(lab):
+    edits = lab.full_edits()
+    lab.write_spec(dict(edits, deviceNodes=edits["deviceNodes"][:1]))
+    record, _probe = lab.run(edits, compute=False)
+    assert record["status"] == "FAIL"
+    assert record["signature"] == "runtime.device_node.present"
+    assert _checks(record, "runtime.device_node.present", "FAIL")[0]["subject"] == "/dev/nvidiactl"
+
+
+def test_cgroup_permissions_r_gives_open_eperm(lab):
+    edits = lab.full_edits()
+    # 195:0 is not in the runtime's default device allow-list: the spec's cgroup rule alone decides
+    edits["deviceNodes"].append(lab.node("nvidia1", 195, 0, permissions="r"))
+    lab.write_spec(edits)
+    record, _probe = lab.run(edits, compute=False)
+    assert record["status"] == "FAIL"
+    assert record["signature"] == "runtime.device_node.open.EPERM"
+    assert record["points_to"] == "runtime"
+    failed = _checks(record, "runtime.device_node.open", "FAIL")
+    assert [c["subject"] for c in failed] == ["/dev/nvidia1"]
+    assert failed[0]["observed"].startswith("EPERM")
+    assert _checks(record, "runtime.device_node.present", "PASS")  # visible, yet not openable
+
+
+def test_file_mode_as_non_root_gives_eacces_or_mode_warning(lab):
+    edits = lab.full_edits()
+    edits["deviceNodes"][0]["fileMode"] = 0
+    lab.write_spec(edits)
+    record, _probe = lab.run(edits, compute=False, user="1000:1000")
+    mode = _checks(record, "runtime.device_node.mode")[0]
+    if mode["status"] == "PASS":  # this runtime applied fileMode 0000: a non-root open is refused by the mode
+        assert record["signature"] == "runtime.device_node.open.EACCES"
+    else:  # DESIGN.md's H200: podman+runc left the mode alone -> WARN, open still works
+        assert mode["status"] == "WARN" and record["status"] == "WARN"
+
+
+def test_env_value_mismatch_fails(lab):
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    record, _probe = lab.run(dict(edits, env=["GPUPROBE_TEST=2"]), compute=False)
+    assert record["signature"] == "runtime.env.value"
+    failed = _checks(record, "runtime.env.value", "FAIL")[0]
+    assert (failed["expected"], failed["observed"]) == ("2", "1")
+
+
+def test_missing_host_path_container_never_starts(lab):
+    edits = lab.full_edits()
+    edits["mounts"].append({"hostPath": os.path.join(lab.lib, "absent.so.1"),
+                            "containerPath": "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
+                            "options": ["ro", "nosuid", "nodev", "bind"]})
+    lab.write_spec(edits)
+    record, probe = lab.run(edits)
+    assert record["status"] == "FAIL"
+    assert record["signature"] == "runtime.start.hostpath_missing"
+    assert record["points_to"] == "cdi"
+    assert "absent.so.1" in _checks(record, "runtime.container.started", "FAIL")[0]["observed"]
+    assert probe is None
+    compute = _compute.compute_record(probe, record, host_control=False)
+    assert compute["status"] == "NOT_RUN"
+    assert "runtime.start.hostpath_missing" in compute["reason"]
+    assert node_verdict({"runtime": record, "compute": compute})["verdict"] == "FAILED_AT_RUNTIME"
+
+
+def test_unresolvable_device(lab):
+    record, probe = lab.run({}, compute=False)  # no spec written at all
+    assert record["signature"] == "runtime.start.cdi_unresolvable" and probe is None
+
+
+def test_missing_image(lab):
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    record, _probe = lab.run(edits, compute=False, image="localhost/gpuprobe-absent:none")
+    assert record["signature"] == "runtime.start.image_missing"
+
+
+def test_timeout_kills_and_removes_the_container(lab):
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    record, _probe = lab.run(edits, compute=False, timeout=0.3)
+    assert record["status"] == "FAIL"
+    assert record["signature"] in ("runtime.start.timeout", "runtime.probe.inventory")
+    assert record["evidence"]["container"]["timed_out"] is True
+
+
+def test_busy_gpu_skips_compute_in_the_container(lab):
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    host = {"evidence": {"nvml": {"ok": True, "gpus": [
+        {"index": 0, "uuid": "GPU-1", "compute_processes": [{"pid": 4242, "used_gpu_memory_bytes": 1}]}]}}}
+    record, probe = lab.run(edits, host=host)
+    assert record["status"] == "PASS"
+    assert probe["steps"] == [] and probe["compute_skipped"].startswith("GPU in use, not preempting")
+    compute = _compute.compute_record(probe, record, host_record=host, host_control=False)
+    assert compute["status"] == "NOT_RUN" and compute["reason"].startswith("GPU in use, not preempting")
+
+
+def test_probe_cleanup_removes_labelled_containers_and_our_spec(lab):
+    lab.write_spec(lab.full_edits())
+    env = _podman_env()
+    subprocess.run(["podman", "create", "--name", "gpuprobe-%s-left" % lab.run_id, "--label",
+                    "gpuprobe.run=%s" % lab.run_id, IMAGE, "python3"], env=env, check=True, capture_output=True)
+    assert lab.leftovers() == ["gpuprobe-%s-left" % lab.run_id]
+    dry = _runtime.cleanup(run_id=lab.run_id, runtime="podman", check_mode=True)
+    assert dry["changed"] and lab.leftovers() and os.path.exists(lab.spec_path)
+    result = _runtime.cleanup(run_id=lab.run_id, runtime="podman")
+    assert result["changed"] and result["errors"] == []
+    assert result["containers"] == ["podman:gpuprobe-%s-left" % lab.run_id]
+    assert result["specs"] == [lab.spec_path] and not os.path.exists(lab.spec_path)
+    assert lab.leftovers() == []
+    assert _runtime.cleanup(run_id=lab.run_id, runtime="podman")["changed"] is False
+
+
+def test_runtime_facts_module_main(lab, capsys):
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpuprobe.layers.plugins.modules import runtime_facts
+
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    args = {"image": IMAGE, "run_id": lab.run_id, "cdi_devices": [lab.device], "expected_edits": edits,
+            "runtime": "podman"}
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            runtime_facts.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["changed"] is False
+    assert out["ansible_facts"]["gpuprobe_runtime"]["status"] == "PASS"
+    assert out["ansible_facts"]["gpuprobe_probe"]["executed"] is True
+    with patch_module_args(dict(args, _ansible_check_mode=True)):
+        with pytest.raises(SystemExit):
+            runtime_facts.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["ansible_facts"]["gpuprobe_runtime"]["status"] == "NOT_RUN"
+    assert out["ansible_facts"]["gpuprobe_runtime"]["reason"].startswith("check mode")
+    assert out["ansible_facts"]["gpuprobe_probe"] is None
