@@ -45,3 +45,20 @@ def test_runner_refuses_module_loaders_and_service_managers():
     for prog in ("modprobe", "rmmod", "insmod", "systemctl"):
         with pytest.raises(_run.ForbiddenCommand):
             _run.run([prog, "nvidia"], timeout=1)
+
+
+def test_self_built_specs_are_never_written_under_etc_cdi(tmp_path):
+    """write_spec/sweep_specs refuse /etc/cdi, paths under it, and directories that resolve into it."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec
+
+    link = tmp_path / "looks-harmless"
+    os.symlink("/etc/cdi", str(link))
+    spec = {"cdiVersion": "0.5.0", "kind": _cdi_spec.KIND, "devices": []}
+    for spec_dir in ("/etc/cdi", "/etc/cdi/", "/etc/cdi/sub", "/etc/../etc/cdi", str(link), str(link / "sub")):
+        with pytest.raises(_cdi_spec.SpecError, match="refusing"):
+            _cdi_spec.write_spec(spec, spec_dir, "safety-test")
+        with pytest.raises(_cdi_spec.SpecError, match="refusing"):
+            _cdi_spec.sweep_specs(spec_dir)
+        with pytest.raises(_cdi_spec.SpecError, match="refusing"):
+            _cdi_spec.remove_spec(spec_dir, "safety-test")
+    assert not os.path.exists("/etc/cdi/gpuprobe-safety-test.yaml")

@@ -1,0 +1,181 @@
+"""Self-built CDI specs: content from a synthetic host (mknod + library files), variants, write/remove/sweep,
+and every built spec checked by the cdi layer itself."""
+import json
+import os
+import stat
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.modules import cdi_facts, cdi_spec
+
+DRIVER = "580.159.04"
+
+
+def _mknod(root, path, major, minor):
+    full = os.path.join(str(root), path.lstrip("/"))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+
+
+@pytest.fixture
+def host_root(tmp_path):
+    root = tmp_path / "host"
+    for path, mm in (("/dev/nvidia0", (195, 0)), ("/dev/nvidia1", (195, 1)), ("/dev/nvidiactl", (195, 255)),
+                     ("/dev/nvidia-uvm", (238, 0)), ("/dev/nvidia-uvm-tools", (238, 1))):
+        _mknod(root, path, *mm)
+    lib = root / "usr/local/nvidia/lib64"
+    lib.mkdir(parents=True)
+    for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):
+        (lib / ("%s.so.%s" % (name, DRIVER))).write_bytes(b"\x7fELF")
+        os.symlink("%s.so.%s" % (name, DRIVER), str(lib / ("%s.so.1" % name)))
+    (root / "usr/local/nvidia/bin").mkdir(parents=True)
+    (root / "usr/local/nvidia/bin/nvidia-smi").write_text("#!/bin/sh\n")
+    stub = root / "usr/local/cuda/targets/x86_64-linux/lib/stubs"
+    stub.mkdir(parents=True)
+    (stub / "libcuda.so").write_bytes(b"\x7fELF")
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Release Build\n" % DRIVER)
+    return root
+
+
+def _build(host_root, variant="full", **kw):
+    return _cdi_spec.build_spec("t1", variant=variant, root=str(host_root), driver_root="/usr/local/nvidia", **kw)
+
+
+def test_full_spec_content(host_root):
+    spec = _build(host_root)
+    assert spec["kind"] == "gpuprobe.local/gpu" and spec["cdiVersion"] == "0.5.0"
+    assert [d["name"] for d in spec["devices"]] == ["0", "1", "all"]
+    assert spec["devices"][2]["containerEdits"]["deviceNodes"] == [
+        {"path": "/dev/nvidia0", "hostPath": str(host_root / "dev/nvidia0")},
+        {"path": "/dev/nvidia1", "hostPath": str(host_root / "dev/nvidia1")}]
+    edits = spec["containerEdits"]
+    assert [n["path"] for n in edits["deviceNodes"]] == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    mounts = dict((m["containerPath"], m["hostPath"]) for m in edits["mounts"])
+    lib = str(host_root / "usr/local/nvidia/lib64")
+    assert mounts == {
+        "/usr/local/nvidia/lib64/libcuda.so.1": "%s/libcuda.so.%s" % (lib, DRIVER),
+        "/usr/local/nvidia/lib64/libnvidia-ml.so.1": "%s/libnvidia-ml.so.%s" % (lib, DRIVER),
+        "/usr/local/nvidia/lib64/libnvidia-ptxjitcompiler.so.1": "%s/libnvidia-ptxjitcompiler.so.%s" % (lib, DRIVER),
+        "/usr/local/nvidia/bin/nvidia-smi": str(host_root / "usr/local/nvidia/bin/nvidia-smi"),
+    }
+    assert "GPUPROBE_RUN_ID=t1" in edits["env"]
+    spec2, errors, _m = _cdi.load_spec_data(_cdi_spec.render(spec).encode())
+    assert errors == [] and spec2 == spec
+
+
+def test_host_record_supplies_nodes_and_driver_root(host_root):
+    host = {"evidence": {"driver_root": "/usr/local/nvidia", "device_nodes": {
+        "/dev/nvidia1": {"exists": True}, "/dev/nvidia0": {"exists": False}, "/dev/nvidiactl": {"exists": True}}}}
+    spec = _cdi_spec.build_spec("t1", root=str(host_root), host=host)
+    assert [d["name"] for d in spec["devices"]] == ["1", "all"]
+
+
+def test_no_gpu_node_is_an_error_unless_gpus_given(tmp_path, host_root):
+    empty = tmp_path / "empty"
+    (empty / "usr/local/nvidia/lib64").mkdir(parents=True)
+    for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):
+        (empty / "usr/local/nvidia/lib64" / ("%s.so.%s" % (name, DRIVER))).write_bytes(b"")
+    with pytest.raises(_cdi_spec.SpecError, match="no GPU device node"):
+        _cdi_spec.build_spec("t1", root=str(empty), driver_root="/usr/local/nvidia")
+    spec = _cdi_spec.build_spec("t1", root=str(empty), driver_root="/usr/local/nvidia", gpus=["0"])
+    assert spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/nvidia0"
+
+
+def test_missing_library_is_an_error(host_root):
+    os.unlink(str(host_root / "usr/local/nvidia/lib64/libnvidia-ptxjitcompiler.so.1"))
+    os.unlink(str(host_root / ("usr/local/nvidia/lib64/libnvidia-ptxjitcompiler.so.%s" % DRIVER)))
+    with pytest.raises(_cdi_spec.SpecError, match="libnvidia-ptxjitcompiler.so.1 not found"):
+        _build(host_root)
+
+
+def _check(host_root, spec, tmp_path, devices=("gpuprobe.local/gpu=0",)):
+    d = tmp_path / "spec-dir"
+    path = _cdi_spec.write_spec(spec, str(d), "t1")
+    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
+                         host={"evidence": {"nvml": {"driver_version": DRIVER}}})
+    assert validate_record(rec) == []
+    return rec, path
+
+
+@pytest.mark.parametrize("variant", sorted(_cdi_spec.VARIANTS))
+def test_each_variant_checked_by_the_cdi_layer_matches_its_prediction(host_root, tmp_path, variant):
+    spec = _build(host_root, variant)
+    rec, _path = _check(host_root, spec, tmp_path)
+    predicted = _cdi_spec.VARIANTS[variant]
+    if predicted["predicted_layer"] == "cdi":
+        assert rec["status"] == FAIL and rec["signature"] == predicted["predicted_signature"], rec["reason"]
+    else:
+        assert rec["status"] in (PASS, WARN), rec["reason"]
+    warn = set(c["id"] for c in rec["checks"] if c["status"] == WARN)
+    expected_warn = {"no_ptxjit_mount": {"cdi.nvidia.ptxjit"}, "no_uvm_node": {"cdi.nvidia.uvm"},
+                     "cgroup_read_only": {"cdi.nvidia.cgroup_write"}, "stub_libcuda": {"cdi.nvidia.libcuda"}}
+    assert warn == expected_warn.get(variant, set())
+
+
+def test_variant_details(host_root):
+    assert all(n.get("permissions") == "r" for d in _build(host_root, "cgroup_read_only")["devices"]
+               for n in d["containerEdits"]["deviceNodes"])
+    assert _build(host_root, "file_mode_0000")["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] == 0
+    stale = [m["hostPath"] for m in _build(host_root, "stale_library")["containerEdits"]["mounts"] if "libcuda" in m["hostPath"]]
+    assert stale[0].endswith("libcuda.so.470.256.02") and not os.path.exists(stale[0])
+    stub = [m["hostPath"] for m in _build(host_root, "stub_libcuda")["containerEdits"]["mounts"] if m["containerPath"].endswith("libcuda.so.1")]
+    assert stub[0].endswith("/stubs/libcuda.so")
+    with pytest.raises(_cdi_spec.SpecError, match="does not exist"):
+        _build(host_root, "stub_libcuda", stub_libcuda="/nope/libcuda.so")
+
+
+@pytest.mark.parametrize("run_id", ["", "../x", "a/b", "x" * 65, "-a"])
+def test_bad_run_ids_refused(run_id, tmp_path):
+    with pytest.raises(_cdi_spec.SpecError):
+        _cdi_spec.write_spec({}, str(tmp_path), run_id)
+
+
+def test_write_remove_sweep(host_root, tmp_path):
+    d = tmp_path / "run-cdi"
+    spec = _build(host_root)
+    path = _cdi_spec.write_spec(spec, str(d), "t1")
+    assert path == str(d / "gpuprobe-t1.yaml") and stat.S_IMODE(os.stat(path).st_mode) == 0o644
+    _cdi_spec.write_spec(spec, str(d), "old")
+    (d / "gpuprobe-foreign.yaml").write_text("kind: someone.else/gpu\n")
+    assert _cdi_spec.sweep_specs(str(d), run_id="t1") == [str(d / "gpuprobe-old.yaml")]
+    assert _cdi_spec.remove_spec(str(d), "t1") is True
+    assert _cdi_spec.remove_spec(str(d), "t1") is False
+    assert sorted(os.listdir(str(d))) == ["gpuprobe-foreign.yaml"]
+
+
+def _main(module, args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cdi_spec_module_check_mode_present_absent(host_root, tmp_path, capsys):
+    d = tmp_path / "m"
+    args = {"run_id": "m1", "spec_dir": str(d), "root": str(host_root), "driver_root": "/usr/local/nvidia",
+            "variant": "no_uvm_node"}
+    out = _main(cdi_spec, dict(args, _ansible_check_mode=True), capsys)
+    assert out["changed"] is True and not d.exists()
+    assert out["prediction"] == {"layer": "compute", "signature": "compute.cuda.CUDA_ERROR_UNKNOWN",
+                                 "description": _cdi_spec.VARIANTS["no_uvm_node"]["description"]}
+    out = _main(cdi_spec, args, capsys)
+    assert out["changed"] is True and os.path.exists(out["path"])
+    assert out["devices"] == ["gpuprobe.local/gpu=0", "gpuprobe.local/gpu=1", "gpuprobe.local/gpu=all"]
+    assert _main(cdi_spec, args, capsys)["changed"] is False
+    facts = _main(cdi_facts, {"spec_dirs": [str(d)], "discover_runtime_dirs": False, "devices": ["gpuprobe.local/gpu=all"]}, capsys)
+    record = facts["ansible_facts"]["gpuprobe_cdi"]
+    assert facts["changed"] is False and validate_record(record) == []
+    assert record["evidence"]["requested_devices"] == ["gpuprobe.local/gpu=all"]
+    out = _main(cdi_spec, dict(args, state="absent"), capsys)
+    assert out["changed"] is True and not os.path.exists(out["path"])
+    assert _main(cdi_spec, dict(args, state="absent"), capsys)["changed"] is False
+
+
+def test_cdi_spec_module_refuses_etc_cdi(host_root, capsys):
+    out = _main(cdi_spec, {"run_id": "m1", "spec_dir": "/etc/cdi", "root": str(host_root), "driver_root": "/usr/local/nvidia"}, capsys)
+    assert out["failed"] is True and "refusing to write CDI specs under /etc/cdi" in out["msg"]
