@@ -35,8 +35,8 @@ NVIDIA_MAJOR = 195          # registered by the nvidia module ("nvidia-frontend"
 NVIDIACTL_MINOR = 255
 FIXED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
 UVM_HINT = ("without /dev/nvidia-uvm CUDA will fail (cuInit returns CUDA_ERROR_UNKNOWN, 999) while NVML tools such as "
-            "nvidia-smi still work; the node appears when nvidia_uvm is loaded and nvidia-modprobe -u -c0 (or the "
-            "driver container) creates it")
+            "nvidia-smi still work; the node appears when nvidia_uvm is loaded and the driver's device-node helper "
+            "(or the driver container) creates it")
 NO_DRIVER = "no NVIDIA driver / device nodes"
 LIBRARY_HINTS = {
     "libnvidia-ptxjitcompiler": "without it CUDA cannot JIT-compile PTX: cuModuleLoadData fails with "
@@ -65,7 +65,7 @@ CHECKS = {
     "host.kernel_module.nouveau": _check(
         "the open-source nouveau module is not loaded",
         "nouveau holds the GPU, the NVIDIA driver cannot bind it",
-        "blacklist nouveau (modprobe.d) and rebuild the initramfs, then reboot - outside this probe"),
+        "blacklist nouveau in the kernel module configuration, rebuild the initramfs, reboot - outside this probe"),
     "host.nvml.init": _check(
         "pynvml imports and nvmlInit succeeds; reports NVML, driver and CUDA driver API versions",
         "NVML is unusable: the exact pynvml/NVML error is the observation (e.g. Driver/library version mismatch)",
@@ -108,12 +108,12 @@ CHECKS = {
     "host.device_node.present": _check(
         "/dev/nvidiactl and /dev/nvidiaN for every GPU NVML reports (by its minor number) exist",
         "a device node is missing: containers cannot get that GPU",
-        "ls -l /dev/nvidia*; nvidia-modprobe -c <minor> or the driver container creates the nodes"),
+        "ls -l /dev/nvidia*; the driver's device-node helper or the driver container creates the nodes"),
     "host.device_node.uvm": _check(
         "/dev/nvidia-uvm (and /dev/nvidia-uvm-tools) exist as the nvidia-uvm character devices",
         "no /dev/nvidia-uvm: CUDA will fail (cuInit CUDA_ERROR_UNKNOWN) while NVML tools still work "
         "(WARN for nvidia-uvm-tools: profilers cannot attach)",
-        "lsmod | grep nvidia_uvm; grep nvidia-uvm /proc/devices; nvidia-modprobe -u -c0"),
+        "lsmod | grep nvidia_uvm; grep nvidia-uvm /proc/devices; the driver's device-node helper"),
     "host.device_node.char_device": _check(
         "every /dev/nvidia* node that exists is a character device",
         "a regular file or directory stands where a device node should be (e.g. a bind-mount target left behind)",

@@ -176,9 +176,8 @@ def _check_nodes(b, nodes, resources):
         cap = dict((r, node["capacity"][r] or 0) for r in resources)
         labels = ", ".join("%s=%s" % (k, node["gpu_labels"][k]) for k in GPU_PRESENT_LABELS if k in node["gpu_labels"])
         if not any(alloc.values()):
-            b.add("k8s.node.allocatable", FAIL, node["name"], "> 0 allocatable",
-                  "device plugin advertises nothing: allocatable %s, capacity %s%s" % (_fmt(alloc), _fmt(cap),
-                                                                                      "; labels " + labels if labels else ""))
+            observed = "device plugin advertises nothing: allocatable %s, capacity %s" % (_fmt(alloc), _fmt(cap))
+            b.add("k8s.node.allocatable", FAIL, node["name"], "> 0 allocatable", observed + ("; labels " + labels if labels else ""))
         else:
             b.add("k8s.node.allocatable", PASS, node["name"], "> 0 allocatable", "allocatable %s" % _fmt(alloc))
             short = [r for r in resources if alloc[r] < cap[r]]

@@ -24,7 +24,7 @@ description:
     C(no NVIDIA driver / device nodes), followed by the exact evidence; the module itself does not fail.
   - Read-only; never loads kernel modules or changes the driver. Check ids are listed in docs/checks.md.
 author:
-  - gpuprobe.layers contributors
+  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -36,6 +36,8 @@ attributes:
     support: none
   facts:
     support: full
+  platform:
+    platforms: posix
 options:
   root:
     description:

@@ -20,7 +20,7 @@ description:
   - No kubectl, no kubeconfig or an unreachable API server make the record C(NOT_RUN) with that exact reason.
   - This layer says nothing about the driver or libraries inside a Pod. Check ids are listed in docs/checks.md.
 author:
-  - gpuprobe.layers contributors
+  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -32,6 +32,8 @@ attributes:
     support: none
   facts:
     support: full
+  platform:
+    platforms: posix
 options:
   kubectl:
     description: The kubectl program, a name looked up on PATH or a path.

@@ -40,8 +40,8 @@ def test_init_error_is_exact(code, name):
 
 
 def test_per_call_errors_keep_the_gpu():
-    fake = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetMemoryInfo"): nv.NVML_ERROR_UNKNOWN,
-                                             (0, "nvmlDeviceGetPciInfo"): nv.NVML_ERROR_TIMEOUT})
+    fail = {(0, "nvmlDeviceGetMemoryInfo"): nv.NVML_ERROR_UNKNOWN, (0, "nvmlDeviceGetPciInfo"): nv.NVML_ERROR_TIMEOUT}
+    fake = hf.fake_pynvml([hf.gpu()], fail=fail)
     g = _nvml.read_nvml(fake)["gpus"][0]
     assert g["name"] == "NVIDIA H200" and g["minor_number"] == 0
     assert g["memory_total_bytes"] is None and g["pci_bus_id"] is None
