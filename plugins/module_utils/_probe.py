@@ -111,6 +111,17 @@ DONE:
 }
 """
 
+# Exact driver API symbols where cuda.h maps a name to a versioned one (never guess a _v2: some _v2
+# entry points take other arguments than the unversioned name).
+SYMBOLS = {
+    "cuMemAlloc": ("cuMemAlloc_v2",),
+    "cuMemFree": ("cuMemFree_v2",),
+    "cuMemcpyDtoH": ("cuMemcpyDtoH_v2",),
+    "cuMemsetD32": ("cuMemsetD32_v2",),
+    "cuDevicePrimaryCtxRelease": ("cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
+    "cuDeviceGetUuid": ("cuDeviceGetUuid_v2", "cuDeviceGetUuid"),
+}
+
 # The compute steps in order (a FAIL names the first one that did not succeed).
 COMPUTE_STEPS = (
     "dlopen", "cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
@@ -461,7 +472,7 @@ class Cuda(object):
         self.lib = handle
 
     def fn(self, name):
-        for candidate in (name + "_v2", name):
+        for candidate in SYMBOLS.get(name, (name,)):
             try:
                 return getattr(self.lib, candidate), candidate
             except AttributeError:

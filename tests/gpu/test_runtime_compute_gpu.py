@@ -1,0 +1,159 @@
+"""Runtime + compute layers on a real GPU (the lead runs this on the H200: GPUPROBE_GPU=1).
+
+For each self-built spec variant of DESIGN.md's table: write the spec under /var/run/cdi, run the cdi
+layer for the expected edits, start the probe container through podman with the CDI device (compute
+steps included), build the compute record with the host control, and compute the node verdict. Each
+variant must land in the layer and signature that DESIGN.md's table predicts. The records are written,
+untouched, as JSON to $GPUPROBE_EVIDENCE_DIR/<variant>.json when that is set.
+
+Environment: GPUPROBE_GPU=1 (else skipped), GPUPROBE_PROBE_IMAGE (default localhost/probe-python:host),
+GPUPROBE_DRIVER_ROOT (default /usr/local/nvidia), GPUPROBE_EVIDENCE_DIR (optional).
+"""
+import json
+import os
+import uuid
+
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _compute, _host, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs a real NVIDIA GPU (GPUPROBE_GPU=1)"),
+]
+
+IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/probe-python:host")
+DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
+SPEC_DIR = _cdi_spec.DEFAULT_SPEC_DIR
+EVIDENCE_DIR = os.environ.get("GPUPROBE_EVIDENCE_DIR")
+
+
+@pytest.fixture(scope="module")
+def host_record():
+    record = _host.collect_host(driver_root=DRIVER_ROOT)
+    _save("host", {"host": record})
+    assert record["status"] != "FAIL", record["reason"]
+    return record
+
+
+def _save(name, records):
+    if not EVIDENCE_DIR:
+        return
+    os.makedirs(EVIDENCE_DIR, exist_ok=True)
+    with open(os.path.join(EVIDENCE_DIR, "%s.json" % name), "w") as f:
+        json.dump(records, f, indent=2, sort_keys=True, default=str)
+
+
+def run_variant(variant, host, user=None):
+    """All four layers for one spec variant; returns the records and the verdict (and saves them)."""
+    run_id = "gpu-%s-%s" % (variant.replace("_", "-"), uuid.uuid4().hex[:6])
+    try:
+        spec = _cdi_spec.build_spec(run_id, variant=variant, driver_root=DRIVER_ROOT, host=host)
+    except _cdi_spec.SpecError as exc:
+        pytest.skip("variant %s cannot be built here: %s" % (variant, exc))
+    device = "%s=0" % _cdi_spec.KIND
+    _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
+    try:
+        cdi = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+        runtime, probe = _runtime.runtime_facts({
+            "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "runtime": "podman", "timeout": 60,
+            "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host, "user": user})
+        compute = _compute.compute_record(probe, runtime, host_record=host, host_control=True, timeout=60)
+    finally:
+        _cdi_spec.remove_spec(SPEC_DIR, run_id)
+        leftovers = _runtime.cleanup(run_id=run_id, runtime="podman", spec_dir=SPEC_DIR)
+    records = {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}
+    verdict = node_verdict(records)
+    _save(variant, {"variant": variant, "prediction": _cdi_spec.prediction(variant), "user": user,
+                    "records": dict(records, probe=probe), "verdict": verdict, "cleanup": leftovers})
+    for layer in ("cdi", "runtime", "compute"):
+        assert validate_record(records[layer]) == [], layer
+    assert leftovers["containers"] == [] and leftovers["errors"] == [], leftovers
+    if compute["status"] == "NOT_RUN" and compute["reason"].startswith("GPU in use"):
+        pytest.skip(compute["reason"])
+    return records, probe, verdict
+
+
+def _failed_call(compute):
+    steps = compute["evidence"]["container"]["steps"]
+    failed = [s for s in steps if not s.get("ok")]
+    return failed[0]["step"] if failed else None
+
+
+def test_full_spec_compute_verified(host_record):
+    records, probe, verdict = run_variant("full", host_record)
+    runtime, compute = records["runtime"], records["compute"]
+    assert runtime["status"] == "PASS", runtime["reason"]
+    assert compute["status"] == "PASS", compute["reason"]
+    verify = [s for s in compute["evidence"]["container"]["steps"] if s["step"] == "verify"]
+    assert verify and verify[0]["ok"] and verify[0]["checked"] == 1024 and verify[0]["mismatches"] == 0
+    assert compute["evidence"]["container"]["executed"] and compute["evidence"]["container"]["cdi_devices"]
+    assert compute["evidence"]["host_control"]["status"] == "PASS"
+    loaded = probe["inventory"]["libraries"]["libcuda.so.1"]
+    assert loaded["ok"] and os.path.basename(loaded["realpath"]).startswith("libcuda.so.")
+    assert probe["nvml"]["ok"], "NVML should work in the full spec's container"
+    assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+
+
+def test_no_ptxjit_mount_jit_compiler_not_found(host_record):
+    records, _probe, verdict = run_variant("no_ptxjit_mount", host_record)
+    compute = records["compute"]
+    assert records["runtime"]["status"] == "PASS", records["runtime"]["reason"]
+    assert compute["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", compute["reason"]
+    assert _failed_call(compute) == "cuModuleLoadData"
+    assert compute["points_to"] == "runtime"  # the host control passed
+    assert verdict["verdict"] == "FAILED_AT_COMPUTE"
+
+
+def test_no_uvm_node_unknown_error_with_hint(host_record):
+    records, probe, verdict = run_variant("no_uvm_node", host_record)
+    compute = records["compute"]
+    assert records["runtime"]["status"] == "PASS", records["runtime"]["reason"]
+    assert compute["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN", compute["reason"]
+    assert _failed_call(compute) == "cuInit"
+    assert "/dev/nvidia-uvm absent" in compute["reason"]
+    assert probe["nvml"]["ok"], "NVML works while CUDA fails"
+    assert compute["points_to"] == "runtime"
+    assert verdict["verdict"] == "FAILED_AT_COMPUTE"
+
+
+def test_cgroup_read_only_open_eperm_then_no_device(host_record):
+    records, _probe, verdict = run_variant("cgroup_read_only", host_record)
+    assert records["runtime"]["signature"] == "runtime.device_node.open.EPERM", records["runtime"]["reason"]
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE", records["compute"]["reason"]
+    assert verdict["verdict"] == "FAILED_AT_RUNTIME"
+
+
+def test_stub_libcuda(host_record):
+    records, _probe, verdict = run_variant("stub_libcuda", host_record)
+    compute = records["compute"]
+    assert compute["signature"] == "compute.cuda.CUDA_ERROR_STUB_LIBRARY", compute["reason"]
+    assert _failed_call(compute) == "cuInit"
+    assert compute["points_to"] == "runtime"
+    assert verdict["layer"] in ("compute", "cdi"), verdict  # the cdi layer may already flag the stub
+
+
+def test_file_mode_0000_as_uid_1000(host_record):
+    records, _probe, verdict = run_variant("file_mode_0000", host_record, user="1000:1000")
+    runtime = records["runtime"]
+    modes = [c for c in runtime["checks"] if c["id"] == "runtime.device_node.mode"]
+    assert modes, "the fileMode was not compared"
+    if all(c["status"] == "WARN" for c in modes):  # DESIGN.md: podman+runc did not apply the mode
+        assert runtime["status"] == "WARN"
+        assert records["compute"]["status"] == "PASS", records["compute"]["reason"]
+        assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    else:  # this runtime applied it: a non-root open is refused by the mode
+        assert runtime["signature"] == "runtime.device_node.open.EACCES", runtime["reason"]
+
+
+@pytest.mark.parametrize("variant,cdi_signature", [("missing_hostpath", "cdi.host.mount_source"),
+                                                   ("stale_library", "cdi.host.library_version")])
+def test_missing_host_path_never_starts(host_record, variant, cdi_signature):
+    records, probe, verdict = run_variant(variant, host_record)
+    assert records["runtime"]["signature"] == "runtime.start.hostpath_missing", records["runtime"]["reason"]
+    assert probe is None
+    assert records["compute"]["status"] == "NOT_RUN"
+    assert records["cdi"]["status"] == "FAIL" and verdict["verdict"] == "FAILED_AT_CDI"
+    assert verdict["signature"] == cdi_signature, verdict
