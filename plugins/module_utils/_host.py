@@ -17,7 +17,7 @@ import re
 import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import (
-    empty_evidence, error_meaning, import_pynvml, read_nvml,
+    empty_evidence, error_meaning, import_pynvml, read_nvml_isolated,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
@@ -31,6 +31,7 @@ LIBRARIES = ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler")
 MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nouveau")
 TOOLS = ("nvidia-ctk", "podman", "docker", "containerd", "runc", "crio")
 TOOL_TIMEOUT = 10.0
+NVML_TIMEOUT = 30.0         # the NVML reader runs in a child process killed after this
 NVIDIA_MAJOR = 195          # registered by the nvidia module ("nvidia-frontend" in /proc/devices)
 NVIDIACTL_MINOR = 255
 FIXED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
@@ -317,7 +318,7 @@ def probe_tools(root):
     return tools
 
 
-def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=None):
+def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT):
     """Read the node into the host evidence (docs/contract.md); never raises for a missing file or library."""
     evidence = {"root": root}
     proc_text = read_text(root, "/proc/driver/nvidia/version")
@@ -350,7 +351,7 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
             if ml and os.path.realpath(root) == "/":
                 fallback = os.path.join(os.path.dirname(ml["path"]), "libnvidia-ml.so.1")
                 fallback = fallback if os.path.exists(fallback) else ml["path"]
-            evidence["nvml"] = read_nvml(pynvml_module, fallback_library=fallback)
+            evidence["nvml"] = read_nvml_isolated(pynvml_module, fallback_library=fallback, timeout=nvml_timeout)
 
     if os.path.realpath(root) == "/":
         users = {}
@@ -637,9 +638,11 @@ def evaluate(evidence, builder=None):
     b.add("host.driver.present", FAIL if no_driver else PASS, "NVIDIA driver", "driver and device nodes",
           "; ".join(no_driver) if no_driver else "present")
     _check_modules(b, ev)
-    _check_nvml(b, ev)
+    # libraries and the version comparison come before NVML: a kernel/library mismatch is the cause of the
+    # NVML "Driver/library version mismatch", and the first FAIL is the record's signature
     _check_driver_root(b, ev)
     _check_versions(b, ev)
+    _check_nvml(b, ev)
     _check_device_nodes(b, ev)
     _check_tools(b, ev)
     nvml = ev["nvml"]
@@ -655,10 +658,11 @@ def evaluate(evidence, builder=None):
     return b.build(reason=reason)
 
 
-def collect_host(root="/", driver_root=None, use_nvml=True, pynvml_module=None):
+def collect_host(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT):
     """The host layer record of the node under ``root`` (docs/contract.md). Never raises for node state."""
     builder = LayerBuilder("host", CHECKS)
-    evidence = collect_evidence(root=root, driver_root=driver_root, use_nvml=use_nvml, pynvml_module=pynvml_module)
+    evidence = collect_evidence(root=root, driver_root=driver_root, use_nvml=use_nvml, pynvml_module=pynvml_module,
+                                nvml_timeout=nvml_timeout)
     return evaluate(evidence, builder)
 
 

@@ -13,8 +13,15 @@ never loses the GPU or the other attributes.
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import select
+import signal
+import time
 import traceback
 import warnings
+
+DEFAULT_TIMEOUT = 30.0
 
 # What an nvmlInit error usually means on a node (shown as the hint of host.nvml.init).
 NVML_ERROR_MEANINGS = {
@@ -185,3 +192,58 @@ def read_nvml(pynvml_module, fallback_library=None, loader=None):
 
 def _load_global(path):
     return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+def read_nvml_isolated(pynvml_module, fallback_library=None, timeout=DEFAULT_TIMEOUT, loader=None):
+    """``read_nvml`` in a forked child killed after ``timeout`` seconds: a GPU that hangs nvmlInit (fallen off the
+    bus, driver wedged) gives an NVML error ``timeout after Ns`` instead of a hung module. Never raises."""
+    rfd, wfd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(rfd)
+        os.close(wfd)
+        return empty_evidence("cannot fork the NVML reader: %s" % exc)
+    if pid == 0:  # child: read, send JSON, leave without running the parent's cleanup
+        code = 0
+        try:
+            os.close(rfd)
+            data = json.dumps(read_nvml(pynvml_module, fallback_library=fallback_library, loader=loader)).encode("utf-8")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(wfd, view):]
+        except BaseException:  # pylint: disable=broad-except
+            code = 1
+        finally:
+            os._exit(code)  # pylint: disable=protected-access
+    os.close(wfd)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _w, _x = select.select([rfd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(rfd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(rfd)
+        if timed_out:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os.waitpid(pid, 0)
+    if timed_out:
+        return empty_evidence("timeout after %gs: NVML did not answer (nvmlInit or a query hung; the reader was killed)" % timeout)
+    try:
+        return json.loads(b"".join(chunks).decode("utf-8"))
+    except ValueError:
+        return empty_evidence("the NVML reader died without an answer")

@@ -56,6 +56,12 @@ options:
       - Read NVML through pynvml. When V(false) the NVML checks are C(NOT_RUN) with the reason C(disabled by option).
     type: bool
     default: true
+  nvml_timeout:
+    description:
+      - Seconds NVML may take. The NVML reader runs in a child process that is killed after this; a hung
+        C(nvmlInit) then makes C(host.nvml.init) FAIL with C(timeout after ...) and the other checks still run.
+    type: int
+    default: 30
 requirements:
   - pynvml (the nvidia-ml-py package) on the managed node for the NVML checks; without it those checks FAIL
     with the import error and every other check still runs.
@@ -128,11 +134,12 @@ def main():
             root=dict(type="path", default="/"),
             driver_root=dict(type="path"),
             nvml=dict(type="bool", default=True),
+            nvml_timeout=dict(type="int", default=30),
         ),
         supports_check_mode=True,
     )
     record = collect_host(root=module.params["root"], driver_root=module.params["driver_root"],
-                          use_nvml=module.params["nvml"])
+                          use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_host": record})
 
 

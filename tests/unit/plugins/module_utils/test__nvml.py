@@ -96,3 +96,15 @@ def test_import_pynvml_returns_module_or_error(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
     module, error = _nvml.import_pynvml()
     assert module is None and error.startswith("ModuleNotFoundError: ")
+
+
+def test_isolated_reader_returns_what_read_nvml_returns():
+    gpus = [hf.gpu(0, mig=(0, 0), processes=[7]), hf.gpu(1)]
+    assert _nvml.read_nvml_isolated(hf.fake_pynvml(gpus), timeout=20) == _nvml.read_nvml(hf.fake_pynvml(gpus))
+
+
+def test_isolated_reader_reports_a_dead_child():
+    fake = hf.fake_pynvml([hf.gpu()])
+    fake.nvmlInit = lambda: os._exit(3)
+    ev = _nvml.read_nvml_isolated(fake, timeout=20)
+    assert not ev["ok"] and ev["error"] == "the NVML reader died without an answer"
