@@ -1,0 +1,140 @@
+"""Pure parts of the runtime layer: start-error classification (real podman 4.3.1/runc 1.1.5 messages),
+edit-by-edit comparison, argv."""
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder
+
+# Messages observed on this machine (podman 4.3.1, runc 1.1.5) and on the H200.
+PODMAN_ERRORS = [
+    ("Error: setting up CDI devices: unresolvable CDI devices gpuprobe.local/gpu=1", "runtime.start.cdi_unresolvable"),
+    ('Error: setting up CDI devices: failed to inject devices: failed to stat CDI host device "/tmp/gpt/dev/nvidiaX": '
+     "no such file or directory", "runtime.start.hostpath_missing"),
+    ("Error: runc: runc create failed: unable to start container process: error during container init: error mounting "
+     '"/tmp/gpt/lib/nolib" to rootfs at "/usr/lib/x86_64-linux-gnu/libcuda.so.1": stat /tmp/gpt/lib/nolib: no such '
+     "file or directory: OCI runtime attempted to invoke a command that was not found", "runtime.start.hostpath_missing"),
+    ('Error: runc: runc create failed: unable to start container process: exec: "/etc/passwd": permission denied: '
+     "OCI permission denied", "runtime.start.permission_denied"),
+    ('Error: runc: runc create failed: unable to start container process: exec: "true": executable file not found in '
+     "$PATH: OCI runtime attempted to invoke a command that was not found", "runtime.start.oci_error"),
+    ("Error: localhost/nope:1: image not known", "runtime.start.image_missing"),
+    ('Error: initializing source docker://localhost/nope:1: pinging container registry localhost: Get '
+     '"https://localhost/v2/": dial tcp 127.0.0.1:443: connect: connection refused', "runtime.start.image_missing"),
+    ("something nobody has seen", "runtime.start.failed"),
+]
+
+
+@pytest.mark.parametrize("message,signature", PODMAN_ERRORS)
+def test_classify_start_error(message, signature):
+    assert _runtime.classify_start_error(message) == signature
+    assert signature in _runtime.SIGNATURES
+
+
+def test_timeout_wins():
+    assert _runtime.classify_start_error("", timed_out=True) == "runtime.start.timeout"
+
+
+def test_error_line_picks_the_runtime_error():
+    text = 'time="x" level=warning msg="Failed, retrying"\nError: localhost/nope:1: image not known\n'
+    assert _runtime.error_line(text) == "Error: localhost/nope:1: image not known"
+
+
+@pytest.mark.parametrize("errno_name,sig", [("EPERM", "runtime.device_node.open.EPERM"),
+                                            ("EACCES", "runtime.device_node.open.EACCES"),
+                                            ("ENXIO", "runtime.device_node.open.ENXIO"),
+                                            ("EIO", "runtime.device_node.open.other")])
+def test_open_signature(errno_name, sig):
+    assert _runtime.open_signature(errno_name) == sig
+
+
+@pytest.mark.parametrize("value,expected", [(None, None), ("", None), (0, 0), (0o666, 0o666), ("0666", 0o666),
+                                            ("438", 438), ("x", None)])
+def test_parse_mode(value, expected):
+    assert _runtime._parse_mode(value) == expected
+
+
+def _builder():
+    return LayerBuilder("runtime", _runtime.CHECKS)
+
+
+def _node(present=True, major=195, minor=0, mode="0666", opened="OK"):
+    if not present:
+        return {"present": False}
+    return {"present": True, "type": "c", "major": major, "minor": minor, "mode": mode, "open": opened,
+            "open_error": None if opened == "OK" else "x"}
+
+
+@pytest.mark.parametrize("observed,expect", [
+    (_node(), {"runtime.device_node.present": "PASS", "runtime.device_node.type": "PASS", "runtime.device_node.open": "PASS"}),
+    (_node(present=False), {"runtime.device_node.present": "FAIL"}),
+    (_node(minor=1), {"runtime.device_node.present": "PASS", "runtime.device_node.type": "FAIL",
+                      "runtime.device_node.open": "PASS"}),
+    (_node(opened="EPERM"), {"runtime.device_node.present": "PASS", "runtime.device_node.type": "PASS",
+                             "runtime.device_node.open": "FAIL"}),
+])
+def test_compare_nodes(observed, expect):
+    b = _builder()
+    _runtime.compare_nodes(b, [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}], {"/dev/nvidia0": observed})
+    assert dict((c["id"], c["status"]) for c in b.checks) == expect
+
+
+@pytest.mark.parametrize("mode,status", [("0000", "PASS"), ("0666", "WARN")])
+def test_file_mode_not_applied_is_a_warning(mode, status):
+    b = _builder()
+    _runtime.compare_nodes(b, [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 0}],
+                           {"/dev/nvidia0": _node(mode=mode)})
+    assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.mode"] == [status]
+
+
+def test_compare_mounts_and_env():
+    b = _builder()
+    mounts = [{"mount_point": "/usr/lib/libcuda.so.1", "root": "/usr/local/nvidia/lib64/libcuda.so.1", "fstype": "ext4",
+               "options": ["ro", "nosuid"]},
+              {"mount_point": "/usr/lib/libnvidia-ml.so.1", "root": "/other/file", "fstype": "ext4", "options": ["rw"]}]
+    expected = [{"hostPath": "/nonexistent/x/libcuda.so.1", "containerPath": "/usr/lib/libcuda.so.1", "options": ["ro", "bind"]},
+                {"hostPath": "/nonexistent/x/libnvidia-ml.so.1", "containerPath": "/usr/lib/libnvidia-ml.so.1",
+                 "options": ["ro", "bind"]},
+                {"hostPath": "/nonexistent/x/libnvidia-ptxjitcompiler.so.1",
+                 "containerPath": "/usr/lib/libnvidia-ptxjitcompiler.so.1", "options": ["ro", "bind"]}]
+    _runtime.compare_mounts(b, expected, mounts)
+    _runtime.compare_env(b, ["A=1", "B=2", "C=3"], {"A": "1", "B": "x"})
+    got = [(c["id"], c["subject"], c["status"]) for c in b.checks]
+    assert got == [
+        ("runtime.mount.present", "/usr/lib/libcuda.so.1", "PASS"),
+        ("runtime.mount.source", "/usr/lib/libcuda.so.1", "PASS"),
+        ("runtime.mount.present", "/usr/lib/libnvidia-ml.so.1", "PASS"),
+        ("runtime.mount.source", "/usr/lib/libnvidia-ml.so.1", "WARN"),
+        ("runtime.mount.present", "/usr/lib/libnvidia-ptxjitcompiler.so.1", "FAIL"),
+        ("runtime.env.value", "A", "PASS"),
+        ("runtime.env.value", "B", "FAIL"),
+        ("runtime.env.value", "C", "FAIL"),
+    ]
+
+
+def test_build_argv_isolates_and_labels():
+    argv = _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
+                               ["gpuprobe.local/gpu=0"], "/tmp/p.py", {"compute": True}, user="1000:1000")
+    assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
+    for flag in ("--network=none", "--pull=never", "gpuprobe.run=r1", "gpuprobe.local/gpu=0",
+                 "/tmp/p.py:/gpuprobe/probe.py:ro", "1000:1000"):
+        assert flag in argv
+    assert argv[-3:-1] == ["img:1", "/gpuprobe/probe.py"]
+
+
+@pytest.mark.parametrize("requested", ["containerd", "crio"])
+def test_unsupported_runtimes_are_not_run(requested):
+    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested})
+    assert record["status"] == "NOT_RUN" and "not supported yet" in record["reason"] and probe is None
+
+
+def test_check_mode_and_no_device_start_nothing():
+    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"]}, check_mode=True)
+    assert record["status"] == "NOT_RUN" and record["reason"].startswith("check mode") and probe is None
+    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": []})
+    assert record["status"] == "NOT_RUN" and "no CDI device" in record["reason"]
+
+
+@pytest.mark.parametrize("run_id", ["", "../x", "a b", "x" * 64])
+def test_bad_run_id(run_id):
+    with pytest.raises(ValueError):
+        _runtime.runtime_facts({"run_id": run_id, "image": "i", "cdi_devices": ["k/c=0"]})
