@@ -1398,7 +1398,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         host_checks(b, edits, root, host, driver)
         if is_nvidia(edits):
             nvidia_checks(b, edits)
-    audit(b, files, [d for d in existing], edits, root)
+    audit(b, files, list(existing), edits, root)
     providing = [r for r in files if r["path"] in set(sources.values())]
     versions_used = sorted(set(str(r["cdiVersion"]) for r in providing if r["cdiVersion"]))
     b.versions = {"cdi_spec": ", ".join(versions_used) or None}

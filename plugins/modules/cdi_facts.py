@@ -35,7 +35,7 @@ description:
     PASSes without a spec. Parsing a spec proves nothing about the GPU; a spec on a node without the GPU FAILs
     because its device nodes are absent. Check ids are listed in docs/checks.md.
 author:
-  - gpuprobe.layers contributors
+  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -45,6 +45,8 @@ attributes:
     details: Only reads the node; the same facts are returned in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
   facts:
     support: full
 options:

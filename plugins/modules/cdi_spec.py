@@ -22,9 +22,9 @@ description:
   - Device nodes carry C(hostPath) when O(root) is not C(/). C(cdiVersion) is the lowest the fields allow (0.5.0).
   - O(variant) selects a fault drill; the result's C(prediction) names the layer and failure signature it is
     expected to cause.
-  - Never writes to C(/etc/cdi): a O(spec_dir) that is, or resolves under, C(/etc/cdi) is refused.
+  - Never writes to C(/etc/cdi). A O(spec_dir) that is, or resolves under, C(/etc/cdi) is refused.
 author:
-  - gpuprobe.layers contributors
+  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -33,6 +33,8 @@ attributes:
     details: Reports the spec that would be written (or the file that would be removed) and whether it would change.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 options:
   run_id:
     description:
@@ -158,8 +160,9 @@ def main():
         argument_spec=dict(
             run_id=dict(type="str", required=True),
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            variant=dict(type="str", default="full", choices=["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only",
-                                                                "stub_libcuda", "file_mode_0000", "missing_hostpath", "stale_library"]),
+            variant=dict(type="str", default="full", choices=[
+                "full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
+                "missing_hostpath", "stale_library"]),
             spec_dir=dict(type="path", default="/var/run/cdi"),
             root=dict(type="path", default="/"),
             driver_root=dict(type="path"),

@@ -109,8 +109,8 @@ def test_spec_on_a_node_without_gpu_fails_with_absent_nodes(tmp_path, host_tree)
         {"name": "write", "register": "spec_result", "gpuprobe.layers.cdi_spec": {
             "run_id": "it-nogpu", "spec_dir": spec_dir, "root": str(host_tree), "driver_root": "/usr/local/nvidia"}},
         {"name": "the GPU goes away", "ansible.builtin.file": {"path": str(host_tree / "dev"), "state": "absent"}},
-        {"name": "check", "gpuprobe.layers.cdi_facts": {"spec_dirs": [spec_dir], "discover_runtime_dirs": False,
-                                                         "devices": ["gpuprobe.local/gpu=0"]}},
+        {"name": "check", "gpuprobe.layers.cdi_facts": {
+            "spec_dirs": [spec_dir], "discover_runtime_dirs": False, "devices": ["gpuprobe.local/gpu=0"]}},
     ])
     rec = out["cdi"]
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.spec.parse"] == [PASS]

@@ -179,3 +179,12 @@ def test_cdi_spec_module_check_mode_present_absent(host_root, tmp_path, capsys):
 def test_cdi_spec_module_refuses_etc_cdi(host_root, capsys):
     out = _main(cdi_spec, {"run_id": "m1", "spec_dir": "/etc/cdi", "root": str(host_root), "driver_root": "/usr/local/nvidia"}, capsys)
     assert out["failed"] is True and "refusing to write CDI specs under /etc/cdi" in out["msg"]
+
+
+def test_module_variant_choices_are_the_catalogue():
+    import ast
+    import inspect
+    source = inspect.getsource(cdi_spec)
+    doc = __import__("yaml").safe_load(cdi_spec.DOCUMENTATION)
+    assert doc["options"]["variant"]["choices"] == list(ast.literal_eval(source.split("choices=[", 2)[2].split("]")[0].join("[]")))
+    assert sorted(doc["options"]["variant"]["choices"]) == sorted(_cdi_spec.VARIANTS)
