@@ -1276,6 +1276,9 @@ def audit(builder, files, dirs, edits, root="/"):
                 _audit_mount(builder, m, rec["path"])
     for hook in edits["hooks"]:
         full = under_root(root, hook["path"] or "")
+        if not os.path.exists(full):
+            builder.add("cdi.security.hook_writable", NOT_RUN, hook["path"], observed="the hook does not exist (see cdi.host.hook)")
+            continue
         problems = []
         for p in (full, os.path.dirname(full)):
             try:
