@@ -359,8 +359,8 @@ def compute_record(container_probe, runtime_record=None, host_record=None, host_
     """The compute layer record. ``host_runner`` (tests) replaces run_host_control."""
     busy = busy_processes(host_record)
     if busy and not allow_busy_gpu:
-        return not_run("compute", busy_reason(busy), evidence={"busy": busy, "container": {"executed": False,
-                                                                                          "cdi_devices": []}})
+        evidence = {"busy": busy, "container": {"executed": False, "cdi_devices": []}}
+        return not_run("compute", busy_reason(busy), evidence=evidence)
     builder = LayerBuilder("compute", CHECKS)
     builder.evidence["busy"] = busy
     if busy is None:

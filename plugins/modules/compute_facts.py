@@ -24,7 +24,7 @@ description:
   - When the host record shows compute processes on the GPU, compute is C(NOT_RUN)
     (C(GPU in use, not preempting)) unless O(allow_busy_gpu=true).
 author:
-  - gpuprobe.layers contributors
+  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -34,6 +34,8 @@ attributes:
     details: In check mode the host control is not run; the container part is evaluated as given.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
   facts:
     support: full
 options:

@@ -17,7 +17,7 @@ description:
     that run's spec with O(run_id), every such spec without it (a sweep after an interrupted run).
     Specs of other kinds and anything under C(/etc/cdi) are never touched.
 author:
-  - gpuprobe.layers contributors
+  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -26,6 +26,8 @@ attributes:
     details: Reports what would be removed without removing it.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 options:
   run_id:
     description: Only this run's container(s) and spec. Without it, everything labelled C(gpuprobe.run).

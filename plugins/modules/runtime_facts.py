@@ -28,7 +28,7 @@ description:
   - The container runs with C(--network=none), is labelled C(gpuprobe.run=<run_id>), named
     C(gpuprobe-<run_id>-<random>), and is removed afterwards, also after a timeout.
 author:
-  - gpuprobe.layers contributors
+  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -38,6 +38,8 @@ attributes:
     details: In check mode no container is started; the record is C(NOT_RUN) with the reason C(check mode).
   diff_mode:
     support: none
+  platform:
+    platforms: posix
   facts:
     support: full
 options:
