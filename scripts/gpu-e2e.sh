@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The project's GPU end-to-end command, for the offline GPU host of ../shared/gpu-lab:
+#   bash .gpu-lab/device-setup.sh && source .gpu-lab/env.sh && bash scripts/gpu-e2e.sh OUTDIR
+# Builds and installs the collection from this tree, then runs, each step continuing after a failure:
+#   1. host_facts through ansible (local connection)           -> OUTDIR/evidence/h200-host.json
+#   2. cdi: self-built spec + cdi_facts, and the stale variant -> OUTDIR/evidence/h200-cdi.json
+#      (both by tests/gpu/evidence-host-cdi.yml)
+#   3. pytest tests/gpu (host, cdi, runtime+compute over DESIGN.md's variants; records as JSON)
+#   4. playbooks/verify-gpu.yml (full, self-built spec)       -> OUTDIR/evidence/reports/
+#   5. playbooks/fault-drills.yml                              -> OUTDIR/evidence/drills/
+# and packs OUTDIR/evidence into OUTDIR/evidence.tgz. Exit status: the number of failed steps.
+# Everything it creates (specs under /var/run/cdi, probe containers) is removed by the steps themselves.
+set -uo pipefail
+out=${1:?usage: gpu-e2e.sh OUTDIR}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+mkdir -p "$out/evidence"
+ev=$out/evidence
+log=$out/gpu-e2e.log
+failed=0
+step() {
+  local name=$1; shift
+  echo "=== $name" | tee -a "$log"
+  local t0=$SECONDS
+  if "$@" >>"$log" 2>&1; then echo "=== $name: ok ($((SECONDS - t0)) s)" | tee -a "$log"
+  else echo "=== $name: FAILED rc=$? ($((SECONDS - t0)) s)" | tee -a "$log"; failed=$((failed + 1)); fi
+}
+
+col=/tmp/gpuprobe-e2e/collections
+rm -rf /tmp/gpuprobe-e2e && mkdir -p /tmp/gpuprobe-e2e/dist "$col"
+step build ansible-galaxy collection build --force --output-path /tmp/gpuprobe-e2e/dist .
+step install bash -c "ansible-galaxy collection install --force -p $col /tmp/gpuprobe-e2e/dist/gpuprobe-layers-*.tar.gz"
+export ANSIBLE_COLLECTIONS_PATH=$col
+export PYTHONPATH=$col${PYTHONPATH:+:$PYTHONPATH}
+py=$(command -v python3)
+export GPUPROBE_PROBE_IMAGE=localhost/probe-python:host
+stub=$(ls /usr/local/cuda*/lib64/stubs/libcuda.so /usr/local/cuda*/targets/x86_64-linux/lib/stubs/libcuda.so 2>/dev/null | head -1)
+{ echo "host: $(uname -r)"; ls -la /usr/lib/libcuda* /lib/libcuda* 2>&1; echo "stub: $stub"; podman --version; runc --version | head -1; } >>"$log" 2>&1
+
+# 1-2. the host layer (driver root detected), then the cdi layer on a self-built spec and its stale variant;
+#      the playbook writes the modules' results as returned to h200-host.json and h200-cdi.json
+step host-cdi ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
+  tests/gpu/evidence-host-cdi.yml -e evidence_dir="$ev"
+
+# 3. the GPU tests (host, cdi, runtime + compute over DESIGN.md's variants)
+step pytest-gpu env GPUPROBE_GPU=1 GPUPROBE_EVIDENCE_DIR="$ev/variants" GPUPROBE_STUB_LIBCUDA="$stub" \
+  "$py" -m pytest -p no:cacheprovider -v -m gpu tests/gpu -o addopts="" --junitxml="$ev/pytest-gpu.xml"
+
+# 4. the fleet playbook against this node (full, self-built spec)
+step verify-gpu ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
+  playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built \
+  -e verify_probe_image=localhost/probe-python:host -e gpuprobe_report_dir="$ev/reports"
+
+# 5. the fault drills
+step fault-drills ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
+  playbooks/fault-drills.yml -e gpuprobe_dedicated_node=true -e verify_probe_image=localhost/probe-python:host \
+  -e verify_stub_libcuda="$stub" -e gpuprobe_report_dir="$ev/drills"
+
+ls /var/run/cdi >>"$log" 2>&1; podman ps -a --filter label=gpuprobe.run >>"$log" 2>&1
+tar -C "$out" -czf "$out/evidence.tgz" evidence
+echo "failed steps: $failed" | tee -a "$log"
+exit "$failed"
