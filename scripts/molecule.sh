@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every molecule scenario under molecule/ (`molecule test -s <name>`), each with the real roles and
+# playbooks on this machine (local connection, synthetic node trees, real podman). Exit status 1 when any
+# scenario failed. Expects the environment of scripts/dev-env.sh or .build/env.sh (ANSIBLE_COLLECTIONS_PATH
+# pointing at the collection, the venv on PATH); podman reads GPUPROBE_TEST_CONTAINERS_CONF when set.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+failed=()
+for dir in molecule/*/; do
+  name=$(basename "$dir")
+  [ -f "$dir/molecule.yml" ] || continue
+  echo "=== molecule scenario: $name" >&2
+  t0=$SECONDS
+  if molecule test -s "$name"; then
+    echo "=== molecule scenario $name: ok ($((SECONDS - t0)) s)" >&2
+  else
+    echo "=== molecule scenario $name: FAILED ($((SECONDS - t0)) s)" >&2
+    failed+=("$name")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "molecule: FAILED scenarios: ${failed[*]}" >&2
+  exit 1
+fi
