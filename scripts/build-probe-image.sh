@@ -16,6 +16,8 @@ py=$("$pybin" -c 'import os, sys; print(os.path.realpath(sys.executable))')
 std=$("$pybin" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
 r=$(mktemp -d /tmp/gpuprobe-rootfs.XXXXXX)
 trap '[ -n "${GPUPROBE_KEEP_ROOTFS:-}" ] || rm -rf "$r"' EXIT
+# mktemp makes the directory 0700; it becomes the image's "/", which a non-root probe user must traverse
+chmod 0755 "$r"
 mkdir -p "$r"/{usr/bin,tmp,etc,proc,sys,dev,run} && chmod 1777 "$r/tmp"
 cp "$py" "$r/usr/bin/python3" && ln -sf python3 "$r/usr/bin/python"
 copy_libs() {  # copy the shared libraries ldd reports for $1 into the rootfs, keeping their paths

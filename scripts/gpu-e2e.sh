@@ -33,7 +33,9 @@ step install bash -c "ansible-galaxy collection install --force -p $col /tmp/gpu
 export ANSIBLE_COLLECTIONS_PATH=$col
 export PYTHONPATH=$col${PYTHONPATH:+:$PYTHONPATH}
 py=$(command -v python3)
-export GPUPROBE_PROBE_IMAGE=localhost/probe-python:host
+# the project's own probe image, built here from the host's python3 (no registry)
+export GPUPROBE_PROBE_IMAGE=localhost/gpuprobe-probe:local
+step probe-image bash scripts/build-probe-image.sh "$GPUPROBE_PROBE_IMAGE" --force
 stub=$(ls /usr/local/cuda*/lib64/stubs/libcuda.so /usr/local/cuda*/targets/x86_64-linux/lib/stubs/libcuda.so 2>/dev/null | head -1)
 { echo "host: $(uname -r)"; ls -la /usr/lib/libcuda* /lib/libcuda* 2>&1; echo "stub: $stub"; podman --version; runc --version | head -1; } >>"$log" 2>&1
 
@@ -49,14 +51,15 @@ step pytest-gpu env GPUPROBE_GPU=1 GPUPROBE_EVIDENCE_DIR="$ev/variants" GPUPROBE
 # 4. the fleet playbook against this node (full, self-built spec)
 step verify-gpu ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
   playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built \
-  -e verify_probe_image=localhost/probe-python:host -e gpuprobe_report_dir="$ev/reports"
+  -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" -e gpuprobe_report_dir="$ev/reports"
 
 # 5. the fault drills
 step fault-drills ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
-  playbooks/fault-drills.yml -e gpuprobe_dedicated_node=true -e verify_probe_image=localhost/probe-python:host \
+  playbooks/fault-drills.yml -e gpuprobe_dedicated_node=true -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" \
   -e verify_stub_libcuda="$stub" -e gpuprobe_report_dir="$ev/drills"
 
-ls /var/run/cdi >>"$log" 2>&1; podman ps -a --filter label=gpuprobe.run >>"$log" 2>&1
+# nothing may be left behind: list what is (an empty listing is the expected result)
+{ echo "left in /var/run/cdi:"; ls -la /var/run/cdi; echo "probe containers left:"; podman ps -a --filter label=gpuprobe.run; } >>"$log" 2>&1
 tar -C "$out" -czf "$out/evidence.tgz" evidence
 echo "failed steps: $failed" | tee -a "$log"
 exit "$failed"

@@ -38,6 +38,7 @@ def cleanup():
     assert left == [], "specs left behind: %s" % left
     evidence_dir = os.environ.get("GPUPROBE_EVIDENCE_DIR")
     if evidence_dir and RECORDS:
+        os.makedirs(evidence_dir, exist_ok=True)
         with open(os.path.join(evidence_dir, "h200-cdi.json"), "w") as f:
             json.dump(RECORDS, f, indent=2, sort_keys=True)
             f.write("\n")
