@@ -1,7 +1,6 @@
 """The compute_probe role end to end through ansible-playbook: real podman, a real CDI spec, synthetic
 devices; the role returns both records and removes its container."""
 import json
-import os
 import subprocess
 import sys
 
