@@ -651,6 +651,11 @@ def main(argv=None):
           "python": sys.version.split()[0], "executable": sys.executable, "compute": bool(config.get("compute")),
           "in_container": os.path.exists("/run/.containerenv") or os.path.exists("/.dockerenv"),
           "hostname": os.uname()[1]})
+    # A hung driver call is simulated by delaying the probe through its environment (a CDI env edit can set
+    # it): the caller's timeout must kill and remove the container (tests/integration).
+    delay = os.environ.get("GPUPROBE_PROBE_DELAY_S")
+    if delay:
+        time.sleep(float(delay))
     loaded = Loaded()
     emit(collect_inventory(config, loaded))
     if config.get("compute"):

@@ -420,8 +420,10 @@ def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, use
 
 
 def remove_container(engine, name, timeout=30):
-    r = run([engine["path"], "rm", "-f", "-i", name] if engine["name"] == "podman" else [engine["path"], "rm", "-f", name],
-            timeout=timeout)
+    # -t 0: kill at once; the probe is PID 1 in the container and ignores SIGTERM, so the default 10 s grace
+    # period would only delay the removal of a hung probe
+    argv = [engine["path"], "rm", "-f", "-t", "0", "-i", name] if engine["name"] == "podman" else [engine["path"], "rm", "-f", name]
+    r = run(argv, timeout=timeout)
     return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
 
 

@@ -248,8 +248,9 @@ def test_missing_image(lab):
 
 def test_timeout_kills_and_removes_the_container(lab):
     edits = lab.full_edits()
+    edits["env"] = ["GPUPROBE_PROBE_DELAY_S=60"]  # the probe hangs (as a stuck cuInit would)
     lab.write_spec(edits)
-    record, _probe = lab.run(edits, compute=False, timeout=0.3)
+    record, _probe = lab.run(edits, compute=False, timeout=3)
     assert record["status"] == "FAIL"
     assert record["signature"] in ("runtime.start.timeout", "runtime.probe.inventory")
     assert record["evidence"]["container"]["timed_out"] is True
