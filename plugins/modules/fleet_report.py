@@ -20,7 +20,7 @@ description:
   - Files are written atomically (temporary file in the same directory, then rename) as
     C(<basename>-<UTC timestamp>.<ext>), and copied to C(<basename>-latest.<ext>).
   - The JSON schema is versioned (C(schema_version)) and documented in docs/report.md.
-  - Run it once per play, for example with C(run_once) and C(delegate_to: localhost).
+  - Run it once per play, for example with C(run_once) and C(delegate_to=localhost).
 options:
   hosts:
     description: The hosts to report on, usually C(ansible_play_hosts_all).
