@@ -10,10 +10,11 @@ name: gpuprobe_summary
 type: aggregate
 short_description: Progress (hosts done / total) and a verdict table for gpuprobe.layers fleet runs
 version_added: "0.1.0"
-author: gpuprobe.layers contributors
+author:
+  - gpuprobe.layers contributors (!UNKNOWN)
 description:
   - >-
-    Works next to any stdout callback. While P(gpuprobe.layers.verify_gpu#playbook) runs, prints one line each
+    Works next to any stdout callback. While the playbook C(gpuprobe.layers.verify_gpu) runs, prints one line each
     time a node finishes (C(gpuprobe [3/40] node07: FAILED_AT_CDI)), and at the end of the run a short table
     of the verdict per host, with the report files, as returned by the P(gpuprobe.layers.fleet_report#module) task.
   - Nodes that became unreachable count as done.

@@ -341,8 +341,8 @@ def render_markdown(report):
     if report["drift"]:
         lines += ["| host | pin | expected | observed | state |", "|---|---|---|---|---|"]
         for d in report["drift"]:
-            lines.append("| %s | %s | %s | %s | %s: %s |" % (_md(d["host"]), _md(d["key"]), _md(d["expected"]),
-                                                           _md(d["observed"]), d["state"], _md(d.get("note"))))
+            cells = (_md(d["host"]), _md(d["key"]), _md(d["expected"]), _md(d["observed"]), d["state"], _md(d.get("note")))
+            lines.append("| %s | %s | %s | %s | %s: %s |" % cells)
     else:
         lines.append("No host differs from its pins (or no pins were declared).")
     lines.append("")
@@ -401,7 +401,7 @@ def svg_bar_chart(counts, title, width=420, bar_height=22):
     items = list(counts.items())
     label_w = 110
     height = 28 + bar_height * max(len(items), 1) + 6
-    top = max([v for _, v in items] or [1]) or 1
+    top = max([value for _label, value in items] or [1]) or 1
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" width="%d" height="%d" viewBox="0 0 %d %d">'
              % (width, height, width, height),
              '<title>%s</title>' % _h(title),

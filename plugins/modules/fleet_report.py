@@ -10,7 +10,8 @@ DOCUMENTATION = r"""
 module: fleet_report
 short_description: Aggregate the layer records of a fleet into JSON, Markdown, HTML and JUnit reports
 version_added: "0.1.0"
-author: gpuprobe.layers contributors
+author:
+  - gpuprobe.layers contributors (!UNKNOWN)
 description:
   - Runs on the controller (action plugin). Reads, for every host in O(hosts), the layer records that
     the P(gpuprobe.layers.verify#role) role left in hostvars, decides each node's verdict with the
@@ -66,6 +67,9 @@ options:
     description: Free-form facts about the run (mode, CDI source, run id) copied into the report.
     type: dict
     default: {}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   check_mode:
     support: full
@@ -76,7 +80,10 @@ attributes:
     support: full
   async:
     support: none
+  bypass_host_loop:
+    support: none
   platform:
+    support: full
     platforms: posix
 notes:
   - The verdict rules are in docs/contract.md; the report format in docs/report.md.
