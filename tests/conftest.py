@@ -1,7 +1,18 @@
-"""Session-wide guards: the suite must leave /etc/cdi exactly as it found it (DESIGN.md safety rules)."""
+"""Session-wide set-up and guards.
+
+- Ansible's collection loader is installed once, before any test imports the collection, as
+  ansible-test units does: otherwise a test that initialises the plugin loader later changes how
+  ``ansible_collections.gpuprobe.layers`` imports for every test after it.
+- The suite must leave /etc/cdi exactly as it found it (DESIGN.md safety rules).
+"""
 import os
 
 import pytest
+from ansible.plugins.loader import init_plugin_loader
+
+
+def pytest_configure(config):  # pylint: disable=unused-argument
+    init_plugin_loader()
 
 
 def _snapshot(path):

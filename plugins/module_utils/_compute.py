@@ -261,6 +261,8 @@ def probe_source():
     if loader is not None and hasattr(loader, "get_source"):
         try:
             text = loader.get_source(_probe.__name__)
+            if isinstance(text, bytes):  # Ansible's collection loader returns bytes, zipimport text
+                text = text.decode("utf-8")
             if text:
                 return text
         except (ImportError, OSError):
