@@ -200,9 +200,11 @@ def drill_row(variant, prediction, records, host=None):
     if predicted_layer is None:
         layer_match = verdict["verdict"] == COMPUTE_VERIFIED
     signature_match = predicted_signature in (None, "") or predicted_signature == verdict["signature"]
+    recorded = "layer" in prediction or "predicted_layer" in prediction
     return {
         "host": host,
         "variant": variant,
+        "predicted": recorded,
         "predicted_layer": predicted_layer,
         "predicted_signature": predicted_signature,
         "observed_verdict": verdict["verdict"],
@@ -210,8 +212,14 @@ def drill_row(variant, prediction, records, host=None):
         "observed_signature": verdict["signature"],
         "observed_points_to": verdict["points_to"],
         "observed_reason": verdict["reason"],
-        "match": bool(layer_match and signature_match),
+        "match": bool(recorded and layer_match and signature_match),
     }
+
+
+def _predicted_text(row):
+    if row.get("predicted") is False:
+        return "no prediction (the drill did not run)"
+    return row.get("predicted_layer") or "none (passes)"
 
 
 def summary_lines(report):
@@ -375,7 +383,7 @@ def render_drills_markdown(rows):
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            _md(r.get("host")), _md(r.get("variant")), _md(r.get("predicted_layer") or "none (passes)"),
+            _md(r.get("host")), _md(r.get("variant")), _md(_predicted_text(r)),
             _md(r.get("predicted_signature")), _md(r.get("observed_verdict")), _md(r.get("observed_signature")),
             "yes" if r.get("match") else "**no**"))
     if not rows:
@@ -479,7 +487,7 @@ def render_html(report):
         for r in report["drills"]:
             out.append("<tr><td>%s</td><td>%s</td><td>%s</td><td><code>%s</code></td><td>%s</td>"
                        "<td><code>%s</code></td><td class=\"s-%s\">%s</td></tr>" % (
-                           _h(r.get("host")), _h(r.get("variant")), _h(r.get("predicted_layer") or "none (passes)"),
+                           _h(r.get("host")), _h(r.get("variant")), _h(_predicted_text(r)),
                            _h(r.get("predicted_signature")), _badge(r.get("observed_verdict")),
                            _h(r.get("observed_signature")), PASS if r.get("match") else FAIL,
                            "yes" if r.get("match") else "no"))

@@ -252,6 +252,13 @@ def test_drill_row(prediction, records, match, observed_layer):
     assert row["observed_layer"] == observed_layer
 
 
+def test_drill_row_without_prediction_never_matches():
+    row = R.drill_row("full", {}, {"cdi": not_run("cdi", "drill did not run: no GPU device node")}, host="n1")
+    assert row["predicted"] is False and row["match"] is False
+    md = R.render_drills_markdown([row])
+    assert "| n1 | full | no prediction (the drill did not run) |" in md
+
+
 def test_report_with_drills_renders_table():
     row = R.drill_row("no_uvm_node", {"predicted_layer": "compute", "predicted_signature": "x"}, no_gpu(), host="n1")
     r = R.build_report([{"name": "n1", "records": no_gpu()}], "t", drills=[row])
