@@ -8,6 +8,7 @@
 #   3. pytest tests/gpu (host, cdi, runtime+compute over DESIGN.md's variants; records as JSON)
 #   4. playbooks/verify-gpu.yml (full, self-built spec)       -> OUTDIR/evidence/reports/
 #   5. playbooks/fault-drills.yml                              -> OUTDIR/evidence/drills/
+#   6. benchmarks/bench_gpu.py                                 -> OUTDIR/evidence/bench-gpu.json
 # and packs OUTDIR/evidence into OUTDIR/evidence.tgz. Exit status: the number of failed steps.
 # Everything it creates (specs under /var/run/cdi, probe containers) is removed by the steps themselves.
 set -uo pipefail
@@ -57,6 +58,9 @@ step verify-gpu ansible-playbook -i "localhost," -c local -e ansible_python_inte
 step fault-drills ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
   playbooks/fault-drills.yml -e gpuprobe_dedicated_node=true -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" \
   -e verify_stub_libcuda="$stub" -e gpuprobe_report_dir="$ev/drills"
+
+# 6. what a verification costs next to nvidia-smi (ratios measured side by side in this one run)
+step benchmark "$py" benchmarks/bench_gpu.py "$ev/bench-gpu.json" 5
 
 # nothing may be left behind: list what is (an empty listing is the expected result)
 { echo "left in /var/run/cdi:"; ls -la /var/run/cdi; echo "probe containers left:"; podman ps -a --filter label=gpuprobe.run; } >>"$log" 2>&1

@@ -500,8 +500,11 @@ def _type_name(value):
 
 
 if HAS_YAML:
-    class _StrictLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
-        """SafeLoader that refuses duplicate mapping keys (UnmarshalStrict does)."""
+    # libyaml's parser when PyYAML was built with it (benchmarks/bench_cpu.py: parsing dominates the layer)
+    _SafeLoaderBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class _StrictLoader(_SafeLoaderBase):  # pylint: disable=too-many-ancestors
+        """Safe loader that refuses duplicate mapping keys (UnmarshalStrict does)."""
 
     def _construct_mapping(loader, node, deep=False):
         loader.flatten_mapping(node)
