@@ -70,7 +70,14 @@ specs:
   type: list
   elements: str
 errors:
-  description: What could not be listed or removed.
+  description: What could not be listed or removed (the module fails when this is not empty).
+  returned: always
+  type: list
+  elements: str
+skipped:
+  description:
+    - With O(runtime=auto), the runtimes whose containers could not be listed (for example a docker CLI whose
+      daemon is not running); they are reported as warnings, not failures.
   returned: always
   type: list
   elements: str
@@ -99,6 +106,8 @@ def main():
         module.fail_json(msg="cleanup failed: %s" % exc)
     if result["errors"]:
         module.fail_json(msg="cleanup incomplete: %s" % "; ".join(result["errors"]), **result)
+    for skipped in result["skipped"]:
+        module.warn("not swept: %s" % skipped)
     module.exit_json(**result)
 
 
