@@ -69,7 +69,7 @@ def main():
         write_corpus(d)
         names = sorted(os.listdir(d))
         t = {"yaml.safe_load": [], "yaml CSafeLoader": [], "cdi_layer": []}
-        for _ in range(ROUNDS):
+        for _round in range(ROUNDS):
             for label, loader in (("yaml.safe_load", yaml.SafeLoader), ("yaml CSafeLoader", getattr(yaml, "CSafeLoader", None))):
                 if loader is None:
                     continue
@@ -88,11 +88,11 @@ def main():
                       "ratio_to_yaml_safe_load": dict((k, round(statistics.median(v) / base, 2)) for k, v in t.items())}
     hosts = synthetic_hosts()
     report = _report.build_report(hosts, "2026-12-02T00:00:00Z")
-    renderers = {"json.dumps": lambda r: json.dumps(r), "markdown": _report.render_markdown,
+    renderers = {"json.dumps": json.dumps, "markdown": _report.render_markdown,
                  "html": _report.render_html, "junit": _report.render_junit}
     t = dict((k, []) for k in renderers)
     sizes = {}
-    for _ in range(ROUNDS):
+    for _round in range(ROUNDS):
         for name, fn in renderers.items():
             t0 = time.perf_counter()
             text = fn(report)

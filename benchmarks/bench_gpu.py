@@ -54,7 +54,7 @@ def main():
             ("runtime+compute", lambda: _runtime.runtime_facts(dict(params, compute=True))),
             ("host-control", lambda: _compute.run_host_control(host, 60)),
         ]
-        for _ in range(rounds):
+        for _round in range(rounds):
             for name, fn in items:
                 ms, value = timed(fn)
                 samples[name].append(round(ms, 1))
