@@ -78,7 +78,9 @@ VARIANTS = {
         "predicted_signature": "compute.cuda.CUDA_ERROR_STUB_LIBRARY",
     },
     "file_mode_0000": {
-        "description": "fileMode 0000 on the GPU node(s); observed: the runtime does not apply it (runtime WARN only)",
+        "description": "fileMode 0000 on the GPU node(s), probe run as uid 1000: podman+runc apply the mode (open() EACCES, "
+                       "a runtime WARN since the spec asked for it), and CUDA still initialises",
+        "probe_user": "1000:1000",  # DESIGN.md's row runs the probe as uid 1000 (root ignores file modes)
         "predicted_layer": None,
         "predicted_signature": None,
     },
@@ -336,7 +338,8 @@ def sweep_specs(spec_dir, run_id=None):
 
 def prediction(variant):
     v = VARIANTS[variant]
-    return {"layer": v["predicted_layer"], "signature": v["predicted_signature"], "description": v["description"]}
+    return {"layer": v["predicted_layer"], "signature": v["predicted_signature"], "description": v["description"],
+            "probe_user": v.get("probe_user")}
 
 
 def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=False, **build_args):

@@ -65,13 +65,14 @@ CHECKS = {
     },
     "runtime.device_node.mode": {
         "title": "the file mode the spec asks for (fileMode) was applied to the node",
-        "fail": "the runtime did not apply fileMode (WARN: DESIGN saw podman+runc ignore fileMode 0000)",
+        "fail": "WARN: the runtime did not apply fileMode (the mode inside differs from the spec's)",
         "next": "do not rely on fileMode for access control with this runtime",
     },
     "runtime.device_node.open": {
         "title": "open(O_RDWR) succeeds on each expected node inside the container",
         "fail": "EPERM = the device cgroup denies it (permissions); EACCES = the file mode/owner denies it; "
-                "ENXIO/ENODEV = no driver behind the major:minor",
+                "ENXIO/ENODEV = no driver behind the major:minor. EACCES caused by the spec's own fileMode, applied "
+                "as asked, is a WARN: the runtime did what the spec said, and CUDA may still work (the compute layer decides)",
         "next": "EPERM: the deviceNodes' permissions (need rw); EACCES: fileMode/uid/gid vs the container user",
     },
     "runtime.mount.present": {
@@ -276,13 +277,19 @@ def compare_nodes(builder, expected_nodes, observed_nodes):
         opened = node.get("open")
         if opened == "OK":
             builder.add("runtime.device_node.open", PASS, subject=path, expected="open(O_RDWR) OK", observed="OK")
-        else:
-            sig = open_signature(opened)
-            builder.add("runtime.device_node.open", FAIL, subject=path, expected="open(O_RDWR) OK",
-                        observed="%s (%s) as uid %s, mode %s, cgroup permissions %s" % (
-                            opened, node.get("open_error"), node.get("as_uid"), node.get("mode"),
-                            exp["permissions"] or "rwm (default)"),
-                        hint=SIGNATURES[sig]["next"])
+            continue
+        observed = "%s (%s) as uid %s, mode %s, cgroup permissions %s" % (
+            opened, node.get("open_error"), node.get("as_uid"), node.get("mode"), exp["permissions"] or "rwm (default)")
+        if opened == "EACCES" and exp["fileMode"] is not None and node.get("mode") == "%04o" % exp["fileMode"]:
+            # the runtime applied the spec's fileMode and the container user is denied by it, as the spec asks:
+            # not a runtime failure. Seen on the H200 (fileMode 0000, uid 1000): open() EACCES, yet CUDA worked.
+            builder.add("runtime.device_node.open", WARN, subject=path, expected="open(O_RDWR) OK", observed=observed,
+                        hint="denied by the spec's own fileMode %04o, applied as asked; whether CUDA still works is "
+                             "the compute layer's answer" % exp["fileMode"])
+            continue
+        sig = open_signature(opened)
+        builder.add("runtime.device_node.open", FAIL, subject=path, expected="open(O_RDWR) OK", observed=observed,
+                    hint=SIGNATURES[sig]["next"])
 
 
 def _mounts_by_point(mounts):

@@ -144,7 +144,10 @@ spec:
   returned: always
   type: dict
 prediction:
-  description: The layer (C(layer)) and failure signature (C(signature)) this variant is predicted to cause (both null when none), and its C(description).
+  description:
+    - The layer (C(layer)) and failure signature (C(signature)) this variant is predicted to cause (both null when none),
+      and its C(description).
+    - C(probe_user) is the user the probe must run as for the prediction to hold (null = the image's default).
   returned: always
   type: dict
   sample: {layer: compute, signature: compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND, description: the full spec without the libnvidia-ptxjitcompiler mount}

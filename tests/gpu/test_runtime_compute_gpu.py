@@ -140,16 +140,19 @@ def test_stub_libcuda(host_record):
 
 
 def test_file_mode_0000_as_uid_1000(host_record):
+    """DESIGN.md's row: compute passes. Seen on the H200 (2026-12-02): podman+runc DID apply fileMode 0000
+    (open() as uid 1000 -> EACCES), and CUDA still initialised and ran the kernel. The runtime layer reports the
+    denied open as a WARN (the spec asked for that mode), so the node is COMPUTE_VERIFIED with a runtime WARN."""
     records, _probe, verdict = run_variant("file_mode_0000", host_record, user="1000:1000")
     runtime = records["runtime"]
     modes = [c for c in runtime["checks"] if c["id"] == "runtime.device_node.mode"]
     assert modes, "the fileMode was not compared"
-    if all(c["status"] == "WARN" for c in modes):  # DESIGN.md: podman+runc did not apply the mode
-        assert runtime["status"] == "WARN"
-        assert records["compute"]["status"] == "PASS", records["compute"]["reason"]
-        assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
-    else:  # this runtime applied it: a non-root open is refused by the mode
-        assert runtime["signature"] == "runtime.device_node.open.EACCES", runtime["reason"]
+    assert runtime["status"] == "WARN", runtime["reason"]
+    if all(c["status"] == "PASS" for c in modes):  # the mode was applied: the non-root open is denied by it
+        opens = [c for c in runtime["checks"] if c["id"] == "runtime.device_node.open" and c["subject"] == "/dev/nvidia0"]
+        assert opens and opens[0]["status"] == "WARN" and "EACCES" in opens[0]["observed"], opens
+    assert records["compute"]["status"] == "PASS", records["compute"]["reason"]
+    assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
 
 
 @pytest.mark.parametrize("variant,cdi_signature", [("missing_hostpath", "cdi.host.mount_source"),

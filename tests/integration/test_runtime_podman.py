@@ -201,9 +201,12 @@ def test_file_mode_as_non_root_gives_eacces_or_mode_warning(lab):
     lab.write_spec(edits)
     record, _probe = lab.run(edits, compute=False, user="1000:1000")
     mode = _checks(record, "runtime.device_node.mode")[0]
-    if mode["status"] == "PASS":  # this runtime applied fileMode 0000: a non-root open is refused by the mode
-        assert record["signature"] == "runtime.device_node.open.EACCES"
-    else:  # DESIGN.md's H200: podman+runc left the mode alone -> WARN, open still works
+    if mode["status"] == "PASS":  # this runtime applied fileMode 0000: a non-root open is refused by the mode,
+        # as the spec asks: a WARN, not a runtime failure (on the H200 CUDA still worked in this state)
+        opens = _checks(record, "runtime.device_node.open", "WARN")
+        assert opens and "EACCES" in opens[0]["observed"] and "uid 1000" in opens[0]["observed"]
+        assert record["status"] == "WARN"
+    else:  # a runtime that left the mode alone -> WARN on the mode, open still works
         assert mode["status"] == "WARN" and record["status"] == "WARN"
 
 

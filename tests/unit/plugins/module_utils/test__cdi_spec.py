@@ -162,7 +162,7 @@ def test_cdi_spec_module_check_mode_present_absent(host_root, tmp_path, capsys):
     out = _main(cdi_spec, dict(args, _ansible_check_mode=True), capsys)
     assert out["changed"] is True and not d.exists()
     assert out["prediction"] == {"layer": "compute", "signature": "compute.cuda.CUDA_ERROR_UNKNOWN",
-                                 "description": _cdi_spec.VARIANTS["no_uvm_node"]["description"]}
+                                 "description": _cdi_spec.VARIANTS["no_uvm_node"]["description"], "probe_user": None}
     out = _main(cdi_spec, args, capsys)
     assert out["changed"] is True and os.path.exists(out["path"])
     assert out["devices"] == ["gpuprobe.local/gpu=0", "gpuprobe.local/gpu=1", "gpuprobe.local/gpu=all"]

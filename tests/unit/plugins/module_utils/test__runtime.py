@@ -86,6 +86,21 @@ def test_file_mode_not_applied_is_a_warning(mode, status):
     assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.mode"] == [status]
 
 
+@pytest.mark.parametrize("file_mode,mode,opened,status", [
+    (0, "0000", "EACCES", "WARN"),    # the spec's fileMode, applied as asked, denies the container user (H200 evidence)
+    (None, "0600", "EACCES", "FAIL"),  # no fileMode in the spec: the mode/owner the container got denies it
+    (0o666, "0600", "EACCES", "FAIL"),  # the spec asked for 0666 and did not get it
+    (0, "0000", "EPERM", "FAIL"),     # the device cgroup, whatever the mode
+])
+def test_open_denied_by_the_specs_own_file_mode_is_a_warning(file_mode, mode, opened, status):
+    b = _builder()
+    entry = {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}
+    if file_mode is not None:
+        entry["fileMode"] = file_mode
+    _runtime.compare_nodes(b, [entry], {"/dev/nvidia0": _node(mode=mode, opened=opened)})
+    assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.open"] == [status]
+
+
 def test_compare_mounts_and_env():
     b = _builder()
     mounts = [{"mount_point": "/usr/lib/libcuda.so.1", "root": "/usr/local/nvidia/lib64/libcuda.so.1", "fstype": "ext4",
