@@ -11,6 +11,8 @@ cd "$root"
 bash scripts/bootstrap.sh
 # shellcheck source=/dev/null
 source .build/env.sh
+# progress (nodes done / total) and the verdict table at the end
+export ANSIBLE_CALLBACKS_ENABLED=${ANSIBLE_CALLBACKS_ENABLED:-gpuprobe.layers.gpuprobe_summary}
 inventory=(-i inventory/localhost.yml)
 for a in "$@"; do
   case $a in -i|--inventory|--inventory=*|-i*) inventory=() ;; esac
