@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Copies the untouched outputs of one scripts/gpu-e2e.sh run (its evidence.tgz and log) into docs/evidence/.
+# Files are renamed to say what they are; their contents are not changed.
+# Usage: bash scripts/collect-evidence.sh EVIDENCE.tgz GPU-E2E.log
+set -euo pipefail
+tgz=$1; log=$2
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dest=$root/docs/evidence
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tar -C "$tmp" -xzf "$tgz"
+ev=$tmp/evidence
+rm -rf "$dest/h200-runtime-compute" "$dest/h200-verify-gpu" "$dest/h200-fault-drills"
+mkdir -p "$dest/h200-runtime-compute" "$dest/h200-verify-gpu" "$dest/h200-fault-drills"
+cp "$ev/h200-host.json" "$ev/h200-cdi.json" "$dest/"
+cp "$ev/bench-gpu.json" "$dest/h200-bench-gpu.json"
+cp "$ev/pytest-gpu.xml" "$dest/h200-pytest-gpu.xml"
+cp "$log" "$dest/h200-gpu-e2e.log"
+for f in "$ev"/variants/*.json; do
+  case $(basename "$f") in h200-cdi.json) cp "$f" "$dest/h200-runtime-compute/cdi-test-records.json" ;; *) cp "$f" "$dest/h200-runtime-compute/" ;; esac
+done
+for ext in json html md junit.xml; do
+  f=$(ls "$ev"/reports/gpuprobe-report-2*."$ext" | head -1); cp "$f" "$dest/h200-verify-gpu/"
+done
+for ext in json html md; do
+  f=$(ls "$ev"/drills/gpuprobe-drills-2*."$ext" | head -1); cp "$f" "$dest/h200-fault-drills/"
+done
+ls -R "$dest" | head -50
