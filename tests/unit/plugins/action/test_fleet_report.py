@@ -8,7 +8,7 @@ from ansible.playbook.play_context import PlayContext
 from ansible.playbook.task import Task
 from ansible.template import Templar
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import connection_loader, init_plugin_loader
+from ansible.plugins.loader import connection_loader
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder, PASS, FAIL, not_run
@@ -64,10 +64,7 @@ def test_write_atomic_failure_keeps_old_file(tmp_path, monkeypatch):
     assert open(path).read() == "old"
     assert os.listdir(str(tmp_path)) == ["r.json"]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def plugin_loader():
-    init_plugin_loader()
+# Ansible's plugin loader is initialised once for the whole session in tests/conftest.py.
 
 
 def _action(args, check_mode=False):
