@@ -34,21 +34,15 @@ description:
   - When no spec provides a requested kind the layer FAILs (C(no CDI spec provides nvidia.com/gpu)); it never
     PASSes without a spec. Parsing a spec proves nothing about the GPU; a spec on a node without the GPU FAILs
     because its device nodes are absent. Check ids are listed in docs/checks.md.
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - gpuprobe.layers._attributes
+  - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
     support: full
     details: Only reads the node; the same facts are returned in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-  facts:
-    support: full
 options:
   spec_dirs:
     description:

@@ -23,18 +23,13 @@ description:
   - O(variant) selects a fault drill; the result's C(prediction) names the layer and failure signature it is
     expected to cause.
   - Never writes to C(/etc/cdi). A O(spec_dir) that is, or resolves under, C(/etc/cdi) is refused.
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuprobe.layers._attributes
 attributes:
   check_mode:
     support: full
     details: Reports the spec that would be written (or the file that would be removed) and whether it would change.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   run_id:
     description:

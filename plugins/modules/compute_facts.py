@@ -23,21 +23,15 @@ description:
     C(compute.verify.mismatch) or C(compute.timeout) (docs/checks.md).
   - When the host record shows compute processes on the GPU, compute is C(NOT_RUN)
     (C(GPU in use, not preempting)) unless O(allow_busy_gpu=true).
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - gpuprobe.layers._attributes
+  - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
     support: full
     details: In check mode the host control is not run; the container part is evaluated as given.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-  facts:
-    support: full
 options:
   container_probe:
     description: The C(gpuprobe_probe) fact of M(gpuprobe.layers.runtime_facts), null when the container never ran.

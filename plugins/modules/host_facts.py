@@ -23,21 +23,15 @@ description:
   - On a machine without an NVIDIA GPU the record is a FAIL whose reason starts with
     C(no NVIDIA driver / device nodes), followed by the exact evidence; the module itself does not fail.
   - Read-only; never loads kernel modules or changes the driver. Check ids are listed in docs/checks.md.
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - gpuprobe.layers._attributes
+  - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
     support: full
     details: Only reads the node; the same facts are returned in check mode.
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 options:
   root:
     description:

@@ -19,21 +19,15 @@ description:
     scheduler's message (for example C(Insufficient nvidia.com/gpu)).
   - No kubectl, no kubeconfig or an unreachable API server make the record C(NOT_RUN) with that exact reason.
   - This layer says nothing about the driver or libraries inside a Pod. Check ids are listed in docs/checks.md.
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - gpuprobe.layers._attributes
+  - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
     support: full
     details: Only reads from the API server; the same facts are returned in check mode.
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 options:
   kubectl:
     description: The kubectl program, a name looked up on PATH or a path.

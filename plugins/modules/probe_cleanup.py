@@ -16,18 +16,13 @@ description:
   - Removes the self-built CDI specs C(<spec_dir>/gpuprobe-<run_id>.yaml) of the kind C(gpuprobe.local/gpu),
     that run's spec with O(run_id), every such spec without it (a sweep after an interrupted run).
     Specs of other kinds and anything under C(/etc/cdi) are never touched.
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuprobe.layers._attributes
 attributes:
   check_mode:
     support: full
     details: Reports what would be removed without removing it.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   run_id:
     description: Only this run's container(s) and spec. Without it, everything labelled C(gpuprobe.run).

@@ -27,21 +27,15 @@ description:
     PTX kernel); their raw output is returned as C(gpuprobe_probe) for M(gpuprobe.layers.compute_facts).
   - The container runs with C(--network=none), is labelled C(gpuprobe.run=<run_id>), named
     C(gpuprobe-<run_id>-<random>), and is removed afterwards, also after a timeout.
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - gpuprobe.layers._attributes
+  - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
     support: full
     details: In check mode no container is started; the record is C(NOT_RUN) with the reason C(check mode).
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-  facts:
-    support: full
 options:
   runtime:
     description:
