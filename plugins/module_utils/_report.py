@@ -10,7 +10,7 @@ plugin ``gpuprobe.layers.fleet_report`` collects the per-host inputs from hostva
 from ``_verdict.node_verdict`` (never decided here); a layer without a record becomes a ``_result.not_run``
 record carrying the reason.
 
-The JSON report schema (``SCHEMA_VERSION``) is documented in docs/report.md.
+The JSON report schema (``SCHEMA_VERSION``) is documented in docs/usage.md ("Reading the report").
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ description:
     failed, or the layer was not selected); never missing, never PASS.
   - Files are written atomically (temporary file in the same directory, then rename) as
     C(<basename>-<UTC timestamp>.<ext>), and copied to C(<basename>-latest.<ext>).
-  - The JSON schema is versioned (C(schema_version)) and documented in docs/report.md.
+  - The JSON schema is versioned (C(schema_version)) and documented in docs/usage.md ("Reading the report").
   - Run it once per play, for example with C(run_once) and C(delegate_to=localhost).
 options:
   hosts:
@@ -86,7 +86,7 @@ attributes:
     support: full
     platforms: posix
 notes:
-  - The verdict rules are in docs/contract.md; the report format in docs/report.md.
+  - The verdict rules are in docs/contract.md; the report format in docs/usage.md ("Reading the report").
 seealso:
   - module: gpuprobe.layers.host_facts
   - module: gpuprobe.layers.cdi_facts
