@@ -15,6 +15,8 @@ missing=()
 command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)
 command -v conmon >/dev/null || [ -x /usr/libexec/podman/conmon ] || missing+=(conmon)
+# with --test (scripts/test.sh): what the test suite needs beyond that (ansible-test sanity's shellcheck)
+if [ "${1:-}" = "--test" ]; then command -v shellcheck >/dev/null || missing+=(shellcheck); fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: installing ${missing[*]} with apt-get" >&2

@@ -33,7 +33,8 @@ for so in "$r$std"/lib-dynload/*.so; do copy_libs "$so"; done
 # libraries the CUDA driver itself dlopens/links (libdl, libpthread, librt, libm, libgcc_s)
 mkdir -p "$r/usr/lib/x86_64-linux-gnu"
 for l in libdl.so.2 libpthread.so.0 librt.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6; do
-  f=$(ls /lib/x86_64-linux-gnu/$l /usr/lib/x86_64-linux-gnu/$l 2>/dev/null | head -1 || true)
+  f=""
+  for c in "/lib/x86_64-linux-gnu/$l" "/usr/lib/x86_64-linux-gnu/$l"; do [ -e "$c" ] && { f=$c; break; }; done
   [ -n "$f" ] && cp -L "$f" "$r/usr/lib/x86_64-linux-gnu/"
 done
 printf 'root:x:0:0:root:/root:/bin/sh\nprobe:x:1000:1000:probe:/tmp:/bin/sh\n' > "$r/etc/passwd"

@@ -19,9 +19,9 @@ for f in "$ev"/variants/*.json; do
   case $(basename "$f") in h200-cdi.json) cp "$f" "$dest/h200-runtime-compute/cdi-test-records.json" ;; *) cp "$f" "$dest/h200-runtime-compute/" ;; esac
 done
 for ext in json html md junit.xml; do
-  f=$(ls "$ev"/reports/gpuprobe-report-2*."$ext" | head -1); cp "$f" "$dest/h200-verify-gpu/"
+  files=("$ev"/reports/gpuprobe-report-2*."$ext"); cp "${files[0]}" "$dest/h200-verify-gpu/"
 done
 for ext in json html md; do
-  f=$(ls "$ev"/drills/gpuprobe-drills-2*."$ext" | head -1); cp "$f" "$dest/h200-fault-drills/"
+  files=("$ev"/drills/gpuprobe-drills-2*."$ext"); cp "${files[0]}" "$dest/h200-fault-drills/"
 done
-ls -R "$dest" | head -50
+find "$dest" -type f | sort

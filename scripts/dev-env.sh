@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Source me while developing: the collection is imported from the working tree itself, through
 # .build/dev/ansible_collections/gpuprobe/layers -> repo root (no rebuild after each edit).
 # scripts/test.sh (and CI) instead test the tarball built by ansible-galaxy.

@@ -14,7 +14,7 @@
 set -uo pipefail
 out=${1:?usage: gpu-e2e.sh OUTDIR}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$repo"
+cd "$repo" || exit 1
 mkdir -p "$out/evidence"
 ev=$out/evidence
 log=$out/gpu-e2e.log
@@ -38,7 +38,10 @@ py=$(command -v python3)
 # the project's own probe image, built here from the host's python3 (no registry)
 export GPUPROBE_PROBE_IMAGE=localhost/gpuprobe-probe:local
 step probe-image bash scripts/build-probe-image.sh "$GPUPROBE_PROBE_IMAGE" --force
-stub=$(ls /usr/local/cuda*/lib64/stubs/libcuda.so /usr/local/cuda*/targets/x86_64-linux/lib/stubs/libcuda.so 2>/dev/null | head -1)
+stub=""
+for c in /usr/local/cuda*/lib64/stubs/libcuda.so /usr/local/cuda*/targets/x86_64-linux/lib/stubs/libcuda.so; do
+  [ -e "$c" ] && { stub=$c; break; }
+done
 { echo "host: $(uname -r)"; ls -la /usr/lib/libcuda* /lib/libcuda* 2>&1; echo "stub: $stub"; podman --version; runc --version | head -1; } >>"$log" 2>&1
 
 # 1-2. the host layer (driver root detected), then the cdi layer on a self-built spec and its stale variant;

@@ -5,7 +5,7 @@
 # pointing at the collection, the venv on PATH); podman reads GPUPROBE_TEST_CONTAINERS_CONF when set.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 failed=()
 for dir in molecule/*/; do
   name=$(basename "$dir")

@@ -6,8 +6,8 @@
 #   bash scripts/test.sh tests/unit -k cdi
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
-bash scripts/bootstrap.sh || exit 1
+cd "$root" || exit 1
+bash scripts/bootstrap.sh --test || exit 1
 # shellcheck source=/dev/null
 source .build/env.sh
 
