@@ -5,12 +5,13 @@ removed again, and the "spec that parses on a node without a GPU" drill."""
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import uuid
 
 import pytest
+
+import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
 
@@ -26,18 +27,12 @@ def needs_root_and_ansible():
         pytest.skip("ansible-playbook not installed")
 
 
-def _mknod(root, path, major, minor):
-    full = os.path.join(str(root), path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-
-
 @pytest.fixture
 def host_tree(tmp_path):
     root = tmp_path / "host"
     for path, mm in (("/dev/nvidia0", (195, 0)), ("/dev/nvidiactl", (195, 255)), ("/dev/nvidia-uvm", (238, 0)),
                      ("/dev/nvidia-uvm-tools", (238, 1))):
-        _mknod(root, path, *mm)
+        hostfixture.mknod_under(root, path, *mm)
     lib = root / "usr/local/nvidia/lib64"
     lib.mkdir(parents=True)
     for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):

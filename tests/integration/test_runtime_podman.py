@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 
+import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
@@ -76,7 +78,7 @@ class Lab(object):
     def node(self, name, major, minor, **extra):
         host = os.path.join(self.dev, name)
         if not os.path.exists(host):
-            os.mknod(host, 0o666 | 0o020000, os.makedev(major, minor))
+            hostfixture.mknod(host, major, minor)
         entry = {"path": "/dev/" + name, "hostPath": host, "type": "c", "major": major, "minor": minor}
         entry.update(extra)
         return entry

@@ -2,9 +2,10 @@
 host-side checks against real char devices made with mknod, and the security audit."""
 import os
 import shutil
-import stat
 
 import pytest
+
+import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
@@ -260,13 +261,6 @@ devices:
 # ---------------------------------------------------------------------------------------------------
 # Host-side checks with real char devices (mknod) and synthetic libraries
 
-def _mknod(root, path, major, minor):
-    full = os.path.join(str(root), path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-    return full
-
-
 def _nvidia_spec(gpu="/dev/nvidia0", extra_nodes=("/dev/nvidiactl", "/dev/nvidia-uvm"), libdir="/usr/local/nvidia/lib64",
                  version=DRIVER, ptx=True, perms=None, gpu_numbers=None):
     nodes = "\n".join("  - {path: %s%s}" % (n, ", permissions: %s" % perms if perms else "") for n in extra_nodes)
@@ -293,9 +287,9 @@ containerEdits:
 def gpu_host(tmp_path):
     """A host tree with real char devices and synthetic driver libraries (root=tmp_path)."""
     root = tmp_path / "host"
-    _mknod(root, "/dev/nvidia0", 195, 0)
-    _mknod(root, "/dev/nvidiactl", 195, 255)
-    _mknod(root, "/dev/nvidia-uvm", 238, 0)
+    hostfixture.mknod_under(root, "/dev/nvidia0", 195, 0)
+    hostfixture.mknod_under(root, "/dev/nvidiactl", 195, 255)
+    hostfixture.mknod_under(root, "/dev/nvidia-uvm", 238, 0)
     lib = root / "usr/local/nvidia/lib64"
     lib.mkdir(parents=True)
     for name in ("libcuda.so.%s" % DRIVER, "libnvidia-ptxjitcompiler.so.%s" % DRIVER):
@@ -357,7 +351,7 @@ def test_running_driver_from_the_host_record_wins(gpu_host):
 
 def test_library_check_not_run_when_driver_unknown(tmp_path):
     root = tmp_path / "h"
-    _mknod(root, "/dev/nvidia0", 195, 0)
+    hostfixture.mknod_under(root, "/dev/nvidia0", 195, 0)
     rec = _run(root, _nvidia_spec(extra_nodes=()))
     assert set(_status(rec, "cdi.host.library_version")) == {NOT_RUN}
 

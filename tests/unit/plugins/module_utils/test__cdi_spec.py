@@ -6,6 +6,8 @@ import stat
 
 import pytest
 
+import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec
@@ -15,18 +17,12 @@ from ansible_collections.gpuprobe.layers.plugins.modules import cdi_facts, cdi_s
 DRIVER = "580.159.04"
 
 
-def _mknod(root, path, major, minor):
-    full = os.path.join(str(root), path.lstrip("/"))
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-
-
 @pytest.fixture
 def host_root(tmp_path):
     root = tmp_path / "host"
     for path, mm in (("/dev/nvidia0", (195, 0)), ("/dev/nvidia1", (195, 1)), ("/dev/nvidiactl", (195, 255)),
                      ("/dev/nvidia-uvm", (238, 0)), ("/dev/nvidia-uvm-tools", (238, 1))):
-        _mknod(root, path, *mm)
+        hostfixture.mknod_under(root, path, *mm)
     lib = root / "usr/local/nvidia/lib64"
     lib.mkdir(parents=True)
     for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):

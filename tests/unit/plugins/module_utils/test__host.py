@@ -1,18 +1,15 @@
 """Host layer over fixture trees (real files, real mknod char devices) with NVML faked at the pynvml boundary."""
-import importlib.util
 import os
 import sys
 import time
 
 import pytest
 
+import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
-_spec = importlib.util.spec_from_file_location(
-    "hostfixture", os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "host", "hostfixture.py"))
-hf = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(hf)
 nv = hf.real_pynvml
 
 

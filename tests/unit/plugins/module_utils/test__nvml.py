@@ -1,15 +1,12 @@
 """_nvml.read_nvml against a fake pynvml module that raises the real pynvml.NVMLError instances."""
-import importlib.util
 import os
 
 import pytest
 
+import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
 
-_spec = importlib.util.spec_from_file_location(
-    "hostfixture", os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "host", "hostfixture.py"))
-hf = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(hf)
 nv = hf.real_pynvml
 
 

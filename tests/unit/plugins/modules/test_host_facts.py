@@ -1,18 +1,13 @@
 """gpuprobe.layers.host_facts main() through patch_module_args, over fixture trees (pynvml faked in sys.modules)."""
-import importlib.util
 import json
-import os
 
 import pytest
+
+import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, validate_record
 from ansible_collections.gpuprobe.layers.plugins.modules import host_facts
-
-_spec = importlib.util.spec_from_file_location(
-    "hostfixture", os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "host", "hostfixture.py"))
-hf = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(hf)
 
 
 def run_main(capsys, args):
