@@ -6,6 +6,11 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
+# the node scenario starts real probe containers: build the probe image first when it is absent (a fresh
+# machine has none; the pytest stage would build it too, but it runs after molecule)
+[ -z "${GPUPROBE_TEST_CONTAINERS_CONF:-}" ] || export CONTAINERS_CONF=$GPUPROBE_TEST_CONTAINERS_CONF
+bash scripts/build-probe-image.sh "${GPUPROBE_PROBE_IMAGE:-localhost/gpuprobe-probe:local}" >&2 \
+  || { echo "molecule: cannot build the probe image" >&2; exit 1; }
 failed=()
 for dir in molecule/*/; do
   name=$(basename "$dir")
