@@ -17,6 +17,9 @@ command -v runc >/dev/null || missing+=(runc)
 command -v conmon >/dev/null || [ -x /usr/libexec/podman/conmon ] || missing+=(conmon)
 # with --test (scripts/test.sh): what the test suite needs beyond that (ansible-test sanity's shellcheck)
 if [ "${1:-}" = "--test" ]; then command -v shellcheck >/dev/null || missing+=(shellcheck); fi
+# a bare Debian python3 has no venv/ensurepip until python3-venv is installed
+py=${PYTHON:-python3}
+[ -x "$venv/bin/python" ] || "$py" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: installing ${missing[*]} with apt-get" >&2
@@ -29,7 +32,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 2. the virtualenv with the pinned requirements (re-installed only when requirements-dev.txt changes)
-py=${PYTHON:-python3}
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
@@ -63,4 +65,5 @@ export ANSIBLE_COLLECTIONS_PATH="$build/collections"
 export PYTHONPATH="$build/collections\${PYTHONPATH:+:\$PYTHONPATH}"
 export GPUPROBE_TEST_CONTAINERS_CONF="$build/containers.conf"
 ENV
-echo "bootstrap: ready ($("$venv/bin/ansible" --version | head -1); collection $(ls "$build/dist"))" >&2
+# sed reads all of ansible's output (head would close the pipe early: a BrokenPipeError traceback)
+echo "bootstrap: ready ($("$venv/bin/ansible" --version | sed -n 1p); collection $(ls "$build/dist"))" >&2

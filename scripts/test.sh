@@ -30,7 +30,9 @@ stage() {
 stage sanity bash scripts/sanity.sh
 stage ansible-lint ansible-lint --profile production --offline
 stage molecule bash scripts/molecule.sh
-stage pytest python -m pytest -p no:cacheprovider tests/unit tests/integration
+# tests/gpu is collected too: without a GPU its tests are skipped, and pytest's summary says how many
+# ("SKIPPED [N] tests/gpu/...: needs a real NVIDIA GPU"); scripts/gpu-e2e.sh runs them on a GPU host
+stage pytest python -m pytest -p no:cacheprovider tests/unit tests/integration tests/gpu
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED stages: ${failed[*]}" >&2
   exit 1
