@@ -16,11 +16,12 @@ def test_reads_every_attribute_and_shuts_down():
     assert ev["ok"] and ev["error"] is None and ev["gpu_count"] == 2 and ev["errors"] == {}
     g0, g1 = ev["gpus"]
     assert g0 == {"index": 0, "name": "NVIDIA H200", "uuid": hf.gpu(0)["uuid"], "pci_bus_id": "00000000:06:00.0", "minor_number": 0,
-                  "mig_mode": {"current": 0, "pending": 0}, "persistence_mode": True, "compute_mode": "Default",
+                  "mig_mode": {"current": 0, "pending": 0}, "mig_devices": [], "persistence_mode": True, "compute_mode": "Default",
                   "memory_total_bytes": hf.H200_MEMORY, "errors": {},
                   "compute_processes": [{"pid": 11, "used_gpu_memory_bytes": 1 << 20}, {"pid": 12, "used_gpu_memory_bytes": 1 << 20}]}
-    assert (g1["persistence_mode"], g1["compute_mode"], g1["mig_mode"]) == (False, "Exclusive_Process", None)
+    assert (g1["persistence_mode"], g1["compute_mode"], g1["mig_mode"], g1["mig_devices"]) == (False, "Exclusive_Process", None, None)
     assert "mig_mode" in g1["errors"]
+    assert "nvmlDeviceGetMaxMigDeviceCount" not in fake.calls  # MIG disabled / not supported: no MIG device is asked for
     assert fake.calls[0] == "nvmlInit" and fake.calls[-1] == "nvmlShutdown"
 
 
