@@ -64,7 +64,14 @@ def test_one_h200_passes_with_full_evidence(h200):
     assert agree["status"] == PASS and agree["observed"].count("580.159.04") == 5
     assert one(record, "host.device_node.uvm", "/dev/nvidia-uvm")["expected"] == "char 238:0"
     assert one(record, "host.nvml.mig_mode", "GPU 0")["status"] == PASS
-    assert one(record, "host.device_node.count")["observed"] == "1: /dev/nvidia0"
+    unclaimed = one(record, "host.device_node.unclaimed")
+    assert unclaimed["status"] == PASS and unclaimed["observed"] == "1 node(s), each a GPU's (nvml)"
+    assert ev["gpus"] == [{"index": 0, "uuid": hf.gpu(0)["uuid"], "minor": 0, "pci_bus_id": "0000:06:00.0", "name": "NVIDIA H200",
+                           "memory_total_bytes": hf.H200_MEMORY, "device_node": "/dev/nvidia0", "source": "nvml", "compute_processes": [],
+                           "mig": {"mode_current": "disabled", "mode_pending": "disabled", "instances": []}}]
+    # no /proc/driver/nvidia/gpus in this tree: the identity is not cross-checked, and says so
+    identity = one(record, "host.gpu.identity", "GPU 0")
+    assert identity["status"] == NOT_RUN and identity["observed"].endswith("not cross-checked: /proc/driver/nvidia/gpus absent")
     # tools are not probed under a fixture root
     assert {c["status"] for c in checks(record, "host.tool.podman")} == {NOT_RUN}
     assert ev["tools"] == {} and ev["tools_probed"] is False
@@ -81,7 +88,8 @@ def test_no_gpu_tree_fails_with_no_driver_reason_and_exact_evidence(tmp_path):
     assert one(record, "host.nvml.init")["status"] == FAIL
     assert one(record, "host.driver_root.detected")["status"] == FAIL
     assert one(record, "host.device_node.present", "/dev/nvidia[0-9]*")["observed"] == "none"
-    assert one(record, "host.device_node.count")["status"] == NOT_RUN
+    assert one(record, "host.device_node.unclaimed")["status"] == NOT_RUN
+    assert record["evidence"]["gpus"] == [] and record["evidence"]["procfs_gpus"] is None
     assert one(record, "host.driver.version_agreement")["status"] == NOT_RUN
     assert record["versions"] == {"driver": None, "nvml": None, "cuda_driver_api": None, "kernel_module": None}
 
@@ -90,12 +98,13 @@ def test_eight_gpus_with_one_node_missing(tmp_path):
     root = hf.build_node(tmp_path, gpus=8, skip_nodes=("/dev/nvidia5",))
     record = host(root, gpus=8)
     assert record["status"] == FAIL
-    assert [c["subject"] for c in record["checks"] if c["status"] == FAIL] == ["/dev/nvidia5", "/dev/nvidia[0-9]*"]
-    assert one(record, "host.device_node.present", "/dev/nvidia5")["observed"] == "absent"
-    count = one(record, "host.device_node.count")
-    assert (count["expected"], count["observed"].split(":")[0]) == ("8 (NVML GPU count)", "7")
-    assert record["signature"] == "host.device_node.present"
+    # one check says it (no second count check repeating the same missing node)
+    assert [(c["id"], c["subject"]) for c in record["checks"] if c["status"] == FAIL] == [("host.gpu.device_node", "/dev/nvidia5")]
+    node = one(record, "host.gpu.device_node", "/dev/nvidia5")
+    assert node["observed"] == "absent" and node["expected"] == "char 195:5 (GPU 5 %s, minor 5 from nvml)" % hf.gpu(5)["uuid"]
+    assert record["signature"] == "host.gpu.device_node"
     assert len(checks(record, "host.nvml.gpu")) == 8
+    assert [r["device_node"] for r in record["evidence"]["gpus"]] == ["/dev/nvidia%d" % i if i != 5 else None for i in range(8)]
 
 
 @pytest.mark.parametrize("kernel,lib,nvml_driver", [
@@ -140,7 +149,7 @@ def test_pynvml_missing_fails_nvml_checks_with_import_error(h200, monkeypatch):
     assert init["status"] == FAIL and init["observed"].startswith("pynvml cannot be imported: ModuleNotFoundError: import of pynvml halted")
     assert one(record, "host.nvml.gpu")["status"] == FAIL
     assert one(record, "host.driver.version_agreement")["status"] == PASS  # kernel module and libraries still agree
-    assert one(record, "host.device_node.count")["status"] == NOT_RUN
+    assert one(record, "host.device_node.unclaimed")["status"] == NOT_RUN
     assert record["signature"] == "host.nvml.init"
 
 
