@@ -428,8 +428,11 @@ def read_procfs_mig(root, minor):
     out = []
     for gi in gis:
         gi_minor = _device_file_minor(read_text(root, "%s/gi%d/access" % (base, gi)))
-        for ci in _numbered_dirs(root, "%s/gi%d" % (base, gi), "ci") or [None]:
-            ci_minor = None if ci is None else _device_file_minor(read_text(root, "%s/gi%d/ci%d/access" % (base, gi, ci)))
+        cis = _numbered_dirs(root, "%s/gi%d" % (base, gi), "ci")
+        if not cis:
+            out.append({"gi": gi, "ci": None, "gi_minor": gi_minor, "ci_minor": None})
+        for ci in cis or ():
+            ci_minor = _device_file_minor(read_text(root, "%s/gi%d/ci%d/access" % (base, gi, ci)))
             out.append({"gi": gi, "ci": ci, "gi_minor": gi_minor, "ci_minor": ci_minor})
     return out
 
@@ -739,8 +742,8 @@ def _check_identity(b, ev):
                 matched.append(entry)
                 problems.extend("%s differs (procfs %s)" % (key, entry[key]) for key in ("pci_bus_id", "uuid", "minor")
                                 if entry[key] != row[key] and (entry[key] is not None or key != "uuid"))
-                note = "%s: %s" % (entry["path"], _identity_text(entry["uuid"] or entry["uuid_text"], entry["minor"],
-                                                                   entry["pci_bus_id"]))
+                seen = _identity_text(entry["uuid"] or entry["uuid_text"], entry["minor"], entry["pci_bus_id"])
+                note = "%s: %s" % (entry["path"], seen)
         observed = "; ".join([own] + ([note] if note else []) + problems)
         status = FAIL if problems else (NOT_RUN if note and note.startswith("not cross-checked") else PASS)
         b.add("host.gpu.identity", status, _gpu_label(row), expected, observed)
@@ -808,7 +811,8 @@ def _check_mig(b, ev):
 
 
 def _check_mig_instance(b, ev, nodes, row, label, inst):
-    subject = "%s gi%s/ci%s%s" % (label, inst["gi"], inst["ci"], " " + inst["uuid"] if inst["uuid"] else "")
+    subject = "%s gi%s%s%s" % (label, inst["gi"], "/ci%s" % inst["ci"] if inst["ci"] is not None else "",
+                               " " + inst["uuid"] if inst["uuid"] else "")
     caps = inst["caps_minors"]
     expected = "caps nodes %s (gi) and %s (ci)" % tuple(CAPS_NODE % caps[k] if caps[k] is not None else "nvidia-cap<?>"
                                                         for k in ("gi", "ci"))

@@ -606,3 +606,15 @@ def test_parse_gpu_information(text, fields):
 def test_parse_mig_minors():
     assert _host.parse_mig_minors("config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\n\ngarbage\n") == {
         "config": 1, "monitor": 2, "gpu0/gi0/access": 3, "gpu0/gi0/ci0/access": 4}
+
+
+def test_procfs_gpu_instance_without_compute_instance_warns(tmp_path):
+    root, _gpus = mig_node(tmp_path, count=1, mig={0: [hf.mig_device(0, gi=4, ci=0)]})
+    ci_dir = os.path.join(root, "proc/driver/nvidia/capabilities/gpu0/mig/gi4/ci0")
+    os.unlink(os.path.join(ci_dir, "access"))
+    os.rmdir(ci_dir)
+    record = _host.collect_host(root=str(root), use_nvml=False)
+    assert record["evidence"]["gpus"][0]["mig"]["instances"] == [
+        {"uuid": None, "gi": 4, "ci": None, "profile": None, "caps_minors": {"gi": hf.mig_minors_table(1)["gpu0/gi4/access"], "ci": None}}]
+    c = one(record, "host.mig.instance", "GPU 0000:06:00.0 gi4")
+    assert c["status"] == WARN and c["observed"] == "GPU instance without a compute instance: not usable by CUDA"
