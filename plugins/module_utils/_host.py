@@ -740,8 +740,9 @@ def _check_identity(b, ev):
                 note = None
             else:
                 matched.append(entry)
+                # a value one side could not read is not a disagreement (host.nvml.gpu reports NVML's unread identity)
                 problems.extend("%s differs (procfs %s)" % (key, entry[key]) for key in ("pci_bus_id", "uuid", "minor")
-                                if entry[key] != row[key] and (entry[key] is not None or key != "uuid"))
+                                if None not in (entry[key], row[key]) and entry[key] != row[key])
                 seen = _identity_text(entry["uuid"] or entry["uuid_text"], entry["minor"], entry["pci_bus_id"])
                 note = "%s: %s" % (entry["path"], seen)
         observed = "; ".join([own] + ([note] if note else []) + problems)

@@ -618,3 +618,13 @@ def test_procfs_gpu_instance_without_compute_instance_warns(tmp_path):
         {"uuid": None, "gi": 4, "ci": None, "profile": None, "caps_minors": {"gi": hf.mig_minors_table(1)["gpu0/gi4/access"], "ci": None}}]
     c = one(record, "host.mig.instance", "GPU 0000:06:00.0 gi4")
     assert c["status"] == WARN and c["observed"] == "GPU instance without a compute instance: not usable by CUDA"
+
+
+def test_identity_nvml_could_not_read_is_no_disagreement(tmp_path):
+    gpus = hf.node_gpus(2)
+    root = hf.build_node(tmp_path, gpus=gpus, procfs=True)
+    record = host(root, fake=hf.fake_pynvml(gpus, fail={(1, "nvmlDeviceGetUUID"): nv.NVML_ERROR_GPU_IS_LOST}))
+    assert one(record, "host.nvml.gpu", "GPU 1")["status"] == FAIL  # said once, where NVML failed
+    identity = one(record, "host.gpu.identity", "GPU 1")
+    assert identity["status"] == PASS and "uuid %s" % hf.gpu(1)["uuid"] in identity["observed"]  # joined by bus id
+    assert record["evidence"]["gpus"][1]["uuid"] is None and record["signature"] == "host.nvml.gpu"
