@@ -45,7 +45,18 @@ LIBRARY_HINTS = {
     "libcuda": "without libcuda.so.<version> no CUDA program can start (dlopen libcuda.so.1 fails)",
 }
 
+PROC_GPUS = "/proc/driver/nvidia/gpus"                  # <bus id>/information per GPU the driver holds
+PROC_CAPS = "/proc/driver/nvidia/capabilities"          # gpu<minor>/mig/gi<I>[/ci<C>]/access per MIG instance
+MIG_MINORS = "/proc/driver/nvidia-caps/mig-minors"      # "gpu<minor>/gi<I>[/ci<C>]/access <caps minor>"
+CAPS_NODE = "/dev/nvidia-caps/nvidia-cap%d"
+MIG_MODES = {0: "disabled", 1: "enabled"}
+MIG_CAPS_HINT = ("the driver's device-node helper creates the caps node of %s/gpu%s/mig/gi%s/access (and .../ci%s/access) "
+                 "when asked for that file; a container gets the MIG device only with both nodes")
+
 _GPU_NODE = re.compile(r"^nvidia(\d+)$")
+_CAP_NODE = re.compile(r"^nvidia-cap(\d+)$")
+_BUS_ID = re.compile(r"^([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
+_INSTANCE_DIR = re.compile(r"^(gi|ci)(\d+)$")
 _VERSION_IN_TEXT = re.compile(r"\bv?(\d+\.\d+(?:\.\d+)*(?:[-+~][0-9A-Za-z.+~-]*)?)")
 _PROC_DRIVER_VERSION = re.compile(r"NVRM version:[^\n]*?\s(\d+\.\d+(?:\.\d+)?)(?:\s|$)")
 
@@ -107,9 +118,29 @@ CHECKS = {
         "NVML fails with Driver/library version mismatch, CUDA with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
         "cat /proc/driver/nvidia/version; ls <driver root>/lib64/libcuda.so.*; reboot or reload the driver"),
     "host.device_node.present": _check(
-        "/dev/nvidiactl and /dev/nvidiaN for every GPU NVML reports (by its minor number) exist",
-        "a device node is missing: containers cannot get that GPU",
+        "/dev/nvidiactl exists (and, when no GPU inventory could be read, at least one /dev/nvidiaN)",
+        "a device node is missing: containers cannot get any GPU",
         "ls -l /dev/nvidia*; the driver's device-node helper or the driver container creates the nodes"),
+    "host.gpu.identity": _check(
+        "per GPU: NVML and /proc/driver/nvidia/gpus/<bus id>/information describe the same GPU (joined by PCI bus id: "
+        "same UUID and minor number), and no two GPUs share a UUID or minor number",
+        "the two sources disagree (a GPU one of them does not list, another UUID or minor number), or an identity is "
+        "not unique: device nodes and CDI names may point at another GPU than the one meant",
+        "nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv; cat /proc/driver/nvidia/gpus/*/information; dmesg for Xid"),
+    "host.gpu.device_node": _check(
+        "per GPU of the inventory: its /dev/nvidiaN (N = the GPU's minor number) exists",
+        "the GPU has no device node: no container can be given this GPU",
+        "ls -l /dev/nvidia*; the driver's device-node helper or the driver container creates it"),
+    "host.device_node.unclaimed": _check(
+        "every /dev/nvidiaN belongs to a GPU of the inventory (some GPU has minor number N)",
+        "(WARN) a node of a GPU the driver does not report (stale after a GPU was removed or excluded): a CDI spec or "
+        "container given it gets no GPU",
+        "nvidia-smi -L; cat /proc/driver/nvidia/gpus/*/information; remove the stale node"),
+    "host.mig.instance": _check(
+        "per MIG device of a MIG-enabled GPU: GPU and compute instance ids read, and their caps nodes "
+        "/dev/nvidia-caps/nvidia-cap<N> exist (N from /proc/driver/nvidia-caps/mig-minors)",
+        "a caps node is missing: containers cannot be given this MIG device (WARN: MIG enabled without any MIG device)",
+        "nvidia-smi mig -lgi; nvidia-smi mig -lci; ls -l /dev/nvidia-caps; grep gpu<minor>/ /proc/driver/nvidia-caps/mig-minors"),
     "host.device_node.uvm": _check(
         "/dev/nvidia-uvm (and /dev/nvidia-uvm-tools) exist as the nvidia-uvm character devices",
         "no /dev/nvidia-uvm: CUDA will fail (cuInit CUDA_ERROR_UNKNOWN) while NVML tools still work "
@@ -123,10 +154,6 @@ CHECKS = {
         "each node's major:minor matches its name (/dev/nvidiaN = 195:N, nvidiactl = 195:255, nvidia-uvm = <uvm major>:0)",
         "the node points at another device than its name says: the container gets the wrong GPU or none",
         "ls -l /dev/nvidia*; cat /proc/devices; recreate the node"),
-    "host.device_node.count": _check(
-        "the number of /dev/nvidiaN nodes equals NVML's GPU count",
-        "nodes are missing or stale: some GPUs cannot be given to containers (or nodes of absent GPUs remain)",
-        "nvidia-smi -L vs ls /dev/nvidia[0-9]*"),
     "host.device_node.mode": _check(
         "GPU device nodes are readable and writable by everyone (0666), as the driver creates them",
         "(WARN) non-root processes, and containers running as non-root users, cannot open the node",
@@ -318,6 +345,164 @@ def probe_tools(root):
     return tools
 
 
+def normalize_bus_id(text):
+    """A PCI bus id in the Linux form dddd:bb:dd.f (lowercase): NVML's "00000000:06:00.0" and procfs' "0000:06:00.0"
+    both give "0000:06:00.0". Text of another form is returned stripped (None when empty)."""
+    text = (text or "").strip()
+    match = _BUS_ID.match(text)
+    if not match:
+        return text or None
+    return "%04x:%02x:%02x.%x" % tuple(int(g, 16) for g in match.groups())
+
+
+def parse_gpu_information(text):
+    """The fields of /proc/driver/nvidia/gpus/<bus id>/information ("Model: \\t\\t NVIDIA H200", "Device Minor: \\t 0")."""
+    fields = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _int_or_none(text):
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def read_procfs_gpus(root):
+    """One entry per /proc/driver/nvidia/gpus/<bus id>/information, sorted by bus id; None when the directory is absent."""
+    try:
+        names = sorted(os.listdir(_under(root, PROC_GPUS)))
+    except OSError:
+        return None
+    entries = []
+    for name in names:
+        path = "%s/%s/information" % (PROC_GPUS, name)
+        text = read_text(root, path)
+        fields = parse_gpu_information(text)
+        uuid = fields.get("GPU UUID")
+        excluded = fields.get("GPU Excluded", fields.get("Blacklisted"))
+        entries.append({"path": path, "readable": text is not None, "name": fields.get("Model"),
+                        # the driver prints ??? for a UUID it could not read (GPU not initialised)
+                        "uuid": uuid if uuid and uuid.startswith("GPU-") else None, "uuid_text": uuid,
+                        "pci_bus_id": normalize_bus_id(fields.get("Bus Location") or name),
+                        "minor": _int_or_none(fields.get("Device Minor")),
+                        "excluded": {"Yes": True, "No": False}.get(excluded)})
+    return entries
+
+
+def parse_mig_minors(text):
+    """/proc/driver/nvidia-caps/mig-minors ("gpu0/gi1/access 12") as {name: caps minor}."""
+    table = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            table[parts[0]] = int(parts[1])
+    return table
+
+
+def _device_file_minor(text):
+    return _int_or_none(parse_gpu_information(text).get("DeviceFileMinor"))
+
+
+def _numbered_dirs(root, path, prefix):
+    try:
+        names = os.listdir(_under(root, path))
+    except OSError:
+        return None
+    found = [_INSTANCE_DIR.match(n) for n in names]
+    return sorted(int(m.group(2)) for m in found if m and m.group(1) == prefix)
+
+
+def read_procfs_mig(root, minor):
+    """The MIG instances the driver lists under /proc/driver/nvidia/capabilities/gpu<minor>/mig: [{gi, ci, gi_minor,
+    ci_minor}] (the minors from each access file's DeviceFileMinor); ci None for a GPU instance without a compute
+    instance; None when the directory is absent."""
+    base = "%s/gpu%d/mig" % (PROC_CAPS, minor)
+    gis = _numbered_dirs(root, base, "gi")
+    if gis is None:
+        return None
+    out = []
+    for gi in gis:
+        gi_minor = _device_file_minor(read_text(root, "%s/gi%d/access" % (base, gi)))
+        cis = _numbered_dirs(root, "%s/gi%d" % (base, gi), "ci")
+        if not cis:
+            out.append({"gi": gi, "ci": None, "gi_minor": gi_minor, "ci_minor": None})
+        for ci in cis or ():
+            ci_minor = _device_file_minor(read_text(root, "%s/gi%d/ci%d/access" % (base, gi, ci)))
+            out.append({"gi": gi, "ci": ci, "gi_minor": gi_minor, "ci_minor": ci_minor})
+    return out
+
+
+def _caps_minors(table, minor, gi, ci, fallback=None):
+    """The caps minors of a GPU instance and its compute instance, from mig-minors, else ``fallback``."""
+    fallback = fallback or {}
+    caps = {"gi": fallback.get("gi_minor"), "ci": fallback.get("ci_minor")}
+    if table and minor is not None and gi is not None:
+        caps["gi"] = table.get("gpu%d/gi%d/access" % (minor, gi), caps["gi"])
+        if ci is not None:
+            caps["ci"] = table.get("gpu%d/gi%d/ci%d/access" % (minor, gi, ci), caps["ci"])
+    return caps
+
+
+def _row(source, index, uuid, minor, pci_bus_id, name, memory, processes, mode_current, mode_pending, instances):
+    return {"index": index, "uuid": uuid, "minor": minor if isinstance(minor, int) else None,
+            "pci_bus_id": normalize_bus_id(pci_bus_id), "name": name, "memory_total_bytes": memory, "device_node": None,
+            "source": source, "compute_processes": processes,
+            "mig": {"mode_current": mode_current, "mode_pending": mode_pending, "instances": instances}}
+
+
+def _nvml_row(gpu, table):
+    minor = gpu.get("minor_number") if isinstance(gpu.get("minor_number"), int) else None
+    mode = gpu.get("mig_mode")
+    if mode:
+        current, pending = MIG_MODES.get(mode.get("current")), MIG_MODES.get(mode.get("pending"))
+    elif "NVML_ERROR_NOT_SUPPORTED" in ((gpu.get("errors") or {}).get("mig_mode") or ""):
+        current = pending = "disabled"  # NVML says this GPU has no MIG at all
+    else:
+        current = pending = None
+    instances = [{"uuid": dev.get("uuid"), "gi": dev.get("gi"), "ci": dev.get("ci"), "profile": dev.get("profile"),
+                  "caps_minors": _caps_minors(table, minor, dev.get("gi"), dev.get("ci"))}
+                 for dev in gpu.get("mig_devices") or []]
+    return _row("nvml", gpu.get("index"), gpu.get("uuid"), minor, gpu.get("pci_bus_id"), gpu.get("name"),
+                gpu.get("memory_total_bytes"), gpu.get("compute_processes"), current, pending, instances)
+
+
+def _procfs_row(root, entry, table):
+    minor = entry["minor"]
+    found = read_procfs_mig(root, minor) if minor is not None else None
+    instances = [{"uuid": None, "gi": inst["gi"], "ci": inst["ci"], "profile": None,
+                  "caps_minors": _caps_minors(table, minor, inst["gi"], inst["ci"], inst)} for inst in found or []]
+    return _row("procfs", None, entry["uuid"], minor, entry["pci_bus_id"], entry["name"], None, None, None, None, instances)
+
+
+def nvml_inventory_works(nvml):
+    return bool(nvml.get("ok")) and nvml.get("gpu_count") is not None
+
+
+def gpu_inventory(root, nvml, procfs, table):
+    """I1 (docs/contract.md): one row per GPU from NVML when it enumerated the GPUs, else from procfs; sorted by index
+    (procfs rows have none: sorted by bus id). ``device_node`` is filled in once the nodes are read."""
+    if nvml_inventory_works(nvml):
+        rows = [_nvml_row(gpu, table) for gpu in nvml.get("gpus") or []]
+    else:
+        rows = [_procfs_row(root, entry, table) for entry in procfs or []]
+    return sorted(rows, key=lambda r: (r["index"] is None, r["index"] or 0, r["pci_bus_id"] or "", r["minor"] or 0))
+
+
+def _inventory_paths(rows):
+    paths = set()
+    for row in rows:
+        if row["minor"] is not None:
+            paths.add("/dev/nvidia%d" % row["minor"])
+        for inst in row["mig"]["instances"]:
+            paths.update(CAPS_NODE % m for m in inst["caps_minors"].values() if m is not None)
+    return paths
+
+
 def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT):
     """Read the node into the host evidence (docs/contract.md); never raises for a missing file or library."""
     evidence = {"root": root}
@@ -365,11 +550,21 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
             pass
     else:
         users, groups = _id_names(root, "passwd"), _id_names(root, "group")
-    paths = set(FIXED_NODES) | set(list_nvidia_nodes(root))
+    evidence["procfs_gpus"] = read_procfs_gpus(root)
+    mig_minors = read_text(root, MIG_MINORS)
+    table = parse_mig_minors(mig_minors) if mig_minors is not None else None
+    evidence["mig_minors_read"] = table is not None
+    rows = gpu_inventory(root, evidence["nvml"], evidence["procfs_gpus"], table)
+    paths = set(FIXED_NODES) | set(list_nvidia_nodes(root)) | _inventory_paths(rows)
     for gpu in evidence["nvml"]["gpus"]:
         if isinstance(gpu.get("minor_number"), int):
             paths.add("/dev/nvidia%d" % gpu["minor_number"])
     evidence["device_nodes"] = dict((p, stat_node(root, p, users, groups)) for p in sorted(paths, key=_node_sort_key))
+    for row in rows:
+        node = evidence["device_nodes"].get("/dev/nvidia%d" % row["minor"]) if row["minor"] is not None else None
+        if node and node["exists"] and node["type"] == "char":
+            row["device_node"] = "/dev/nvidia%d" % row["minor"]
+    evidence["gpus"] = rows
     tools = probe_tools(root)
     evidence["tools_probed"] = tools is not None
     evidence["tools"] = tools or {}
@@ -495,6 +690,153 @@ def _check_gpu_modes(b, subject, gpu, errors):
               "%d running%s" % (len(procs), (" (pids %s)" % ", ".join(str(p["pid"]) for p in procs)) if procs else ""))
 
 
+def _gpu_label(row):
+    if row["index"] is not None:
+        return "GPU %d" % row["index"]
+    return "GPU %s" % (row["pci_bus_id"] or "minor %s" % row["minor"])
+
+
+def _identity_text(uuid, minor, bus):
+    return "uuid %s, minor %s, bus %s" % (uuid, minor, bus)
+
+
+def _duplicates(rows, key):
+    seen = {}
+    for row in rows:
+        if row[key] is not None:
+            seen.setdefault(row[key], []).append(_gpu_label(row))
+    return dict((value, labels) for value, labels in seen.items() if len(labels) > 1)
+
+
+def _procfs_match(row, entries):
+    for key in ("pci_bus_id", "uuid", "minor"):
+        for entry in entries:
+            if row[key] is not None and entry[key] == row[key]:
+                return entry
+    return None
+
+
+def _check_identity(b, ev):
+    """host.gpu.identity: NVML vs /proc/driver/nvidia/gpus per GPU, and unique UUIDs and minors."""
+    rows = ev["gpus"]
+    procfs = ev["procfs_gpus"]
+    nvml = ev["nvml"]
+    expected = "NVML and procfs agree on UUID, minor and bus id; UUID and minor unique"
+    dups = dict((key, _duplicates(rows, key)) for key in ("uuid", "minor"))
+    matched = []
+    for row in rows:
+        problems = ["%s %s shared with %s" % (key, row[key], ", ".join(label for label in dups[key][row[key]] if label != _gpu_label(row)))
+                    for key in ("uuid", "minor") if row[key] in dups[key]]
+        own = "%s: %s" % (row["source"], _identity_text(row["uuid"], row["minor"], row["pci_bus_id"]))
+        if row["source"] == "procfs":
+            note = "not cross-checked: NVML %s" % (nvml["error"] or "gave no GPU count")
+        elif procfs is None:
+            note = "not cross-checked: %s absent" % PROC_GPUS
+        else:
+            entry = _procfs_match(row, procfs)
+            if entry is None:
+                problems.append("no %s/<bus id>/information for this GPU (procfs lists %s)" % (
+                    PROC_GPUS, ", ".join(e["pci_bus_id"] or "?" for e in procfs) or "none"))
+                note = None
+            else:
+                matched.append(entry)
+                # a value one side could not read is not a disagreement (host.nvml.gpu reports NVML's unread identity)
+                problems.extend("%s differs (procfs %s)" % (key, entry[key]) for key in ("pci_bus_id", "uuid", "minor")
+                                if None not in (entry[key], row[key]) and entry[key] != row[key])
+                seen = _identity_text(entry["uuid"] or entry["uuid_text"], entry["minor"], entry["pci_bus_id"])
+                note = "%s: %s" % (entry["path"], seen)
+        observed = "; ".join([own] + ([note] if note else []) + problems)
+        status = FAIL if problems else (NOT_RUN if note and note.startswith("not cross-checked") else PASS)
+        b.add("host.gpu.identity", status, _gpu_label(row), expected, observed)
+    if rows and rows[0]["source"] == "nvml":
+        for entry in procfs or []:
+            if any(entry is m for m in matched):
+                continue
+            b.add("host.gpu.identity", WARN if entry["excluded"] else FAIL, "GPU %s" % entry["pci_bus_id"], expected,
+                  "%s lists a GPU NVML does not enumerate: %s%s" % (
+                      entry["path"], _identity_text(entry["uuid"] or entry["uuid_text"], entry["minor"], entry["pci_bus_id"]),
+                      " (GPU Excluded: Yes)" if entry["excluded"] else ""))
+
+
+def _check_gpu_nodes(b, ev, nv_major, gpu_nodes):
+    """host.gpu.device_node per GPU of the inventory; host.device_node.unclaimed for nodes no GPU has."""
+    nodes = ev["device_nodes"]
+    rows = ev["gpus"]
+    for row in rows:
+        label = _gpu_label(row)
+        if row["minor"] is None:
+            b.add("host.gpu.device_node", NOT_RUN, label, "/dev/nvidia<minor>", "minor number unknown (%s)" % row["source"])
+            continue
+        path = "/dev/nvidia%d" % row["minor"]
+        node = nodes[path]
+        b.add("host.gpu.device_node", PASS if node["exists"] else FAIL, path,
+              "char %d:%d (%s %s, minor %d from %s)" % (nv_major, row["minor"], label, row["uuid"], row["minor"], row["source"]),
+              _describe_node(node))
+    if not rows and not nvml_inventory_works(ev["nvml"]) and ev["procfs_gpus"] is None:
+        b.add("host.device_node.unclaimed", NOT_RUN, "/dev/nvidia[0-9]*", "a GPU for every node",
+              "no GPU inventory: NVML %s, %s absent" % (ev["nvml"]["error"], PROC_GPUS))
+        return
+    claimed = set(row["minor"] for row in rows)
+    source = rows[0]["source"] if rows else ("nvml" if nvml_inventory_works(ev["nvml"]) else "procfs")
+    unclaimed = sorted(n for n in gpu_nodes if n not in claimed)
+    for n in unclaimed:
+        b.add("host.device_node.unclaimed", WARN, "/dev/nvidia%d" % n, "a GPU with minor %d" % n,
+              "no GPU of the inventory (%s: minors %s) has minor %d" % (source, ", ".join(str(m) for m in sorted(claimed, key=str)) or "none", n))
+    if not unclaimed:
+        b.add("host.device_node.unclaimed", PASS, "/dev/nvidia[0-9]*", "a GPU for every node",
+              "%d node(s), each a GPU's (%s)" % (len(gpu_nodes), source))
+
+
+def _check_mig(b, ev):
+    """host.mig.instance per MIG device: ids read and caps nodes present."""
+    nodes = ev["device_nodes"]
+    raw = dict((g.get("index"), g) for g in ev["nvml"].get("gpus") or [])
+    for row in ev["gpus"]:
+        label = _gpu_label(row)
+        mig = row["mig"]
+        instances = mig["instances"]
+        if row["source"] == "nvml":
+            if mig["mode_current"] != "enabled":
+                continue
+            gpu = raw.get(row["index"]) or {}
+            if gpu.get("mig_devices") is None:
+                b.add("host.mig.instance", NOT_RUN, label, "MIG devices", "not enumerated: %s" % (gpu.get("errors") or {}).get("mig_devices"))
+                continue
+        if not instances:
+            if mig["mode_current"] == "enabled":
+                b.add("host.mig.instance", WARN, label, ">= 1 MIG device",
+                      "MIG enabled and no MIG device: CUDA sees no device on this GPU")
+            continue
+        for inst in instances:
+            _check_mig_instance(b, ev, nodes, row, label, inst)
+
+
+def _check_mig_instance(b, ev, nodes, row, label, inst):
+    subject = "%s gi%s%s%s" % (label, inst["gi"], "/ci%s" % inst["ci"] if inst["ci"] is not None else "",
+                               " " + inst["uuid"] if inst["uuid"] else "")
+    caps = inst["caps_minors"]
+    expected = "caps nodes %s (gi) and %s (ci)" % tuple(CAPS_NODE % caps[k] if caps[k] is not None else "nvidia-cap<?>"
+                                                        for k in ("gi", "ci"))
+    if inst["gi"] is None or inst["ci"] is None:
+        b.add("host.mig.instance", NOT_RUN if inst["gi"] is None else WARN, subject, expected,
+              "GPU instance id not read" if inst["gi"] is None else "GPU instance without a compute instance: not usable by CUDA")
+        return
+    unknown = [k for k in ("gi", "ci") if caps[k] is None]
+    if unknown:
+        where = MIG_MINORS if ev["mig_minors_read"] else "%s (unreadable)" % MIG_MINORS
+        b.add("host.mig.instance", NOT_RUN, subject, expected, "no caps minor for the %s in %s" % (" and ".join(unknown), where))
+        return
+    seen = []
+    missing = False
+    for k in ("gi", "ci"):
+        path = CAPS_NODE % caps[k]
+        node = nodes.get(path) or {"exists": False}
+        missing = missing or not (node["exists"] and node.get("type") == "char")
+        seen.append("%s %s" % (path, _describe_node(node)))
+    hint = MIG_CAPS_HINT % (PROC_CAPS, row["minor"], inst["gi"], inst["ci"]) if missing else None
+    b.add("host.mig.instance", FAIL if missing else PASS, subject, expected, "; ".join(seen), hint=hint)
+
+
 def _check_driver_root(b, ev):
     root = ev["driver_root"]
     if root is None:
@@ -541,7 +883,6 @@ def _check_versions(b, ev):
 
 def _check_device_nodes(b, ev):
     nodes = ev["device_nodes"]
-    nvml = ev["nvml"]
     majors = ev["char_majors"]
     nv_major = majors.get("nvidia-frontend", majors.get("nvidia", NVIDIA_MAJOR))
     uvm_major = majors.get("nvidia-uvm")
@@ -550,26 +891,10 @@ def _check_device_nodes(b, ev):
     ctl = nodes["/dev/nvidiactl"]
     b.add("host.device_node.present", PASS if ctl["exists"] else FAIL, "/dev/nvidiactl", "char %d:%d" % (nv_major, NVIDIACTL_MINOR),
           _describe_node(ctl))
-    if nvml["ok"]:
-        for gpu in nvml["gpus"]:
-            if not isinstance(gpu["minor_number"], int):
-                continue
-            path = "/dev/nvidia%d" % gpu["minor_number"]
-            node = nodes[path]
-            b.add("host.device_node.present", PASS if node["exists"] else FAIL, path,
-                  "char %d:%d (NVML GPU %s minor %d)" % (nv_major, gpu["minor_number"], gpu["index"], gpu["minor_number"]),
-                  _describe_node(node))
-        if nvml["gpu_count"] is not None:
-            b.add("host.device_node.count", PASS if len(gpu_nodes) == nvml["gpu_count"] else FAIL, "/dev/nvidia[0-9]*",
-                  "%s (NVML GPU count)" % nvml["gpu_count"],
-                  "%d: %s" % (len(gpu_nodes), ", ".join("/dev/nvidia%d" % n for n in sorted(gpu_nodes)) or "none"))
-        else:
-            b.add("host.device_node.count", NOT_RUN, "/dev/nvidia[0-9]*", "NVML GPU count", "NVML gave no GPU count")
-    else:
+    if not ev["gpus"]:
         b.add("host.device_node.present", PASS if gpu_nodes else FAIL, "/dev/nvidia[0-9]*", ">= 1 GPU node",
               ", ".join("/dev/nvidia%d" % n for n in sorted(gpu_nodes)) or "none")
-        b.add("host.device_node.count", NOT_RUN, "/dev/nvidia[0-9]*", "NVML GPU count",
-              "NVML unavailable: %s" % nvml["error"])
+    _check_gpu_nodes(b, ev, nv_major, gpu_nodes)
 
     for path, minor, status_if_missing in (("/dev/nvidia-uvm", 0, FAIL), ("/dev/nvidia-uvm-tools", 1, WARN)):
         node = nodes[path]
@@ -611,7 +936,8 @@ def _expected_major_minor(path, nv_major, uvm_major, majors):
     if name == "nvidia-uvm-tools":
         return (uvm_major, 1)
     if "/nvidia-caps/" in path and majors.get("nvidia-caps") is not None:
-        return (majors["nvidia-caps"], None)
+        match = _CAP_NODE.match(name)  # nvidia-cap<N> is the caps device of minor N
+        return (majors["nvidia-caps"], int(match.group(1)) if match else None)
     return None
 
 
@@ -643,7 +969,9 @@ def evaluate(evidence, builder=None):
     _check_driver_root(b, ev)
     _check_versions(b, ev)
     _check_nvml(b, ev)
+    _check_identity(b, ev)
     _check_device_nodes(b, ev)
+    _check_mig(b, ev)
     _check_tools(b, ev)
     nvml = ev["nvml"]
     km = ev["kernel_module"]

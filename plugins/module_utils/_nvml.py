@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import select
 import signal
 import time
@@ -35,6 +36,8 @@ NVML_ERROR_MEANINGS = {
 }
 
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+MIG_ENABLED = 1             # NVML_DEVICE_MIG_ENABLE
+_MIG_PROFILE_IN_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")   # "NVIDIA H200 MIG 1g.18gb" -> "1g.18gb"
 
 
 def import_pynvml():
@@ -105,11 +108,46 @@ def _processes(raw):
     return out
 
 
+def mig_profile(name):
+    """The MIG profile in a MIG device's NVML name ("NVIDIA H200 MIG 1g.18gb" -> "1g.18gb"), else None."""
+    match = _MIG_PROFILE_IN_NAME.search(name or "") if isinstance(name, str) else None
+    return match.group(1) if match else None
+
+
+def _is_not_found(nv, exc):
+    return getattr(exc, "value", None) == getattr(nv, "NVML_ERROR_NOT_FOUND", 6)
+
+
+def _read_mig_device(nv, handle, slot):
+    """One MIG device (a GPU instance + compute instance pair) in slot ``slot``, or None for an empty slot."""
+    errors = {}
+    try:
+        mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+    except Exception as exc:  # pylint: disable=broad-except
+        if _is_not_found(nv, exc):   # slots are sparse: NOT_FOUND is an empty slot, not an error
+            return None
+        return {"slot": slot, "uuid": None, "name": None, "profile": None, "gi": None, "ci": None,
+                "errors": {"handle": error_text(nv, exc)}}
+    name = _text(_call(nv, errors, "name", nv.nvmlDeviceGetName, mig))
+    return {"slot": slot, "uuid": _text(_call(nv, errors, "uuid", nv.nvmlDeviceGetUUID, mig)), "name": name,
+            "profile": mig_profile(name), "gi": _call(nv, errors, "gi", nv.nvmlDeviceGetGpuInstanceId, mig),
+            "ci": _call(nv, errors, "ci", nv.nvmlDeviceGetComputeInstanceId, mig), "errors": errors}
+
+
+def _read_mig_devices(nv, errors, handle):
+    """The MIG devices of a MIG-enabled GPU (None when they could not be enumerated; the error is in ``errors``)."""
+    count = _call(nv, errors, "mig_devices", nv.nvmlDeviceGetMaxMigDeviceCount, handle)
+    if count is None:
+        return None
+    found = (_read_mig_device(nv, handle, slot) for slot in range(count))
+    return [dev for dev in found if dev is not None]
+
+
 def _read_gpu(nv, index):
     errors = {}
     gpu = {"index": index, "name": None, "uuid": None, "pci_bus_id": None, "minor_number": None, "mig_mode": None,
-           "persistence_mode": None, "compute_mode": None, "memory_total_bytes": None, "compute_processes": None,
-           "errors": errors}
+           "mig_devices": None, "persistence_mode": None, "compute_mode": None, "memory_total_bytes": None,
+           "compute_processes": None, "errors": errors}
     handle = _call(nv, errors, "handle", nv.nvmlDeviceGetHandleByIndex, index)
     if handle is None:
         return gpu
@@ -122,6 +160,8 @@ def _read_gpu(nv, index):
     mig = _call(nv, errors, "mig_mode", nv.nvmlDeviceGetMigMode, handle)
     if mig is not None:
         gpu["mig_mode"] = {"current": mig[0], "pending": mig[1]}
+        # MIG devices only exist (and are only enumerable) while MIG is enabled now
+        gpu["mig_devices"] = _read_mig_devices(nv, errors, handle) if mig[0] == MIG_ENABLED else []
     persistence = _call(nv, errors, "persistence_mode", nv.nvmlDeviceGetPersistenceMode, handle)
     if persistence is not None:
         gpu["persistence_mode"] = bool(persistence)

@@ -20,6 +20,9 @@ description:
   - The C(/dev/nvidia*) nodes are checked (character device, major:minor, mode, owner; one per GPU; minors
     equal to NVML's), as are the loaded kernel modules (nouveau loaded is a FAIL) and, for the next layers,
     the installed tools (nvidia-ctk, podman, docker, containerd, runc, crio) with their versions.
+  - Every GPU is inventoried (C(evidence.gpus)) from NVML, else from C(/proc/driver/nvidia/gpus/*/information),
+    joined with its C(/dev/nvidiaN) and, for MIG, the C(/dev/nvidia-caps) nodes named by
+    C(/proc/driver/nvidia-caps/mig-minors); NVML and procfs are cross-checked per GPU.
   - On a machine without an NVIDIA GPU the record is a FAIL whose reason starts with
     C(no NVIDIA driver / device nodes), followed by the exact evidence; the module itself does not fail.
   - Read-only; never loads kernel modules or changes the driver. Check ids are listed in docs/checks.md.
@@ -90,8 +93,16 @@ ansible_facts:
       description:
         - The host layer record (docs/contract.md).
         - C(evidence) holds C(root), C(driver_root), C(nvml) (ok, error, driver_version, nvml_version,
-          cuda_driver_version, cuda_driver_version_int, gpu_count, gpus), C(kernel_module), C(libraries),
-          C(device_nodes) (keyed by path as seen from the node), C(modules_loaded) and C(tools).
+          cuda_driver_version, cuda_driver_version_int, gpu_count, gpus; each raw NVML GPU with C(mig_devices)),
+          C(kernel_module), C(libraries), C(device_nodes) (keyed by path as seen from the node), C(modules_loaded),
+          C(tools), C(procfs_gpus) (the parsed C(/proc/driver/nvidia/gpus/*/information), null when absent),
+          C(mig_minors_read) and C(gpus).
+        - C(evidence.gpus) is the per-GPU inventory, sorted by index, one row per GPU with C(index) (null for procfs
+          rows), C(uuid), C(minor), C(pci_bus_id) (Linux form C(0000:06:00.0)), C(name), C(memory_total_bytes),
+          C(device_node) (C(/dev/nvidiaN) when that character device exists, else null), C(source) (C(nvml) or
+          C(procfs)), C(compute_processes) (list of C(pid), C(used_gpu_memory_bytes); null when unknown) and C(mig)
+          (C(mode_current), C(mode_pending) (C(enabled), C(disabled) or null) and C(instances), each with C(uuid),
+          C(gi), C(ci), C(profile) and C(caps_minors) (C(gi) and C(ci), the minor N of each one's C(/dev/nvidia-caps/nvidia-cap<N>))).
         - C(versions) holds C(driver), C(nvml), C(cuda_driver_api) and C(kernel_module).
       returned: always
       type: dict
@@ -109,6 +120,17 @@ ansible_facts:
         evidence:
           root: /
           driver_root: /usr/local/nvidia
+          gpus:
+            - index: 0
+              uuid: GPU-ba516a7a-2409-93cc-13ab-65c9ca66e084
+              minor: 0
+              pci_bus_id: "0000:00:06.0"
+              name: NVIDIA H200
+              memory_total_bytes: 150754820096
+              device_node: /dev/nvidia0
+              source: nvml
+              compute_processes: []
+              mig: {mode_current: disabled, mode_pending: disabled, instances: []}
         not_proven: ["that any CDI spec points at these devices", "that a container can compute on the GPU"]
         versions: {driver: 580.159.04, nvml: 13.580.159.04, cuda_driver_api: "13.0", kernel_module: 580.159.04}
         started_at: "2026-12-02T18:30:00.000000Z"

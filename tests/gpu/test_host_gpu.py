@@ -54,3 +54,16 @@ def test_device_nodes_are_char_devices(record):
 def test_driver_root_is_usr_local_nvidia(record):
     assert record["evidence"]["driver_root"] == "/usr/local/nvidia"
     assert record["evidence"]["libraries"]["libcuda"]["path"].startswith("/usr/local/nvidia/lib")
+
+
+def test_inventory_row_per_nvml_gpu_cross_checked_with_procfs(record):
+    """evidence.gpus (docs/contract.md): one NVML row per GPU, its node, and NVML = /proc/driver/nvidia/gpus per GPU."""
+    ev = record["evidence"]
+    rows = ev["gpus"]
+    assert [r["uuid"] for r in rows] == [g["uuid"] for g in ev["nvml"]["gpus"]] and rows
+    for row in rows:
+        assert row["source"] == "nvml" and row["device_node"] == "/dev/nvidia%d" % row["minor"]
+        assert row["pci_bus_id"] and os.path.isdir("/proc/driver/nvidia/gpus/%s" % row["pci_bus_id"])
+        assert row["compute_processes"] is not None and row["mig"]["mode_current"] in ("enabled", "disabled")
+    identity = [c for c in record["checks"] if c["id"] == "host.gpu.identity"]
+    assert len(identity) == len(rows) and {c["status"] for c in identity} == {PASS}, identity

@@ -16,11 +16,12 @@ def test_reads_every_attribute_and_shuts_down():
     assert ev["ok"] and ev["error"] is None and ev["gpu_count"] == 2 and ev["errors"] == {}
     g0, g1 = ev["gpus"]
     assert g0 == {"index": 0, "name": "NVIDIA H200", "uuid": hf.gpu(0)["uuid"], "pci_bus_id": "00000000:06:00.0", "minor_number": 0,
-                  "mig_mode": {"current": 0, "pending": 0}, "persistence_mode": True, "compute_mode": "Default",
+                  "mig_mode": {"current": 0, "pending": 0}, "mig_devices": [], "persistence_mode": True, "compute_mode": "Default",
                   "memory_total_bytes": hf.H200_MEMORY, "errors": {},
                   "compute_processes": [{"pid": 11, "used_gpu_memory_bytes": 1 << 20}, {"pid": 12, "used_gpu_memory_bytes": 1 << 20}]}
-    assert (g1["persistence_mode"], g1["compute_mode"], g1["mig_mode"]) == (False, "Exclusive_Process", None)
+    assert (g1["persistence_mode"], g1["compute_mode"], g1["mig_mode"], g1["mig_devices"]) == (False, "Exclusive_Process", None, None)
     assert "mig_mode" in g1["errors"]
+    assert "nvmlDeviceGetMaxMigDeviceCount" not in fake.calls  # MIG disabled / not supported: no MIG device is asked for
     assert fake.calls[0] == "nvmlInit" and fake.calls[-1] == "nvmlShutdown"
 
 
@@ -96,7 +97,7 @@ def test_import_pynvml_returns_module_or_error(monkeypatch):
 
 
 def test_isolated_reader_returns_what_read_nvml_returns():
-    gpus = [hf.gpu(0, mig=(0, 0), processes=[7]), hf.gpu(1)]
+    gpus = [hf.gpu(0, mig=(0, 0), processes=[7]), hf.gpu(1), hf.gpu(2, mig_devices=[hf.mig_device(2, gi=1)])]
     assert _nvml.read_nvml_isolated(hf.fake_pynvml(gpus), timeout=20) == _nvml.read_nvml(hf.fake_pynvml(gpus))
 
 
@@ -105,3 +106,41 @@ def test_isolated_reader_reports_a_dead_child():
     fake.nvmlInit = lambda: os._exit(3)
     ev = _nvml.read_nvml_isolated(fake, timeout=20)
     assert not ev["ok"] and ev["error"] == "the NVML reader died without an answer"
+
+
+def test_reads_mig_devices_of_a_mig_enabled_gpu():
+    devs = [hf.mig_device(0, gi=1), hf.mig_device(0, gi=2, ci=0, profile="3g.71gb")]
+    fake = hf.fake_pynvml([hf.gpu(0, mig_devices=devs), hf.gpu(1, mig=(0, 1))])
+    g0, g1 = _nvml.read_nvml(fake)["gpus"]
+    assert g0["mig_mode"] == {"current": 1, "pending": 1} and g0["errors"] == {}
+    assert g0["mig_devices"] == [
+        {"slot": 0, "uuid": devs[0]["uuid"], "name": "NVIDIA H200 MIG 1g.18gb", "profile": "1g.18gb", "gi": 1, "ci": 0, "errors": {}},
+        {"slot": 1, "uuid": devs[1]["uuid"], "name": "NVIDIA H200 MIG 3g.71gb", "profile": "3g.71gb", "gi": 2, "ci": 0, "errors": {}}]
+    # the empty slots 2..6 answered NOT_FOUND: not an error, not a device
+    assert fake.calls.count("nvmlDeviceGetMigDeviceHandleByIndex") == 7
+    # MIG pending but not current: no MIG device to ask for
+    assert g1["mig_devices"] == [] and g1["errors"] == {}
+
+
+def test_mig_device_errors_are_kept_per_device_and_per_gpu():
+    devs = [hf.mig_device(0, gi=1), hf.mig_device(0, gi=2)]
+    fail = {((0, 0), "nvmlDeviceGetMigDeviceHandleByIndex"): nv.NVML_ERROR_UNKNOWN,
+            ((0, 1), "nvmlDeviceGetComputeInstanceId"): nv.NVML_ERROR_NO_PERMISSION}
+    g = _nvml.read_nvml(hf.fake_pynvml([hf.gpu(0, mig_devices=devs)], fail=fail))["gpus"][0]
+    first, second = g["mig_devices"]
+    assert first["uuid"] is None and first["errors"] == {"handle": "Unknown Error (NVML_ERROR_UNKNOWN, code 999)"}
+    assert second["uuid"] == devs[1]["uuid"] and second["gi"] == 2 and second["ci"] is None
+    assert "NVML_ERROR_NO_PERMISSION" in second["errors"]["ci"]
+    g = _nvml.read_nvml(hf.fake_pynvml([hf.gpu(0, mig_devices=devs)],
+                                       fail={(0, "nvmlDeviceGetMaxMigDeviceCount"): nv.NVML_ERROR_NOT_SUPPORTED}))["gpus"][0]
+    assert g["mig_devices"] is None and "NVML_ERROR_NOT_SUPPORTED" in g["errors"]["mig_devices"] and g["uuid"] == hf.gpu(0)["uuid"]
+
+
+@pytest.mark.parametrize("name,profile", [
+    ("NVIDIA H200 MIG 1g.18gb", "1g.18gb"),
+    ("NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb", "1c.3g.20gb"),
+    ("NVIDIA H200", None),
+    (None, None),
+])
+def test_mig_profile(name, profile):
+    assert _nvml.mig_profile(name) == profile
