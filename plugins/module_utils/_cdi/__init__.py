@@ -48,7 +48,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import 
     RUNTIME_CONFIGS, discover_runtime_dirs, list_spec_files, load_spec_file, parse_cdi_spec_dirs, under_root,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import (
-    host_checks, host_device_info, library_version, running_driver_version,
+    host_checks, host_device_info, inject_checks, library_version, running_driver_version,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import HAS_YAML, parse_bytes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
@@ -69,13 +69,16 @@ __all__ = [
     "host_device_info", "library_version", "list_spec_files", "load_spec_data", "load_spec_file", "merge_edits",
     "minimum_version", "normalize_version", "nvidia_checks", "parse_bytes", "parse_cdi_spec_dirs",
     "parse_qualified_name", "parse_qualifier", "running_driver_version", "select_devices", "sensitive_mount",
-    "spec_digest", "under_root", "validate_annotations", "validate_device_name", "validate_edits", "validate_spec",
+    "inject_checks", "spec_digest", "under_root", "validate_annotations", "validate_device_name", "validate_edits", "validate_spec",
     "validate_vendor_or_class",
 ]
 
 
 # ---------------------------------------------------------------------------------------------------
 # The layer
+
+
+_NODE_INTERNAL = ("declared", "host", "replaced", "inject_error")
 
 
 def _spec_checks(builder, rec, requested_kinds):
@@ -145,6 +148,12 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     existing = [d for d in host_dirs if os.path.isdir(d)]
     b.add("cdi.discovery.spec_dirs", PASS if existing else FAIL, ", ".join(host_dirs), "at least one exists",
           ", ".join(existing) if existing else "none exists")
+    for d in existing:
+        try:
+            os.listdir(d)
+            b.add("cdi.discovery.spec_dir_readable", PASS, d, "listable", "listable")
+        except OSError as exc:
+            b.add("cdi.discovery.spec_dir_readable", WARN, d, "listable", "cannot list: %s; its specs were not checked" % (exc.strerror or exc))
     files = []
     for priority, d in enumerate(host_dirs):
         for path in list_spec_files(d):
@@ -175,18 +184,23 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     edits, sources = merge_edits(registry, resolved, root) if resolved else (
         {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}, {})
     driver = running_driver_version(host, root) if edits["mounts"] else (None, "no mounts")
+    # Per-device identity (_cdi_identity: which host GPU each resolved device gives, evidence.identity) and
+    # runtime compatibility (_cdi_compat: the spec versions this node's runtime can read) are wired HERE,
+    # after merge_edits and before the host checks: they need `resolved`, `registry`, `edits` and `host`.
     if resolved:
         host_checks(b, edits, root, host, driver)
+        inject_checks(b, edits)
         if is_nvidia(edits):
             nvidia_checks(b, edits)
     audit(b, files, list(existing), edits, root)
-    providing = [r for r in files if r["path"] in set(sources.values())]
+    source_paths = set(sources.values())
+    providing = [r for r in files if r["path"] in source_paths]
     versions_used = sorted(set(str(r["cdiVersion"]) for r in providing if r["cdiVersion"]))
     b.versions = {"cdi_spec": ", ".join(versions_used) or None}
     if driver[0]:
         b.versions["driver"] = driver[0]
     expected = {"env": edits["env"],
-                "deviceNodes": [dict((k, v) for k, v in n.items() if k not in ("declared", "host")) for n in edits["deviceNodes"]],
+                "deviceNodes": [dict((k, v) for k, v in n.items() if k not in _NODE_INTERNAL) for n in edits["deviceNodes"]],
                 "mounts": edits["mounts"], "hooks": edits["hooks"], "additionalGids": edits["additionalGids"]}
     b.evidence = {
         "spec_dirs": host_dirs,
@@ -205,6 +219,8 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         "files": [_public_file(r) for r in files],
         "expected_edits": expected,
         "device_nodes_host": dict((n["path"], n["host"]) for n in edits["deviceNodes"]),
+        "injected_nodes": [{"path": n["path"], "hostPath": n["hostPath"], "replaced": n["replaced"], "error": n["inject_error"]}
+                           for n in edits.get("injected_nodes") or []],
         "driver_version": {"version": driver[0], "source": driver[1]},
         "spec_digest": spec_digest(providing) if providing else None,
     }

@@ -28,6 +28,11 @@ CHECKS = {
         "fail": "no CDI spec directory exists, so no runtime can resolve any CDI device",
         "next": "generate a spec (nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml) or fix spec_dirs",
     },
+    "cdi.discovery.spec_dir_readable": {
+        "title": "each existing spec directory can be listed",
+        "fail": "its specs were not checked; the library skips an unreadable dir silently (filepath.Walk's error for the dir itself is ignored), so its devices do not exist for a runtime with the same rights",
+        "next": "check the directory's permissions (chmod 0755) and run the check with the rights of the runtime",
+    },
     "cdi.discovery.runtime_config": {
         "title": "the CDI spec dirs configured for containerd, CRI-O or podman could be read",
         "fail": "a runtime configuration file exists but could not be read; its cdi_spec_dirs are unknown",
@@ -102,6 +107,11 @@ CHECKS = {
         "title": "each device node of the merged edits exists on the host and is a char/block device",
         "fail": "the runtime cannot inject the node (stat failed): e.g. a spec on a node without the GPU or driver",
         "next": "check the host layer (driver loaded? /dev/nvidia* created?), then regenerate the spec",
+    },
+    "cdi.inject.device_node": {
+        "title": "each device node the library's Apply visits (also one a later node replaces) passes fillMissingInfo: the host node stats, and a declared type without a major equals the host node's",
+        "fail": "the runtime fails to create the container with the library's error (observed), e.g. 'failed to stat CDI host device' or 'host type mismatch'",
+        "next": "fix or drop the node named; give type 'c' (not 'u') or a major; remove a duplicate node whose host path is missing",
     },
     "cdi.host.device_number": {
         "title": "a declared type/major:minor equals the host node's",

@@ -169,3 +169,23 @@ def host_checks(builder, edits, root="/", host=None, driver=None):
             problems.append("owned by uid %d" % st.st_uid)
         builder.add("cdi.host.hook", FAIL if problems else PASS, path, "root-owned executable",
                     "; ".join(problems) or "mode %04o uid 0" % stat.S_IMODE(st.st_mode))
+
+
+def inject_checks(builder, edits):
+    """``cdi.inject.device_node`` for every device node ContainerEdits.Apply visits (cache.go InjectDevices),
+    also those a later node with the same path replaces: Apply runs fillMissingInfo on each and stops at
+    the first error, failing the container's creation with the library's words (kept in ``observed``)."""
+    for node in edits.get("injected_nodes") or []:
+        subject = node["path"] if node["hostPath"] == node["path"] else "%s (host %s)" % (node["path"], node["hostPath"])
+        if node.get("replaced"):
+            subject += " (replaced by a later node with the same path)"
+        if node.get("inject_error"):
+            builder.add("cdi.inject.device_node", FAIL, subject, "fillMissingInfo succeeds",
+                        "failed to inject devices: %s" % node["inject_error"])
+        elif node["host"]["type"] is None:
+            builder.add("cdi.inject.device_node", PASS, subject, "fillMissingInfo succeeds",
+                        "minimally specified (type %s, major %s): the library does not stat it" % (node["type"], node["major"]))
+        else:
+            h = node["host"]
+            builder.add("cdi.inject.device_node", PASS, subject, "fillMissingInfo succeeds",
+                        "host %s %s:%s" % (h["type"], h["major"], h["minor"]))

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import NO_PERMISSIONS
@@ -51,13 +52,6 @@ def build_registry(files):
     return devices, list(conflicts.values()), overrides
 
 
-def _device(rec, name):
-    for dev in rec["spec"]["devices"]:
-        if dev["name"] == name:
-            return dev
-    return None
-
-
 def select_devices(registry, requested, kinds):
     """(resolved qualified names, unresolved [{device, reason}], expansions [{request, devices}])."""
     resolved, unresolved, expansions = [], [], []
@@ -83,10 +77,7 @@ def select_devices(registry, requested, kinds):
     else:
         for kind in kinds:
             resolved.extend(sorted(q for q in registry if q.split("=", 1)[0] == kind))
-    out = []
-    for q in resolved:
-        if q not in out:
-            out.append(q)
+    out = list(dict.fromkeys(resolved))  # first occurrence kept, in order
     return out, unresolved, expansions
 
 
@@ -94,13 +85,25 @@ def _mount_depth(container_path):
     return posixpath.normpath(container_path or "/").count("/")
 
 
+def _device_index(rec):
+    index = rec.get("_device_index")
+    if index is None:
+        index = rec["_device_index"] = dict((d["name"], d) for d in rec["spec"]["devices"])
+    return index
+
+
 def merge_edits(registry, qualified_names, root="/"):
     """The merged container edits for the requested devices, in the order the reference library applies
-    them; device node type/major:minor are filled from the host node (under ``root``) when the spec omits
-    them. Returns (edits, sources) where sources maps qualified name -> spec file path."""
+    them (cache.go InjectDevices + ContainerEdits.Apply); device node type/major:minor are filled from the
+    host node (under ``root``) when the spec omits them. Linear in the number of devices and edits.
+
+    Returns (edits, sources) where sources maps qualified name -> spec file path. ``edits["injected_nodes"]``
+    lists every device node Apply visits, in order, including those a later node with the same path
+    replaces: Apply runs fillMissingInfo (a stat of the host node) on each before RemoveDevice/AddDevice."""
     env, env_keys = [], {}
-    nodes, mounts, hooks, gids = [], [], [], []
+    nodes, mounts, hooks, gids, gid_seen, injected = {}, {}, [], [], set(), []
     seen_specs, sources = set(), {}
+    stat_cache = {}
     blocks = []
     for q in qualified_names:
         rec = registry[q]
@@ -108,7 +111,7 @@ def merge_edits(registry, qualified_names, root="/"):
         if rec["path"] not in seen_specs:
             seen_specs.add(rec["path"])
             blocks.append(rec["spec"].get("containerEdits") or {})
-        blocks.append(_device(rec, q.split("=", 1)[1]).get("containerEdits") or {})
+        blocks.append(_device_index(rec)[q.split("=", 1)[1]].get("containerEdits") or {})
     for edits in blocks:
         for entry in edits.get("env") or []:
             key = entry.split("=", 1)[0]
@@ -118,31 +121,46 @@ def merge_edits(registry, qualified_names, root="/"):
                 env_keys[key] = len(env)
                 env.append(entry)
         for node in edits.get("deviceNodes") or []:
-            nodes = [n for n in nodes if n["path"] != node.get("path")]
-            nodes.append(_fill_node(node, root))
+            filled = _fill_node(node, root, stat_cache)
+            injected.append(filled)
+            path = node.get("path")
+            if path in nodes:
+                nodes[path]["replaced"] = True
+                del nodes[path]  # specgen.RemoveDevice, then AddDevice appends at the end
+            nodes[path] = filled
         for m in edits.get("mounts") or []:
-            mounts = [x for x in mounts if x["containerPath"] != m.get("containerPath")]
-            mounts.append({"hostPath": m.get("hostPath"), "containerPath": m.get("containerPath"),
-                           "type": m.get("type", ""), "options": list(m.get("options") or [])})
+            cpath = m.get("containerPath")
+            mounts.pop(cpath, None)  # specgen.RemoveMount, then AddMount appends
+            mounts[cpath] = {"hostPath": m.get("hostPath"), "containerPath": cpath, "type": m.get("type", ""),
+                             "options": list(m.get("options") or [])}
         for h in edits.get("hooks") or []:
             hooks.append({"hookName": h.get("hookName"), "path": h.get("path"), "args": list(h.get("args") or []),
                           "env": list(h.get("env") or []), "timeout": h.get("timeout")})
         for gid in edits.get("additionalGids") or []:
-            if gid and gid not in gids:
+            if gid and gid not in gid_seen:
+                gid_seen.add(gid)
                 gids.append(gid)
-    mounts.sort(key=lambda m: _mount_depth(m["containerPath"]))  # stable, like sort.Stable(orderedMounts)
-    return {"env": env, "deviceNodes": nodes, "mounts": mounts, "hooks": hooks, "additionalGids": gids}, sources
+    mounts = sorted(mounts.values(), key=lambda m: _mount_depth(m["containerPath"]))  # stable, like sort.Stable(orderedMounts)
+    return {"env": env, "deviceNodes": list(nodes.values()), "mounts": mounts, "hooks": hooks, "additionalGids": gids,
+            "injected_nodes": injected}, sources
 
 
-def _fill_node(node, root):
+def _fill_node(node, root, stat_cache=None):
+    """The node as Apply adds it, with its host stat and what fillMissingInfo says (``inject_error``)."""
     path = node.get("path")
     host_path = node.get("hostPath") or path
     declared = {"type": node.get("type", ""), "major": node.get("major"), "minor": node.get("minor")}
     out = {"path": path, "hostPath": host_path, "type": declared["type"], "major": node.get("major") or 0,
            "minor": node.get("minor") or 0, "permissions": None, "fileMode": node.get("fileMode"),
-           "uid": node.get("uid"), "gid": node.get("gid"), "declared": declared, "host": None}
-    htype, hmajor, hminor, err = host_device_info(under_root(root, host_path))
+           "uid": node.get("uid"), "gid": node.get("gid"), "declared": declared, "host": None, "replaced": False}
+    full = under_root(root, host_path)
+    if stat_cache is None or full not in stat_cache:
+        info = host_device_info(full)
+        if stat_cache is not None:
+            stat_cache[full] = info
+    htype, hmajor, hminor, err = info if stat_cache is None else stat_cache[full]
     out["host"] = {"type": htype, "major": hmajor, "minor": hminor, "error": err}
+    out["inject_error"] = _inject_error(out, node, htype, err)
     needs_fill = not (out["type"] and (out["major"] != 0 or out["type"] == "p"))
     if needs_fill and htype is not None:
         if not out["type"]:
@@ -154,3 +172,24 @@ def _fill_node(node, root):
     perms = node.get("permissions", "")
     out["permissions"] = "rwm" if perms == "" else ("" if perms == NO_PERMISSIONS else perms)
     return out
+
+
+def _go_quote(text):
+    return json.dumps(text or "")
+
+
+def _inject_error(out, node, htype, err):
+    """What container-edits_unix.go fillMissingInfo returns for this node (None: no error). A node is
+    'minimally specified' when it has a type and a major (or is a fifo); then a failed stat is no error
+    and the host type is not compared. Otherwise the host node must stat (deviceInfoFromPath: lstat, a
+    char, block or fifo node) and a declared type must equal the host's (``u`` never does)."""
+    declared_type = node.get("type", "")
+    minimal = bool(declared_type) and ((node.get("major") or 0) != 0 or declared_type == "p")
+    if htype is None:
+        if minimal:
+            return None
+        why = "not a device node" if (err or "").startswith("not a device") else (err or "")[:1].lower() + (err or "")[1:]
+        return "failed to stat CDI host device %s: %s" % (_go_quote(out["hostPath"]), why)
+    if not minimal and declared_type and declared_type != htype:
+        return "CDI device (%s, %s), host type mismatch (%s, %s)" % (_go_quote(out["path"]), _go_quote(out["hostPath"]), declared_type, htype)
+    return None
