@@ -152,6 +152,12 @@ def validate_spec(spec):
         errors.append(("version", "the spec version must be at least v%s (%s)" % (minimum, "; ".join(reasons))))
     kind = spec.get("kind") or ""
     vendor, klass = parse_qualifier(kind)
+    for part, what in ((vendor, "vendor"), (klass, "class")):
+        if len(part) == 1 and part.isalpha():
+            # pkg/parser validateVendorOrClassName slices name[1:len(name)-1]: a one-character name panics
+            # (slice bounds out of range) in every release v0.6.0-v1.1.0; guarded only after v1.1.0.
+            errors.append(("panic", "kind %r: the one-character %s %r makes the library's validateVendorOrClassName "
+                                    "panic (slice bounds out of range [1:0]; CDI v0.6.0-v1.1.0)" % (kind, what, part)))
     for err in (validate_vendor_or_class(vendor, "vendor"), validate_vendor_or_class(klass, "class")):
         if err:
             errors.append(("kind", "kind %r: %s" % (kind, err)))

@@ -14,7 +14,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader, schema
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN
 
-SPEC = "cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: %s\n  containerEdits: {env: [A=1], deviceNodes: [{path: %s}]}\n"
+SPEC = "cdiVersion: 0.5.0\nkind: a.com/bc\ndevices:\n- name: %s\n  containerEdits: {env: [A=1], deviceNodes: [{path: %s}]}\n"
 
 
 def _load(text, ext=".yaml"):
@@ -51,7 +51,7 @@ def test_only_the_first_document_is_read():
 
 
 def test_json_slash_escape_is_rejected_and_yaml_quote_escape_accepted():
-    text = '{"cdiVersion": "0.3.0", "kind": "a.com/b", "devices": [{"name": "x", "containerEdits": {"env": ["A=%s"]}}]}'
+    text = '{"cdiVersion": "0.3.0", "kind": "a.com/bc", "devices": [{"name": "x", "containerEdits": {"env": ["A=%s"]}}]}'
     spec, errors, _model = _load(text % "\\/", ".json")
     assert spec is None and "unknown escape character" in errors[0][1]
     spec, errors, _model = _load(text % "it\\'s", ".json")
@@ -71,12 +71,12 @@ def test_duplicate_and_invalid_keys(text, why):
 
 
 def test_keys_that_become_one_json_key_are_rejected_not_picked_at_random():
-    spec, errors, _model = _load("cdiVersion: 0.3.0\nkind: a.com/b\nannotations: {1: a, '1': b}\ndevices: []\n")
+    spec, errors, _model = _load("cdiVersion: 0.3.0\nkind: a.com/bc\nannotations: {1: a, '1': b}\ndevices: []\n")
     assert spec is None and any("at random" in e for _rule, e in errors)
 
 
 def test_field_names_fold_like_encoding_json_and_sorted_keys_decide_duplicates():
-    text = ("cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: x\n"
+    text = ("cdiVersion: 0.5.0\nkind: a.com/bc\ndevices:\n- name: x\n"
             "  containerEdits: {env: [A=1], ENV: [B=2], deviceNodes: [{path: /dev/x, ho\u017ftPath: /dev/y, major: 1.0}]}\n")
     spec, errors, _model = _load(text)
     edits = spec["devices"][0]["containerEdits"]
@@ -89,7 +89,7 @@ def test_field_names_fold_like_encoding_json_and_sorted_keys_decide_duplicates()
     ("major", ".inf", False), ("uid", "-1", False), ("uid", "4294967295", True), ("major", "'1'", False),
 ])
 def test_integer_fields_take_what_encoding_json_takes(field, value, ok):
-    text = "cdiVersion: 0.3.0\nkind: a.com/b\ndevices:\n- name: x\n  containerEdits: {deviceNodes: [{path: /d, %s: %s}]}\n"
+    text = "cdiVersion: 0.3.0\nkind: a.com/bc\ndevices:\n- name: x\n  containerEdits: {deviceNodes: [{path: /d, %s: %s}]}\n"
     spec, errors, _model = _load(text % (field, value))
     assert (spec is not None) is ok, errors
 
@@ -114,11 +114,11 @@ def _layer(tmp_path, nodes_yaml, devices=None):
     root = tmp_path / "host"
     hostfixture.mknod_under(root, "/dev/nvidia0", 195, 0)
     (root / "dev/notadevice").write_text("x")
-    spec = "cdiVersion: 0.5.0\nkind: v.com/c\ndevices:\n- name: d\n  containerEdits:\n    deviceNodes: %s\n" % nodes_yaml
+    spec = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    deviceNodes: %s\n" % nodes_yaml
     (root / "etc/cdi").mkdir(parents=True)
     (root / "etc/cdi/v.yaml").write_text(spec)
-    return _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=devices or ["v.com/c=d"],
-                          kinds=["v.com/c"])
+    return _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=devices or ["v.com/cc=d"],
+                          kinds=["v.com/cc"])
 
 
 def _inject(rec):
@@ -187,11 +187,18 @@ def test_merging_is_linear_in_devices(tmp_path):
                       "    mounts: [{hostPath: /h%d, containerPath: /c%d}]\n    env: [K%d=v]\n" % (i, i, i % 256, i, i, i) for i in range(n))
     d = tmp_path / "cdi"
     d.mkdir()
-    (d / "big.yaml").write_text("cdiVersion: 0.5.0\nkind: v.com/c\ndevices:\n" + devices)
+    (d / "big.yaml").write_text("cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n" + devices)
     registry, _conflicts, _overrides = _cdi.build_registry([dict(_cdi.load_spec_file(str(d / "big.yaml"), max_size=1 << 24), priority=0)])
-    names = ["v.com/c=g%d" % i for i in range(n)]
+    names = ["v.com/cc=g%d" % i for i in range(n)]
     t0 = time.perf_counter()
     edits, _sources = _cdi.merge_edits(registry, names, root=str(tmp_path / "nohost"))
     elapsed = time.perf_counter() - t0
     assert len(edits["deviceNodes"]) == len(edits["mounts"]) == len(edits["env"]) == n
     assert elapsed < 3.0, elapsed
+
+
+@pytest.mark.parametrize("kind, panics", [("a.com/b", True), ("a/bb", True), ("ab/cd", False), ("nvidia.com/gpu", False)])
+def test_one_character_vendor_or_class_is_the_library_panic(kind, panics):
+    spec, errors, _model = _load("cdiVersion: 0.3.0\nkind: %s\ndevices:\n- name: x\n  containerEdits: {env: [A=1]}\n" % kind)
+    assert any(rule == "panic" and "slice bounds out of range" in e for rule, e in errors) is panics
+    assert (spec is None) is panics
