@@ -97,6 +97,8 @@ def _spec_checks(builder, rec, requested_kinds):
             builder.add(check, NOT_RUN, rec["path"], observed="not checked: the file did not load")
         else:
             builder.add(check, PASS, rec["path"], "valid", "valid")
+    for warning in rec.get("warnings") or []:
+        builder.add("cdi.spec.version_aliasing", WARN, rec["path"], "cdiVersion covers every field used", warning)
     if rec["symlink"]:
         builder.add("cdi.spec.symlink", WARN, rec["path"], "regular file", "symlink -> %s" % rec["symlink"])
 

@@ -58,6 +58,11 @@ CHECKS = {
         "fail": "the runtime rejects the file (invalid version, or 'the spec version must be at least vX')",
         "next": "raise cdiVersion to the minimum required version shown, or regenerate the spec",
     },
+    "cdi.spec.version_aliasing": {
+        "title": "cdiVersion covers deviceNodes[].hostPath and mounts[].type of every device, not only of the last one",
+        "fail": "WARN only: today's library accepts the file (its version check sees only the last device's edits), a fixed one rejects it",
+        "next": "raise cdiVersion to the version named (0.5.0 for hostPath, 0.4.0 for mount type)",
+    },
     "cdi.spec.kind": {
         "title": "kind is vendor/class with valid vendor and class names",
         "fail": "the runtime rejects the file: its devices cannot be named",

@@ -38,7 +38,7 @@ def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE):
     cdiVersion, min_version, devices, symlink, mode/uid/gid, size, sha256, spec (when ok)."""
     rec = {"path": path, "ok": False, "errors": [], "error": None, "rule_errors": {}, "kind": None,
            "cdiVersion": None, "min_version": None, "devices": [], "symlink": None, "mode": None,
-           "uid": None, "gid": None, "size": None, "sha256": None, "spec": None}
+           "uid": None, "gid": None, "size": None, "sha256": None, "spec": None, "warnings": []}
 
     def fail(rule, message):
         rec["rule_errors"].setdefault(rule, []).append(message)
@@ -82,6 +82,7 @@ def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE):
                     rec["min_version"] = minimum_version(model)[0]
                 rec["devices"] = [d.get("name") for d in (model.get("devices") or []) if isinstance(d, dict)]
                 rec["spec"] = spec
+                rec["warnings"] = list(model.get("__warnings__") or [])
     rec["ok"] = not rec["errors"]
     rec["error"] = rec["errors"][0] if rec["errors"] else None
     return rec

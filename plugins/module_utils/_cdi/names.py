@@ -96,8 +96,13 @@ def _edits_list(spec):
     return edits
 
 
-def minimum_version(spec):
-    """(minimum required version, [reasons]) for a coerced spec, as specs-go MinimumRequiredVersion."""
+def minimum_version(spec, library=False):
+    """(minimum required version, [reasons]) for a coerced spec, as specs-go MinimumRequiredVersion.
+
+    ``library=True``: as the released library computes it. specs-go's go.mod says go 1.19, so in
+    requiresV050/requiresV040 (``for _, d := range spec.Devices { edits = append(edits, &d.ContainerEdits) }``)
+    every pointer is the one loop variable: only the LAST device's (and the spec's) deviceNodes[].hostPath
+    and mounts[].type are seen (specs-go v0.6.0-v1.1.0 version.go)."""
     reasons = []
     devices = [d for d in (spec.get("devices") or []) if isinstance(d, dict)]
     edits = _edits_list(spec)
@@ -125,11 +130,12 @@ def minimum_version(spec):
         name = d.get("name") or ""
         if name and "0" <= name[0] <= "9":
             reasons.append(("0.5.0", "device name starting with a digit (%s)" % name))
-    for e in edits:
+    aliased = edits[-2:] if library else edits  # the last device's edits and the spec's
+    for e in aliased:
         if any(isinstance(n, dict) and n.get("hostPath") for n in (e.get("deviceNodes") or [])):
             reasons.append(("0.5.0", "deviceNodes[].hostPath"))
     # 0.4.0: mounts[].type
-    for e in edits:
+    for e in aliased:
         if any(isinstance(m, dict) and m.get("type") for m in (e.get("mounts") or [])):
             reasons.append(("0.4.0", "mounts[].type"))
     minimum = EARLIEST_VERSION

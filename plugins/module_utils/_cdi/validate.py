@@ -148,8 +148,13 @@ def validate_spec(spec):
         errors.append(("version", "cdiVersion is missing"))
     elif version is None:
         errors.append(("version", "invalid version %r (known: %s)" % (raw_version, ", ".join(KNOWN_VERSIONS))))
-    elif _vkey(minimum) > _vkey(version):
+    elif _vkey(minimum_version(spec, library=True)[0]) > _vkey(version):
         errors.append(("version", "the spec version must be at least v%s (%s)" % (minimum, "; ".join(reasons))))
+    elif _vkey(minimum) > _vkey(version):
+        spec.setdefault("__warnings__", []).append(
+            "cdiVersion %s is below the v%s its fields need (%s): the released library accepts it only because its "
+            "version check sees the last device's edits alone (specs-go requiresV050/V040, loop-variable aliasing under "
+            "go 1.19); a fixed library rejects the file" % (raw_version, minimum, "; ".join(reasons)))
     kind = spec.get("kind") or ""
     vendor, klass = parse_qualifier(kind)
     for part, what in ((vendor, "vendor"), (klass, "class")):

@@ -202,3 +202,19 @@ def test_one_character_vendor_or_class_is_the_library_panic(kind, panics):
     spec, errors, _model = _load("cdiVersion: 0.3.0\nkind: %s\ndevices:\n- name: x\n  containerEdits: {env: [A=1]}\n" % kind)
     assert any(rule == "panic" and "slice bounds out of range" in e for rule, e in errors) is panics
     assert (spec is None) is panics
+
+
+def test_version_check_sees_only_the_last_device_like_the_library(tmp_path):
+    first = ("cdiVersion: 0.3.0\nkind: ab/cd\ndevices:\n- name: x\n  containerEdits: {deviceNodes: [{path: /d, hostPath: /e}]}\n"
+             "- name: y\n  containerEdits: {env: [A=1]}\n")
+    spec, errors, model = _load(first)
+    assert errors == [] and spec is not None and "requiresV050" in model["__warnings__"][0]
+    last = first.replace("{deviceNodes: [{path: /d, hostPath: /e}]}", "{env: [B=1]}").replace(
+        "{env: [A=1]}", "{deviceNodes: [{path: /d, hostPath: /e}]}")
+    spec, errors, _model = _load(last)
+    assert spec is None and errors[0][0] == "version"
+    d = tmp_path / "cdi"
+    d.mkdir()
+    (d / "s.yaml").write_text(first)
+    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, kinds=["ab/cd"])
+    assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.spec.version_aliasing"] == [WARN]
