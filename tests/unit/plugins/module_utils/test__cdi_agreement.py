@@ -7,6 +7,9 @@ import gzip
 import json
 import os
 
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader, schema, validate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import validate_device_name
 
@@ -60,3 +63,31 @@ def test_the_loader_agrees_with_the_library_on_every_recorded_spec():
             disagree.append((i, "decoded", _norm(model), _norm(case["spec"])))
     accepted = sum(1 for c in cases if c["ok"])
     assert not disagree, "%d of %d disagree (%d accepted by the library); first: %r" % (len(disagree), len(cases), accepted, disagree[:3])
+
+
+LIBRARY = os.path.join(os.path.dirname(CORPUS), "library")
+with open(os.path.join(LIBRARY, "INDEX.json")) as _f:
+    INDEX = json.load(_f)
+
+
+@pytest.mark.parametrize("name", sorted(INDEX["files"]))
+def test_library_corpus(name):
+    """The library's own test specs and spec example (v1.1.0, cited in INDEX.json): the reader stage gives the
+    library reader's verdict, and the whole layer accepts exactly what the library's tests expect to be valid."""
+    entry = INDEX["files"][name]
+    with open(os.path.join(LIBRARY, name), encoding="utf-8") as f:
+        text = f.read()
+    ok, stage, _model = ours(text)
+    assert (("ok" if ok else stage) == entry["library_reader"]), (name, stage, entry)
+    rec = _cdi.load_spec_file(os.path.join(LIBRARY, name))
+    assert rec["ok"] is (entry["upstream_expects"] == "valid"), (name, rec["errors"])
+
+
+def test_library_corpus_covers_every_spec_version():
+    versions = set()
+    for name in INDEX["files"]:
+        with open(os.path.join(LIBRARY, name), encoding="utf-8") as f:
+            spec, _errors, model = _cdi.load_spec_data(f.read().encode("utf-8"), os.path.splitext(name)[1])
+        if spec:
+            versions.add(spec["cdiVersion"])
+    assert versions >= {"0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"}
