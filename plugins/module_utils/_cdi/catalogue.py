@@ -30,7 +30,8 @@ CHECKS = {
     },
     "cdi.discovery.spec_dir_readable": {
         "title": "each existing spec directory can be listed",
-        "fail": "its specs were not checked; the library skips an unreadable dir silently (filepath.Walk's error for the dir itself is ignored), so its devices do not exist for a runtime with the same rights",
+        "fail": ("its specs were not checked; the library skips an unreadable dir silently (filepath.Walk's error for "
+                 "the dir itself is ignored), so its devices do not exist for a runtime with the same rights"),
         "next": "check the directory's permissions (chmod 0755) and run the check with the rights of the runtime",
     },
     "cdi.discovery.runtime_config": {
@@ -114,7 +115,8 @@ CHECKS = {
         "next": "check the host layer (driver loaded? /dev/nvidia* created?), then regenerate the spec",
     },
     "cdi.inject.device_node": {
-        "title": "each device node the library's Apply visits (also one a later node replaces) passes fillMissingInfo: the host node stats, and a declared type without a major equals the host node's",
+        "title": ("each device node the library's Apply visits (also one a later node replaces) passes fillMissingInfo: "
+                  "the host node stats, and a declared type without a major equals the host node's"),
         "fail": "the runtime fails to create the container with the library's error (observed), e.g. 'failed to stat CDI host device' or 'host type mismatch'",
         "next": "fix or drop the node named; give type 'c' (not 'u') or a major; remove a duplicate node whose host path is missing",
     },
