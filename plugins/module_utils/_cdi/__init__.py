@@ -54,7 +54,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
     minimum_version, normalize_version, parse_qualified_name, parse_qualifier, validate_device_name, validate_vendor_or_class,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.resolve import build_registry, merge_edits, select_devices
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.resolve import build_registry, device_of, merge_edits, select_devices
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate import (
     RULES, RULE_CHECK, annotation_key_error, load_spec_data, validate_annotations, validate_edits, validate_spec,
 )
@@ -65,7 +65,7 @@ __all__ = [
     "ANNOTATIONS_MAX_BYTES", "CHECKS", "CONSEQUENCES", "DEFAULT_KINDS", "DEFAULT_MAX_SPEC_SIZE", "DEFAULT_SPEC_DIRS",
     "EARLIEST_VERSION", "HAS_YAML", "KNOWN_VERSIONS", "MAX_ERRORS_PER_FILE", "MAX_NODES_PER_FILE", "NO_PERMISSIONS",
     "RULES", "RULE_CHECK", "RUNTIME_CONFIGS", "SENSITIVE_EXACT", "SENSITIVE_UNDER", "VALID_HOOK_NAMES", "VALID_NODE_TYPES",
-    "annotation_key_error", "audit", "build_registry", "cdi_layer", "discover_runtime_dirs", "host_checks",
+    "annotation_key_error", "audit", "build_registry", "cdi_layer", "device_of", "discover_runtime_dirs", "host_checks",
     "host_device_info", "library_version", "list_spec_files", "load_spec_data", "load_spec_file", "merge_edits",
     "minimum_version", "normalize_version", "nvidia_checks", "parse_bytes", "parse_cdi_spec_dirs",
     "parse_qualified_name", "parse_qualifier", "running_driver_version", "select_devices", "sensitive_mount",
@@ -188,7 +188,8 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     driver = running_driver_version(host, root) if edits["mounts"] else (None, "no mounts")
     # Per-device identity (_cdi_identity: which host GPU each resolved device gives, evidence.identity) and
     # runtime compatibility (_cdi_compat: the spec versions this node's runtime can read) are wired HERE,
-    # after merge_edits and before the host checks: they need `resolved`, `registry`, `edits` and `host`.
+    # after merge_edits and before the host checks: they need `resolved`, `registry`, `edits` and `host`. A device's
+    # own edits: resolve.device_of(registry, q)["containerEdits"]; its spec file record: registry[q].
     if resolved:
         host_checks(b, edits, root, host, driver)
         inject_checks(b, edits)

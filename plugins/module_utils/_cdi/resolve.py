@@ -92,6 +92,11 @@ def _device_index(rec):
     return index
 
 
+def device_of(registry, qualified):
+    """The device entry (name, annotations, containerEdits) a resolved qualified name stands for."""
+    return _device_index(registry[qualified])[qualified.split("=", 1)[1]]
+
+
 def merge_edits(registry, qualified_names, root="/"):
     """The merged container edits for the requested devices, in the order the reference library applies
     them (cache.go InjectDevices + ContainerEdits.Apply); device node type/major:minor are filled from the
@@ -111,7 +116,7 @@ def merge_edits(registry, qualified_names, root="/"):
         if rec["path"] not in seen_specs:
             seen_specs.add(rec["path"])
             blocks.append(rec["spec"].get("containerEdits") or {})
-        blocks.append(_device_index(rec)[q.split("=", 1)[1]].get("containerEdits") or {})
+        blocks.append(device_of(registry, q).get("containerEdits") or {})
     for edits in blocks:
         for entry in edits.get("env") or []:
             key = entry.split("=", 1)[0]
