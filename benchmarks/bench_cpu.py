@@ -20,6 +20,7 @@ import time
 import yaml
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader as _cdi_loader
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, LayerBuilder, not_run
 
 SPECS = 50
@@ -69,9 +70,8 @@ def main():
         write_corpus(d)
         names = sorted(os.listdir(d))
         # the same layer with the pure-Python parser, to show what libyaml buys (same run, same files)
-        pure = type("PureStrictLoader", (yaml.SafeLoader,), {})
-        pure.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _cdi._construct_mapping)
-        libyaml_loader = _cdi._StrictLoader
+        pure = yaml.SafeLoader  # the cdi loader reads PyYAML's events (plugins/module_utils/_cdi/loader.py)
+        libyaml_loader = _cdi_loader.EVENT_LOADER
         t = {"yaml.safe_load": [], "yaml CSafeLoader": [], "cdi_layer": [], "cdi_layer (pure-Python parser)": []}
         for _round in range(ROUNDS):
             for label, loader in (("yaml.safe_load", yaml.SafeLoader), ("yaml CSafeLoader", getattr(yaml, "CSafeLoader", None))):
@@ -83,13 +83,13 @@ def main():
                         yaml.load(f, Loader=loader)  # nosec B506 - safe loaders only
                 t[label].append(time.perf_counter() - t0)
             for label, loader in (("cdi_layer", libyaml_loader), ("cdi_layer (pure-Python parser)", pure)):
-                _cdi._StrictLoader = loader
+                _cdi_loader.EVENT_LOADER = loader
                 try:
                     t0 = time.perf_counter()
                     record = _cdi.cdi_layer(spec_dirs=[d], discover_runtime_dirs_=False, devices=["bench0.example.com/gpu=0"])
                     t[label].append(time.perf_counter() - t0)
                 finally:
-                    _cdi._StrictLoader = libyaml_loader
+                    _cdi_loader.EVENT_LOADER = libyaml_loader
         t = dict((k, v) for k, v in t.items() if v)
         base = statistics.median(t["yaml.safe_load"])
         out["cdi"] = {"spec_files": SPECS, "devices_per_file": GPUS, "checks_in_record": len(record["checks"]),

@@ -1,4 +1,4 @@
-"""Writes docs/checks.md from the check catalogues in plugins/module_utils/_*.py (CHECKS, SIGNATURES).
+"""Writes docs/checks.md from the check catalogues in plugins/module_utils/_*.py and _*/ packages (CHECKS, SIGNATURES).
 
 Every check id a layer can emit is defined once, in its catalogue; LayerBuilder refuses ids that are not
 there, and tests/unit/test_checks_doc.py fails when docs/checks.md is not what this script writes.
@@ -24,9 +24,10 @@ def catalogues():
     found = {}
     signatures = {}
     for name in sorted(os.listdir(mu)):
-        if not (name.startswith("_") and name.endswith(".py")) or name == "__init__.py":
+        package = os.path.isfile(os.path.join(mu, name, "__init__.py"))  # a private package such as _cdi/
+        if not (name.startswith("_") and (name.endswith(".py") or package)) or name == "__init__.py":
             continue
-        mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils." + name[:-3])
+        mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils." + (name if package else name[:-3]))
         for check_id, entry in getattr(mod, "CHECKS", {}).items():
             found[check_id] = entry
         for sig, entry in getattr(mod, "SIGNATURES", {}).items():

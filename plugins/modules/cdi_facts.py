@@ -15,6 +15,10 @@ description:
     requested devices the way the reference Go library (container-device-interface C(pkg/cdi)) does, and
     checks every device node, mount and hook of the merged edits on the host. Returns the cdi layer record
     (docs/contract.md) as the fact C(gpuprobe_cdi).
+  - "Reading: every spec, JSON and YAML alike, is read as the library reads it (sigs.k8s.io/yaml on go-yaml v2,
+    then encoding/json): go-yaml v2 scalars (C(1:30) and C(2001-12-14) stay text, C(name: 1.0) is device C(1),
+    C(y)/C(n) are booleans), the first YAML document only, JSON C(\\/) escapes rejected; a spec that would make
+    the library panic is a FAIL (C(cdi.spec.library_panic)); docs/cdi-loader.md gives each rule and its source."
   - "Loading: only C(*.json) and C(*.yaml) directly in each directory; unknown fields, duplicate keys and wrong
     types are errors; C(cdiVersion) must be known (0.1.0 to 1.1.0) and not lower than the minimum the fields
     used require (mounts[].type 0.4.0; hostPath on device nodes or a device name starting with a digit 0.5.0;
@@ -25,7 +29,9 @@ description:
     same priority is dropped and reported as a conflict against both files. The merged container edits of
     the requested devices (C(evidence.expected_edits)) are what the runtime layer compares the container with."
   - "Host checks: each device node exists and is a char/block device with the declared and the host layer's
-    major:minor; each bind mount's hostPath exists; a driver library named after another driver version than
+    major:minor; every device node the library visits at injection (also one a later node with the same path
+    replaces) passes its fillMissingInfo (host node stat, a declared type without a major equal to the host's;
+    C(cdi.inject.device_node), with the library's words); each bind mount's hostPath exists; a driver library named after another driver version than
     the running one is a stale spec (FAIL); hooks exist, are executable and root-owned. For NVIDIA specs a
     missing C(/dev/nvidiactl), C(/dev/nvidia-uvm), libnvidia-ptxjitcompiler mount or write permission is a
     WARN naming the consequence observed on a real GPU."

@@ -20,7 +20,7 @@ BROKEN = ".broken"
 
 def _expectation(path):
     if path.endswith(".json"):
-        return "duplicate key"
+        return "already set in map"  # goyaml.v2 decode.go setMapIndex (JSON is read by the YAML reader too)
     with open(path) as f:
         first = f.readline()
     assert first.startswith("# expect: "), path
@@ -60,17 +60,17 @@ def test_invalid_fixture_fails_for_its_rule(rel, tmp_path):
 
 
 @pytest.mark.parametrize("spec, minimum", [
-    ({"kind": "a.com/b", "devices": [{"name": "x"}]}, "0.3.0"),
-    ({"kind": "a.com/b", "devices": [{"name": "x", "containerEdits": {"mounts": [{"type": "bind"}]}}]}, "0.4.0"),
-    ({"kind": "a.com/b", "devices": [{"name": "0"}]}, "0.5.0"),
-    ({"kind": "a.com/b", "containerEdits": {"deviceNodes": [{"path": "/d", "hostPath": "/e"}]}, "devices": []}, "0.5.0"),
+    ({"kind": "a.com/bc", "devices": [{"name": "x"}]}, "0.3.0"),
+    ({"kind": "a.com/bc", "devices": [{"name": "x", "containerEdits": {"mounts": [{"type": "bind"}]}}]}, "0.4.0"),
+    ({"kind": "a.com/bc", "devices": [{"name": "0"}]}, "0.5.0"),
+    ({"kind": "a.com/bc", "containerEdits": {"deviceNodes": [{"path": "/d", "hostPath": "/e"}]}, "devices": []}, "0.5.0"),
     ({"kind": "a.com/b.c", "devices": []}, "0.6.0"),
-    ({"kind": "a.com/b", "annotations": {"k": "v"}, "devices": []}, "0.6.0"),
-    ({"kind": "a.com/b", "annotations": {}, "devices": []}, "0.3.0"),
-    ({"kind": "a.com/b", "devices": [{"name": "x", "containerEdits": {"additionalGids": [5]}}]}, "0.7.0"),
-    ({"kind": "a.com/b", "containerEdits": {"intelRdt": {}}, "devices": []}, "0.7.0"),
-    ({"kind": "a.com/b", "containerEdits": {"intelRdt": {"enableMonitoring": True}}, "devices": []}, "1.1.0"),
-    ({"kind": "a.com/b", "devices": [{"name": "0", "containerEdits": {"netDevices": [{"name": "n"}]}}]}, "1.1.0"),
+    ({"kind": "a.com/bc", "annotations": {"k": "v"}, "devices": []}, "0.6.0"),
+    ({"kind": "a.com/bc", "annotations": {}, "devices": []}, "0.3.0"),
+    ({"kind": "a.com/bc", "devices": [{"name": "x", "containerEdits": {"additionalGids": [5]}}]}, "0.7.0"),
+    ({"kind": "a.com/bc", "containerEdits": {"intelRdt": {}}, "devices": []}, "0.7.0"),
+    ({"kind": "a.com/bc", "containerEdits": {"intelRdt": {"enableMonitoring": True}}, "devices": []}, "1.1.0"),
+    ({"kind": "a.com/bc", "devices": [{"name": "0", "containerEdits": {"netDevices": [{"name": "n"}]}}]}, "1.1.0"),
 ])
 def test_minimum_version(spec, minimum):
     assert _cdi.minimum_version(spec)[0] == minimum
@@ -90,12 +90,12 @@ def test_parse_qualified_name(name, ok):
 
 
 def test_yaml_scalars_coerced_to_strings_like_sigs_yaml():
-    spec, errors, _model = _cdi.load_spec_data(b"cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: 0\n  containerEdits: {env: [A=1]}\n")
+    spec, errors, _model = _cdi.load_spec_data(b"cdiVersion: 0.5.0\nkind: a.com/bc\ndevices:\n- name: 0\n  containerEdits: {env: [A=1]}\n")
     assert errors == [] and spec["devices"][0]["name"] == "0"
 
 
 def test_field_names_match_case_insensitively_like_encoding_json():
-    spec, errors, _model = _cdi.load_spec_data(b"CDIVersion: 0.3.0\nkind: a.com/b\ndevices:\n- name: x\n  containerEdits: {ENV: [A=1]}\n")
+    spec, errors, _model = _cdi.load_spec_data(b"CDIVersion: 0.3.0\nkind: a.com/bc\ndevices:\n- name: x\n  containerEdits: {ENV: [A=1]}\n")
     assert errors == [] and spec["devices"][0]["containerEdits"]["env"] == ["A=1"]
 
 
@@ -156,24 +156,24 @@ def _write(d, name, text, mode=0o644):
 
 
 def test_higher_priority_dir_overrides(tmp_path):
-    low = _write(tmp_path / "etc", "a.yaml", _spec("v.com/c", ["x", "y"]))
-    high = _write(tmp_path / "run", "a.yaml", _spec("v.com/c", ["x"], version="0.5.0").replace("v.com/c\n", "v.com/c\n", 1)
-                  .replace("DEV_X=v.com/c", "DEV_X=high"))
+    low = _write(tmp_path / "etc", "a.yaml", _spec("v.com/cc", ["x", "y"]))
+    high = _write(tmp_path / "run", "a.yaml", _spec("v.com/cc", ["x"], version="0.5.0").replace("v.com/cc\n", "v.com/cc\n", 1)
+                  .replace("DEV_X=v.com/cc", "DEV_X=high"))
     rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "etc"), str(tmp_path / "run")], discover_runtime_dirs_=False,
-                         devices=["v.com/c=x", "v.com/c=y"])
+                         devices=["v.com/cc=x", "v.com/cc=y"])
     ev = rec["evidence"]
-    assert ev["device_sources"] == {"v.com/c=x": high, "v.com/c=y": low}
-    assert ev["overrides"] == [{"device": "v.com/c=x", "winner": high, "overridden": low}]
-    assert ev["expected_edits"]["env"] == ["DEV_X=high", "DEV_Y=v.com/c"]
+    assert ev["device_sources"] == {"v.com/cc=x": high, "v.com/cc=y": low}
+    assert ev["overrides"] == [{"device": "v.com/cc=x", "winner": high, "overridden": low}]
+    assert ev["expected_edits"]["env"] == ["DEV_X=high", "DEV_Y=v.com/cc"]
 
 
 def test_same_priority_conflict_is_dropped_from_both_files(tmp_path):
-    a = _write(tmp_path / "cdi", "a.yaml", _spec("v.com/c", ["x", "y"]))
-    b = _write(tmp_path / "cdi", "b.yaml", _spec("v.com/c", ["x", "z"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/c=x"])
+    a = _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "y"]))
+    b = _write(tmp_path / "cdi", "b.yaml", _spec("v.com/cc", ["x", "z"]))
+    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=x"])
     ev = rec["evidence"]
-    assert ev["all_devices"] == ["v.com/c=y", "v.com/c=z"]
-    assert ev["conflicts"] == [{"device": "v.com/c=x", "files": [a, b]}]
+    assert ev["all_devices"] == ["v.com/cc=y", "v.com/cc=z"]
+    assert ev["conflicts"] == [{"device": "v.com/cc=x", "files": [a, b]}]
     for f in ev["files"]:
         assert f["conflicts"] and "conflicting device" in f["conflicts"][0]
     assert rec["status"] == FAIL
@@ -182,19 +182,19 @@ def test_same_priority_conflict_is_dropped_from_both_files(tmp_path):
 
 
 def test_conflict_of_an_unrequested_device_is_a_warning(tmp_path):
-    _write(tmp_path / "cdi", "a.yaml", _spec("v.com/c", ["x", "y"]))
-    _write(tmp_path / "cdi", "b.yaml", _spec("v.com/c", ["x"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/c=y"])
+    _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "y"]))
+    _write(tmp_path / "cdi", "b.yaml", _spec("v.com/cc", ["x"]))
+    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=y"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.conflict"] == [WARN]
 
 
 def test_vendor_class_all_literal_device_and_expansion(tmp_path):
-    _write(tmp_path / "cdi", "a.yaml", _spec("v.com/c", ["x", "all"]))
-    _write(tmp_path / "cdi", "b.yaml", _spec("w.com/c", ["p", "q"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/c=all", "w.com/c=all"])
+    _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "all"]))
+    _write(tmp_path / "cdi", "b.yaml", _spec("w.com/cc", ["p", "q"]))
+    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=all", "w.com/cc=all"])
     ev = rec["evidence"]
-    assert ev["requested_devices"] == ["v.com/c=all", "w.com/c=p", "w.com/c=q"]
-    assert ev["expanded"] == [{"request": "w.com/c=all", "devices": ["w.com/c=p", "w.com/c=q"]}]
+    assert ev["requested_devices"] == ["v.com/cc=all", "w.com/cc=p", "w.com/cc=q"]
+    assert ev["expanded"] == [{"request": "w.com/cc=all", "devices": ["w.com/cc=p", "w.com/cc=q"]}]
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.all_expanded"] == [WARN]
 
 
@@ -227,7 +227,7 @@ def test_invalid_spec_of_the_requested_kind_fails(tmp_path):
 
 def test_merge_order_like_the_reference_library(tmp_path):
     spec_a = """cdiVersion: 0.5.0
-kind: v.com/c
+kind: v.com/cc
 containerEdits:
   env: [A=spec, B=spec]
   mounts: [{hostPath: /h/deep, containerPath: /a/b/c}, {hostPath: /h/x, containerPath: /x}]
@@ -246,7 +246,7 @@ devices:
     hooks: [{hookName: createContainer, path: /bin/true, args: [true]}]
 """.replace("cdiVersion: 0.5.0", "cdiVersion: 0.7.0")
     _write(tmp_path / "cdi", "a.yaml", spec_a)
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/c=d1", "v.com/c=d2"])
+    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=d1", "v.com/cc=d2"])
     e = rec["evidence"]["expected_edits"]
     assert e["env"] == ["A=d1", "B=d2", "C=d1"]
     assert [(n["path"], n["permissions"]) for n in e["deviceNodes"]] == [("/dev/zero", "rwm"), ("/dev/null", "rw")]

@@ -1,0 +1,231 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: the cdi layer of gpuprobe.layers (a package; not public API, may change without notice).
+
+The one entry is ``cdi_layer`` (below): it returns the layer's record (``_result`` contract). The package is
+split by concern: ``loader`` (bytes -> tree, the reference library's YAML/JSON rules), ``schema`` (tree -> spec
+model, encoding/json's rules), ``names`` and ``validate`` (spec rules), ``files`` (spec files and dirs),
+``resolve`` (registry, selection, merged edits), ``host`` (host-side and injection-time checks), ``vendor``
+(NVIDIA consequences), ``audit`` (security) and ``catalogue`` (CHECKS). docs/cdi-loader.md says how a
+spec is read and where each rule comes from.
+
+Model, strict loading, validation, discovery, resolution, host-side checks and security audit of
+Container Device Interface (CDI) specs, following the CDI specification (cncf-tags/container-device-
+interface SPEC.md, spec versions 0.3.0 to 1.1.0) and the behaviour of its Go library (pkg/cdi):
+
+- loading: every ``*.json``/``*.yaml`` file directly in each spec dir (sub-directories skipped), strict
+  unmarshalling (unknown fields and duplicate keys rejected; field names matched case-insensitively
+  as Go's encoding/json does), one error list per file, a bad file never hiding the good ones;
+- validation: ``specs-go/version.go`` (known versions, minimum version for the fields used),
+  ``pkg/parser`` (vendor, class and device name rules), the default validator (unique device names,
+  at least one device, non-empty device edits, env ``KEY=VALUE``, device node type and cgroup
+  permissions, hook names, mounts, intelRdt, netDevices) and Kubernetes annotation rules;
+- resolution: ``pkg/cdi/cache.go`` (later dir = higher priority overrides; a device defined twice at
+  the same priority is dropped and the conflict is reported against both files);
+- merged edits: ``InjectDevices`` + ``ContainerEdits.Apply`` (spec-level edits once per spec before the
+  first device of that spec, then the device's; env by key; device nodes by path, with type and
+  major:minor filled from the host node when the spec omits them; mounts by container path, stably
+  sorted by depth; additional GIDs without 0 and without duplicates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+    FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
+    ANNOTATIONS_MAX_BYTES, CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
+    KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
+    RUNTIME_CONFIGS, discover_runtime_dirs, list_spec_files, load_spec_file, parse_cdi_spec_dirs, under_root,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import (
+    host_checks, host_device_info, inject_checks, library_version, running_driver_version,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import HAS_YAML, parse_bytes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
+    minimum_version, normalize_version, parse_qualified_name, parse_qualifier, validate_device_name, validate_vendor_or_class,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.resolve import build_registry, device_of, merge_edits, select_devices
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate import (
+    RULES, RULE_CHECK, annotation_key_error, load_spec_data, validate_annotations, validate_edits, validate_spec,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.vendor import is_nvidia, nvidia_checks
+
+# names other code imports from _cdi (tests, _cdi_spec, benchmarks), re-exported from the package's modules
+__all__ = [
+    "ANNOTATIONS_MAX_BYTES", "CHECKS", "CONSEQUENCES", "DEFAULT_KINDS", "DEFAULT_MAX_SPEC_SIZE", "DEFAULT_SPEC_DIRS",
+    "EARLIEST_VERSION", "HAS_YAML", "KNOWN_VERSIONS", "MAX_ERRORS_PER_FILE", "MAX_NODES_PER_FILE", "NO_PERMISSIONS",
+    "RULES", "RULE_CHECK", "RUNTIME_CONFIGS", "SENSITIVE_EXACT", "SENSITIVE_UNDER", "VALID_HOOK_NAMES", "VALID_NODE_TYPES",
+    "annotation_key_error", "audit", "build_registry", "cdi_layer", "device_of", "discover_runtime_dirs", "host_checks",
+    "host_device_info", "library_version", "list_spec_files", "load_spec_data", "load_spec_file", "merge_edits",
+    "minimum_version", "normalize_version", "nvidia_checks", "parse_bytes", "parse_cdi_spec_dirs",
+    "parse_qualified_name", "parse_qualifier", "running_driver_version", "select_devices", "sensitive_mount",
+    "inject_checks", "spec_digest", "under_root", "validate_annotations", "validate_device_name", "validate_edits", "validate_spec",
+    "validate_vendor_or_class",
+]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The layer
+
+
+_NODE_INTERNAL = ("declared", "host", "replaced", "inject_error")
+
+
+def _spec_checks(builder, rec, requested_kinds):
+    relevant = rec["kind"] in requested_kinds if rec["kind"] else False
+    bad = FAIL if relevant else WARN
+    blocked = False
+    for rule in RULES:
+        errors = rec["rule_errors"].get(rule)
+        check = RULE_CHECK[rule]
+        if errors:
+            why = "" if relevant else " (kind %s is not requested: the runtime ignores this file)" % (rec["kind"] or "unknown")
+            builder.add(check, bad, rec["path"], "valid", "; ".join(errors[:5]) + why)
+            if rule in ("parse", "schema"):
+                blocked = True
+        elif blocked:
+            builder.add(check, NOT_RUN, rec["path"], observed="not checked: the file did not load")
+        else:
+            builder.add(check, PASS, rec["path"], "valid", "valid")
+    for warning in rec.get("warnings") or []:
+        builder.add("cdi.spec.version_aliasing", WARN, rec["path"], "cdiVersion covers every field used", warning)
+    if rec["symlink"]:
+        builder.add("cdi.spec.symlink", WARN, rec["path"], "regular file", "symlink -> %s" % rec["symlink"])
+
+
+def _requested_kinds(devices, kinds):
+    out = []
+    for d in devices or []:
+        kind = str(d).split("=", 1)[0]
+        if kind not in out:
+            out.append(kind)
+    return out or list(kinds)
+
+
+def spec_digest(files):
+    h = hashlib.sha256()
+    for rec in sorted(files, key=lambda r: r["path"]):
+        h.update(("%s\0%s\n" % (rec["path"], rec["sha256"])).encode("utf-8"))
+    return "sha256:" + h.hexdigest()
+
+
+def _public_file(rec):
+    out = dict((k, v) for k, v in rec.items() if k not in ("spec", "rule_errors"))
+    out["conflicts"] = rec.get("conflicts", [])
+    return out
+
+
+def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
+              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None):
+    """Run the cdi layer and return its record (plugins/module_utils/_result.py contract)."""
+    b = LayerBuilder("cdi", CHECKS)
+    devices = [str(d) for d in (devices or [])]
+    kinds = list(kinds or DEFAULT_KINDS)
+    requested_kinds = _requested_kinds(devices, kinds)
+    dirs = [posixpath.normpath(d) for d in (spec_dirs or DEFAULT_SPEC_DIRS)]
+    runtime_dirs = {}
+    if discover_runtime_dirs_:
+        runtime_dirs = discover_runtime_dirs(root, environ)
+        for runtime, info in sorted(runtime_dirs.items()):
+            for err in info["errors"]:
+                b.add("cdi.discovery.runtime_config", WARN, runtime, "readable", err)
+            if not info["errors"]:
+                b.add("cdi.discovery.runtime_config", PASS, runtime, "cdi_spec_dirs",
+                      info["spec_dirs"] if info["spec_dirs"] is not None else "not set (runtime default)")
+            for d in info["spec_dirs"] or []:
+                d = posixpath.normpath(d)
+                if d not in dirs:
+                    dirs.append(d)
+    host_dirs = [under_root(root, d) for d in dirs]
+    existing = [d for d in host_dirs if os.path.isdir(d)]
+    b.add("cdi.discovery.spec_dirs", PASS if existing else FAIL, ", ".join(host_dirs), "at least one exists",
+          ", ".join(existing) if existing else "none exists")
+    for d in existing:
+        try:
+            os.listdir(d)
+            b.add("cdi.discovery.spec_dir_readable", PASS, d, "listable", "listable")
+        except OSError as exc:
+            b.add("cdi.discovery.spec_dir_readable", WARN, d, "listable", "cannot list: %s; its specs were not checked" % (exc.strerror or exc))
+    files = []
+    for priority, d in enumerate(host_dirs):
+        for path in list_spec_files(d):
+            rec = load_spec_file(path, max_spec_size)
+            rec["priority"] = priority
+            rec["dir"] = d
+            files.append(rec)
+    for rec in files:
+        _spec_checks(b, rec, requested_kinds)
+    registry, conflicts, overrides = build_registry(files)
+    for kind in requested_kinds:
+        providers = sorted(set(r["path"] for r in files if r["ok"] and r["kind"] == kind))
+        b.add("cdi.resolve.kind", PASS if providers else FAIL, kind, "a valid spec provides it",
+              ", ".join(providers) if providers else "no CDI spec provides %s" % kind)
+    resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
+    for item in unresolved:
+        b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
+    for q in resolved:
+        b.add("cdi.resolve.device", PASS, q, "resolves", registry[q]["path"])
+    for e in expansions:
+        b.add("cdi.resolve.all_expanded", WARN, e["request"], "a device named 'all'",
+              "none; expanded here to %s" % ", ".join(e["devices"]))
+    requested_set = set(devices) | set(resolved)
+    for c in conflicts:
+        wanted = c["device"] in requested_set or (not devices and c["device"].split("=", 1)[0] in requested_kinds)
+        b.add("cdi.resolve.conflict", FAIL if wanted else WARN, c["device"], "defined once per priority",
+              "defined in %s (dropped)" % ", ".join(c["files"]))
+    edits, sources = merge_edits(registry, resolved, root) if resolved else (
+        {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}, {})
+    driver = running_driver_version(host, root) if edits["mounts"] else (None, "no mounts")
+    # Per-device identity (_cdi_identity: which host GPU each resolved device gives, evidence.identity) and
+    # runtime compatibility (_cdi_compat: the spec versions this node's runtime can read) are wired HERE,
+    # after merge_edits and before the host checks: they need `resolved`, `registry`, `edits` and `host`. A device's
+    # own edits: resolve.device_of(registry, q)["containerEdits"]; its spec file record: registry[q].
+    if resolved:
+        host_checks(b, edits, root, host, driver)
+        inject_checks(b, edits)
+        if is_nvidia(edits):
+            nvidia_checks(b, edits)
+    audit(b, files, list(existing), edits, root)
+    source_paths = set(sources.values())
+    providing = [r for r in files if r["path"] in source_paths]
+    versions_used = sorted(set(str(r["cdiVersion"]) for r in providing if r["cdiVersion"]))
+    b.versions = {"cdi_spec": ", ".join(versions_used) or None}
+    if driver[0]:
+        b.versions["driver"] = driver[0]
+    expected = {"env": edits["env"],
+                "deviceNodes": [dict((k, v) for k, v in n.items() if k not in _NODE_INTERNAL) for n in edits["deviceNodes"]],
+                "mounts": edits["mounts"], "hooks": edits["hooks"], "additionalGids": edits["additionalGids"]}
+    b.evidence = {
+        "spec_dirs": host_dirs,
+        "spec_dirs_existing": existing,
+        "runtime_spec_dirs": runtime_dirs,
+        "root": root,
+        "requested": devices,
+        "kinds": requested_kinds,
+        "requested_devices": resolved,
+        "unresolved": unresolved,
+        "expanded": expansions,
+        "device_sources": sources,
+        "all_devices": sorted(registry),
+        "conflicts": conflicts,
+        "overrides": overrides,
+        "files": [_public_file(r) for r in files],
+        "expected_edits": expected,
+        "device_nodes_host": dict((n["path"], n["host"]) for n in edits["deviceNodes"]),
+        "injected_nodes": [{"path": n["path"], "hostPath": n["hostPath"], "replaced": n["replaced"], "error": n["inject_error"]}
+                           for n in edits.get("injected_nodes") or []],
+        "driver_version": {"version": driver[0], "source": driver[1]},
+        "spec_digest": spec_digest(providing) if providing else None,
+    }
+    return b.build()
+

@@ -1,0 +1,191 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (gpuprobe.layers cdi layer): host-side and injection-time checks of the merged edits."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import stat
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+
+
+def host_device_info(path):
+    """(type, major, minor) of a host node via lstat (as the library does), or (None, None, None, error)."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return None, None, None, exc.strerror or str(exc)
+    mode = st.st_mode
+    if stat.S_ISCHR(mode):
+        return "c", os.major(st.st_rdev), os.minor(st.st_rdev), None
+    if stat.S_ISBLK(mode):
+        return "b", os.major(st.st_rdev), os.minor(st.st_rdev), None
+    if stat.S_ISFIFO(mode):
+        return "p", 0, 0, None
+    return None, None, None, "not a device (%s)" % _file_type(mode)
+
+
+def _file_type(mode):
+    for test, name in ((stat.S_ISLNK, "symlink"), (stat.S_ISDIR, "directory"), (stat.S_ISREG, "regular file"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "other"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Host-side checks
+
+_DRIVER_LIB = re.compile(r"^(libcuda|libnvidia-[A-Za-z0-9_-]+|libnvcuvid|libnvoptix|libGLX_nvidia|libEGL_nvidia|"
+                         r"libGLESv[12]_CM_nvidia|libGLESv2_nvidia|libcudadebugger)\.so\.(\d{3,}\.\d+(?:\.\d+)?)$")
+_FIRMWARE = re.compile(r"/firmware/nvidia/(\d{3,}\.\d+(?:\.\d+)?)(/|$)")
+_NVRM = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?)")
+
+
+def library_version(path):
+    """The driver version carried by a driver library's file name (libcuda.so.580.159.04) or a
+    firmware path (/lib/firmware/nvidia/580.159.04/...), else None."""
+    m = _DRIVER_LIB.match(posixpath.basename(path or ""))
+    if m:
+        return m.group(2)
+    m = _FIRMWARE.search(path or "")
+    return m.group(1) if m else None
+
+
+def running_driver_version(host=None, root="/"):
+    """(version, source) of the running NVIDIA driver: the host layer's NVML reading, else the kernel
+    module's /proc/driver/nvidia/version under ``root``; (None, why) when neither is available."""
+    evidence = (host or {}).get("evidence") or {}
+    nvml = evidence.get("nvml") or {}
+    if isinstance(nvml, dict) and nvml.get("driver_version"):
+        return str(nvml["driver_version"]), "host.evidence.nvml.driver_version"
+    if (host or {}).get("versions", {}).get("driver"):
+        return str(host["versions"]["driver"]), "host.versions.driver"
+    path = under_root(root, "/proc/driver/nvidia/version")
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            m = _NVRM.search(f.read(4096))
+    except OSError as exc:
+        return None, "no host record with a driver version, and %s: %s" % (path, exc.strerror or exc)
+    if m:
+        return m.group(1), path
+    return None, "%s does not name a kernel module version" % path
+
+
+def _is_bind(mount):
+    opts = mount.get("options") or []
+    return mount.get("type", "") in ("", "bind", "rbind") or "bind" in opts or "rbind" in opts
+
+
+def _host_node_record(host, path):
+    nodes = ((host or {}).get("evidence") or {}).get("device_nodes") or {}
+    if isinstance(nodes, dict):
+        return nodes.get(path)
+    if isinstance(nodes, list):
+        for n in nodes:
+            if isinstance(n, dict) and n.get("path") == path:
+                return n
+    return None
+
+
+def _norm_type(t):
+    return {"char": "c", "character": "c", "block": "b", "u": "c"}.get(t, t)
+
+
+def host_checks(builder, edits, root="/", host=None, driver=None):
+    """Append the host-side checks of the merged edits to ``builder``."""
+    for node in edits["deviceNodes"]:
+        subject = node["path"] if node["hostPath"] == node["path"] else "%s (host %s)" % (node["path"], node["hostPath"])
+        h = node["host"]
+        if h["type"] in ("c", "b"):
+            builder.add("cdi.host.device_node", PASS, subject, "char/block device",
+                        "%s %s:%s" % ({"c": "char", "b": "block"}[h["type"]], h["major"], h["minor"]))
+        elif h["type"] == "p" and node["type"] == "p":
+            builder.add("cdi.host.device_node", PASS, subject, "fifo", "fifo")
+        else:
+            builder.add("cdi.host.device_node", FAIL, subject, "char/block device on the host", h["error"] or "fifo")
+            continue
+        d = node["declared"]
+        if d["type"] and (d["major"] or d["type"] == "p"):
+            want = "%s %s:%s" % (_norm_type(d["type"]), d["major"] or 0, d["minor"] or 0)
+            have = "%s %s:%s" % (h["type"], h["major"], h["minor"])
+            builder.add("cdi.host.device_number", PASS if want == have else FAIL, subject, want, have)
+        if host is None:
+            builder.add("cdi.host.host_layer_match", NOT_RUN, subject, observed="no host layer record given")
+            continue
+        seen = _host_node_record(host, node["path"])
+        if not isinstance(seen, dict):
+            builder.add("cdi.host.host_layer_match", NOT_RUN, subject, observed="the host layer did not report this node")
+        elif seen.get("exists") is False:
+            builder.add("cdi.host.host_layer_match", FAIL, subject, "present", "the host layer saw it absent")
+        else:
+            want = "%s %s:%s" % (_norm_type(seen.get("type")), seen.get("major"), seen.get("minor"))
+            have = "%s %s:%s" % (h["type"], h["major"], h["minor"])
+            builder.add("cdi.host.host_layer_match", PASS if want == have else FAIL, subject, want, have)
+    driver_version, driver_source = driver or (None, "not looked up")
+    for m in edits["mounts"]:
+        host_path = m["hostPath"] or ""
+        if not _is_bind(m):
+            continue
+        full = under_root(root, host_path)
+        target = os.path.realpath(full) if os.path.islink(full) else None
+        versions = [v for v in (library_version(host_path), library_version(target)) if v]
+        if versions:
+            if driver_version is None:
+                builder.add("cdi.host.library_version", NOT_RUN, host_path, observed="running driver unknown: %s" % driver_source)
+            else:
+                stale = [v for v in versions if v != driver_version]
+                builder.add("cdi.host.library_version", FAIL if stale else PASS, host_path,
+                            "%s (running driver, %s)" % (driver_version, driver_source),
+                            ", ".join(sorted(set(versions))),
+                            hint=("stale spec: it names driver %s but %s is running; regenerate the spec"
+                                  % (stale[0], driver_version)) if stale else None)
+        if os.path.exists(full):
+            builder.add("cdi.host.mount_source", PASS, host_path, "exists", "exists" + (" -> %s" % target if target else ""))
+        elif os.path.islink(full):
+            builder.add("cdi.host.mount_source", FAIL, host_path, "exists", "dangling symlink -> %s" % os.readlink(full))
+        else:
+            builder.add("cdi.host.mount_source", FAIL, host_path, "exists", "absent")
+    for hook in edits["hooks"]:
+        path = hook["path"] or ""
+        full = under_root(root, path)
+        try:
+            st = os.stat(full)
+        except OSError as exc:
+            builder.add("cdi.host.hook", FAIL, path, "root-owned executable", exc.strerror or str(exc))
+            continue
+        problems = []
+        if not stat.S_ISREG(st.st_mode):
+            problems.append("not a regular file")
+        if not st.st_mode & 0o111:
+            problems.append("not executable")
+        if st.st_uid != 0:
+            problems.append("owned by uid %d" % st.st_uid)
+        builder.add("cdi.host.hook", FAIL if problems else PASS, path, "root-owned executable",
+                    "; ".join(problems) or "mode %04o uid 0" % stat.S_IMODE(st.st_mode))
+
+
+def inject_checks(builder, edits):
+    """``cdi.inject.device_node`` for every device node ContainerEdits.Apply visits (cache.go InjectDevices),
+    also those a later node with the same path replaces: Apply runs fillMissingInfo on each and stops at
+    the first error, failing the container's creation with the library's words (kept in ``observed``)."""
+    for node in edits.get("injected_nodes") or []:
+        subject = node["path"] if node["hostPath"] == node["path"] else "%s (host %s)" % (node["path"], node["hostPath"])
+        if node.get("replaced"):
+            subject += " (replaced by a later node with the same path)"
+        if node.get("inject_error"):
+            builder.add("cdi.inject.device_node", FAIL, subject, "fillMissingInfo succeeds",
+                        "failed to inject devices: %s" % node["inject_error"])
+        elif node["host"]["type"] is None:
+            builder.add("cdi.inject.device_node", PASS, subject, "fillMissingInfo succeeds",
+                        "minimally specified (type %s, major %s): the library does not stat it" % (node["type"], node["major"]))
+        else:
+            h = node["host"]
+            builder.add("cdi.inject.device_node", PASS, subject, "fillMissingInfo succeeds",
+                        "host %s %s:%s" % (h["type"], h["major"], h["minor"]))

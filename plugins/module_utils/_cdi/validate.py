@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (gpuprobe.layers cdi layer): spec validation (default validator, container-edits.go, annotations) and load_spec_data."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
+    ANNOTATIONS_MAX_BYTES, KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import YMap, parse_bytes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
+    _vkey, minimum_version, normalize_version, parse_qualifier, validate_device_name, validate_vendor_or_class,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.schema import _OBJ, _Coercer, _TooComplex, _type_name
+
+
+# ---------------------------------------------------------------------------------------------------
+# Validation (default validator, container-edits.go, annotations)
+
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = re.compile(r"^%s(\.%s)*$" % (_DNS1123_LABEL, _DNS1123_LABEL))
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def annotation_key_error(key):
+    """Kubernetes IsQualifiedName on the lower-cased key (ValidateAnnotations)."""
+    k = key.lower()
+    parts = k.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return "prefix part must be non-empty"
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            return "prefix part must be a lowercase RFC 1123 subdomain"
+    else:
+        return "a qualified name must consist of alphanumeric characters, '-', '_' or '.', with an optional DNS subdomain prefix and '/'"
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > 63:
+        return "name part must be no more than 63 characters"
+    if not _QUALIFIED_NAME.match(name):
+        return "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+    return None
+
+
+def validate_annotations(annotations, owner):
+    errors = []
+    total = 0
+    for key in sorted(annotations or {}):
+        value = annotations[key]
+        err = annotation_key_error(key)
+        if err:
+            errors.append("%s.annotations: invalid key %r: %s" % (owner, key, err))
+        total += len(key) + len(value)
+    if total > ANNOTATIONS_MAX_BYTES:
+        errors.append("%s.annotations: may not be more than %d bytes" % (owner, ANNOTATIONS_MAX_BYTES))
+    return errors
+
+
+def validate_env(env, where):
+    return [("edits", "%s: invalid environment variable %r (expected KEY=VALUE)" % (where, v)) for v in (env or []) if v.find("=") <= 0]
+
+
+def validate_edits(edits, where, version):
+    """(rule, message) errors of one containerEdits block (may be empty); ``version`` is the spec's
+    normalized cdiVersion (fields that exist only in some versions are 'version' errors)."""
+    errors = validate_env(edits.get("env"), where + ".env")
+    for i, node in enumerate(edits.get("deviceNodes") or []):
+        w = "%s.deviceNodes[%d]" % (where, i)
+        path = node.get("path") or ""
+        if not path:
+            errors.append(("edits", "%s: invalid (empty) device path" % w))
+        if node.get("type", "") not in VALID_NODE_TYPES:
+            errors.append(("edits", "%s: device %r: invalid type %r (b, c, u or p)" % (w, path, node.get("type"))))
+        if (node.get("major") or 0) < 0 or (node.get("minor") or 0) < 0:
+            errors.append(("edits", "%s: device %r: invalid (negative) device number %s:%s" % (w, path, node.get("major"), node.get("minor"))))
+        perms = node.get("permissions", "")
+        if perms not in ("", NO_PERMISSIONS) and perms.strip("rwm") != "":
+            errors.append(("edits", "%s: device %r: invalid permissions %r (any of r, w, m)" % (w, path, perms)))
+    for i, hook in enumerate(edits.get("hooks") or []):
+        w = "%s.hooks[%d]" % (where, i)
+        name = hook.get("hookName", "")
+        if name not in VALID_HOOK_NAMES:
+            errors.append(("edits", "%s: invalid hook name %r (one of %s)" % (w, name, ", ".join(VALID_HOOK_NAMES))))
+        path = hook.get("path") or ""
+        if not path:
+            errors.append(("edits", "%s: invalid hook %r with empty path" % (w, name)))
+        elif not path.startswith("/"):
+            errors.append(("edits", "%s: hook %r path %r is not absolute (OCI hooks need absolute paths)" % (w, name, path)))
+        errors.extend(validate_env(hook.get("env"), w + ".env"))
+    for i, mount in enumerate(edits.get("mounts") or []):
+        w = "%s.mounts[%d]" % (where, i)
+        if not mount.get("hostPath"):
+            errors.append(("edits", "%s: invalid mount, empty host path" % w))
+        if not mount.get("containerPath"):
+            errors.append(("edits", "%s: invalid mount, empty container path" % w))
+    rdt = edits.get("intelRdt")
+    if rdt is not None:
+        closid = rdt.get("closID", "")
+        if closid != "/" and (len(closid) >= 4096 or closid in (".", "..") or "/" in closid or "\n" in closid):
+            errors.append(("edits", "%s.intelRdt: invalid ClosID %r" % (where, closid)))
+        if version and _vkey(version) >= _vkey("1.1.0"):
+            for field in ("enableCMT", "enableMBM"):
+                if field in rdt:
+                    errors.append(("version", "%s.intelRdt.%s is not valid for CDI spec version %s" % (where, field, version)))
+        elif version:
+            for field in ("schemata", "enableMonitoring"):
+                if field in rdt:
+                    errors.append(("version", "%s.intelRdt.%s requires CDI spec version at least 1.1.0" % (where, field)))
+    if version and _vkey(version) < _vkey("1.1.0") and ("netDevices" in edits or "netDevices" in edits.get("__null__", [])):
+        errors.append(("version", "%s.netDevices requires CDI spec version at least 1.1.0" % where))
+    host_seen, name_seen = {}, {}
+    for i, dev in enumerate(edits.get("netDevices") or []):
+        w = "%s.netDevices[%d]" % (where, i)
+        host, name = dev.get("hostInterfaceName", ""), dev.get("name", "")
+        if not host:
+            errors.append(("edits", "%s: invalid linux net device, empty hostInterfaceName" % w))
+        if not name:
+            errors.append(("edits", "%s: invalid linux net device, empty name" % w))
+        if host and host in host_seen:
+            errors.append(("edits", "%s: duplicate hostInterfaceName %r" % (w, host)))
+        if name and name in name_seen:
+            errors.append(("edits", "%s: duplicate name %r" % (w, name)))
+        host_seen[host] = name
+        name_seen[name] = host
+    return errors
+
+
+def _edits_empty(edits):
+    return not any(edits.get(k) for k in ("env", "deviceNodes", "hooks", "mounts", "additionalGids", "netDevices")) \
+        and edits.get("intelRdt") is None
+
+
+def validate_spec(spec):
+    """All rule violations of a coerced spec, as a list of (rule, message); rules: version, kind, devices,
+    edits, annotations."""
+    errors = []
+    raw_version = spec.get("cdiVersion")
+    version = normalize_version(raw_version)
+    minimum, reasons = minimum_version(spec)
+    if raw_version is None:
+        errors.append(("version", "cdiVersion is missing"))
+    elif version is None:
+        errors.append(("version", "invalid version %r (known: %s)" % (raw_version, ", ".join(KNOWN_VERSIONS))))
+    elif _vkey(minimum_version(spec, library=True)[0]) > _vkey(version):
+        errors.append(("version", "the spec version must be at least v%s (%s)" % (minimum, "; ".join(reasons))))
+    elif _vkey(minimum) > _vkey(version):
+        spec.setdefault("__warnings__", []).append(
+            "cdiVersion %s is below the v%s its fields need (%s): the released library accepts it only because its "
+            "version check sees the last device's edits alone (specs-go requiresV050/V040, loop-variable aliasing under "
+            "go 1.19); a fixed library rejects the file" % (raw_version, minimum, "; ".join(reasons)))
+    kind = spec.get("kind") or ""
+    vendor, klass = parse_qualifier(kind)
+    for part, what in ((vendor, "vendor"), (klass, "class")):
+        if len(part) == 1 and part.isalpha():
+            # pkg/parser validateVendorOrClassName slices name[1:len(name)-1]: a one-character name panics
+            # (slice bounds out of range) in every release v0.6.0-v1.1.0; guarded only after v1.1.0.
+            errors.append(("panic", "kind %r: the one-character %s %r makes the library's validateVendorOrClassName "
+                                    "panic (slice bounds out of range [1:0]; CDI v0.6.0-v1.1.0)" % (kind, what, part)))
+    for err in (validate_vendor_or_class(vendor, "vendor"), validate_vendor_or_class(klass, "class")):
+        if err:
+            errors.append(("kind", "kind %r: %s" % (kind, err)))
+    errors.extend(("annotations", e) for e in validate_annotations(spec.get("annotations"), kind or "spec"))
+    errors.extend(validate_edits(spec.get("containerEdits") or {}, "containerEdits", version))
+    devices = spec.get("devices") or []
+    if not devices:
+        errors.append(("devices", "invalid spec, no devices"))
+    seen = set()
+    for i, dev in enumerate(devices):
+        name = dev.get("name", "")
+        where = "devices[%d]" % i
+        err = validate_device_name(name)
+        if err:
+            errors.append(("devices", "%s: %s" % (where, err)))
+        if name in seen:
+            errors.append(("devices", "invalid spec, multiple device %r" % name))
+        seen.add(name)
+        errors.extend(("annotations", e) for e in validate_annotations(dev.get("annotations"), "%s=%s" % (kind, name)))
+        edits = dev.get("containerEdits") or {}
+        if _edits_empty(edits):
+            errors.append(("devices", "%s (%r): empty container edits" % (where, name)))
+        errors.extend(validate_edits(edits, where + ".containerEdits", version))
+    return errors
+
+
+RULES = ("parse", "schema", "panic", "version", "kind", "devices", "edits", "annotations")
+RULE_CHECK = {"parse": "cdi.spec.parse", "schema": "cdi.spec.schema", "panic": "cdi.spec.library_panic", "version": "cdi.spec.version",
+               "kind": "cdi.spec.kind", "devices": "cdi.spec.devices", "edits": "cdi.spec.edits",
+               "annotations": "cdi.spec.annotations"}
+
+
+def load_spec_data(data, ext=".yaml"):
+    """Parse + coerce + validate spec bytes. Returns (spec or None, [(rule, message)], model or None).
+
+    The spec is returned only when there is no error at all (the reference library drops the whole file
+    on any error); ``model`` is what could be coerced, for reporting kind/version/devices of a bad file."""
+    tree, err = parse_bytes(data, ext)
+    if err:
+        return None, [("parse", err)], None
+    if tree is None:
+        return None, [("parse", "failed to parse CDI Spec, no Spec data")], None
+    if not isinstance(tree, YMap):
+        return None, [("parse", "failed to unmarshal CDI Spec: top level is a %s, not a mapping" % _type_name(tree))], None
+    coercer = _Coercer()
+    try:
+        model = coercer.coerce(tree, (_OBJ, "spec"), "")
+    except _TooComplex:
+        return None, [("parse", "spec too complex (more than %d nodes)" % MAX_NODES_PER_FILE)], None
+    if model is None:
+        return None, coercer.errors or [("schema", "failed to unmarshal CDI Spec")], None
+    errors = list(coercer.errors)
+    errors.extend(("panic", p) for p in coercer.panics)
+    errors.extend(validate_spec(model))
+    return (None if errors else model), errors[:MAX_ERRORS_PER_FILE], model

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (gpuprobe.layers cdi layer): NVIDIA consequence checks (what a valid spec still gets wrong on a GPU)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import CONSEQUENCES
+
+
+def is_nvidia(edits):
+    return any((n["path"] or "").startswith("/dev/nvidia") for n in edits["deviceNodes"])
+
+
+_STUB = re.compile(r"/stubs?/libcuda\.so(\.1)?$")
+
+
+def nvidia_checks(builder, edits):
+    """Consequence checks for NVIDIA specs: WARN (the spec is valid; the compute layer shows the failure)."""
+    paths = [n["path"] for n in edits["deviceNodes"]]
+    for check, node, key in (("cdi.nvidia.nvidiactl", "/dev/nvidiactl", "nvidiactl"), ("cdi.nvidia.uvm", "/dev/nvidia-uvm", "uvm")):
+        present = node in paths
+        builder.add(check, PASS if present else WARN, node, "in deviceNodes", "present" if present else "absent",
+                    hint=None if present else "expected consequence: %s" % CONSEQUENCES[key])
+    ptx = [m["hostPath"] for m in edits["mounts"] if "libnvidia-ptxjitcompiler" in (m["containerPath"] or "") + (m["hostPath"] or "")]
+    builder.add("cdi.nvidia.ptxjit", PASS if ptx else WARN, "libnvidia-ptxjitcompiler.so.1", "mounted",
+                ptx[0] if ptx else "no mount", hint=None if ptx else "expected consequence: %s" % CONSEQUENCES["ptxjit"])
+    no_write = [n["path"] for n in edits["deviceNodes"] if n["path"].startswith("/dev/nvidia") and "w" not in (n["permissions"] or "")]
+    builder.add("cdi.nvidia.cgroup_write", WARN if no_write else PASS, ", ".join(no_write) or "/dev/nvidia*", "cgroup access includes w",
+                "without w: %s" % ", ".join(no_write) if no_write else "rw",
+                hint="expected consequence: %s" % CONSEQUENCES["cgroup"] if no_write else None)
+    cuda = [m for m in edits["mounts"] if posixpath.basename(m["containerPath"] or "").startswith("libcuda.so")]
+    if not cuda:
+        builder.add("cdi.nvidia.libcuda", WARN, "libcuda.so.1", "mounted from the driver", "no libcuda mount",
+                    hint="the image must bring a libcuda matching the host driver, else cuInit cannot load")
+    for m in cuda:
+        stub = bool(_STUB.search(m["hostPath"] or ""))
+        builder.add("cdi.nvidia.libcuda", WARN if stub else PASS, m["containerPath"], "the driver's libcuda",
+                    ("CUDA toolkit stub " if stub else "") + (m["hostPath"] or ""),
+                    hint="expected consequence: %s" % CONSEQUENCES["stub"] if stub else None)
