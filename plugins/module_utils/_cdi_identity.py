@@ -257,13 +257,21 @@ def _gpu_key(e):
     return e["uuid"] if e["uuid"] else ("minor", e["minor"])
 
 
-def _claim_index(claim, rows, given):
-    """(status or None for bad, observed) of an index claim."""
-    on_host = [e for e in given if e["_on_host"]]
+def _unanswerable(rows, on_host):
+    """(status, observed) when a name's claim cannot hold or cannot be checked at all, else None."""
     if rows is None:
         return NOT_RUN, "host GPUs unknown (no host record)"
     if not on_host:
         return None, "gives no GPU of this host"
+    return None
+
+
+def _claim_index(claim, rows, given):
+    """(status, or None for the device's FAIL/WARN, and the observed text) of an index claim."""
+    on_host = [e for e in given if e["_on_host"]]
+    early = _unanswerable(rows, on_host)
+    if early:
+        return early
     target = [r for r in rows if r["index"] == claim["index"]]
     if not target:
         if any(r["index"] is None for r in rows):
@@ -278,10 +286,9 @@ def _claim_index(claim, rows, given):
 
 def _claim_uuid(claim, rows, given):
     on_host = [e for e in given if e["_on_host"]]
-    if rows is None:
-        return NOT_RUN, "host GPUs unknown (no host record)"
-    if not on_host:
-        return None, "gives no GPU of this host"
+    early = _unanswerable(rows, on_host)
+    if early:
+        return early
     if not any(r["uuid"] for r in rows):
         return NOT_RUN, "GPU UUIDs unknown (no NVML); gives %s" % _describe(on_host)
     want = claim["uuid"].lower()
