@@ -25,6 +25,12 @@ CDI = "container-device-interface"
 DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")   # pkg/cdi DefaultSpecDirs since v0.3.0
 PROTOTYPE_DIRS = ("/etc/cdi",)                 # the 2021 prototype (pkg/devices.go): /etc/cdi/*.json only
 AUTO_ORDER = ("podman", "docker", "containerd", "crio")
+# The first release that hands its configured spec dirs to the CDI library; before it, the library's defaults are
+# read whatever the configuration says (measured: podman 4.3.1 ignores containers.conf cdi_spec_dirs).
+CONFIG_DIRS_SINCE = {
+    "podman": ("5.5.0", "containers/podman libpod/container_internal_common.go: cdi.NewCache(cdi.WithSpecDirs(engine "
+                        "cdi_spec_dirs)) @ v5.5.0; cdi.NewCache without spec dirs @ v4.3.1..v5.4.2"),
+}
 
 # The highest cdiVersion each vendored library reads: the largest key of its validSpecVersions
 # (cncf-tags/container-device-interface; pkg/cdi/spec.go up to v0.5.3, pkg/cdi/version.go from v0.5.4 to v0.8.x,
@@ -237,13 +243,9 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
         add("cdi.runtime.cdi_support", NOT_RUN, subject, "a CDI library of known spec versions", row["why"])
 
     configured = ((runtime_dirs or {}).get(name) or {}).get("spec_dirs") if name else None
-    if row["status"] == "prototype":
-        dirs, origin = list(PROTOTYPE_DIRS), "the prototype's only dir"
-    elif configured:
-        dirs, origin = list(configured), "configured"
-    else:
-        dirs, origin = list(DEFAULT_DIRS), "default"
+    dirs, origin, maybe = spec_dirs_read(name, row, configured)
     host_dirs = [posixpath.normpath(_under(root, d)) for d in dirs]
+    maybe_dirs = [posixpath.normpath(_under(root, d)) for d in maybe or []]
     dirs_text = "%s (%s)" % (", ".join(dirs), origin)
 
     devices_ev = {}
@@ -255,7 +257,10 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
         rows = []
         for r in providers:
             v = _version_of(r)
-            in_dir = posixpath.normpath(r.get("dir") or posixpath.dirname(r.get("path") or "")) in host_dirs
+            spec_dir = posixpath.normpath(r.get("dir") or posixpath.dirname(r.get("path") or ""))
+            in_dir = spec_dir in host_dirs
+            if maybe is not None and in_dir != (spec_dir in maybe_dirs):
+                in_dir = None  # read by some versions of the runtime only, and its version is unknown
             readable = None if row["max_readable"] is None or v is None else v <= parse_version(row["max_readable"])
             rows.append({"path": r.get("path"), "cdiVersion": r.get("cdiVersion"), "readable_version": readable,
                          "in_runtime_dir": in_dir})
@@ -268,10 +273,38 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
             _judge_version(add, q, source, rows, row, subject, listed)
         if name and row["status"] != "no_cdi":
             seen = [p for p in rows if p["in_runtime_dir"]]
-            add("cdi.runtime.spec_dir", PASS if seen else FAIL, q, "a providing spec in %s" % dirs_text,
-                ", ".join(p["path"] for p in seen) if seen else "%s reads %s; providers: %s" % (subject, dirs_text, listed))
+            unsure = [p for p in rows if p["in_runtime_dir"] is None]
+            if seen:
+                add("cdi.runtime.spec_dir", PASS, q, "a providing spec in %s" % dirs_text, ", ".join(p["path"] for p in seen))
+            elif unsure:
+                add("cdi.runtime.spec_dir", NOT_RUN, q, "a providing spec in %s" % dirs_text,
+                    "%s: read by some %s versions only (%s), and the version is unknown" % (
+                        ", ".join(p["path"] for p in unsure), name, CONFIG_DIRS_SINCE[name][1]))
+            else:
+                add("cdi.runtime.spec_dir", FAIL, q, "a providing spec in %s" % dirs_text,
+                    "%s reads %s; providers: %s" % (subject, dirs_text, listed))
     evidence = {"runtime": row, "runtimes": runtimes, "spec_dirs": dirs, "devices": devices_ev}
     return checks, evidence
+
+
+def spec_dirs_read(name, row, configured):
+    """(dirs, origin, maybe) the runtime reads: maybe is None when certain, else the dirs read by the runtime's
+    versions that do honour its configuration (its own version being unknown)."""
+    if row["status"] == "prototype":
+        return list(PROTOTYPE_DIRS), "the prototype's only dir", None
+    if not configured:
+        return list(DEFAULT_DIRS), "default", None
+    since = CONFIG_DIRS_SINCE.get(name)
+    if since is None:
+        return list(configured), "configured", None
+    v = parse_version(row["version"])
+    if v is None:
+        return list(DEFAULT_DIRS), "default; configured %s honoured from %s %s only" % (", ".join(configured), name, since[0]), \
+            list(configured)
+    if v >= parse_version(since[0]):
+        return list(configured), "configured", None
+    return list(DEFAULT_DIRS), "default: %s %s ignores the configured cdi_spec_dirs %s (%s)" % (
+        name, row["version"], ", ".join(configured), since[1]), None
 
 
 def _under(root, path):

@@ -11,15 +11,21 @@ KIND = "nvidia.com/gpu"
 DEVICE = KIND + "=gpu0"
 
 
-def write_spec(directory, name, version):
-    directory.mkdir(parents=True, exist_ok=True)
+ETC, RUN = "/etc/cdi", "/var/run/cdi"
+
+
+def write_spec(root, directory, name, version):
+    """A spec at ``directory`` as seen from the node whose filesystem is ``root``."""
+    d = root / directory.lstrip("/")
+    d.mkdir(parents=True, exist_ok=True)
     spec = {"cdiVersion": version, "kind": KIND,
             "devices": [{"name": "gpu0", "containerEdits": {"deviceNodes": [{"path": "/dev/null"}]}}]}
-    (directory / name).write_text(yaml.safe_dump(spec))
+    (d / name).write_text(yaml.safe_dump(spec))
 
 
-def cdi_record(dirs):
-    record = _cdi.cdi_layer(spec_dirs=[str(d) for d in dirs], discover_runtime_dirs_=False, devices=[DEVICE])
+def cdi_record(root, dirs=(ETC, RUN)):
+    """The cdi layer's own file records and device sources for the node under ``root``."""
+    record = _cdi.cdi_layer(spec_dirs=list(dirs), discover_runtime_dirs_=False, devices=[DEVICE], root=str(root))
     ev = record["evidence"]
     return ev["files"], ev["device_sources"]
 
@@ -30,10 +36,12 @@ def host_with(tools):
         (name, {"path": "/usr/bin/" + name, "version": version, "error": None}) for name, version in tools.items())}}
 
 
-def judge(files, sources, host, dirs, runtime="auto"):
+def judge(root, host, runtime="auto", configured=None):
+    files, sources = cdi_record(root, [ETC, RUN] + list(configured or []))
     names = [n for n in _cdi_compat.AUTO_ORDER if n in ((host or {}).get("evidence") or {}).get("tools", {})]
-    runtime_dirs = dict((n, {"spec_dirs": [str(d) for d in dirs]}) for n in names)
-    checks, evidence = _cdi_compat.spec_compat(files, sources, host, runtime=runtime, runtime_dirs=runtime_dirs)
+    runtime_dirs = dict((n, {"spec_dirs": list(configured)}) for n in names) if configured else None
+    checks, evidence = _cdi_compat.spec_compat(files, sources, host, runtime=runtime, runtime_dirs=runtime_dirs,
+                                               root=str(root))
     b = LayerBuilder("cdi", _cdi_compat.CHECKS)
     for c in checks:
         b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
@@ -61,10 +69,8 @@ def one(checks, check_id):
     ("containerd", "2.2.1", "1.1.0", PASS, "1.1.0"),
 ])
 def test_spec_version_against_the_runtime(tmp_path, runtime, version, spec_version, expect, max_readable):
-    d = tmp_path / "cdi"
-    write_spec(d, "nvidia.yaml", spec_version)
-    files, sources = cdi_record([d])
-    checks, evidence = judge(files, sources, host_with({runtime: version}), [d])
+    write_spec(tmp_path, RUN, "nvidia.yaml", spec_version)
+    checks, evidence = judge(tmp_path, host_with({runtime: version}))
     c = one(checks, "cdi.runtime.spec_version")
     assert c["status"] == expect, c
     assert one(checks, "cdi.runtime.cdi_support")["status"] == PASS
@@ -78,10 +84,8 @@ def test_spec_version_against_the_runtime(tmp_path, runtime, version, spec_versi
 
 
 def test_the_h200_row_names_its_sources(tmp_path):
-    d = tmp_path / "cdi"
-    write_spec(d, "nvidia.yaml", "0.6.0")
-    files, sources = cdi_record([d])
-    checks, _ = judge(files, sources, host_with({"podman": "4.3.1"}), [d])
+    write_spec(tmp_path, ETC, "nvidia.yaml", "0.6.0")
+    checks, _ = judge(tmp_path, host_with({"podman": "4.3.1"}))
     observed = one(checks, "cdi.runtime.spec_version")["observed"]
     assert "containers/podman go.mod @ v4.3.0..v4.3.1 requires container-device-interface v0.5.2" in observed
     assert "pkg/cdi/spec.go validSpecVersions @ v0.5.2" in observed
@@ -96,10 +100,8 @@ def test_the_h200_row_names_its_sources(tmp_path):
     ({}, "no podman / docker / containerd / crio found"),
 ])
 def test_unknown_runtime_version_is_not_run_never_pass(tmp_path, tools, why):
-    d = tmp_path / "cdi"
-    write_spec(d, "nvidia.yaml", "0.3.0")
-    files, sources = cdi_record([d])
-    checks, _ = judge(files, sources, host_with(tools), [d])
+    write_spec(tmp_path, RUN, "nvidia.yaml", "0.3.0")
+    checks, _ = judge(tmp_path, host_with(tools))
     assert one(checks, "cdi.runtime.cdi_support")["status"] == NOT_RUN
     c = one(checks, "cdi.runtime.spec_version")
     assert c["status"] == NOT_RUN and why in c["observed"], c
@@ -107,10 +109,8 @@ def test_unknown_runtime_version_is_not_run_never_pass(tmp_path, tools, why):
 
 @pytest.mark.parametrize("runtime, version", [("podman", "3.1.2"), ("docker", "24.0.7"), ("containerd", "1.6.28")])
 def test_runtime_without_cdi_fails(tmp_path, runtime, version):
-    d = tmp_path / "cdi"
-    write_spec(d, "nvidia.yaml", "0.3.0")
-    files, sources = cdi_record([d])
-    checks, evidence = judge(files, sources, host_with({runtime: version}), [d])
+    write_spec(tmp_path, RUN, "nvidia.yaml", "0.3.0")
+    checks, evidence = judge(tmp_path, host_with({runtime: version}))
     assert one(checks, "cdi.runtime.cdi_support")["status"] == FAIL
     assert one(checks, "cdi.runtime.spec_version")["status"] == FAIL
     assert not [c for c in checks if c["id"] == "cdi.runtime.spec_dir"]  # a runtime without CDI reads no dir
@@ -118,33 +118,43 @@ def test_runtime_without_cdi_fails(tmp_path, runtime, version):
 
 
 def test_auto_prefers_podman_and_records_every_runtime(tmp_path):
-    d = tmp_path / "cdi"
-    write_spec(d, "nvidia.yaml", "0.6.0")
-    files, sources = cdi_record([d])
-    checks, evidence = judge(files, sources, host_with({"podman": "4.3.1", "docker": "28.2.2"}), [d])
+    write_spec(tmp_path, RUN, "nvidia.yaml", "0.6.0")
+    both = host_with({"podman": "4.3.1", "docker": "28.2.2"})
+    checks, evidence = judge(tmp_path, both)
     assert evidence["runtime"]["runtime"] == "podman" and one(checks, "cdi.runtime.spec_version")["status"] == FAIL
     assert sorted(evidence["runtimes"]) == ["docker", "podman"] and evidence["runtimes"]["docker"]["max_readable"] == "1.0.0"
-    checks, evidence = judge(files, sources, host_with({"podman": "4.3.1", "docker": "28.2.2"}), [d], runtime="docker")
+    checks, evidence = judge(tmp_path, both, runtime="docker")
     assert one(checks, "cdi.runtime.spec_version")["status"] == PASS
 
 
 def test_runtime_reads_a_lower_priority_spec_when_the_winner_is_too_new(tmp_path):
-    low, high = tmp_path / "etc-cdi", tmp_path / "run-cdi"
-    write_spec(low, "old.yaml", "0.5.0")
-    write_spec(high, "new.yaml", "0.7.0")  # later dir = higher priority: the cdi layer resolves gpu0 to it
-    files, sources = cdi_record([low, high])
+    write_spec(tmp_path, ETC, "old.yaml", "0.5.0")
+    write_spec(tmp_path, RUN, "new.yaml", "0.7.0")  # later dir = higher priority: the cdi layer resolves gpu0 to it
+    files, sources = cdi_record(tmp_path)
     assert sources[DEVICE].endswith("new.yaml")
-    checks, evidence = judge(files, sources, host_with({"podman": "4.3.1"}), [low, high])
+    checks, evidence = judge(tmp_path, host_with({"podman": "4.3.1"}))
     c = one(checks, "cdi.runtime.spec_version")
     assert c["status"] == WARN and "old.yaml" in c["observed"], c
     assert [p["readable_version"] for p in evidence["devices"][DEVICE]["providers"]] == [True, False]
 
 
+@pytest.mark.parametrize("version, expect, why", [
+    ("4.3.1", FAIL, "podman 4.3.1 ignores the configured cdi_spec_dirs /opt/cdi"),   # measured with podman 4.3.1
+    ("5.4.2", FAIL, "podman 5.4.2 ignores the configured cdi_spec_dirs /opt/cdi"),
+    ("5.5.0", PASS, "/opt/cdi/nvidia.yaml"),
+    (None, NOT_RUN, "read by some podman versions only"),
+])
+def test_spec_in_a_configured_dir_is_read_only_by_podman_5_5_and_later(tmp_path, version, expect, why):
+    write_spec(tmp_path, "/opt/cdi", "nvidia.yaml", "0.5.0")
+    checks, _ = judge(tmp_path, host_with({"podman": version}), configured=["/opt/cdi"])
+    c = one(checks, "cdi.runtime.spec_dir")
+    assert c["status"] == expect and why in c["observed"], c
+
+
 def test_spec_outside_the_runtime_dirs_fails(tmp_path):
-    d = tmp_path / "elsewhere"
-    write_spec(d, "nvidia.yaml", "0.5.0")
-    files, sources = cdi_record([d])
-    checks, evidence = _cdi_compat.spec_compat(files, sources, host_with({"podman": "4.3.1"}))
+    write_spec(tmp_path, "/opt/cdi", "nvidia.yaml", "0.5.0")
+    files, sources = cdi_record(tmp_path, ["/opt/cdi"])
+    checks, evidence = _cdi_compat.spec_compat(files, sources, host_with({"podman": "4.3.1"}), root=str(tmp_path))
     c = one(checks, "cdi.runtime.spec_dir")
     assert c["status"] == FAIL and "/etc/cdi, /var/run/cdi (default)" in c["observed"]
     assert evidence["spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
