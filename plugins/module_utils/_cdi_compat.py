@@ -54,12 +54,13 @@ LIBRARIES = {
     "specs-go/v1.1.0": ("1.1.0", "specs-go/version.go validSpecVersions @ specs-go/v1.1.0"),
 }
 
-_PODMAN = ("containers/podman", "go.mod")
-_DOCKER = ("moby/moby", "vendor.mod")
-_DOCKER29 = ("moby/moby", "go.mod")
-_CONTAINERD = ("containerd/containerd", "go.mod")
+# (repository, file, tag prefix)
+_PODMAN = ("containers/podman", "go.mod", "v")
+_DOCKER = ("moby/moby", "vendor.mod", "v")
+_DOCKER29 = ("moby/moby", "go.mod", "docker-v")
+_CONTAINERD = ("containerd/containerd", "go.mod", "v")
 
-# (runtime, first version, last version, library (LIBRARIES key, None: no CDI library), (repo, file)): the
+# (runtime, first version, last version, library (LIBRARIES key, None: no CDI library), source file): the
 # library version is the go.mod/vendor.mod requirement at the release tags from first to last (every tag in the
 # range was read; docker tags v25-v28 and docker-v29.x). Versions below the first row have no CDI.
 RUNTIME_LIBRARIES = (
@@ -86,7 +87,7 @@ RUNTIME_LIBRARIES = (
     ("docker", "28.1.0", "28.5.2", "specs-go/v1.0.0", _DOCKER),     # library v1.0.1
     ("docker", "29.0.0", "29.1.5", "specs-go/v1.0.0", _DOCKER29),   # library v1.0.1
     ("docker", "29.2.0", "29.7.2", "specs-go/v1.1.0", _DOCKER29),   # library v1.1.0
-    ("containerd", "0.0.0", "1.6.99", None, _CONTAINERD),
+    ("containerd", "0.0.0", "1.6.39", None, _CONTAINERD),
     ("containerd", "1.7.0", "1.7.11", "v0.5.4", _CONTAINERD),
     ("containerd", "1.7.12", "1.7.12", "v0.6.1", _CONTAINERD),
     ("containerd", "1.7.13", "1.7.15", "v0.6.2", _CONTAINERD),
@@ -160,7 +161,7 @@ def readable_versions(runtime, version):
     if v is None:
         out["why"] = "%s version %r unknown or a pre-release" % (runtime, version)
         return out
-    for name, first, last, lib, (repo, path) in rows:
+    for name, first, last, lib, (repo, path, tag) in rows:
         if parse_version(first) <= v <= parse_version(last):
             break
     else:
@@ -168,7 +169,8 @@ def readable_versions(runtime, version):
         out["why"] = "%s %s is not in the table (releases %s to %s, read from %s %s)" % (
             runtime, _vtext(v), rows[1][1], last[2], last[4][0], last[4][1])
         return out
-    where = "%s %s @ v%s..v%s" % (repo, path, first, last) if first != "0.0.0" else "%s %s @ v%s" % (repo, path, last)
+    where = "%s %s @ %s%s..%s%s" % (repo, path, tag, first, tag, last) if first != "0.0.0" else "%s %s @ %s%s" % (
+        repo, path, tag, last)
     if lib is None:
         out.update(status="no_cdi", source="%s: no %s requirement" % (where, CDI),
                    why="%s %s vendors no CDI library (no CDI support)" % (runtime, _vtext(v)))
