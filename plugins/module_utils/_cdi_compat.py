@@ -161,7 +161,7 @@ def readable_versions(runtime, version):
     if v is None:
         out["why"] = "%s version %r unknown or a pre-release" % (runtime, version)
         return out
-    for name, first, last, lib, (repo, path, tag) in rows:
+    for _rt, first, last, lib, (repo, path, tag) in rows:
         if parse_version(first) <= v <= parse_version(last):
             break
     else:

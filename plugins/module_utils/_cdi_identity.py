@@ -216,6 +216,10 @@ def _gives(nodes, rows, majors):
         if rows is None:
             entries.append(_entry(None, minor, on_host=None))
             continue
+        if row is None and any(r["minor"] is None for r in rows):
+            entries.append(_entry(None, minor, on_host=None))
+            notes.append("195:%d: the minor of some host GPU is unknown" % minor)
+            continue
         if row is None:
             entries.append(_entry(None, minor, on_host=False))
             notes.append("195:%d is no GPU of this host" % minor)
@@ -257,11 +261,13 @@ def _gpu_key(e):
     return e["uuid"] if e["uuid"] else ("minor", e["minor"])
 
 
-def _unanswerable(rows, on_host):
+def _unanswerable(rows, given):
     """(status, observed) when a name's claim cannot hold or cannot be checked at all, else None."""
     if rows is None:
         return NOT_RUN, "host GPUs unknown (no host record)"
-    if not on_host:
+    if not any(e["_on_host"] for e in given):
+        if any(e["_on_host"] is None for e in given):
+            return NOT_RUN, "gives %s, whose host GPU is unknown" % _describe(given)
         return None, "gives no GPU of this host"
     return None
 
@@ -269,7 +275,7 @@ def _unanswerable(rows, on_host):
 def _claim_index(claim, rows, given):
     """(status, or None for the device's FAIL/WARN, and the observed text) of an index claim."""
     on_host = [e for e in given if e["_on_host"]]
-    early = _unanswerable(rows, on_host)
+    early = _unanswerable(rows, given)
     if early:
         return early
     target = [r for r in rows if r["index"] == claim["index"]]
@@ -286,7 +292,7 @@ def _claim_index(claim, rows, given):
 
 def _claim_uuid(claim, rows, given):
     on_host = [e for e in given if e["_on_host"]]
-    early = _unanswerable(rows, on_host)
+    early = _unanswerable(rows, given)
     if early:
         return early
     if not any(r["uuid"] for r in rows):
@@ -409,6 +415,8 @@ def identity_map(devices, requested, host_record, kinds):
                     "%s (host GPUs unknown: no host record)" % _observed(given, notes))
             elif on_host:
                 add("cdi.identity.gives_gpu", PASS, qualified, "a GPU of this host", _observed(given, notes))
+            elif any(e["_on_host"] is None for e in given):
+                add("cdi.identity.gives_gpu", NOT_RUN, qualified, "a GPU of this host", _observed(given, notes))
             else:
                 add("cdi.identity.gives_gpu", bad, qualified, "a GPU of this host",
                     "%s; device nodes: %s" % (_observed(given, notes), _describe_nodes(dev.get("deviceNodes"))))
@@ -417,7 +425,8 @@ def identity_map(devices, requested, host_record, kinds):
                 add("cdi.identity.all", NOT_RUN, qualified, "every GPU of this host", "host GPUs unknown (no host record)")
             else:
                 missing = [r for r in rows if r["minor"] not in set(e["minor"] for e in on_host)]
-                add("cdi.identity.all", bad if missing else PASS, qualified,
+                unsure = missing and all(r["minor"] is None for r in missing)
+                add("cdi.identity.all", NOT_RUN if unsure else (bad if missing else PASS), qualified,
                     "every GPU of this host (%d)" % len(rows),
                     ("misses %s; gives %s" % (", ".join(_gpu_subject(r) for r in missing), _describe(given)))
                     if missing else _describe(given))
@@ -446,7 +455,7 @@ def identity_map(devices, requested, host_record, kinds):
                     expected.append({"uuid": e["uuid"], "index": e["index"], "minor": e["minor"], "name": e["_name"],
                                      "mig_uuid": e["mig_uuid"]})
     for row in rows or []:
-        if row["minor"] not in given_keys:
+        if row["minor"] is not None and row["minor"] not in given_keys:
             add("cdi.identity.host_gpu_unclaimed", WARN, _gpu_subject(row), "given by a device of %s" % ", ".join(sorted(kinds)),
                 "no device of the requested kinds gives it")
     return checks, {"devices": out_devices, "expected_gpus": expected}

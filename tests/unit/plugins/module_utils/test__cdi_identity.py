@@ -201,6 +201,19 @@ def test_nvml_absent_identity_from_minors_only(tmp_path):
                                          {"uuid": None, "index": None, "minor": 1, "name": None, "mig_uuid": None}]
 
 
+def test_gpu_whose_minor_nvml_could_not_read_is_not_run_never_fail_or_pass(tmp_path):
+    root = node(tmp_path, 2)
+    fake = hf.fake_pynvml([hf.gpu(0), hf.gpu(1)], fail={(1, "nvmlDeviceGetMinorNumber"): hf.real_pynvml.NVML_ERROR_UNKNOWN})
+    record = _host.collect_host(root=root, pynvml_module=fake)
+    devices = devices_of(tmp_path, root, [dev("0", "/dev/nvidia0"), dev("1", "/dev/nvidia1"), dev("all", "/dev/nvidia0")])
+    checks, _ = run(devices, [KIND + "=1", KIND + "=all"], record)
+    assert status(checks, "cdi.identity.index", KIND + "=0") == PASS
+    assert status(checks, "cdi.identity.gives_gpu", KIND + "=1") == NOT_RUN
+    assert status(checks, "cdi.identity.index", KIND + "=1") == NOT_RUN
+    assert status(checks, "cdi.identity.all", KIND + "=all") == NOT_RUN
+    assert of(checks, "cdi.identity.host_gpu_unclaimed") == []
+
+
 def test_no_host_record_is_not_run_never_pass(tmp_path):
     root = node(tmp_path, 1)
     devices = devices_of(tmp_path, root, [dev("0", "/dev/nvidia0"), dev(uuid(0), "/dev/nvidia0"), dev("all", "/dev/nvidia0")])
