@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import stat
+import tempfile
 import time
 import uuid as uuidlib
 
@@ -521,6 +522,40 @@ def deferred_signals():
     return _Signals(signal.SIG_IGN)
 
 
+PROBE_DIR_PREFIX = "gpuprobe-run-"
+PROBE_DIR_RE = re.compile(r"^gpuprobe-run-(\d+)-(\d+|-)-[A-Za-z0-9_]+$")
+
+
+def probe_parent_dir(tmp_dir=None):
+    """A private temp dir for the probe script, named after this process (pid and start time), so that what a
+    SIGKILLed module leaves is found by cleanup once that process is gone."""
+    pid = os.getpid()
+    started = _owner.proc_started(pid)
+    return tempfile.mkdtemp(prefix="%s%d-%s-" % (PROBE_DIR_PREFIX, pid, "-" if started is None else started), dir=tmp_dir)
+
+
+def sweep_probe_dirs(tmp_dir=None, check_mode=False):
+    """Remove probe temp dirs (gpuprobe-run-<pid>-<started>-*) whose process is gone; returns their paths."""
+    tmp_dir = tmp_dir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = sorted(os.listdir(tmp_dir))
+    except OSError:
+        return removed
+    for name in names:
+        m = PROBE_DIR_RE.match(name)
+        path = os.path.join(tmp_dir, name)
+        if not m or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        owner = {"host": _owner.this_host(), "pid": int(m.group(1)),
+                 "started": None if m.group(2) == "-" else int(m.group(2))}
+        if _owner.alive(owner) is False:
+            if not check_mode:
+                shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 def check_params(params):
     """ValueError with one clear message for options that cannot work (before any container exists)."""
     run_id = params.get("run_id")
@@ -588,7 +623,8 @@ def runtime_facts(params, check_mode=False):
     owner = _owner.resolve(params.get("owner"), fallback_pid=os.getpid())
     evidence["owner"] = owner
     with interruptible():
-        probe_dir, probe_path = write_probe()
+        probe_dir = probe_parent_dir()
+        _unused, probe_path = write_probe(directory=probe_dir)
         cleanup = None
         try:
             argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
@@ -709,13 +745,13 @@ def list_probe_containers(engine, run_id=None, timeout=30):
 
 
 def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30,
-            max_age=_owner.DEFAULT_MAX_AGE):
+            max_age=_owner.DEFAULT_MAX_AGE, tmp_dir=None):
     """Remove what is provably ours and belongs to a run that is over (_owner.is_over): probe containers
     (labelled gpuprobe.run) and self-built specs (gpuprobe-<run_id>.yaml of our kind). With ``run_id``, that
     run's items (the caller's own run: over by definition); without it, every item whose owner is gone or
     that is older than ``max_age``. Items of other runs that are not over are listed in ``live``, never
-    removed. Returns a dict: changed, containers, specs, live, errors, skipped (runtimes that could not be
-    listed under runtime=auto)."""
+    removed. Probe temp dirs of processes that are gone are removed too. Returns a dict: changed, containers,
+    specs, probe_dirs, live, errors, skipped (runtimes that could not be listed under runtime=auto)."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
 
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
@@ -725,7 +761,7 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
     if not isinstance(spec_dir, str) or not spec_dir.startswith("/"):
         raise ValueError("spec_dir %r must be an absolute path" % (spec_dir,))
-    out = {"changed": False, "containers": [], "specs": [], "live": [], "errors": [], "skipped": []}
+    out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "skipped": []}
     engines = []
     candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
     for name in candidates:
@@ -767,5 +803,6 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
             swept = _cdi_spec.sweep_specs(spec_dir, max_age=max_age, check_mode=check_mode, now=now)
             out["specs"] = swept["removed"]
             out["live"] += [{"spec": x["path"], "run_id": x["run_id"], "why": x["why"]} for x in swept["live"]]
-    out["changed"] = bool(out["containers"] or out["specs"])
+    out["probe_dirs"] = sweep_probe_dirs(tmp_dir, check_mode=check_mode)
+    out["changed"] = bool(out["containers"] or out["specs"] or out["probe_dirs"])
     return out

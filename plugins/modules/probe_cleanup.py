@@ -83,6 +83,11 @@ errors:
   returned: always
   type: list
   elements: str
+probe_dirs:
+  description: Probe temp dirs (C(gpuprobe-run-<pid>-<started>-*) in the temp dir) of module processes that are gone.
+  returned: always
+  type: list
+  elements: str
 live:
   description:
     - Items of other runs that are not over (their owner runs, or cannot be checked from here and they are younger
