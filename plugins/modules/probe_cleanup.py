@@ -15,7 +15,7 @@ description:
     labelled C(gpuprobe.run) (exact label value, name C(gpuprobe-*)) or a spec file C(<spec_dir>/gpuprobe-<run_id>.yaml)
     whose parsed kind is C(gpuprobe.local/gpu-<run_id>) (or the old C(gpuprobe.local/gpu)) and whose env names that
     run id. Specs of other kinds and anything under C(/etc/cdi) are never touched.
-  - With O(run_id), that run's container(s) and spec (the caller's own run: over by definition). Without it, every
+  - With O(run_id), that run's container(s) and spec (the caller's own run, over by definition). Without it, every
     item of ours whose owner (label C(gpuprobe.owner), spec env C(GPUPROBE_OWNER), C(host:pid:started)) is a process
     of this host that is gone, or that is older than O(max_age). Anything else, such as the live probe of another
     operator's run, is reported in C(live) and never removed.

@@ -27,7 +27,7 @@ description:
     PTX kernel); their raw output is returned as C(gpuprobe_probe) for M(gpuprobe.layers.compute_facts).
   - The container runs with C(--network=none), is labelled C(gpuprobe.run=<run_id>), C(gpuprobe.owner=<host:pid:started>)
     and C(gpuprobe.created=<epoch>), named C(gpuprobe-<run_id>-<random>), and is removed afterwards, also after a
-    timeout and when the module is interrupted (SIGINT, SIGTERM, SIGHUP: the runtime client's process group is
+    timeout and when the module is interrupted by SIGINT, SIGTERM or SIGHUP (the runtime client's process group is
     killed, the container force-removed and the probe's temporary directory deleted before the module fails).
     A module killed with SIGKILL leaves the container; M(gpuprobe.layers.probe_cleanup) removes it once its owner
     is gone.
@@ -130,8 +130,9 @@ ansible_facts:
       description:
         - The runtime layer record (docs/contract.md).
         - C(evidence) holds C(requested_devices), C(expected_edits), C(engine) (runtime name, path, version,
-          OCI runtime), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup) and
-          C(observed) (nodes, relevant mounts and env, groups, libraries, ldconfig).
+          OCI runtime; C(version) is C(unknown) when the runtime's answer is not a version), C(owner) (host, pid,
+          started), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup, stdout_bytes,
+          stderr_bytes, output_truncated) and C(observed) (nodes, relevant mounts and env, groups, libraries, ldconfig).
       returned: always
       type: dict
       sample:
