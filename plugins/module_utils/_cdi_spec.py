@@ -318,7 +318,7 @@ def write_spec(spec, spec_dir, run_id):
     path = spec_path(spec_dir, run_id)
     if not os.path.isdir(spec_dir):
         os.makedirs(spec_dir, mode=0o755)
-    why = refuses(spec_dir)  # again, now that it exists (a symlink created meanwhile)
+    why = refuses(spec_dir) or not_ours_reason(path, run_id)  # again, now that it exists (a symlink created meanwhile)
     if why:
         raise SpecError(why)
     fd, tmp = tempfile.mkstemp(prefix=".gpuprobe-", suffix=".tmp", dir=spec_dir)
@@ -334,9 +334,24 @@ def write_spec(spec, spec_dir, run_id):
     return path
 
 
+def not_ours_reason(path, run_id):
+    """Why the existing file at ``path`` is not this run's spec (another kind, another run), else None."""
+    if not os.path.lexists(path):
+        return None
+    info = spec_owner_info(path)
+    if info["ours"] and info["run_id"] == run_id:
+        return None
+    return "%s exists and is not the self-built spec of run %s (kind %s, run id %s%s): left alone" % (
+        path, run_id, info["kind"], info["run_id"], ", %s" % info["error"] if info["error"] else "")
+
+
 def remove_spec(spec_dir, run_id):
-    """Remove this run's spec; True when a file was removed."""
+    """Remove this run's spec; True when a file was removed. A file of that name that is not this run's spec
+    (another kind, another run id) is never removed: SpecError."""
     path = spec_path(spec_dir, run_id)
+    why = not_ours_reason(path, run_id)
+    if why:
+        raise SpecError(why)
     try:
         os.unlink(path)
         return True
@@ -452,6 +467,9 @@ def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=F
            "prediction": prediction(variant) if variant in VARIANTS else None, "owner": owner,
            "swept": [], "live": []}
     if state == "absent":
+        why = not_ours_reason(path, run_id)
+        if why:
+            raise SpecError(why)
         out["changed"] = os.path.exists(path)
         if out["changed"] and not check_mode:
             remove_spec(spec_dir, run_id)
@@ -461,10 +479,11 @@ def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=F
         out["swept"], out["live"] = swept["removed"], swept["live"]
     current = None
     created = None
+    why = not_ours_reason(path, run_id)
+    if why:
+        raise SpecError(why)
     if os.path.isfile(path) and not os.path.islink(path):
-        info = spec_owner_info(path)
-        if info["ours"] and info["run_id"] == run_id:
-            created = info["created"]  # the same run writing again: same spec, not a change
+        created = spec_owner_info(path)["created"]  # the same run writing again: same spec, not a change
         try:
             with open(path, "r", encoding="utf-8") as f:
                 current = f.read()

@@ -237,3 +237,17 @@ def test_module_variant_choices_are_the_catalogue():
     doc = __import__("yaml").safe_load(cdi_spec.DOCUMENTATION)
     assert doc["options"]["variant"]["choices"] == list(ast.literal_eval(source.split("choices=[", 2)[2].split("]")[0].join("[]")))
     assert sorted(doc["options"]["variant"]["choices"]) == sorted(_cdi_spec.VARIANTS)
+
+
+@pytest.mark.parametrize("content", ["cdiVersion: 0.5.0\nkind: vendor.example/gpu\ndevices: []\n",
+                                     "cdiVersion: 0.5.0\nkind: gpuprobe.local/gpu-other\ncontainerEdits:\n  env: [GPUPROBE_RUN_ID=other]\n"
+                                     "devices: []\n", "not: [valid"])
+def test_a_file_of_our_name_that_is_not_this_runs_spec_is_never_overwritten_or_removed(host_root, tmp_path, capsys, content):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "gpuprobe-m1.yaml").write_text(content)
+    args = {"run_id": "m1", "spec_dir": str(d), "root": str(host_root), "driver_root": "/usr/local/nvidia"}
+    for state in ("present", "absent"):
+        out = _main(cdi_spec, dict(args, state=state), capsys)
+        assert out["failed"] is True and "is not the self-built spec of run m1" in out["msg"], out
+    assert (d / "gpuprobe-m1.yaml").read_text() == content
