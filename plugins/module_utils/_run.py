@@ -188,7 +188,7 @@ SHAPES = (
     ("engine run probe", ("podman", "docker"), _engine_run, "runtime layer: the probe container (--rm, labelled, no network)"),
     ("engine rm gpuprobe-*", ("podman", "docker"), _engine_rm, "cleanup: force-remove probe containers by name"),
     ("engine ps label=gpuprobe.run", ("podman", "docker"), _engine_ps, "cleanup: list probe containers by label"),
-    ("python probe", ("python", "python3", "python3.*"), _python_probe, "compute layer: the host control probe"),
+    ("python probe", ("python", "python3", "python3.*", "platform-python"), _python_probe, "compute layer: the host control probe"),
     ("kubectl read", ("kubectl",), _kubectl, "k8s layer: version, get nodes/pods/events as JSON"),
     ("nvidia-smi query", ("nvidia-smi",), _nvidia_smi, "read-only GPU queries"),
     ("ldconfig -p", ("ldconfig",), _ldconfig, "which libraries the loader knows"),

@@ -62,7 +62,7 @@ ALLOWED = {
     "engine ps label=gpuprobe.run": [["podman", "ps", "-a", "--filter", "label=gpuprobe.run", "--format", "json"],
                                      ["docker", "ps", "-a", "--filter", "label=gpuprobe.run=r1", "--format", "{{json .}}"]],
     "python probe": [["/usr/bin/python3", "/tmp/gpuprobe-probe-x/gpuprobe_probe.py", '{"compute": true}'],
-                     ["python3.11", "/tmp/d/gpuprobe_probe.py", "{}"]],
+                     ["python3.11", "/tmp/d/gpuprobe_probe.py", "{}"], ["/usr/libexec/platform-python", "/tmp/d/gpuprobe_probe.py", "{}"]],
     "kubectl read": [["kubectl", "version", "--client", "-o", "json"],
                      ["/usr/bin/kubectl", "--kubeconfig", "/k", "--context", "c", "--request-timeout", "10s", "get", "nodes", "-o", "json"],
                      ["kubectl", "--request-timeout", "10s", "get", "events", "--field-selector", "reason=FailedScheduling",
