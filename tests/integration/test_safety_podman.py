@@ -238,7 +238,9 @@ def test_interrupt_in_the_middle_of_a_probe_leaves_nothing(hung_probe, sig):
 def test_sigkill_in_the_middle_of_a_probe_is_found_by_cleanup(hung_probe):
     hung_probe.proc.kill()
     hung_probe.proc.wait(timeout=30)
-    assert hung_probe.states() == {hung_probe.name: "running"}  # SIGKILL runs no finally: the container lives on
+    # SIGKILL runs no finally: the container lives on. (podman's client, whose reader is gone, sometimes starts a
+    # stop of its --rm container that takes the 10 s grace period, since the probe ignores SIGTERM: "stopping")
+    assert hung_probe.states() in ({hung_probe.name: "running"}, {hung_probe.name: "stopping"})
     assert len(os.listdir(hung_probe.tmp_dir)) == 1
     dry = _runtime.cleanup(runtime="podman", specs=False, max_age=KEEP_YOUNG, tmp_dir=hung_probe.tmp_dir, check_mode=True)
     assert "podman:%s" % hung_probe.name in dry["containers"] and hung_probe.states()
