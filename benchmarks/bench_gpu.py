@@ -38,7 +38,7 @@ def main():
     run_id = "bench-%s" % uuid.uuid4().hex[:8]
     spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
     _cdi_spec.write_spec(spec, _cdi_spec.DEFAULT_SPEC_DIR, run_id)
-    device = "%s=0" % _cdi_spec.KIND
+    device = "%s=0" % spec["kind"]  # the run's own kind
     samples = dict((k, []) for k in ("nvidia-smi", "host", "cdi", "runtime", "runtime+compute", "host-control"))
     statuses = dict((k, set()) for k in samples)
     try:

@@ -4,23 +4,28 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: self-built CDI specs for experiments and fault drills. Not public API.
 
-``build_spec`` writes nothing: it returns a minimal CDI spec of kind ``gpuprobe.local/gpu`` made from
+``build_spec`` writes nothing: it returns a minimal CDI spec of the run's own kind
+``gpuprobe.local/gpu-<run id>`` (``run_kind``: no two runs, and no leftover, share a kind) made from
 the host's real device nodes and driver root (one device per GPU, named by its index "0", "1", ..., and
 a device "all" holding every selected GPU node; spec-level edits carry nvidiactl, nvidia-uvm,
 nvidia-uvm-tools and read-only bind mounts of libcuda, libnvidia-ml, libnvidia-ptxjitcompiler and
 nvidia-smi). ``VARIANTS`` names the fault drills and the failure each one is predicted to cause.
 
 Safety (DESIGN.md): ``write_spec`` refuses /etc/cdi and anything resolving under it; files are named
-``gpuprobe-<run id>.yaml``; ``remove_spec`` and ``sweep_specs`` remove them again.
+``gpuprobe-<run id>.yaml`` and carry their owner in the spec's env (GPUPROBE_RUN_ID, GPUPROBE_OWNER
+``host:pid:started``, GPUPROBE_CREATED epoch seconds); ``remove_spec`` removes the run's own spec and
+``sweep_specs`` only specs of our kind whose run is over (_owner.is_over), never another kind's.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import posixpath
 import re
 import tempfile
+import time
 
 try:
     import yaml
@@ -29,11 +34,16 @@ except ImportError:  # pragma: no cover - depends on the target host
     yaml = None
     HAS_YAML = False
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import (
-    library_version, minimum_version, under_root,
+    library_version, minimum_version, under_root, validate_vendor_or_class,
 )
 
-KIND = "gpuprobe.local/gpu"
+VENDOR = "gpuprobe.local"
+CLASS_PREFIX = "gpu-"
+# The kind every self-built spec had before kinds were per run; still recognised (and swept when over).
+LEGACY_KIND = "gpuprobe.local/gpu"
+KIND = LEGACY_KIND  # kept for readers of the old constant; new specs use run_kind(run_id)
 DEFAULT_SPEC_DIR = "/var/run/cdi"
 # Static CDI specs belong to the administrator: this collection never writes there.
 PROTECTED_SPEC_DIR = "/etc/cdi"
@@ -107,6 +117,23 @@ def check_run_id(run_id):
     return run_id
 
 
+def run_kind(run_id):
+    """The run's own CDI kind: gpuprobe.local/gpu-<run id> (a run id ending in '_', '.' or '-' gets a hash
+    suffix, since a CDI class must end with a letter or digit)."""
+    check_run_id(run_id)
+    cls = CLASS_PREFIX + run_id
+    if not run_id[-1].isalnum():
+        cls += hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8]
+    why = validate_vendor_or_class(cls, "class")
+    if why:  # pragma: no cover - RUN_ID and the suffix make this impossible
+        raise SpecError(why)
+    return "%s/%s" % (VENDOR, cls)
+
+
+def is_our_kind(kind):
+    return kind == LEGACY_KIND or (isinstance(kind, str) and kind.startswith("%s/%s" % (VENDOR, CLASS_PREFIX)))
+
+
 def spec_file_name(run_id):
     return "gpuprobe-%s.yaml" % check_run_id(run_id)
 
@@ -121,7 +148,8 @@ def _gpu_nodes(root, host, gpus):
     if gpus:
         out = []
         for g in gpus:
-            path = g if str(g).startswith("/dev/") else "/dev/nvidia%d" % int(g)
+            text = str(g).strip()
+            path = text if text.startswith("/dev/") else ("/dev/nvidia%s" % text if text.isdigit() else text)
             if not GPU_NODE.match(path):
                 raise SpecError("gpus entry %r is not a GPU node (/dev/nvidiaN or an index)" % (g,))
             out.append(path)
@@ -185,8 +213,10 @@ def _mount(host_path, container_path):
     return {"hostPath": host_path, "containerPath": container_path, "options": list(MOUNT_OPTIONS)}
 
 
-def build_spec(run_id, variant="full", root="/", driver_root=None, host=None, stub_libcuda=None, gpus=None):
-    """The spec (a dict) for ``variant``; raises SpecError when the host lacks what the spec needs."""
+def build_spec(run_id, variant="full", root="/", driver_root=None, host=None, stub_libcuda=None, gpus=None,
+               owner=None, created=None):
+    """The spec (a dict) for ``variant``; raises SpecError when the host lacks what the spec needs.
+    ``owner`` (an _owner dict) and ``created`` (epoch seconds) are recorded in the spec's env."""
     check_run_id(run_id)
     if variant not in VARIANTS:
         raise SpecError("unknown variant %r (one of %s)" % (variant, ", ".join(sorted(VARIANTS))))
@@ -238,11 +268,12 @@ def build_spec(run_id, variant="full", root="/", driver_root=None, host=None, st
     devices.append({"name": "all", "containerEdits": {"deviceNodes": nodes(gpu_nodes, gpu=True)}})
     spec = {
         "cdiVersion": "0.3.0",
-        "kind": KIND,
+        "kind": run_kind(run_id),
         "devices": devices,
         "containerEdits": {
             "env": ["LD_LIBRARY_PATH=%s" % CONTAINER_LIB_DIR, "GPUPROBE_RUN_ID=%s" % run_id,
-                    "GPUPROBE_CDI_VARIANT=%s" % variant],
+                    "GPUPROBE_CDI_VARIANT=%s" % variant, "GPUPROBE_OWNER=%s" % _owner.format_owner(owner),
+                    "GPUPROBE_CREATED=%d" % int(time.time() if created is None else created)],
             "deviceNodes": nodes(control),
             "mounts": mounts,
         },
@@ -287,7 +318,7 @@ def write_spec(spec, spec_dir, run_id):
     path = spec_path(spec_dir, run_id)
     if not os.path.isdir(spec_dir):
         os.makedirs(spec_dir, mode=0o755)
-    why = refuses(spec_dir)  # again, now that it exists (a symlink created meanwhile)
+    why = refuses(spec_dir) or not_ours_reason(path, run_id)  # again, now that it exists (a symlink created meanwhile)
     if why:
         raise SpecError(why)
     fd, tmp = tempfile.mkstemp(prefix=".gpuprobe-", suffix=".tmp", dir=spec_dir)
@@ -303,9 +334,24 @@ def write_spec(spec, spec_dir, run_id):
     return path
 
 
+def not_ours_reason(path, run_id):
+    """Why the existing file at ``path`` is not this run's spec (another kind, another run), else None."""
+    if not os.path.lexists(path):
+        return None
+    info = spec_owner_info(path)
+    if info["ours"] and info["run_id"] == run_id:
+        return None
+    return "%s exists and is not the self-built spec of run %s (kind %s, run id %s%s): left alone" % (
+        path, run_id, info["kind"], info["run_id"], ", %s" % info["error"] if info["error"] else "")
+
+
 def remove_spec(spec_dir, run_id):
-    """Remove this run's spec; True when a file was removed."""
+    """Remove this run's spec; True when a file was removed. A file of that name that is not this run's spec
+    (another kind, another run id) is never removed: SpecError."""
     path = spec_path(spec_dir, run_id)
+    why = not_ours_reason(path, run_id)
+    if why:
+        raise SpecError(why)
     try:
         os.unlink(path)
         return True
@@ -313,27 +359,70 @@ def remove_spec(spec_dir, run_id):
         return False
 
 
-def _ours(path):
+def spec_owner_info(path):
+    """What a spec file says about its owner: dict kind, run_id, owner, created (epoch; the file's mtime when
+    the spec does not say), ours (bool: a regular file of our kind); ``error`` when it cannot be read."""
+    info = {"path": path, "kind": None, "run_id": None, "owner": None, "created": None, "ours": False, "error": None}
     try:
+        if os.path.islink(path) or not os.path.isfile(path):
+            info["error"] = "not a regular file"
+            return info
+        info["created"] = int(os.stat(path).st_mtime)
         with open(path, "r", encoding="utf-8", errors="replace") as f:
-            return KIND in f.read(65536)
-    except OSError:
-        return False
+            text = f.read(1024 * 1024)
+        doc = yaml.safe_load(text) if HAS_YAML else None
+    except (OSError, ValueError, yaml.YAMLError if HAS_YAML else ValueError) as exc:
+        info["error"] = str(exc)
+        return info
+    if not isinstance(doc, dict):
+        info["error"] = "not a CDI spec"
+        return info
+    info["kind"] = doc.get("kind")
+    env = ((doc.get("containerEdits") or {}).get("env") or []) if isinstance(doc.get("containerEdits"), dict) else []
+    values = dict(str(e).partition("=")[::2] for e in env if isinstance(e, str))
+    info["run_id"] = values.get("GPUPROBE_RUN_ID")
+    info["owner"] = _owner.parse_owner(values.get("GPUPROBE_OWNER"))
+    if str(values.get("GPUPROBE_CREATED", "")).isdigit():
+        info["created"] = int(values["GPUPROBE_CREATED"])
+    name = posixpath.basename(path)
+    # ours: our kind, and the file name is the one its run id gives (exact, never a substring match)
+    info["ours"] = bool(is_our_kind(info["kind"]) and info["run_id"] and RUN_ID.match(info["run_id"])
+                        and name == spec_file_name(info["run_id"])
+                        and (info["kind"] == LEGACY_KIND or info["kind"] == run_kind(info["run_id"])))
+    return info
 
 
-def sweep_specs(spec_dir, run_id=None):
-    """Remove gpuprobe-*.yaml specs of our kind left by interrupted runs; with ``run_id``, that run's spec
-    is kept (sweep the others before writing a new one). Returns the removed paths."""
+def classify_specs(spec_dir, run_id=None, max_age=_owner.DEFAULT_MAX_AGE, now=None):
+    """Every gpuprobe-*.yaml spec of our kind in ``spec_dir``: list of (info, over, why)."""
     if refuses(spec_dir):
         raise SpecError(refuses(spec_dir))
-    keep = spec_file_name(run_id) if run_id else None
-    removed = []
+    out = []
     for path in sorted(glob.glob(posixpath.join(spec_dir, "gpuprobe-*.yaml"))):
-        if posixpath.basename(path) == keep or os.path.islink(path) or not _ours(path):
+        info = spec_owner_info(path)
+        if not info["ours"]:
             continue
-        os.unlink(path)
-        removed.append(path)
-    return removed
+        over, why = _owner.is_over(info["run_id"], info["owner"], info["created"], run_id=run_id, max_age=max_age, now=now)
+        out.append((info, over, why))
+    return out
+
+
+def sweep_specs(spec_dir, run_id=None, max_age=_owner.DEFAULT_MAX_AGE, keep=None, check_mode=False, now=None):
+    """Remove the specs of our kind whose run is over (``run_id``: the caller's own run counts as over);
+    ``keep``: a run id whose spec stays whatever it says. Returns {"removed": [paths], "live": [{path, run_id, why}]}."""
+    removed, live = [], []
+    for info, over, why in classify_specs(spec_dir, run_id=run_id, max_age=max_age, now=now):
+        if keep is not None and info["run_id"] == keep:
+            continue
+        if not over:
+            live.append({"path": info["path"], "run_id": info["run_id"], "why": why})
+            continue
+        if not check_mode:
+            try:
+                os.unlink(info["path"])
+            except FileNotFoundError:
+                continue
+        removed.append(info["path"])
+    return {"removed": removed, "live": live}
 
 
 def prediction(variant):
@@ -342,25 +431,66 @@ def prediction(variant):
             "probe_user": v.get("probe_user")}
 
 
-def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=False, **build_args):
+def check_options(spec_dir, root="/", driver_root=None, max_age=_owner.DEFAULT_MAX_AGE):
+    """SpecError with a clear message for options that cannot work (before anything is written)."""
+    if not isinstance(spec_dir, str) or not spec_dir.startswith("/"):
+        raise SpecError("spec_dir %r must be an absolute path" % (spec_dir,))
+    why = refuses(spec_dir)
+    if why:
+        raise SpecError(why)
+    if os.path.exists(spec_dir) and not os.path.isdir(spec_dir):
+        raise SpecError("spec_dir %s exists and is not a directory" % spec_dir)
+    if not os.path.isdir(root or "/"):
+        raise SpecError("root %s is not a directory" % root)
+    if driver_root is not None and not str(driver_root).startswith("/"):
+        raise SpecError("driver_root %r must be an absolute path (inside root)" % (driver_root,))
+    try:
+        _owner.check_max_age(max_age)
+    except ValueError as exc:
+        raise SpecError(str(exc))
+
+
+def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=False, owner=None,
+                max_age=_owner.DEFAULT_MAX_AGE, **build_args):
     """The module's one call: build and write (state=present) or remove (state=absent) this run's spec.
-    Returns a dict: changed, path, kind, devices, variant, spec, prediction."""
+    Before writing, specs of our kind whose run is over (owner gone, or older than ``max_age``) are swept.
+    Returns a dict: changed, path, kind, devices, variant, spec, prediction, owner, swept, live."""
+    check_run_id(run_id)
+    check_options(spec_dir, build_args.get("root") or "/", build_args.get("driver_root"), max_age)
+    try:
+        owner = _owner.resolve(owner)
+    except ValueError as exc:
+        raise SpecError(str(exc))
     path = spec_path(spec_dir, run_id)
     variant = build_args.get("variant") or "full"
-    out = {"changed": False, "path": path, "kind": KIND, "devices": [], "variant": variant, "spec": None,
-           "prediction": prediction(variant) if variant in VARIANTS else None}
+    out = {"changed": False, "path": path, "kind": run_kind(run_id), "devices": [], "variant": variant, "spec": None,
+           "prediction": prediction(variant) if variant in VARIANTS else None, "owner": owner,
+           "swept": [], "live": []}
     if state == "absent":
+        why = not_ours_reason(path, run_id)
+        if why:
+            raise SpecError(why)
         out["changed"] = os.path.exists(path)
         if out["changed"] and not check_mode:
             remove_spec(spec_dir, run_id)
         return out
-    spec = build_spec(run_id, **build_args)
+    if os.path.isdir(spec_dir):
+        swept = sweep_specs(spec_dir, max_age=max_age, keep=run_id, check_mode=check_mode)
+        out["swept"], out["live"] = swept["removed"], swept["live"]
+    current = None
+    created = None
+    why = not_ours_reason(path, run_id)
+    if why:
+        raise SpecError(why)
+    if os.path.isfile(path) and not os.path.islink(path):
+        created = spec_owner_info(path)["created"]  # the same run writing again: same spec, not a change
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                current = f.read()
+        except OSError:
+            current = None
+    spec = build_spec(run_id, owner=owner, created=created, **build_args)
     text = render(spec)
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            current = f.read()
-    except OSError:
-        current = None
     out.update(spec=spec, devices=qualified_devices(spec), changed=current != text)
     if out["changed"] and not check_mode:
         write_spec(spec, spec_dir, run_id)

@@ -4,47 +4,288 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the one place where gpuprobe.layers runs external programs.
 
-Not public API. ``run`` always has a timeout, kills the whole process group when it expires, never
-raises for a missing program or a hang, and refuses programs that could change the node's driver state
-(DESIGN.md safety rules): module loaders, service managers.
+Not public API. ``run`` runs only the command shapes listed in ``SHAPES`` (an allowlist: the commands the
+layers need, nothing else; anything else raises ForbiddenCommand before a process exists). It always has a
+timeout, kills the whole process group when it expires and when the caller is interrupted (KeyboardInterrupt,
+SystemExit, any exception: the group is killed, then the exception goes on), never raises for a missing
+program or a hang, and keeps at most ``MAX_CAPTURE`` bytes of the head and of the tail of each output stream
+(the rest is counted, not kept).
 """
 
 from __future__ import annotations
 
+import collections
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 DEFAULT_TIMEOUT = 30.0
-# Programs the collection must never run, whatever a caller asks (tests/unit/test_safety.py).
-FORBIDDEN_PROGRAMS = frozenset((
-    "modprobe", "rmmod", "insmod", "depmod", "systemctl", "service", "nvidia-smi-reset",
-    "reboot", "shutdown", "init", "telinit",
-))
-# nvidia-smi options that change GPU state; only read-only queries are allowed.
-NVIDIA_SMI_WRITES = frozenset(("-r", "--gpu-reset", "-pm", "--persistence-mode", "-c", "--compute-mode",
-                               "-mig", "--multi-instance-gpu", "-e", "--ecc-config"))
-MAX_CAPTURE = 4 * 1024 * 1024
+MAX_CAPTURE = 4 * 1024 * 1024   # bytes kept of the head, and again of the tail, of each stream
+CHUNK = 64 * 1024
+# The probe and every name of a container the collection creates start with this (see _runtime.container_name).
+CONTAINER_PREFIX = "gpuprobe-"
+PROBE_SCRIPT = "gpuprobe_probe.py"
 
 
 class ForbiddenCommand(Exception):
-    """Raised when a caller asks to run a program that the safety rules forbid."""
+    """Raised when a caller asks to run a command that is not one of the allowed shapes."""
 
 
-def _program_name(argv):
-    return os.path.basename(str(argv[0]))
+# ---- the allowlist -------------------------------------------------------------------------------------------
+
+def _options(args, flags_with_value=(), flags=()):
+    """Split ``args`` into (options dict, positionals); None when an option is not one of the given ones."""
+    opts, pos, i = {}, [], 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and a != "-":
+            key, eq, value = a.partition("=")
+            if key in flags_with_value:
+                if not eq:
+                    if i + 1 >= len(args):
+                        return None, None
+                    i += 1
+                    value = args[i]
+                opts.setdefault(key, []).append(value)
+            elif key in flags and not eq:
+                opts.setdefault(key, []).append(True)
+            else:
+                return None, None
+        else:
+            pos.append(a)
+        i += 1
+    return opts, pos
+
+
+def _version_only(args):
+    return args == ["--version"]
+
+
+def _engine_info(args):
+    return args[:1] == ["info"] and (args[1:] in ([], ["--format", "{{json .}}"])
+                                     or (len(args) == 3 and args[1] == "--format" and args[2].startswith("{{")))
+
+
+def _engine_version(args):
+    return args in (["version"], ["--version"]) or (len(args) == 3 and args[:2] == ["version", "--format"])
+
+
+def _container_names_ok(names):
+    return bool(names) and all(n.startswith(CONTAINER_PREFIX) for n in names)
+
+
+def _engine_rm(args):
+    if args[:1] != ["rm"]:
+        return False
+    opts, pos = _options(args[1:], flags_with_value=("-t", "--time"), flags=("-f", "--force", "-i", "--ignore"))
+    return opts is not None and ("-f" in opts or "--force" in opts) and _container_names_ok(pos)
+
+
+def _engine_ps(args):
+    if args[:1] != ["ps"]:
+        return False
+    opts, pos = _options(args[1:], flags_with_value=("--filter", "--format"), flags=("-a", "--all", "--no-trunc"))
+    if opts is None or pos or not opts.get("--filter"):
+        return False
+    return all(re.match(r"^label=gpuprobe\.run(=[A-Za-z0-9_.-]+)?$", f) for f in opts["--filter"])
+
+
+RUN_VALUE_FLAGS = ("--name", "--label", "--device", "-v", "--volume", "--user", "--entrypoint", "--pull", "--network",
+                   "--env", "-e", "--security-opt")
+RUN_FLAGS = ("--rm", "-i", "--interactive")
+
+
+def _engine_run(args):
+    """run --rm --name gpuprobe-* --label gpuprobe.run=<id> --network=none ... <image> <probe> <json>:
+    the probe container and nothing else (no --privileged, no host namespaces, read-only bind mounts only)."""
+    if args[:1] != ["run"]:
+        return False
+    opts, i = {}, 1
+    while i < len(args) and args[i].startswith("-"):
+        key, eq, value = args[i].partition("=")
+        if key in RUN_VALUE_FLAGS:
+            if not eq:
+                if i + 1 >= len(args):
+                    return False
+                i += 1
+                value = args[i]
+            opts.setdefault(key, []).append(value)
+        elif key in RUN_FLAGS and not eq:
+            opts[key] = [True]
+        else:
+            return False
+        i += 1
+    if i >= len(args):  # no image
+        return False
+    if "--rm" not in opts or opts.get("--network") != ["none"] or not _container_names_ok(opts.get("--name") or []):
+        return False
+    labels = opts.get("--label") or []
+    if not any(re.match(r"^gpuprobe\.run=[A-Za-z0-9_.-]+$", lab) for lab in labels):
+        return False
+    if any(not lab.startswith("gpuprobe.") for lab in labels):
+        return False
+    if any(not v.endswith(":ro") for v in (opts.get("-v") or []) + (opts.get("--volume") or [])):
+        return False
+    if any(o not in ("label=disable",) for o in opts.get("--security-opt") or []):
+        return False
+    return True
+
+
+def _python_probe(args):
+    """<python> <dir>/gpuprobe_probe.py <json object>: the compute probe on the host (the control)."""
+    if len(args) != 2 or os.path.basename(args[0]) != PROBE_SCRIPT:
+        return False
+    try:
+        return isinstance(json.loads(args[1]), dict)
+    except ValueError:
+        return False
+
+
+KUBECTL_READS = (["version", "--client"], ["get", "nodes"], ["get", "pods"], ["get", "events"])
+
+
+def _kubectl(args):
+    """kubectl [--kubeconfig F] [--context C] [--request-timeout Ns] (version --client | get nodes|pods|events)
+    [-n NS | --all-namespaces] [--field-selector S] -o json: reads only."""
+    opts, pos = _options(args, flags_with_value=("--kubeconfig", "--context", "--request-timeout", "-n",
+                                                 "--field-selector", "-o"),
+                         flags=("--all-namespaces", "--client"))
+    if opts is None or opts.get("-o") != ["json"]:
+        return False
+    if pos == ["version"]:
+        return "--client" in opts
+    return pos in (["get", "nodes"], ["get", "pods"], ["get", "events"]) and "--client" not in opts
+
+
+NVIDIA_SMI_QUERY_FLAGS = ("-L", "--list-gpus", "-q", "--query", "-x", "--xml-format")
+NVIDIA_SMI_QUERY_VALUES = ("--query-gpu", "--query-compute-apps", "--format", "-i", "--id", "-d", "--display")
+
+
+def _nvidia_smi(args):
+    """nvidia-smi queries only: -L, -q [-x] [-d ...], --query-gpu=... / --query-compute-apps=... --format=...,
+    [-i N]; no subcommand (mig, drain, ...) and no setting (-pm, -c, -r, -e, -mig, ...)."""
+    if not args:
+        return True
+    opts, pos = _options(args, flags_with_value=NVIDIA_SMI_QUERY_VALUES, flags=NVIDIA_SMI_QUERY_FLAGS)
+    return opts is not None and not pos
+
+
+def _ldconfig(args):
+    return args == ["-p"]
+
+
+# (shape name, program basenames, predicate over argv[1:], what it is for). tests/unit/test_safety.py enumerates these.
+SHAPES = (
+    ("tool --version", ("nvidia-ctk", "podman", "docker", "containerd", "runc", "crun", "crio", "nerdctl", "crictl"),
+     _version_only, "host layer: versions of the container tools"),
+    ("engine info", ("podman", "docker"), _engine_info, "runtime layer: detect the runtime"),
+    ("engine version", ("podman", "docker"), _engine_version, "runtime layer: the runtime's version"),
+    ("engine run probe", ("podman", "docker"), _engine_run, "runtime layer: the probe container (--rm, labelled, no network)"),
+    ("engine rm gpuprobe-*", ("podman", "docker"), _engine_rm, "cleanup: force-remove probe containers by name"),
+    ("engine ps label=gpuprobe.run", ("podman", "docker"), _engine_ps, "cleanup: list probe containers by label"),
+    ("python probe", ("python", "python3", "python3.*", "platform-python"), _python_probe, "compute layer: the host control probe"),
+    ("kubectl read", ("kubectl",), _kubectl, "k8s layer: version, get nodes/pods/events as JSON"),
+    ("nvidia-smi query", ("nvidia-smi",), _nvidia_smi, "read-only GPU queries"),
+    ("ldconfig -p", ("ldconfig",), _ldconfig, "which libraries the loader knows"),
+)
+
+
+def _program_matches(name, programs):
+    for p in programs:
+        if p == name or (p.endswith("*") and name.startswith(p[:-1]) and re.match(r"^[0-9.]+$", name[len(p) - 1:])):
+            return True
+    return False
+
+
+def allowed_shape(argv):
+    """The name of the allowed shape ``argv`` has, or None."""
+    if not argv:
+        return None
+    name = os.path.basename(str(argv[0]))
+    args = [str(a) for a in argv[1:]]
+    for shape, programs, predicate, _what in SHAPES:
+        if _program_matches(name, programs) and predicate(args):
+            return shape
+    return None
 
 
 def check_allowed(argv):
+    """Raise ForbiddenCommand unless ``argv`` has one of the allowed shapes; returns the shape's name."""
     if not argv:
-        raise ValueError("empty command")
-    name = _program_name(argv)
-    if name in FORBIDDEN_PROGRAMS:
-        raise ForbiddenCommand("gpuprobe.layers never runs %s" % name)
-    if name == "nvidia-smi" and any(a in NVIDIA_SMI_WRITES for a in argv[1:]):
-        raise ForbiddenCommand("gpuprobe.layers runs nvidia-smi for queries only")
+        raise ForbiddenCommand("empty command")
+    shape = allowed_shape(argv)
+    if shape is None:
+        raise ForbiddenCommand("gpuprobe.layers refuses to run %s: not an allowed command shape (%s)" % (
+            " ".join(str(a) for a in argv)[:300], "; ".join(s[0] for s in SHAPES)))
+    return shape
+
+
+# ---- execution ---------------------------------------------------------------------------------------------------
+
+class _Capture(object):
+    """Keeps the first and the last ``limit`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = collections.deque()
+        self.tail_len = 0
+        self.total = 0
+
+    def feed(self, data):
+        self.total += len(data)
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail.append(data)
+            self.tail_len += len(data)
+            while self.tail_len - len(self.tail[0]) >= self.limit:
+                self.tail_len -= len(self.tail.popleft())
+
+    def text(self):
+        tail = b"".join(self.tail)
+        if len(tail) > self.limit:
+            tail = tail[-self.limit:]
+        omitted = self.total - len(self.head) - len(tail)
+        if omitted > 0:
+            return "%s\n[gpuprobe: %d bytes omitted]\n%s" % (
+                bytes(self.head).decode("utf-8", errors="replace"), omitted, tail.decode("utf-8", errors="replace"))
+        return (bytes(self.head) + tail).decode("utf-8", errors="replace")
+
+    @property
+    def truncated(self):
+        return self.total > 2 * self.limit
+
+
+def _reader(pipe, capture):
+    try:
+        while True:
+            data = pipe.read1(CHUNK)
+            if not data:
+                break
+            capture.feed(data)
+    except (OSError, ValueError):
+        pass
+
+
+def _writer(pipe, data):
+    try:
+        if data:
+            pipe.write(data)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
 
 
 def _kill_group(proc):
@@ -57,24 +298,12 @@ def _kill_group(proc):
             pass
 
 
-def _decode(data):
-    if data is None:
-        return ""
-    if len(data) > MAX_CAPTURE:
-        data = data[:MAX_CAPTURE]
-    return data.decode("utf-8", errors="replace")
-
-
-def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None):
-    """Run ``argv`` (a list, never a shell string) and return a dict:
-
-    argv, rc (None when it did not run or was killed), stdout, stderr, duration_ms, timed_out,
-    error (None, or why it did not run / was killed).
-    """
-    argv = [str(a) for a in argv]
-    check_allowed(argv)
+def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, limit=MAX_CAPTURE):
+    """Run ``argv`` without the allowlist check (only ``run`` calls this; tests call it for the capture)."""
     result = {"argv": argv, "rc": None, "stdout": "", "stderr": "", "duration_ms": 0.0,
-              "timed_out": False, "error": None}
+              "timed_out": False, "error": None, "stdout_bytes": 0, "stderr_bytes": 0, "truncated": False}
+    if timeout is None or timeout <= 0:
+        raise ValueError("timeout must be > 0 seconds (got %r)" % (timeout,))
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -87,22 +316,57 @@ def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None):
     except OSError as exc:
         result["error"] = "cannot execute %s: %s" % (argv[0], exc)
         return result
-    data = stdin_data.encode("utf-8") if isinstance(stdin_data, str) else stdin_data
+    out, err = _Capture(limit), _Capture(limit)
+    threads = [threading.Thread(target=_reader, args=(proc.stdout, out)),
+               threading.Thread(target=_reader, args=(proc.stderr, err))]
+    if stdin_data is not None:
+        data = stdin_data.encode("utf-8") if isinstance(stdin_data, str) else stdin_data
+        threads.append(threading.Thread(target=_writer, args=(proc.stdin, data)))
+    for t in threads:
+        t.daemon = True
+        t.start()
     try:
-        out, err = proc.communicate(input=data, timeout=timeout)
-        result["rc"] = proc.returncode
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
         try:
-            out, err = proc.communicate(timeout=5)
+            result["rc"] = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            out, err = b"", b""
-        result["timed_out"] = True
-        result["error"] = "timeout after %gs" % timeout
-    result["stdout"] = _decode(out)
-    result["stderr"] = _decode(err)
+            _kill_group(proc)
+            result["timed_out"] = True
+            result["error"] = "timeout after %gs" % timeout
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for t in threads:
+            # a grandchild in another session (a runtime's monitor) may hold the pipe open: do not wait forever
+            t.join(timeout=5 if not result["timed_out"] else 2)
+    except BaseException:
+        # KeyboardInterrupt (SIGINT), SystemExit (a SIGTERM handler), anything: the child's group dies with us
+        _kill_group(proc)
+        raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            try:
+                pipe.close()
+            except (OSError, ValueError):
+                pass
+    result["stdout"], result["stderr"] = out.text(), err.text()
+    result["stdout_bytes"], result["stderr_bytes"] = out.total, err.total
+    result["truncated"] = out.truncated or err.truncated
     result["duration_ms"] = round((time.monotonic() - t0) * 1000.0, 1)
     return result
+
+
+def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None):
+    """Run ``argv`` (a list, never a shell string; one of the allowed SHAPES) and return a dict:
+
+    argv, rc (None when it did not run or was killed), stdout, stderr (head and tail, at most MAX_CAPTURE
+    bytes each), stdout_bytes, stderr_bytes (total sizes), truncated, duration_ms, timed_out, error (None,
+    or why it did not run / was killed). Raises ForbiddenCommand for any other command and ValueError for a
+    timeout <= 0.
+    """
+    argv = [str(a) for a in argv]
+    check_allowed(argv)
+    return _execute(argv, timeout=timeout, env=env, stdin_data=stdin_data, cwd=cwd)
 
 
 def which(name, extra_dirs=()):

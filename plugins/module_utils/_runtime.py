@@ -17,10 +17,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
+import tempfile
+import time
 import uuid as uuidlib
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import (
     busy_processes, busy_reason, write_probe,
 )
@@ -30,6 +33,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 
 LABEL = "gpuprobe.run"
+OWNER_LABEL = "gpuprobe.owner"      # host:pid:started of the run's owner (_owner.format_owner)
+CREATED_LABEL = "gpuprobe.created"  # epoch seconds
+VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
 PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
 UNSUPPORTED = ("containerd", "crio")
@@ -42,6 +48,11 @@ CHECKS = {
         "title": "a supported container runtime with CDI support is installed; its version is recorded",
         "fail": "the runtime is missing, or (docker) its CDI support is not enabled",
         "next": "install podman >= 4.1, or enable CDI in docker (daemon.json features.cdi)",
+    },
+    "runtime.engine.version": {
+        "title": "the runtime's version string is understood (recorded; a string that is not a version is 'unknown')",
+        "fail": "NOT_RUN: the runtime answered with something that is not a version; nothing is inferred from it",
+        "next": "the runtime's own 'info'/'version' output",
     },
     "runtime.container.started": {
         "title": "the probe container started with the requested CDI devices and the probe ran inside it",
@@ -375,6 +386,12 @@ def detect_runtime(requested="auto", timeout=30):
             "reason": "no usable container runtime: %s" % "; ".join(tried)}
 
 
+def parse_version(text):
+    """A runtime's version string when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else "unknown"."""
+    text = str(text or "").strip()
+    return text if VERSION_RE.match(text) else "unknown"
+
+
 def _podman_info(path, timeout):
     r = run([path, "info", "--format",
              "{{.Version.Version}}|{{.Host.OCIRuntime.Name}}|{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"],
@@ -385,7 +402,8 @@ def _podman_info(path, timeout):
     parts = r["stdout"].strip().split("|")
     while len(parts) < 4:
         parts.append("")
-    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parts[0],
+    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parse_version(parts[0]),
+            "version_text": parts[0][:200],
             "oci_runtime": "%s %s" % (parts[1], first_line(parts[2]).replace("%s version " % parts[1], "")),
             "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
 
@@ -400,7 +418,8 @@ def _docker_info(path, timeout):
     except ValueError:
         info = {}
     spec_dirs = info.get("CDISpecDirs")
-    base = {"name": "docker", "path": path, "version": info.get("ServerVersion"),
+    base = {"name": "docker", "path": path, "version": parse_version(info.get("ServerVersion")),
+            "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
     if not spec_dirs:
         base.update(usable=False, reason="docker %s has CDI disabled (no CDISpecDirs in docker info; enable "
@@ -414,8 +433,11 @@ def container_name(run_id):
     return "gpuprobe-%s-%s" % (run_id, uuidlib.uuid4().hex[:8])
 
 
-def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, user=None, pull="never"):
+def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, user=None, pull="never", owner=None,
+               created=None):
     argv = [engine["path"], "run", "--rm", "--name", name, "--label", "%s=%s" % (LABEL, run_id),
+            "--label", "%s=%s" % (OWNER_LABEL, _owner.format_owner(owner)),
+            "--label", "%s=%d" % (CREATED_LABEL, int(time.time() if created is None else created)),
             "--network=none", "--pull=%s" % pull]
     for device in cdi_devices:
         argv += ["--device", device]
@@ -453,11 +475,118 @@ def _relevant_mounts(mounts, expected_mounts):
             or "cuda" in (m.get("mount_point") or "")]
 
 
+class Interrupted(BaseException):
+    """A signal (SIGINT, SIGTERM, SIGHUP) arrived while the probe ran; raised after the container is removed."""
+
+    def __init__(self, signum):
+        BaseException.__init__(self, "interrupted by signal %d" % signum)
+        self.signum = signum
+
+
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_interrupted(signum, _frame):
+    raise Interrupted(signum)
+
+
+class _Signals(object):
+    """Install ``handler`` for INTERRUPT_SIGNALS in the block, restore the previous handlers after it (a no-op
+    outside the main thread, where Python allows no signal handlers)."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.saved = {}
+
+    def __enter__(self):
+        for sig in INTERRUPT_SIGNALS:
+            try:
+                self.saved[sig] = signal.signal(sig, self.handler)
+            except (ValueError, OSError):
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self.saved.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        return False
+
+
+def interruptible():
+    """SIGINT/SIGTERM/SIGHUP raise Interrupted inside the block (so ``finally`` clauses run)."""
+    return _Signals(_raise_interrupted)
+
+
+def deferred_signals():
+    """SIGINT/SIGTERM/SIGHUP are ignored inside the block: cleanup is not itself interrupted."""
+    return _Signals(signal.SIG_IGN)
+
+
+PROBE_DIR_PREFIX = "gpuprobe-run-"
+PROBE_DIR_RE = re.compile(r"^gpuprobe-run-(\d+)-(\d+|-)-[A-Za-z0-9_]+$")
+
+
+def probe_parent_dir(tmp_dir=None):
+    """A private temp dir for the probe script, named after this process (pid and start time), so that what a
+    SIGKILLed module leaves is found by cleanup once that process is gone."""
+    pid = os.getpid()
+    started = _owner.proc_started(pid)
+    return tempfile.mkdtemp(prefix="%s%d-%s-" % (PROBE_DIR_PREFIX, pid, "-" if started is None else started), dir=tmp_dir)
+
+
+def sweep_probe_dirs(tmp_dir=None, check_mode=False):
+    """Remove probe temp dirs (gpuprobe-run-<pid>-<started>-*) whose process is gone; returns their paths."""
+    tmp_dir = tmp_dir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = sorted(os.listdir(tmp_dir))
+    except OSError:
+        return removed
+    for name in names:
+        m = PROBE_DIR_RE.match(name)
+        path = os.path.join(tmp_dir, name)
+        if not m or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        owner = {"host": _owner.this_host(), "pid": int(m.group(1)),
+                 "started": None if m.group(2) == "-" else int(m.group(2))}
+        if _owner.alive(owner) is False:
+            if not check_mode:
+                shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def check_params(params):
+    """ValueError with one clear message for options that cannot work (before any container exists)."""
+    run_id = params.get("run_id")
+    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
+    timeout = params.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
+    devices = params.get("cdi_devices") or []
+    if not isinstance(devices, list) or not all(isinstance(d, str) and re.match(r"^[^=\s]+/[^=\s]+=[^=\s]+$", d)
+                                                for d in devices):
+        raise ValueError("cdi_devices must be fully qualified CDI names vendor/class=name (got %r)" % (devices,))
+    expected = params.get("expected_edits")
+    if expected is not None and not isinstance(expected, dict):
+        raise ValueError("expected_edits must be a dict (got %s)" % type(expected).__name__)
+    for key in ("env", "deviceNodes", "mounts", "hooks", "additionalGids"):
+        if (expected or {}).get(key) is not None and not isinstance(expected[key], list):
+            raise ValueError("expected_edits.%s must be a list (got %s)" % (key, type(expected[key]).__name__))
+    for key in ("deviceNodes", "mounts", "hooks"):
+        if any(not isinstance(e, dict) for e in (expected or {}).get(key) or []):
+            raise ValueError("expected_edits.%s must be a list of dicts" % key)
+    user = params.get("user")
+    if user and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$", str(user)):
+        raise ValueError("user %r must be uid[:gid] or name[:group]" % (user,))
+    _owner.normalize(params.get("owner"))
+
+
 def runtime_facts(params, check_mode=False):
     """Returns (runtime record, probe dict or None). ``params``: the module's options."""
+    check_params(params)
     run_id = params.get("run_id") or ""
-    if not RUN_ID_RE.match(run_id):
-        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % run_id)
     devices = list(params.get("cdi_devices") or [])
     expected = params.get("expected_edits") or {}
     evidence = {"requested_devices": devices, "expected_edits": expected, "run_id": run_id}
@@ -477,6 +606,12 @@ def runtime_facts(params, check_mode=False):
     builder.versions = versions
     builder.add("runtime.engine.available", PASS, subject=engine["name"], expected="installed, CDI capable",
                 observed="%s (%s; %s)" % (versions["runtime"], engine.get("oci_runtime"), engine.get("cdi")))
+    if engine.get("version") == "unknown":
+        builder.add("runtime.engine.version", NOT_RUN, subject=engine["name"], expected="a version string",
+                    observed="not understood: %r (recorded as unknown, not trusted)" % engine.get("version_text"))
+    else:
+        builder.add("runtime.engine.version", PASS, subject=engine["name"], expected="a version string",
+                    observed=engine.get("version"))
 
     skip_reason = None
     if params.get("compute"):
@@ -485,21 +620,30 @@ def runtime_facts(params, check_mode=False):
             skip_reason = busy_reason(busy)
     timeout = params.get("timeout") or 60
     name = container_name(run_id)
-    probe_dir, probe_path = write_probe()
-    try:
-        argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
-                          _probe_config(expected, params.get("compute"), skip_reason),
-                          user=params.get("user"), pull=params.get("pull") or "never")
-        result = run(argv, timeout=timeout)
-        cleanup = remove_container(engine, name)
-    finally:
-        shutil.rmtree(probe_dir, ignore_errors=True)
+    owner = _owner.resolve(params.get("owner"), fallback_pid=os.getpid())
+    evidence["owner"] = owner
+    with interruptible():
+        probe_dir = probe_parent_dir()
+        _unused, probe_path = write_probe(directory=probe_dir)
+        cleanup = None
+        try:
+            argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
+                              _probe_config(expected, params.get("compute"), skip_reason),
+                              user=params.get("user"), pull=params.get("pull") or "never", owner=owner)
+            result = run(argv, timeout=timeout)
+        finally:
+            # also on an interrupt (SIGINT/SIGTERM/SIGHUP raise Interrupted; _run killed the runtime client's
+            # group): the container lives on in the runtime's monitor, so remove it by name, then the probe dir
+            with deferred_signals():
+                cleanup = remove_container(engine, name)
+                shutil.rmtree(probe_dir, ignore_errors=True)
     parsed = _probe.parse_output(result["stdout"])
     started = parsed["start"] is not None
     evidence["container"] = {
         "name": name, "image": params["image"], "argv": argv, "rc": result["rc"], "wall_ms": result["duration_ms"],
         "timed_out": result["timed_out"], "started": started, "stderr": (result["stderr"] or "")[-4000:],
-        "cleanup": cleanup, "user": params.get("user"),
+        "cleanup": cleanup, "user": params.get("user"), "stdout_bytes": result.get("stdout_bytes"),
+        "stderr_bytes": result.get("stderr_bytes"), "output_truncated": result.get("truncated"),
     }
     probe = None
     signature = None
@@ -545,24 +689,79 @@ def runtime_facts(params, check_mode=False):
     return builder.build(), probe
 
 
-def list_probe_containers(engine, run_id=None, timeout=30):
-    """Names of containers labelled gpuprobe.run (=run_id when given), running or not."""
+def _parse_labels(value):
+    if isinstance(value, dict):
+        return dict((str(k), str(v)) for k, v in value.items())
+    out = {}
+    for part in str(value or "").split(","):  # docker ps: "k=v,k=v"
+        key, sep, val = part.partition("=")
+        if sep:
+            out[key.strip()] = val
+    return out
+
+
+def _parse_ps(text):
+    """podman ps --format json (one array) or docker ps --format '{{json .}}' (one object a line) -> rows."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    try:
+        doc = json.loads(text)
+        rows = doc if isinstance(doc, list) else [doc]
+    except ValueError:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    out = []
+    for row in rows:
+        names = row.get("Names")
+        name = names[0] if isinstance(names, list) and names else str(names or "")
+        labels = _parse_labels(row.get("Labels"))
+        created = labels.get(CREATED_LABEL)
+        created = int(created) if str(created or "").isdigit() else (row.get("Created") if isinstance(row.get("Created"), int) else None)
+        out.append({"name": name, "run_id": labels.get(LABEL), "owner": _owner.parse_owner(labels.get(OWNER_LABEL)),
+                    "created": created, "state": row.get("State")})
+    return out
+
+
+def probe_containers(engine, run_id=None, timeout=30):
+    """The containers labelled gpuprobe.run (=run_id when given), running or not: list of dicts name, run_id
+    (the label's exact value), owner, created, state."""
     label = "label=%s=%s" % (LABEL, run_id) if run_id else "label=%s" % LABEL
-    r = run([engine["path"], "ps", "-a", "--filter", label, "--format", "{{.Names}}"], timeout=timeout)
+    fmt = "json" if engine["name"] == "podman" else "{{json .}}"
+    r = run([engine["path"], "ps", "-a", "--filter", label, "--format", fmt], timeout=timeout)
     if r["rc"] != 0:
         raise RuntimeError("%s ps failed: %s" % (engine["name"], error_line(r["stderr"]) or r["error"]))
-    return [line.strip() for line in r["stdout"].splitlines() if line.strip()]
+    try:
+        rows = _parse_ps(r["stdout"])
+    except (ValueError, AttributeError) as exc:
+        raise RuntimeError("%s ps: output not understood: %s" % (engine["name"], exc))
+    # the runtime's filter is by label; ownership is decided on the exact parsed value, never a substring
+    return [c for c in rows if c["run_id"] and RUN_ID_RE.match(c["run_id"]) and c["name"].startswith("gpuprobe-")
+            and (run_id is None or c["run_id"] == run_id)]
 
 
-def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30):
-    """Remove probe containers (labelled gpuprobe.run, all or one run's) and self-built specs
-    (gpuprobe-<run_id>.yaml of our kind; all of them without run_id). Returns a dict: changed,
-    containers, specs, errors, skipped (runtimes that could not be listed under runtime=auto)."""
+def list_probe_containers(engine, run_id=None, timeout=30):
+    """Names of containers labelled gpuprobe.run (=run_id when given), running or not."""
+    return [c["name"] for c in probe_containers(engine, run_id, timeout)]
+
+
+def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30,
+            max_age=_owner.DEFAULT_MAX_AGE, tmp_dir=None):
+    """Remove what is provably ours and belongs to a run that is over (_owner.is_over): probe containers
+    (labelled gpuprobe.run) and self-built specs (gpuprobe-<run_id>.yaml of our kind). With ``run_id``, that
+    run's items (the caller's own run: over by definition); without it, every item whose owner is gone or
+    that is older than ``max_age``. Items of other runs that are not over are listed in ``live``, never
+    removed. Probe temp dirs of processes that are gone are removed too. Returns a dict: changed, containers,
+    specs, probe_dirs, live, errors, skipped (runtimes that could not be listed under runtime=auto)."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
 
-    if run_id is not None and not RUN_ID_RE.match(run_id):
-        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % run_id)
-    out = {"changed": False, "containers": [], "specs": [], "errors": [], "skipped": []}
+    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
+        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
+    _owner.check_max_age(max_age)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
+    if not isinstance(spec_dir, str) or not spec_dir.startswith("/"):
+        raise ValueError("spec_dir %r must be an absolute path" % (spec_dir,))
+    out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "skipped": []}
     engines = []
     candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
     for name in candidates:
@@ -571,31 +770,39 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         path = which(name)
         if path:
             engines.append({"name": name, "path": path})
+    now = time.time()
     for engine in engines:
         try:
-            names = list_probe_containers(engine, run_id, timeout)
+            found = probe_containers(engine, run_id, timeout)
         except RuntimeError as exc:
             # with runtime=auto an installed CLI whose daemon is not running (docker here) holds nothing we
             # could remove: say so instead of failing the cleanup; a runtime named explicitly must answer
             (out["skipped"] if runtime in (None, "auto") else out["errors"]).append(str(exc))
             continue
-        for name in names:
+        for c in found:
+            over, why = _owner.is_over(c["run_id"], c["owner"], c["created"], run_id=run_id, max_age=max_age, now=now)
+            if not over:
+                out["live"].append({"container": "%s:%s" % (engine["name"], c["name"]), "run_id": c["run_id"],
+                                    "state": c["state"], "why": why})
+                continue
             if not check_mode:
-                result = remove_container(engine, name, timeout)
+                result = remove_container(engine, c["name"], timeout)
                 if result["rc"] != 0:
-                    out["errors"].append("%s rm %s: %s" % (engine["name"], name, result["error"]))
+                    out["errors"].append("%s rm %s: %s" % (engine["name"], c["name"], result["error"]))
                     continue
-            out["containers"].append("%s:%s" % (engine["name"], name))
+            out["containers"].append("%s:%s" % (engine["name"], c["name"]))
     if specs and os.path.isdir(spec_dir):
         if run_id:
             path = _cdi_spec.spec_path(spec_dir, run_id)
-            if os.path.exists(path):
+            info = _cdi_spec.spec_owner_info(path) if os.path.lexists(path) else None
+            if info and info["ours"] and info["run_id"] == run_id:
                 if not check_mode:
                     _cdi_spec.remove_spec(spec_dir, run_id)
                 out["specs"].append(path)
-        elif check_mode:
-            out["specs"] = sorted(p for p in os.listdir(spec_dir) if p.startswith("gpuprobe-") and p.endswith(".yaml"))
         else:
-            out["specs"] = _cdi_spec.sweep_specs(spec_dir)
-    out["changed"] = bool(out["containers"] or out["specs"])
+            swept = _cdi_spec.sweep_specs(spec_dir, max_age=max_age, check_mode=check_mode, now=now)
+            out["specs"] = swept["removed"]
+            out["live"] += [{"spec": x["path"], "run_id": x["run_id"], "why": x["why"]} for x in swept["live"]]
+    out["probe_dirs"] = sweep_probe_dirs(tmp_dir, check_mode=check_mode)
+    out["changed"] = bool(out["containers"] or out["specs"] or out["probe_dirs"])
     return out

@@ -170,6 +170,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_record, check_root
 
 
 def main():
@@ -186,6 +187,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    try:
+        check_root(p["root"])
+        check_record(p["host"], "host", "host")
+        if p["max_spec_size"] <= 0:
+            raise ValueError("max_spec_size must be > 0 bytes (got %d)" % p["max_spec_size"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     record = cdi_layer(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
                        kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_cdi": record})

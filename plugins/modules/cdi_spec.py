@@ -11,8 +11,14 @@ module: cdi_spec
 short_description: Write or remove a self-built CDI spec for GPU experiments and fault drills
 version_added: 0.1.0
 description:
-  - Builds a minimal CDI spec of kind C(gpuprobe.local/gpu) from the host's real device nodes and driver root
-    and writes it to C(<spec_dir>/gpuprobe-<run_id>.yaml), or removes that file (O(state=absent)).
+  - Builds a minimal CDI spec of the run's own kind C(gpuprobe.local/gpu-<run_id>) from the host's real device
+    nodes and driver root and writes it to C(<spec_dir>/gpuprobe-<run_id>.yaml), or removes that file (O(state=absent)).
+    Because the kind is unique to the run, concurrent runs and specs left by crashed runs never resolve the same
+    device names (no CDI conflict between them).
+  - The spec's env records its owner (C(GPUPROBE_RUN_ID), C(GPUPROBE_OWNER=host:pid:started), C(GPUPROBE_CREATED)).
+    Before writing, specs of this collection's kind whose run is over (owner process gone on this host, or older
+    than O(max_age)) are removed (C(swept)); the others are listed in C(live) and left alone. Specs of any other
+    kind are never touched.
   - The spec has one device per GPU named by its index (C(0), C(1), ...) holding that GPU's node, and a device
     C(all) holding every selected GPU node. Spec-level edits hold C(/dev/nvidiactl), C(/dev/nvidia-uvm) and
     C(/dev/nvidia-uvm-tools) (those present), read-only bind mounts of the real versioned C(libcuda),
@@ -33,9 +39,21 @@ attributes:
 options:
   run_id:
     description:
-      - Identifies this run; the file is C(gpuprobe-<run_id>.yaml). Letters, digits, C(_), C(.), C(-).
+      - Identifies this run; the file is C(gpuprobe-<run_id>.yaml) and the kind C(gpuprobe.local/gpu-<run_id>).
+        Letters, digits, C(_), C(.), C(-).
     type: str
     required: true
+  owner:
+    description:
+      - The process that owns this run, as C(host), C(pid) and C(started) (its start time in clock ticks since boot,
+        C(/proc/<pid>/stat) field 22; read from C(/proc) when omitted and the host is this one).
+      - Default the C(ansible-playbook) process among the module's ancestors (a local connection), else unknown
+        (then only O(max_age) can make the spec over for another run's sweep).
+    type: dict
+  max_age:
+    description: Seconds after which a spec of this collection's kind counts as over whoever owns it.
+    type: int
+    default: 3600
   state:
     description:
       - V(present) writes the spec, V(absent) removes this run's spec.
@@ -119,16 +137,30 @@ path:
   type: str
   sample: /var/run/cdi/gpuprobe-20261202T183000.yaml
 kind:
-  description: The spec's kind.
+  description: The spec's kind, unique to the run.
   returned: always
   type: str
-  sample: gpuprobe.local/gpu
+  sample: gpuprobe.local/gpu-20261202T183000
 devices:
   description: Qualified names of the spec's devices (empty for O(state=absent)).
   returned: always
   type: list
   elements: str
-  sample: [gpuprobe.local/gpu=0, gpuprobe.local/gpu=all]
+  sample: [gpuprobe.local/gpu-20261202T183000=0, gpuprobe.local/gpu-20261202T183000=all]
+owner:
+  description: The owner recorded in the spec (C(host), C(pid), C(started); C(pid) null when unknown).
+  returned: always
+  type: dict
+swept:
+  description: Specs of other runs of this collection that were over and were removed (or would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+live:
+  description: Specs of other runs that are not over (C(path), C(run_id), C(why)); left alone.
+  returned: always
+  type: list
+  elements: dict
 variant:
   description: The variant built.
   returned: always
@@ -167,6 +199,8 @@ def main():
             host=dict(type="dict"),
             stub_libcuda=dict(type="path"),
             gpus=dict(type="list", elements="str"),
+            owner=dict(type="dict"),
+            max_age=dict(type="int", default=3600),
         ),
         supports_check_mode=True,
     )
@@ -174,8 +208,8 @@ def main():
     try:
         result = ensure_spec(p["run_id"], state=p["state"], spec_dir=p["spec_dir"], check_mode=module.check_mode,
                              variant=p["variant"], root=p["root"], driver_root=p["driver_root"], host=p["host"],
-                             stub_libcuda=p["stub_libcuda"], gpus=p["gpus"])
-    except (SpecError, OSError) as exc:
+                             stub_libcuda=p["stub_libcuda"], gpus=p["gpus"], owner=p["owner"], max_age=p["max_age"])
+    except (SpecError, OSError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

@@ -34,7 +34,10 @@ attributes:
     details: In check mode the host control is not run; the container part is evaluated as given.
 options:
   container_probe:
-    description: The C(gpuprobe_probe) fact of M(gpuprobe.layers.runtime_facts), null when the container never ran.
+    description:
+      - The C(gpuprobe_probe) fact of M(gpuprobe.layers.runtime_facts), null when the container never ran.
+      - A value that is not of that shape (for example C(steps) not a list of dicts) fails the task with a message
+        naming the key; it is never evaluated as a node's result.
     type: dict
   runtime_record:
     description: The runtime layer record (C(gpuprobe_runtime)), to say why the container did not run.
@@ -54,7 +57,7 @@ options:
     type: bool
     default: false
   timeout:
-    description: Seconds the host control may take before it is killed (C(compute.timeout)).
+    description: Seconds the host control may take before it is killed (C(compute.timeout)); must be > 0.
     type: int
     default: 60
 seealso:
@@ -93,6 +96,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_container_probe, check_record, check_timeout
 
 
 def main():
@@ -108,6 +112,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    try:
+        check_container_probe(p["container_probe"])
+        check_record(p["runtime_record"], "runtime_record", "runtime")
+        check_record(p["host"], "host", "host")
+        check_timeout(p["timeout"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
                             host_control=p["host_control"] and not module.check_mode,
                             allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"])

@@ -142,6 +142,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root, check_timeout
 
 
 def main():
@@ -154,6 +155,11 @@ def main():
         ),
         supports_check_mode=True,
     )
+    try:
+        check_root(module.params["root"])
+        check_timeout(module.params["nvml_timeout"], "nvml_timeout")
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     record = collect_host(root=module.params["root"], driver_root=module.params["driver_root"],
                           use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_host": record})

@@ -109,6 +109,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import DEFAULT_RESOURCES, DEFAULT_TIMEOUT, collect_k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_timeout
 
 
 def main():
@@ -125,6 +126,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    try:
+        check_timeout(p["timeout"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     record = collect_k8s(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
                          node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_k8s": record})

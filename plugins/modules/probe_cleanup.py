@@ -11,11 +11,15 @@ module: probe_cleanup
 short_description: Remove probe containers and self-built CDI specs left by gpuprobe runs
 version_added: 0.1.0
 description:
-  - Removes the containers labelled C(gpuprobe.run) (all of them, or those of one O(run_id)) with every
-    supported runtime that is installed (podman, docker).
-  - Removes the self-built CDI specs C(<spec_dir>/gpuprobe-<run_id>.yaml) of the kind C(gpuprobe.local/gpu),
-    that run's spec with O(run_id), every such spec without it (a sweep after an interrupted run).
-    Specs of other kinds and anything under C(/etc/cdi) are never touched.
+  - Removes only what is provably this collection's and belongs to a run that is over. Ours means a container
+    labelled C(gpuprobe.run) (exact label value, name C(gpuprobe-*)) or a spec file C(<spec_dir>/gpuprobe-<run_id>.yaml)
+    whose parsed kind is C(gpuprobe.local/gpu-<run_id>) (or the old C(gpuprobe.local/gpu)) and whose env names that
+    run id. Specs of other kinds and anything under C(/etc/cdi) are never touched.
+  - With O(run_id), that run's container(s) and spec (the caller's own run, over by definition). Without it, every
+    item of ours whose owner (label C(gpuprobe.owner), spec env C(GPUPROBE_OWNER), C(host:pid:started)) is a process
+    of this host that is gone, or that is older than O(max_age). Anything else, such as the live probe of another
+    operator's run, is reported in C(live) and never removed.
+  - Looks in every supported runtime that is installed (podman, docker) with O(runtime=auto).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._attributes
@@ -40,6 +44,15 @@ options:
     description: Also remove the self-built specs.
     type: bool
     default: true
+  max_age:
+    description: Seconds after which an item of ours counts as over whoever owns it (a run on another host, or one
+      whose owner is unknown).
+    type: int
+    default: 3600
+  timeout:
+    description: Seconds each runtime command may take; must be > 0.
+    type: int
+    default: 30
 seealso:
   - module: gpuprobe.layers.runtime_facts
 """
@@ -49,8 +62,9 @@ EXAMPLES = r"""
   gpuprobe.layers.probe_cleanup:
     run_id: "{{ run_id }}"
 
-- name: Sweep everything an interrupted run may have left
+- name: Sweep what interrupted runs left (their owner is gone, or older than an hour); live probes are reported
   gpuprobe.layers.probe_cleanup:
+    max_age: 3600
 """
 
 RETURN = r"""
@@ -69,6 +83,18 @@ errors:
   returned: always
   type: list
   elements: str
+probe_dirs:
+  description: Probe temp dirs (C(gpuprobe-run-<pid>-<started>-*) in the temp dir) of module processes that are gone.
+  returned: always
+  type: list
+  elements: str
+live:
+  description:
+    - Items of other runs that are not over (their owner runs, or cannot be checked from here and they are younger
+      than O(max_age)), each with C(container) or C(spec), C(run_id) and C(why). Never removed.
+  returned: always
+  type: list
+  elements: dict
 skipped:
   description:
     - With O(runtime=auto), the runtimes whose containers could not be listed (for example a docker CLI whose
@@ -90,13 +116,17 @@ def main():
             runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker"]),
             spec_dir=dict(type="path", default="/var/run/cdi"),
             specs=dict(type="bool", default=True),
+            max_age=dict(type="int", default=3600),
+            timeout=dict(type="int", default=30),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
         result = cleanup(run_id=p["run_id"], runtime=p["runtime"], spec_dir=p["spec_dir"], specs=p["specs"],
-                         check_mode=module.check_mode)
+                         check_mode=module.check_mode, timeout=p["timeout"], max_age=p["max_age"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-except
         module.fail_json(msg="cleanup failed: %s" % exc)
     if result["errors"]:

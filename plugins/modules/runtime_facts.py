@@ -25,8 +25,14 @@ description:
     C(runtime.start.oci_error), C(runtime.start.image_missing), C(runtime.start.timeout)).
   - With O(compute=true) the same container also runs the compute steps (CUDA driver API through ctypes and a
     PTX kernel); their raw output is returned as C(gpuprobe_probe) for M(gpuprobe.layers.compute_facts).
-  - The container runs with C(--network=none), is labelled C(gpuprobe.run=<run_id>), named
-    C(gpuprobe-<run_id>-<random>), and is removed afterwards, also after a timeout.
+  - The container runs with C(--network=none), is labelled C(gpuprobe.run=<run_id>), C(gpuprobe.owner=<host:pid:started>)
+    and C(gpuprobe.created=<epoch>), named C(gpuprobe-<run_id>-<random>), and is removed afterwards, also after a
+    timeout and when the module is interrupted by SIGINT, SIGTERM or SIGHUP (the runtime client's process group is
+    killed, the container force-removed and the probe's temporary directory deleted before the module fails).
+    A module killed with SIGKILL leaves the container; M(gpuprobe.layers.probe_cleanup) removes it once its owner
+    is gone.
+  - A runtime version string that is not a version is recorded as C(unknown) (check C(runtime.engine.version)
+    NOT_RUN), never trusted.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -56,7 +62,7 @@ options:
     choices: [never, missing]
     default: never
   cdi_devices:
-    description: Fully qualified CDI device names to request, for example C(gpuprobe.local/gpu=0).
+    description: Fully qualified CDI device names to request, for example C(gpuprobe.local/gpu-<run id>=0).
     type: list
     elements: str
     default: []
@@ -71,9 +77,17 @@ options:
     type: str
     required: true
   timeout:
-    description: Seconds after which the container is killed and removed (FAIL C(runtime.start.timeout) or C(compute.timeout)).
+    description:
+      - Seconds after which the container is killed and removed (FAIL C(runtime.start.timeout) or C(compute.timeout)).
+      - Must be > 0; other values fail the task (they are the caller's error, not the node's).
     type: int
     default: 60
+  owner:
+    description:
+      - The process that owns this run (C(host), C(pid), C(started)), recorded in the label C(gpuprobe.owner).
+      - Default the C(ansible-playbook) process among the module's ancestors (local connection), else this module's
+        own process.
+    type: dict
   compute:
     description: Also run the compute steps in the same container.
     type: bool
@@ -100,7 +114,7 @@ EXAMPLES = r"""
   gpuprobe.layers.runtime_facts:
     image: localhost/gpuprobe-probe:local
     run_id: "{{ run_id }}"
-    cdi_devices: ["gpuprobe.local/gpu=0"]
+    cdi_devices: ["{{ spec.devices[0] }}"]
     expected_edits: "{{ ansible_facts.gpuprobe_cdi.evidence.expected_edits }}"
     host: "{{ ansible_facts.gpuprobe_host }}"
     compute: true
@@ -116,8 +130,9 @@ ansible_facts:
       description:
         - The runtime layer record (docs/contract.md).
         - C(evidence) holds C(requested_devices), C(expected_edits), C(engine) (runtime name, path, version,
-          OCI runtime), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup) and
-          C(observed) (nodes, relevant mounts and env, groups, libraries, ldconfig).
+          OCI runtime; C(version) is C(unknown) when the runtime's answer is not a version), C(owner) (host, pid,
+          started), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup, stdout_bytes,
+          stderr_bytes, output_truncated) and C(observed) (nodes, relevant mounts and env, groups, libraries, ldconfig).
       returned: always
       type: dict
       sample:
@@ -136,7 +151,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, runtime_facts
 
 
 def main():
@@ -153,6 +168,7 @@ def main():
             allow_busy_gpu=dict(type="bool", default=False),
             host=dict(type="dict"),
             user=dict(type="str"),
+            owner=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -160,6 +176,8 @@ def main():
         record, probe = runtime_facts(module.params, check_mode=module.check_mode)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    except Interrupted as exc:
+        module.fail_json(msg="%s: the probe container was removed" % exc)
     module.exit_json(changed=False, ansible_facts={"gpuprobe_runtime": record, "gpuprobe_probe": probe})
 
 

@@ -32,8 +32,8 @@ EVIDENCE_DIR = os.environ.get("GPUPROBE_EVIDENCE_DIR")
 
 @pytest.fixture(scope="module")
 def host_record():
-    # two specs of the same kind that both define device "0" make podman drop both (unresolvable):
-    # sweep what interrupted runs left before writing ours
+    # every run has its own kind now, so leftovers cannot conflict with ours; still sweep what interrupted
+    # runs left (only what is over: owner gone, or older than an hour)
     if os.path.isdir(SPEC_DIR):
         _cdi_spec.sweep_specs(SPEC_DIR)
     record = _host.collect_host(driver_root=DRIVER_ROOT)
@@ -57,7 +57,7 @@ def run_variant(variant, host, user=None):
         spec = _cdi_spec.build_spec(run_id, variant=variant, driver_root=DRIVER_ROOT, host=host)
     except _cdi_spec.SpecError as exc:
         pytest.skip("variant %s cannot be built here: %s" % (variant, exc))
-    device = "%s=0" % _cdi_spec.KIND
+    device = "%s=0" % spec["kind"]  # the run's own kind
     _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
     try:
         cdi = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)

@@ -66,7 +66,7 @@ def _tasks(run_id, spec_dir, root, variant="full", devices=None):
         {"name": "write", "register": "spec_result", "gpuprobe.layers.cdi_spec": {
             "run_id": run_id, "spec_dir": spec_dir, "root": str(root), "driver_root": "/usr/local/nvidia", "variant": variant}},
         {"name": "check", "gpuprobe.layers.cdi_facts": {
-            "spec_dirs": [spec_dir], "discover_runtime_dirs": False, "devices": devices or ["gpuprobe.local/gpu=0"],
+            "spec_dirs": [spec_dir], "discover_runtime_dirs": False, "devices": devices or ["{{ spec_result.kind }}=0"],
             "host": {"evidence": {"nvml": {"driver_version": DRIVER},
                                   "device_nodes": {"/dev/nvidia0": {"exists": True, "type": "char", "major": 195, "minor": 0}}}}}},
         {"name": "remove", "register": "removed", "gpuprobe.layers.cdi_spec": {"run_id": run_id, "spec_dir": spec_dir, "state": "absent"}},
@@ -81,7 +81,8 @@ def test_self_built_spec_resolves_and_every_host_check_passes(tmp_path, host_tre
     assert out["spec"]["changed"] is True and out["removed"]["changed"] is True
     assert not os.path.exists(out["spec"]["path"])
     ev = rec["evidence"]
-    assert ev["requested_devices"] == ["gpuprobe.local/gpu=0"]
+    assert out["spec"]["kind"] == "gpuprobe.local/gpu-it-full"  # the run's own kind (I5)
+    assert ev["requested_devices"] == ["gpuprobe.local/gpu-it-full=0"]
     nodes = dict((n["path"], (n["hostPath"], n["type"], n["major"], n["minor"])) for n in ev["expected_edits"]["deviceNodes"])
     assert nodes["/dev/nvidia0"] == (str(host_tree / "dev/nvidia0"), "c", 195, 0)
     assert nodes["/dev/nvidia-uvm"] == (str(host_tree / "dev/nvidia-uvm"), "c", 238, 0)
@@ -105,7 +106,7 @@ def test_spec_on_a_node_without_gpu_fails_with_absent_nodes(tmp_path, host_tree)
             "run_id": "it-nogpu", "spec_dir": spec_dir, "root": str(host_tree), "driver_root": "/usr/local/nvidia"}},
         {"name": "the GPU goes away", "ansible.builtin.file": {"path": str(host_tree / "dev"), "state": "absent"}},
         {"name": "check", "gpuprobe.layers.cdi_facts": {
-            "spec_dirs": [spec_dir], "discover_runtime_dirs": False, "devices": ["gpuprobe.local/gpu=0"]}},
+            "spec_dirs": [spec_dir], "discover_runtime_dirs": False, "devices": ["{{ spec_result.kind }}=0"]}},
     ])
     rec = out["cdi"]
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.spec.parse"] == [PASS]
@@ -117,9 +118,9 @@ def test_var_run_cdi_with_a_per_run_name_is_cleaned_up(tmp_path, host_tree):
     run_id = "it-%s" % uuid.uuid4().hex[:12]
     path = "/var/run/cdi/gpuprobe-%s.yaml" % run_id
     try:
-        out = _playbook(tmp_path, _tasks(run_id, "/var/run/cdi", host_tree, devices=["gpuprobe.local/gpu=all"]))
+        out = _playbook(tmp_path, _tasks(run_id, "/var/run/cdi", host_tree, devices=["{{ spec_result.kind }}=all"]))
         assert out["spec"]["path"] == path
-        assert out["cdi"]["evidence"]["device_sources"] == {"gpuprobe.local/gpu=all": path}
+        assert out["cdi"]["evidence"]["device_sources"] == {"gpuprobe.local/gpu-%s=all" % run_id: path}
         assert out["cdi"]["status"] in (PASS, WARN), out["cdi"]["reason"]
         assert not os.path.exists(path)
     finally:

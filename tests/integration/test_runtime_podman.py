@@ -14,7 +14,7 @@ import pytest
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _compute, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
@@ -25,7 +25,6 @@ pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
 SPEC_DIR = "/var/run/cdi"
-KIND = "gpuprobe.local/gpu"
 LIB_IN_CONTAINER = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 
 
@@ -71,9 +70,10 @@ class Lab(object):
         os.makedirs(self.dev)
         os.makedirs(self.lib)
         self.spec_path = os.path.join(SPEC_DIR, "gpuprobe-%s.yaml" % self.run_id)
-        # a device name of its own: specs of other runs of the same kind may exist at the same time
+        # the run's own kind (as cdi_spec gives every run): other runs' specs never meet this one
+        self.kind = _cdi_spec.run_kind(self.run_id)
         self.device_name = self.run_id
-        self.device = "%s=%s" % (KIND, self.device_name)
+        self.device = "%s=%s" % (self.kind, self.device_name)
 
     def node(self, name, major, minor, **extra):
         host = os.path.join(self.dev, name)
@@ -98,9 +98,11 @@ class Lab(object):
         }
 
     def write_spec(self, edits):
-        spec = {"cdiVersion": "0.5.0", "kind": KIND,
+        spec = {"cdiVersion": "0.5.0", "kind": self.kind,
                 "devices": [{"name": self.device_name, "containerEdits": {"deviceNodes": edits.get("deviceNodes") or []}}],
                 "containerEdits": dict((k, v) for k, v in edits.items() if k != "deviceNodes" and v)}
+        # what makes a spec ours for probe_cleanup: our kind, its file name, and the run id in its env
+        spec["containerEdits"]["env"] = list(spec["containerEdits"].get("env") or []) + ["GPUPROBE_RUN_ID=%s" % self.run_id]
         os.makedirs(SPEC_DIR, exist_ok=True)
         with open(self.spec_path, "w") as f:
             yaml.safe_dump(spec, f)

@@ -47,13 +47,90 @@ def test_runner_refuses_module_loaders_and_service_managers():
             _run.run([prog, "nvidia"], timeout=1)
 
 
+# Every command shape the collection runs, with one real example each (from the code that builds it).
+ALLOWED = {
+    "tool --version": [["nvidia-ctk", "--version"], ["/usr/sbin/runc", "--version"], ["podman", "--version"]],
+    "engine info": [["/usr/bin/podman", "info", "--format", "{{.Version.Version}}|{{.Host.OCIRuntime.Name}}"],
+                    ["docker", "info", "--format", "{{json .}}"]],
+    "engine version": [["podman", "version"]],
+    "engine run probe": [["/usr/bin/podman", "run", "--rm", "--name", "gpuprobe-r1-0a1b2c3d", "--label", "gpuprobe.run=r1",
+                          "--label", "gpuprobe.owner=h:12:34", "--label", "gpuprobe.created=1", "--network=none",
+                          "--pull=never", "--device", "gpuprobe.local/gpu-r1=0", "-v", "/tmp/gpuprobe-probe-x/gpuprobe_probe.py:/gpuprobe/probe.py:ro",
+                          "--user", "1000:1000", "--entrypoint", "python3", "localhost/gpuprobe-probe:local",
+                          "/gpuprobe/probe.py", "{}"]],
+    "engine rm gpuprobe-*": [["podman", "rm", "-f", "-t", "0", "-i", "gpuprobe-r1-0a1b2c3d"], ["docker", "rm", "-f", "gpuprobe-x"]],
+    "engine ps label=gpuprobe.run": [["podman", "ps", "-a", "--filter", "label=gpuprobe.run", "--format", "json"],
+                                     ["docker", "ps", "-a", "--filter", "label=gpuprobe.run=r1", "--format", "{{json .}}"]],
+    "python probe": [["/usr/bin/python3", "/tmp/gpuprobe-probe-x/gpuprobe_probe.py", '{"compute": true}'],
+                     ["python3.11", "/tmp/d/gpuprobe_probe.py", "{}"], ["/usr/libexec/platform-python", "/tmp/d/gpuprobe_probe.py", "{}"]],
+    "kubectl read": [["kubectl", "version", "--client", "-o", "json"],
+                     ["/usr/bin/kubectl", "--kubeconfig", "/k", "--context", "c", "--request-timeout", "10s", "get", "nodes", "-o", "json"],
+                     ["kubectl", "--request-timeout", "10s", "get", "events", "--field-selector", "reason=FailedScheduling",
+                      "--all-namespaces", "-o", "json"],
+                     ["kubectl", "get", "pods", "-n", "gpu", "-o", "json"]],
+    "nvidia-smi query": [["nvidia-smi"], ["nvidia-smi", "-L"], ["nvidia-smi", "-q", "-x"],
+                         ["nvidia-smi", "--query-gpu=name,uuid", "--format=csv,noheader", "-i", "0"]],
+    "ldconfig -p": [["ldconfig", "-p"]],
+}
+
+REFUSED = [
+    ["modprobe", "nvidia"], ["insmod", "nvidia.ko"], ["/sbin/rmmod", "nvidia"], ["systemctl", "restart", "docker"],
+    ["nvidia-smi", "-pm", "1"], ["nvidia-smi", "--compute-mode=EXCLUSIVE_PROCESS"], ["nvidia-smi", "-c", "3"],
+    ["nvidia-smi", "mig", "-cgi", "9"], ["nvidia-smi", "-r"], ["nvidia-smi", "-mig", "1"], ["nvidia-smi", "drain", "-p", "0"],
+    ["podman", "system", "reset"], ["podman", "rm", "-f", "someone-elses-container"], ["podman", "rm", "-a", "-f"],
+    ["podman", "run", "--privileged", "--rm", "--name", "gpuprobe-x", "--label", "gpuprobe.run=x", "--network=none", "img"],
+    ["podman", "run", "--rm", "--name", "gpuprobe-x", "--label", "gpuprobe.run=x", "--network=none", "-v", "/:/host", "img"],
+    ["podman", "run", "--rm", "--name", "gpuprobe-x", "--label", "gpuprobe.run=x", "img"],
+    ["podman", "run", "--name", "gpuprobe-x", "--label", "gpuprobe.run=x", "--network=none", "img"],
+    ["podman", "ps", "-a"], ["podman", "ps", "--filter", "label=other"], ["podman", "volume", "rm", "x"],
+    ["kubectl", "delete", "node", "n1", "-o", "json"], ["kubectl", "get", "secrets", "-o", "json"], ["kubectl", "get", "nodes"],
+    ["python3", "-c", "import os"], ["python3", "/tmp/other.py", "{}"], ["python3", "/tmp/gpuprobe_probe.py", "not json"],
+    ["rm", "-rf", "/var/run/cdi"], ["sh", "-c", "true"], ["bash"], ["ldconfig"], ["runc", "delete", "x"],
+    ["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"], ["podman", "--version", "--remote"], [],
+]
+
+
+def test_every_allowed_shape_is_enumerated_here():
+    assert sorted(ALLOWED) == sorted(s[0] for s in _run.SHAPES)
+
+
+@pytest.mark.parametrize("shape", sorted(ALLOWED))
+def test_allowed_shapes(shape):
+    for argv in ALLOWED[shape]:
+        assert _run.check_allowed(argv) == shape, argv
+
+
+@pytest.mark.parametrize("argv", REFUSED, ids=lambda a: " ".join(a)[:60] or "empty")
+def test_anything_else_is_refused_before_a_process_exists(argv):
+    with pytest.raises(_run.ForbiddenCommand, match="not an allowed command shape|empty command"):
+        _run.run(argv, timeout=1)
+
+
+def test_only_the_runner_executes_without_the_allowlist():
+    """_execute skips the allowlist: production code never calls it (tests may, for real capture tests), and no
+    plugin starts processes by itself (the in-container probe is the one exception: it runs alone in the
+    container, where _run.py does not exist)."""
+    offenders = []
+    for path in code_files():
+        rel = os.path.relpath(path, ROOT)
+        if not rel.startswith("plugins" + os.sep) or not path.endswith(".py") or rel.endswith("_run.py"):
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if "_execute" in text or re.search(r"\bos\.(system|popen|exec\w*|spawn\w*)\(", text):
+            offenders.append(rel)
+        if re.search(r"\bsubprocess\.", text) and not rel.endswith("_probe.py"):
+            offenders.append(rel)
+    assert offenders == []
+
+
 def test_self_built_specs_are_never_written_under_etc_cdi(tmp_path):
     """write_spec/sweep_specs refuse /etc/cdi, paths under it, and directories that resolve into it."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec
 
     link = tmp_path / "looks-harmless"
     os.symlink("/etc/cdi", str(link))
-    spec = {"cdiVersion": "0.5.0", "kind": _cdi_spec.KIND, "devices": []}
+    spec = {"cdiVersion": "0.5.0", "kind": _cdi_spec.run_kind("safety-test"), "devices": []}
     for spec_dir in ("/etc/cdi", "/etc/cdi/", "/etc/cdi/sub", "/etc/../etc/cdi", str(link), str(link / "sub")):
         with pytest.raises(_cdi_spec.SpecError, match="refusing"):
             _cdi_spec.write_spec(spec, spec_dir, "safety-test")

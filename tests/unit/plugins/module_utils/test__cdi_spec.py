@@ -44,7 +44,7 @@ def _build(host_root, variant="full", **kw):
 
 def test_full_spec_content(host_root):
     spec = _build(host_root)
-    assert spec["kind"] == "gpuprobe.local/gpu" and spec["cdiVersion"] == "0.5.0"
+    assert spec["kind"] == "gpuprobe.local/gpu-t1" and spec["cdiVersion"] == "0.5.0"
     assert [d["name"] for d in spec["devices"]] == ["0", "1", "all"]
     assert spec["devices"][2]["containerEdits"]["deviceNodes"] == [
         {"path": "/dev/nvidia0", "hostPath": str(host_root / "dev/nvidia0")},
@@ -89,7 +89,7 @@ def test_missing_library_is_an_error(host_root):
         _build(host_root)
 
 
-def _check(host_root, spec, tmp_path, devices=("gpuprobe.local/gpu=0",)):
+def _check(host_root, spec, tmp_path, devices=("gpuprobe.local/gpu-t1=0",)):
     d = tmp_path / "spec-dir"
     path = _cdi_spec.write_spec(spec, str(d), "t1")
     rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
@@ -131,17 +131,55 @@ def test_bad_run_ids_refused(run_id, tmp_path):
         _cdi_spec.write_spec({}, str(tmp_path), run_id)
 
 
-def test_write_remove_sweep(host_root, tmp_path):
+def _dead_pid():
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_write_remove_sweep_by_ownership(host_root, tmp_path):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
     d = tmp_path / "run-cdi"
-    spec = _build(host_root)
-    path = _cdi_spec.write_spec(spec, str(d), "t1")
+    me = {"host": _owner.this_host(), "pid": os.getpid()}
+    path = _cdi_spec.write_spec(_build(host_root, owner=_owner.normalize(me)), str(d), "t1")
     assert path == str(d / "gpuprobe-t1.yaml") and stat.S_IMODE(os.stat(path).st_mode) == 0o644
-    _cdi_spec.write_spec(spec, str(d), "old")
+    dead = {"host": _owner.this_host(), "pid": _dead_pid(), "started": 1}
+    _cdi_spec.write_spec(_cdi_spec.build_spec("old", root=str(host_root), driver_root="/usr/local/nvidia", owner=dead),
+                         str(d), "old")
+    remote = {"host": "controller.example", "pid": os.getpid()}  # another host's pid: only the age can decide
+    _cdi_spec.write_spec(_cdi_spec.build_spec("far", root=str(host_root), driver_root="/usr/local/nvidia", owner=remote),
+                         str(d), "far")
     (d / "gpuprobe-foreign.yaml").write_text("kind: someone.else/gpu\n")
-    assert _cdi_spec.sweep_specs(str(d), run_id="t1") == [str(d / "gpuprobe-old.yaml")]
-    assert _cdi_spec.remove_spec(str(d), "t1") is True
+    # a spec of ANOTHER kind whose name and env even mention our run ids: never ours
+    (d / "gpuprobe-t2.yaml").write_text("cdiVersion: 0.5.0\nkind: vendor.example/gpu\ncontainerEdits:\n"
+                                        "  env: [GPUPROBE_RUN_ID=t2, GPUPROBE_OWNER=x:1:-]\ndevices: []\n")
+    out = _cdi_spec.sweep_specs(str(d))
+    assert out["removed"] == [str(d / "gpuprobe-old.yaml")]
+    assert sorted(x["run_id"] for x in out["live"]) == ["far", "t1"]
+    assert "running" in [x for x in out["live"] if x["run_id"] == "t1"][0]["why"]
+    # older than max_age: over, whoever owns it
+    aged = _cdi_spec.sweep_specs(str(d), max_age=10, now=__import__("time").time() + 11, keep="t1")
+    assert aged["removed"] == [str(d / "gpuprobe-far.yaml")]
+    # the caller's own run is over by definition
+    assert _cdi_spec.sweep_specs(str(d), run_id="t1")["removed"] == [path]
     assert _cdi_spec.remove_spec(str(d), "t1") is False
-    assert sorted(os.listdir(str(d))) == ["gpuprobe-foreign.yaml"]
+    assert sorted(os.listdir(str(d))) == ["gpuprobe-foreign.yaml", "gpuprobe-t2.yaml"]
+
+
+def test_kind_is_unique_per_run_and_valid():
+    kinds = set(_cdi_spec.run_kind(r) for r in ("a", "a-", "a_", "a.", "A1", "20261203-1"))
+    assert len(kinds) == 6
+    for kind in kinds:
+        vendor, cls = kind.split("/")
+        assert vendor == "gpuprobe.local" and _cdi.validate_vendor_or_class(cls, "class") is None
+
+
+@pytest.mark.parametrize("gpus, msg", [(["abc"], "not a GPU node"), (["-1"], "not a GPU node"), (["/dev/sda"], "not a GPU node")])
+def test_bad_gpus_are_a_clear_error(host_root, gpus, msg):
+    with pytest.raises(_cdi_spec.SpecError, match=msg):
+        _build(host_root, gpus=gpus)
 
 
 def _main(module, args, capsys):
@@ -161,15 +199,30 @@ def test_cdi_spec_module_check_mode_present_absent(host_root, tmp_path, capsys):
                                  "description": _cdi_spec.VARIANTS["no_uvm_node"]["description"], "probe_user": None}
     out = _main(cdi_spec, args, capsys)
     assert out["changed"] is True and os.path.exists(out["path"])
-    assert out["devices"] == ["gpuprobe.local/gpu=0", "gpuprobe.local/gpu=1", "gpuprobe.local/gpu=all"]
+    assert out["kind"] == "gpuprobe.local/gpu-m1"
+    assert out["devices"] == ["gpuprobe.local/gpu-m1=0", "gpuprobe.local/gpu-m1=1", "gpuprobe.local/gpu-m1=all"]
     assert _main(cdi_spec, args, capsys)["changed"] is False
-    facts = _main(cdi_facts, {"spec_dirs": [str(d)], "discover_runtime_dirs": False, "devices": ["gpuprobe.local/gpu=all"]}, capsys)
+    facts = _main(cdi_facts, {"spec_dirs": [str(d)], "discover_runtime_dirs": False, "devices": ["gpuprobe.local/gpu-m1=all"]}, capsys)
     record = facts["ansible_facts"]["gpuprobe_cdi"]
     assert facts["changed"] is False and validate_record(record) == []
-    assert record["evidence"]["requested_devices"] == ["gpuprobe.local/gpu=all"]
+    assert record["evidence"]["requested_devices"] == ["gpuprobe.local/gpu-m1=all"]
     out = _main(cdi_spec, dict(args, state="absent"), capsys)
     assert out["changed"] is True and not os.path.exists(out["path"])
     assert _main(cdi_spec, dict(args, state="absent"), capsys)["changed"] is False
+
+
+@pytest.mark.parametrize("extra, msg", [
+    ({"gpus": ["abc"]}, "gpus entry 'abc' is not a GPU node"),
+    ({"root": "/nonexistent/gpuprobe-root"}, "root /nonexistent/gpuprobe-root is not a directory"),
+    ({"max_age": -1}, "max_age must be an integer >= 0"),
+    ({"owner": {"pid": "x"}}, "owner.pid 'x' is not an integer"),
+    ({"owner": {"pid": 1, "shell": "y"}}, "owner has unknown keys shell"),
+])
+def test_cdi_spec_module_bad_options_fail_cleanly(host_root, tmp_path, capsys, extra, msg):
+    args = {"run_id": "m1", "spec_dir": str(tmp_path / "m"), "root": str(host_root), "driver_root": "/usr/local/nvidia"}
+    args.update(extra)
+    out = _main(cdi_spec, args, capsys)
+    assert out["failed"] is True and msg in out["msg"] and "Traceback" not in json.dumps(out)
 
 
 def test_cdi_spec_module_refuses_etc_cdi(host_root, capsys):
@@ -184,3 +237,17 @@ def test_module_variant_choices_are_the_catalogue():
     doc = __import__("yaml").safe_load(cdi_spec.DOCUMENTATION)
     assert doc["options"]["variant"]["choices"] == list(ast.literal_eval(source.split("choices=[", 2)[2].split("]")[0].join("[]")))
     assert sorted(doc["options"]["variant"]["choices"]) == sorted(_cdi_spec.VARIANTS)
+
+
+@pytest.mark.parametrize("content", ["cdiVersion: 0.5.0\nkind: vendor.example/gpu\ndevices: []\n",
+                                     "cdiVersion: 0.5.0\nkind: gpuprobe.local/gpu-other\ncontainerEdits:\n  env: [GPUPROBE_RUN_ID=other]\n"
+                                     "devices: []\n", "not: [valid"])
+def test_a_file_of_our_name_that_is_not_this_runs_spec_is_never_overwritten_or_removed(host_root, tmp_path, capsys, content):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "gpuprobe-m1.yaml").write_text(content)
+    args = {"run_id": "m1", "spec_dir": str(d), "root": str(host_root), "driver_root": "/usr/local/nvidia"}
+    for state in ("present", "absent"):
+        out = _main(cdi_spec, dict(args, state=state), capsys)
+        assert out["failed"] is True and "is not the self-built spec of run m1" in out["msg"], out
+    assert (d / "gpuprobe-m1.yaml").read_text() == content

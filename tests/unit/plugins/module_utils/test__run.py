@@ -1,48 +1,138 @@
+"""_run: real subprocesses. ``run`` = allowlist check + ``_execute``; the capture, timeout and interrupt
+behaviour is tested on ``_execute`` with real processes (python -c, head), which the allowlist refuses in
+production (tests/unit/test_safety.py asserts that, and that only _run.py calls _execute)."""
+import json
+import os
+import signal
+import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 
-def test_run_captures_output_and_rc():
-    r = _run.run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"], timeout=20)
+
+def test_execute_captures_output_and_rc():
+    r = _run._execute([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"], timeout=20)
     assert r["rc"] == 3 and r["stdout"] == "out\n" and r["stderr"] == "err\n"
     assert r["timed_out"] is False and r["error"] is None and r["duration_ms"] > 0
+    assert (r["stdout_bytes"], r["stderr_bytes"], r["truncated"]) == (4, 4, False)
 
 
-def test_run_missing_program_does_not_raise():
-    r = _run.run(["/nonexistent/gpuprobe-no-such-program"], timeout=5)
+def test_run_missing_program_of_an_allowed_shape_does_not_raise():
+    r = _run.run(["/nonexistent/gpuprobe-bin/podman", "--version"], timeout=5)
     assert r["rc"] is None and r["error"].startswith("not found")
 
 
-def test_run_kills_hung_process_group_including_children(tmp_path):
+def test_run_python_probe_shape(tmp_path):
+    probe = tmp_path / "gpuprobe_probe.py"
+    probe.write_text("import json, sys\nprint(json.loads(sys.argv[1])['x'])\n")
+    r = _run.run([sys.executable, str(probe), json.dumps({"x": 7})], timeout=20)
+    assert r["rc"] == 0 and r["stdout"] == "7\n"
+
+
+def test_execute_kills_hung_process_group_including_children(tmp_path):
     marker = tmp_path / "child-survived"
     child = tmp_path / "child.py"
     child.write_text("import time\ntime.sleep(3)\nopen(%r, 'w').write('x')\n" % str(marker))
     code = "import subprocess, sys, time\nsubprocess.Popen([sys.executable, %r])\ntime.sleep(60)\n" % str(child)
     t0 = time.monotonic()
-    r = _run.run([sys.executable, "-c", code], timeout=0.5)
+    r = _run._execute([sys.executable, "-c", code], timeout=0.5)
     assert r["timed_out"] is True and r["rc"] is None and "timeout" in r["error"]
     assert time.monotonic() - t0 < 30
     time.sleep(3.5)
     assert not marker.exists(), "the child of a timed-out command outlived it"
 
 
-def test_run_passes_stdin():
-    r = _run.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], stdin_data="abc", timeout=20)
+def test_execute_passes_stdin():
+    r = _run._execute([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], stdin_data="abc", timeout=20)
     assert r["stdout"].strip() == "ABC"
 
 
+@pytest.mark.parametrize("timeout", [0, -1, None])
+def test_timeout_must_be_positive(timeout):
+    with pytest.raises(ValueError, match="timeout must be > 0"):
+        _run.run(["podman", "--version"], timeout=timeout)
+
+
+def test_output_is_bounded_head_and_tail_kept():
+    code = "import sys; w = sys.stdout.write; w('HEAD'); w('x' * (3 * 1024 * 1024)); w('TAIL')"
+    r = _run._execute([sys.executable, "-c", code], timeout=30, limit=1024 * 1024)
+    total = 3 * 1024 * 1024 + 8
+    assert r["stdout_bytes"] == total and r["truncated"] is True
+    assert r["stdout"].startswith("HEAD") and r["stdout"].endswith("TAIL")
+    assert "[gpuprobe: %d bytes omitted]" % (total - 2 * 1024 * 1024) in r["stdout"]
+    assert len(r["stdout"]) < 2 * 1024 * 1024 + 100
+
+
+MEASURE = textwrap.dedent("""
+    import json, resource, sys
+    sys.path[:0] = json.loads(sys.argv[1])
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = _run._execute(["head", "-c", "1G", "/dev/zero"], timeout=300)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"before_kib": before, "after_kib": after, "bytes": r["stdout_bytes"], "truncated": r["truncated"],
+                      "kept": len(r["stdout"]), "rc": r["rc"], "ms": r["duration_ms"]}))
+""")
+
+
+def test_one_gigabyte_of_output_costs_megabytes_not_gigabytes():
+    """1 GiB through the runner in a fresh interpreter (so ru_maxrss is this capture's peak, not pytest's)."""
+    proc = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(sys.path)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = json.loads(proc.stdout)
+    print("1 GiB capture:", m)
+    assert m["rc"] == 0 and m["bytes"] == 1024 ** 3 and m["truncated"] is True
+    assert m["kept"] <= 2 * _run.MAX_CAPTURE + 100
+    assert m["after_kib"] < 128 * 1024, "peak RSS %d KiB for 1 GiB of output" % m["after_kib"]
+
+
+INTERRUPTED = textwrap.dedent("""
+    import json, os, sys, time
+    sys.path[:0] = json.loads(sys.argv[1])
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    code = "import os, time; open(%r, 'w').write(str(os.getpid())); time.sleep(120)" % sys.argv[2]
+    try:
+        _run._execute([sys.executable, "-c", code], timeout=120)
+    except KeyboardInterrupt:
+        print("interrupted")
+""")
+
+
+def test_interrupt_kills_the_child_process_group(tmp_path):
+    """SIGINT to the caller (as Ctrl-C gives a module) kills the child, which runs in its own session and so
+    never gets the terminal's SIGINT itself."""
+    pidfile = tmp_path / "child.pid"
+    caller = subprocess.Popen([sys.executable, "-c", INTERRUPTED, json.dumps(sys.path), str(pidfile)],
+                              stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    caller.send_signal(signal.SIGINT)
+    out, _err = caller.communicate(timeout=30)
+    assert out.strip() == "interrupted"
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+
+
+# ---- the allowlist (test_safety.py enumerates every shape) ----
+
 @pytest.mark.parametrize("argv", [
     ["modprobe", "nvidia"], ["/sbin/rmmod", "nvidia_uvm"], ["insmod", "x.ko"], ["systemctl", "restart", "containerd"],
-    ["nvidia-smi", "-r"], ["nvidia-smi", "--persistence-mode", "1"],
+    ["nvidia-smi", "-r"], ["nvidia-smi", "--persistence-mode", "1"], [sys.executable, "-c", "print(1)"],
 ])
 def test_forbidden_programs_are_refused(argv):
-    with pytest.raises(_run.ForbiddenCommand):
+    with pytest.raises(_run.ForbiddenCommand, match="not an allowed command shape"):
         _run.run(argv)
 
 
 def test_read_only_nvidia_smi_query_allowed():
-    _run.check_allowed(["nvidia-smi", "--query-gpu=name", "--format=csv"])
+    assert _run.check_allowed(["nvidia-smi", "--query-gpu=name", "--format=csv"]) == "nvidia-smi query"
