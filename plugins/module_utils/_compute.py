@@ -537,7 +537,7 @@ def _seen_devices(runs, busy, timeout):
 _ROW_RANK = {FAIL: 0, PASS: 1, WARN: 2, NOT_RUN: 3}
 
 
-def gpu_rows(runs, expected_gpus, busy=None, timeout=None):
+def gpu_rows(runs, expected_gpus, busy=None, timeout=None, skip_uuids=()):  # pylint: disable=too-many-locals
     """The per-GPU rows of the compute record (TEAM-PLAN I3), from the container run(s) ``runs`` (list of
     (parsed probe output, where)) and the expected GPUs (empty: every GPU seen is expected).
 
@@ -545,8 +545,10 @@ def gpu_rows(runs, expected_gpus, busy=None, timeout=None):
     container that saw it). Returns (rows, unlisted): unlisted is the global FAIL outcome when no run got as far
     as listing devices (then an expected GPU is not 'missing': the probe could not tell)."""
     expected = normalize_expected(expected_gpus)
+    skip = set(_probe.norm_uuid(u) for u in skip_uuids or ())
+    # listed: some run got the device list from CUDA (even an empty one: then every expected GPU is missing)
+    listed = any((parsed.get("facts") or {}).get("devices") is not None for parsed, _where in runs)
     globals_ = [assess_global(parsed, parsed.get("timed_out"), timeout) for parsed, _where in runs]
-    listed = any(g is None for g in globals_)
     unlisted = None if listed else next((g for g in globals_ if g is not None), None)
     seen = _seen_devices(runs, busy, timeout)
     # one row per GPU: a GPU seen by several containers keeps its worst outcome, a PASS before a NOT_RUN
@@ -570,6 +572,10 @@ def gpu_rows(runs, expected_gpus, busy=None, timeout=None):
             row.update(ordinal=item["device"].get("ordinal"), model=item["device"].get("name") or gpu.get("name"),
                        status=item["outcome"]["status"], signature=item["outcome"]["signature"],
                        reason=item["outcome"]["reason"], where=item["where"])
+        elif unlisted is not None and _busy_on(busy, gpu.get("uuid")) and _probe.norm_uuid(gpu.get("uuid")) in skip:
+            # busy: it would not have been touched had the probe listed it
+            row.update(status=NOT_RUN, signature=None, where=None,
+                       reason="GPU in use, not preempting: pid %s" % _pids(_busy_on(busy, gpu.get("uuid"))))
         elif unlisted is not None:
             row.update(status=FAIL, signature=unlisted["signature"], where=None,
                        reason="not listed: the probe stopped before listing devices (%s)" % unlisted["reason"])
@@ -682,7 +688,7 @@ def compute_record(container_probe, runtime_record=None, host_record=None, host_
     runs = [(p, "container" if isolation == "shared" else "container %s" % (e["container_name"] or i))
             for i, (p, e) in enumerate(zip(probes, evidences)) if e["executed"] and e["compute_requested"]
             and not e["compute_skipped"]]
-    rows, unlisted = gpu_rows(runs, expected_gpus, busy, timeout) if not skip_reason else (
+    rows, unlisted = gpu_rows(runs, expected_gpus, busy, timeout, plan["skip_uuids"]) if not skip_reason else (
         _not_run_rows(expected_gpus, skip_reason), None)
     builder.evidence["gpus"] = _public_rows(rows)
 

@@ -357,3 +357,21 @@ def test_mig_uuid_matches_the_uuid_cuda_reports():
                  "mig_uuid": mig}]
     record = _record(fakecuda.FakeCuda([U0]), expected)  # cuDeviceGetUuid_v2 gives the MIG UUID's bytes
     assert [(r["uuid"], r["status"]) for r in record["evidence"]["gpus"]] == [(mig, "PASS")]
+
+
+def test_busy_gpu_stays_not_run_when_the_probe_could_not_list_devices():
+    host = _busy([U0, U1], U1)
+    record = _record(fakecuda.FakeCuda([U0, U1], fail={("cuInit", None): 999}), _expected(U0, U1), host=host,
+                     config={"skip_uuids": [U1]})
+    rows = _rows(record)
+    assert (rows[U0]["status"], rows[U0]["signature"]) == ("FAIL", "compute.cuda.CUDA_ERROR_UNKNOWN")
+    assert (rows[U1]["status"], rows[U1]["reason"]) == ("NOT_RUN", "GPU in use, not preempting: pid 4242")
+    assert record["status"] == "FAIL" and record["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN"
+
+
+def test_no_gpu_listed_in_the_container_makes_every_expected_gpu_missing():
+    record = _record(fakecuda.FakeCuda([]), _expected(U0))
+    assert [(r["status"], r["signature"]) for r in record["evidence"]["gpus"]] == [("FAIL", "compute.gpu.missing")]
+    assert record["status"] == "FAIL" and record["signature"] == "compute.gpu.missing"
+    alone = _record(fakecuda.FakeCuda([]), None)
+    assert alone["evidence"]["gpus"] == [] and alone["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE"
