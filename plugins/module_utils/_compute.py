@@ -679,7 +679,10 @@ def compute_record(container_probe, runtime_record=None, host_record=None, host_
         return _finish(builder, NOT_RUN, plan["skip_reason"], None, NOT_RUN)
 
     skip_reason = None
-    if not container["executed"]:
+    if not container["executed"] and isolation == "per_device" and (container_probe or {}).get("executed"):
+        skip_reason = "no per-device compute container ran: %s" % "; ".join(
+            "%s: %s" % (", ".join(e["requested_devices"]) or "?", e["reason"]) for e in evidences)
+    elif not container["executed"]:
         skip_reason = _container_reason(container_probe, runtime_record)
     elif container["compute_skipped"]:
         skip_reason = container["compute_skipped"]

@@ -24,10 +24,10 @@ description:
   - Every GPU is proven on its own; C(evidence.gpus) holds one row per expected GPU (O(expected_gpus)) and per
     GPU seen in the container beyond them - C(index), C(uuid), C(model), C(expected), C(seen_in_container),
     C(ordinal), C(status), C(signature), C(reason).
-  - A GPU with compute processes in the host record is C(NOT_RUN) for that GPU alone (C(GPU in use, not
+  - "A GPU with compute processes in the host record is C(NOT_RUN) for that GPU alone (C(GPU in use, not
     preempting: pid ...)), never touched, and the others are still verified; without host NVML evidence of
     compute processes compute is C(NOT_RUN) (C(cannot tell whether the GPU is in use)); O(allow_busy_gpu=true)
-    probes anyway.
+    probes anyway."
   - The status is the roll-up of the container's checks; it is C(NOT_RUN) when the container never ran, ran
     without compute, the busy state is unknown, or no expected GPU could be verified because all were busy.
 extends_documentation_fragment:

@@ -375,3 +375,14 @@ def test_no_gpu_listed_in_the_container_makes_every_expected_gpu_missing():
     assert record["status"] == "FAIL" and record["signature"] == "compute.gpu.missing"
     alone = _record(fakecuda.FakeCuda([]), None)
     assert alone["evidence"]["gpus"] == [] and alone["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE"
+
+
+def test_per_device_containers_that_all_failed_to_start_say_why():
+    shared = {"executed": True, "cdi_devices": ["k/gpu=0"], "compute_requested": True, "containers": [
+        {"executed": False, "cdi_devices": [], "requested_devices": ["k/gpu=0"],
+         "reason": "FAIL runtime.start.oci_error: runc create failed"}]}
+    record = _compute.compute_record(shared, {"status": "PASS"}, host_record=_idle(U0), host_control=False,
+                                     expected_gpus=_expected(U0))
+    assert validate_record(record) == []
+    assert record["status"] == "NOT_RUN" and record["reason"].startswith("no per-device compute container ran: k/gpu=0")
+    assert record["evidence"]["container"]["cdi_devices"] == []
