@@ -386,3 +386,12 @@ def test_per_device_containers_that_all_failed_to_start_say_why():
     assert validate_record(record) == []
     assert record["status"] == "NOT_RUN" and record["reason"].startswith("no per-device compute container ran: k/gpu=0")
     assert record["evidence"]["container"]["cdi_devices"] == []
+
+
+def test_cuinit_unknown_without_uvm_keeps_the_uvm_hint_in_the_reason():
+    probe = fakecuda.container_probe(fakecuda.FakeCuda([U0], fail={("cuInit", None): 999}))
+    probe["inventory"]["nodes"] = {"/dev/nvidia-uvm": {"present": False}}
+    record = _compute.compute_record(probe, host_record=_idle(U0), host_runner=_host("PASS"))
+    assert record["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN" and record["points_to"] == "runtime"
+    assert "/dev/nvidia-uvm absent" in record["reason"]
+    assert record["evidence"]["gpus"] == []  # nothing expected, nothing listed
