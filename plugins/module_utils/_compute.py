@@ -20,16 +20,29 @@ import tempfile
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import gpu_compute_processes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
-    FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
+    FAIL, NOT_RUN, PASS, WARN, LayerBuilder, rollup_status,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import compute_points_to
 
 CHECKS = {
     "compute.gpu.idle": {
-        "title": "the GPU runs no compute process before the probe touches it (host NVML evidence)",
+        "title": "each GPU runs no compute process before the probe touches it (host NVML evidence); a busy GPU is "
+                 "NOT_RUN for that GPU alone (never touched), a busy one probed with allow_busy_gpu: true is a WARN",
         "fail": "compute processes are running: the probe does not preempt them",
         "next": "run again when the GPU is idle, or set allow_busy_gpu: true to probe anyway",
+    },
+    "compute.gpu.seen": {
+        "title": "each expected GPU (the cdi layer's identity map, by UUID) is listed by CUDA inside the container "
+                 "(cuDeviceGetUuid); NOT_RUN when the probe could not list devices (a global step failed)",
+        "fail": "an expected GPU is missing from the container (signature compute.gpu.missing)",
+        "next": "the devices the container saw (evidence.gpus, evidence.container.facts.devices) vs the CDI "
+                "device's deviceNodes (cdi identity); NVIDIA_VISIBLE_DEVICES in the container env",
+    },
+    "compute.gpu.unexpected": {
+        "title": "the container sees no GPU beyond the expected ones (WARN: a GPU it did not ask for)",
+        "fail": "WARN: the container sees a GPU that no requested CDI device gives (isolation risk)",
+        "next": "the spec's device nodes (an extra /dev/nvidiaN, or an 'all' device) and the runtime's defaults",
     },
     "compute.container.cdi": {
         "title": "the compute probe ran inside a container that got the GPU through the runtime's CDI injection",
@@ -131,6 +144,11 @@ SIGNATURES = {
         "meaning": "a CUDA call did not return before the timeout; the container/process was killed",
         "next": "the hung step; a hung cuInit points at the driver (persistence mode, uvm)",
     },
+    "compute.gpu.missing": {
+        "points_to": "cdi",
+        "meaning": "an expected GPU (the identity map of the requested CDI devices) is not listed by CUDA in the container",
+        "next": "the CDI device's deviceNodes (which /dev/nvidiaN), runtime.device_node checks, evidence.gpus",
+    },
     "compute.probe.incomplete": {
         "points_to": "compute",
         "meaning": "the probe stopped before finishing without a timeout (crash, killed)",
@@ -150,6 +168,36 @@ def busy_processes(host_record):
 def busy_reason(busy):
     gpus = sorted(set(str(p.get("gpu_uuid") or p.get("gpu_index")) for p in busy))
     return "GPU in use, not preempting: %d compute process(es) on %s" % (len(busy), ", ".join(gpus))
+
+
+UNKNOWN_BUSY = ("cannot tell whether the GPU is in use: no host NVML evidence of compute processes "
+                "(allow_busy_gpu: true probes anyway)")
+
+
+def busy_plan(host_record, allow_busy_gpu=False):
+    """What the probe may touch, from the host's compute processes. Returns dict busy (the processes, None when
+    unknown), skip_uuids (busy GPUs: listed in the container, never touched) and skip_reason (compute must not
+    run at all: the busy state is unknown, or a busy GPU has no UUID to skip it by)."""
+    busy = busy_processes(host_record)
+    plan = {"busy": busy, "skip_uuids": [], "skip_reason": None}
+    if allow_busy_gpu:
+        return plan
+    if busy is None:
+        plan["skip_reason"] = UNKNOWN_BUSY
+    elif any(not p.get("gpu_uuid") for p in busy):
+        plan["skip_reason"] = busy_reason(busy) + " (a GPU without a UUID cannot be skipped alone)"
+    else:
+        plan["skip_uuids"] = sorted(set(p["gpu_uuid"] for p in busy))
+    return plan
+
+
+def _busy_on(busy, uuid):
+    key = _probe.norm_uuid(uuid) if uuid else None
+    return [p for p in busy or [] if key and _probe.norm_uuid(p.get("gpu_uuid")) == key]
+
+
+def _pids(procs):
+    return ", ".join(str(p.get("pid")) for p in procs)
 
 
 def step_signature(step):
@@ -178,44 +226,108 @@ def step_hint(step, parsed):
     return entry["next"]
 
 
+def _step_reason(failed):
+    return "%s failed: %s%s" % (failed.get("call") or failed.get("step"), failed.get("name"),
+                                " (rc %s)" % failed["rc"] if failed.get("rc") is not None else "")
+
+
+def _fail(signature, reason, failed=None, hung=None):
+    return {"status": FAIL, "signature": signature, "failed": failed, "hung": hung, "reason": reason}
+
+
+_LISTING_STEPS = ("cuDeviceGet", "cuDeviceGetName", "cuDeviceGetUuid")
+
+
 def assess(parsed, timed_out=False, timeout=None):
-    """Outcome of one probe run (container or host): dict status, signature, reason, failed (step), hung."""
+    """Outcome of one probe run (container or host): dict status, signature, reason, failed (step), hung.
+    PASS only when every device the probe ran on verified its kernel (older output without per-device
+    steps: when a kernel was verified)."""
     steps = (parsed or {}).get("steps") or []
     failed = _probe.first_failed_step(steps)
     if failed is not None:
-        sig = step_signature(failed)
-        return {"status": FAIL, "signature": sig, "failed": failed, "hung": None,
-                "reason": "%s failed: %s%s" % (failed.get("call") or failed.get("step"), failed.get("name"),
-                                               " (rc %s)" % failed["rc"] if failed.get("rc") is not None else "")}
+        return _fail(step_signature(failed), _step_reason(failed), failed=failed)
     hung = (parsed or {}).get("hung_step")
     if timed_out or (hung and hung != "nvmlInit"):
-        return {"status": FAIL, "signature": "compute.timeout", "failed": None, "hung": hung,
-                "reason": "no answer from %s within %ss" % (hung or "the probe", timeout)}
+        return _fail("compute.timeout", "no answer from %s within %ss" % (hung or "the probe", timeout), hung=hung)
+    ran = set(s.get("device") for s in steps if s.get("device") is not None and s.get("step") not in _LISTING_STEPS)
+    verified = set(s.get("device") for s in steps if s.get("step") == "verify" and s.get("ok"))
+    devices = ((parsed or {}).get("facts") or {}).get("devices") or []
+    if devices and not ran and all(d.get("skipped") for d in devices):
+        return {"status": NOT_RUN, "signature": None, "failed": None, "hung": None,
+                "reason": "every device was skipped: %s" % "; ".join(sorted(set(d["skipped"] for d in devices)))}
+    if verified and ran <= verified:
+        return {"status": PASS, "signature": None, "failed": None, "hung": None, "reason": None}
+    return _fail("compute.probe.incomplete",
+                 "the probe stopped before verifying a kernel on every device it ran on (%d steps recorded)" % len(steps))
+
+
+def assess_global(parsed, timed_out=False, timeout=None):
+    """The part of a run every device shares (dlopen, cuInit, cuDriverGetVersion, cuDeviceGetCount, a hang or
+    a kill outside any device): a FAIL outcome, or None when the probe got as far as listing devices."""
+    parsed = parsed or {}
+    steps = [s for s in parsed.get("steps") or [] if s.get("device") is None]
+    failed = _probe.first_failed_step(steps)
+    if failed is not None:
+        return _fail(step_signature(failed), _step_reason(failed), failed=failed)
+    hung = parsed.get("hung_step")
+    if hung and hung != "nvmlInit" and parsed.get("hung_device") is None:
+        return _fail("compute.timeout", "no answer from %s within %ss" % (hung, timeout), hung=hung)
+    if (parsed.get("facts") or {}).get("devices") is None:
+        if timed_out:
+            return _fail("compute.timeout", "no answer from the probe within %ss" % timeout, hung=hung)
+        return _fail("compute.probe.incomplete", "the probe stopped before listing the devices (%d steps recorded)"
+                     % len(steps))
+    return None
+
+
+def assess_device(parsed, device, busy=None, timed_out=False, timeout=None):
+    """Outcome of one device of a probe run (``device``: an entry of facts.devices)."""
+    parsed = parsed or {}
+    ordinal = device.get("ordinal")
+    if device.get("skipped"):
+        procs = _busy_on(busy, device.get("uuid"))
+        reason = "GPU in use, not preempting: pid %s" % _pids(procs) if procs else device["skipped"]
+        return {"status": NOT_RUN, "signature": None, "failed": None, "hung": None, "reason": reason}
+    steps = [s for s in parsed.get("steps") or [] if s.get("device") == ordinal]
+    failed = _probe.first_failed_step(steps)
+    if failed is not None:
+        return _fail(step_signature(failed), _step_reason(failed), failed=failed)
     if any(s.get("step") == "verify" and s.get("ok") for s in steps):
         return {"status": PASS, "signature": None, "failed": None, "hung": None,
                 "reason": None}
-    return {"status": FAIL, "signature": "compute.probe.incomplete", "failed": None, "hung": hung,
-            "reason": "the probe stopped before verifying a kernel (%d steps recorded)" % len(steps)}
+    if parsed.get("hung_device") == ordinal or timed_out:
+        return _fail("compute.timeout", "no answer from %s within %ss" % (parsed.get("hung_step") or "the probe", timeout),
+                     hung=parsed.get("hung_step"))
+    return _fail("compute.probe.incomplete", "the probe stopped before verifying this device (%d steps)" % len(steps))
 
 
-def step_checks(builder, parsed, outcome, where):
-    """One check per executed step of the probe run ``where`` ('container' or 'host')."""
+def _subject(where, step):
+    if step.get("device") is None:
+        return where
+    return "%s GPU %s" % (where, step.get("uuid") or "#%s" % step.get("device"))
+
+
+def step_checks(builder, parsed, outcome, where, lenient=None):
+    """One check per executed step of the probe run ``where`` ('container' or 'host'); steps of the devices in
+    ``lenient`` (ordinals of GPUs the container was not asked for) are WARN instead of FAIL."""
+    lenient = set(lenient or [])
     for s in (parsed or {}).get("steps") or []:
-        status = PASS if s.get("ok") else FAIL
+        status = PASS if s.get("ok") else (WARN if s.get("device") in lenient and s.get("device") is not None else FAIL)
+        subject = _subject(where, s)
         if s.get("step") == "dlopen":
             builder.add("compute.dlopen", status, subject="%s: libcuda.so.1" % where, expected="a loadable libcuda.so.1",
                         observed=s.get("realpath") or s.get("path") or s.get("error"),
                         hint=None if s.get("ok") else step_hint(s, parsed))
         elif s.get("step") == "verify":
-            builder.add("compute.kernel.verify", status, subject="%s: %s x uint32" % (where, s.get("checked")),
+            builder.add("compute.kernel.verify", status, subject="%s: %s x uint32" % (subject, s.get("checked")),
                         expected="out[i] == i*3+7 for every i",
                         observed="%d mismatches%s" % (s.get("mismatches", 0),
                                                       "" if s.get("ok") else ", first %s" % json.dumps(s.get("first_bad"))))
         else:
-            builder.add("compute.cuda.call", status, subject="%s: %s" % (where, s.get("call")), expected="CUDA_SUCCESS",
+            builder.add("compute.cuda.call", status, subject="%s: %s" % (subject, s.get("call")), expected="CUDA_SUCCESS",
                         observed="%s (rc %s) in %s ms" % (s.get("name"), s.get("rc"), s.get("ms")),
                         hint=None if s.get("ok") else step_hint(s, parsed))
-    if outcome["signature"] in ("compute.timeout", "compute.probe.incomplete"):
+    if outcome and outcome["signature"] in ("compute.timeout", "compute.probe.incomplete"):
         builder.add("compute.probe.finished", FAIL, subject=where, expected="the probe finishes",
                     observed=outcome["reason"])
 
@@ -234,12 +346,23 @@ def _nvml_check(builder, parsed, where):
                         nvml.get("name"), nvml.get("device_count"), nvml.get("driver_version")))
 
 
-def container_evidence(container_probe, runtime_record):
+def container_probes(container_probe):
+    """The probe runs that hold the compute steps: the one shared container, or with per-device isolation
+    (runtime_facts isolation=per_device) one per requested CDI device (``containers``)."""
     probe = container_probe or {}
-    runtime_evidence = (runtime_record or {}).get("evidence") or {}
+    if isinstance(probe.get("containers"), list):
+        return [p or {} for p in probe["containers"]]
+    return [probe]
+
+
+def container_evidence(container_probe, runtime_record=None):  # pylint: disable=unused-argument
+    """What the container(s) did. ``cdi_devices`` are the devices the runtime gave a container that ran
+    (observed), never the requested ones: a container that did not run gave none."""
+    probe = container_probe or {}
+    executed = bool(probe.get("executed"))
     return {
-        "executed": bool(probe.get("executed")),
-        "cdi_devices": list(probe.get("cdi_devices") or runtime_evidence.get("requested_devices") or []),
+        "executed": executed,
+        "cdi_devices": list(probe.get("cdi_devices") or []) if executed else [],
         "runtime": probe.get("runtime") or ((runtime_record or {}).get("versions") or {}).get("runtime"),
         "container_name": probe.get("container_name"),
         "image": probe.get("image"),
@@ -249,10 +372,32 @@ def container_evidence(container_probe, runtime_record):
         "nvml": probe.get("nvml"),
         "facts": probe.get("facts") or {},
         "hung_step": probe.get("hung_step"),
+        "hung_device": probe.get("hung_device"),
         "timed_out": bool(probe.get("timed_out")),
         "wall_ms": probe.get("wall_ms"),
         "libraries": ((probe.get("inventory") or {}).get("libraries")),
+        "requested_devices": list(probe.get("requested_devices") or []),
+        "reason": probe.get("reason"),
     }
+
+
+def _merged_container_evidence(evidences, isolation):
+    if len(evidences) == 1 and isolation != "per_device":
+        return evidences[0]
+    ran = [e for e in evidences if e["executed"]]
+    merged = dict(ran[0] if ran else evidences[0])
+    devices = []
+    for e in ran:
+        devices.extend(d for d in e["cdi_devices"] if d not in devices)
+    steps = []
+    for e in evidences:
+        steps.extend(dict(s, container=e["container_name"]) for s in e["steps"])
+    merged.update({"executed": bool(ran), "cdi_devices": devices, "steps": steps,
+                   "compute_requested": any(e["compute_requested"] for e in ran),
+                   "compute_skipped": ran[0]["compute_skipped"] if ran and all(e["compute_skipped"] for e in ran) else None,
+                   "timed_out": any(e["timed_out"] for e in evidences), "isolation": isolation,
+                   "container_name": ", ".join(e["container_name"] or "?" for e in ran)})
+    return merged
 
 
 def probe_source():
@@ -308,14 +453,19 @@ def host_control_env(host_record, environ=None):
     return env, dirs
 
 
-def run_host_control(host_record, timeout, uuid=None, python=None):
-    """The same probe on the host, outside any container, through _run.run with a timeout."""
+def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None):
+    """The same probe on the host, outside any container, through _run.run with a timeout; on the GPUs in
+    ``only_uuids`` when given (the container's), never on those in ``skip_uuids`` (busy)."""
     env, dirs = host_control_env(host_record)
     d, path = write_probe()
     try:
         config = {"compute": True, "nodes": ["/dev/nvidiactl", "/dev/nvidia-uvm"], "capture_env": False}
         if uuid:
             config["uuid"] = uuid
+        if only_uuids:
+            config["only_uuids"] = list(only_uuids)
+        if skip_uuids:
+            config["skip_uuids"] = list(skip_uuids)
         result = run([python or sys.executable or "python3", path, json.dumps(config)], timeout=timeout, env=env)
     finally:
         try:
@@ -334,6 +484,8 @@ def run_host_control(host_record, timeout, uuid=None, python=None):
         "reason": outcome["reason"],
         "python": python or sys.executable,
         "ld_library_path_added": dirs,
+        "only_uuids": list(only_uuids or []) or None,
+        "skip_uuids": list(skip_uuids or []),
         "rc": result["rc"],
         "wall_ms": result["duration_ms"],
         "timed_out": result["timed_out"],
@@ -356,76 +508,279 @@ def _container_reason(container_probe, runtime_record):
     return "no in-container probe output was given (run runtime_facts with compute: true first)"
 
 
-def compute_record(container_probe, runtime_record=None, host_record=None, host_control=True,
-                   allow_busy_gpu=False, timeout=60, host_runner=None):
-    """The compute layer record. ``host_runner`` (tests) replaces run_host_control."""
-    busy = busy_processes(host_record)
-    if busy and not allow_busy_gpu:
-        evidence = {"busy": busy, "container": {"executed": False, "cdi_devices": []}}
-        return not_run("compute", busy_reason(busy), evidence=evidence)
+def normalize_expected(expected_gpus):
+    """The cdi layer's identity.expected_gpus (I2), each {uuid, index, minor, name, mig_uuid}; rows without a
+    UUID are kept (they can only be reported missing or matched by nothing)."""
+    out = []
+    for gpu in expected_gpus or []:
+        if isinstance(gpu, dict):
+            out.append(dict((k, gpu.get(k)) for k in ("uuid", "index", "minor", "name", "mig_uuid")))
+    return out
+
+
+def _matches(expected, uuid):
+    key = _probe.norm_uuid(uuid) if uuid else None
+    return bool(key) and key in (_probe.norm_uuid(expected.get("mig_uuid")) if expected.get("mig_uuid") else None,
+                                 _probe.norm_uuid(expected.get("uuid")) if expected.get("uuid") else None)
+
+
+def _seen_devices(runs, busy, timeout):
+    """Every device listed in every container run: dicts run (index), where, device, outcome."""
+    seen = []
+    for i, (parsed, where) in enumerate(runs):
+        for device in (parsed.get("facts") or {}).get("devices") or []:
+            seen.append({"run": i, "where": where, "device": device,
+                         "outcome": assess_device(parsed, device, busy, parsed.get("timed_out"), timeout)})
+    return seen
+
+
+_ROW_RANK = {FAIL: 0, PASS: 1, WARN: 2, NOT_RUN: 3}
+
+
+def gpu_rows(runs, expected_gpus, busy=None, timeout=None, skip_uuids=()):  # pylint: disable=too-many-locals
+    """The per-GPU rows of the compute record (TEAM-PLAN I3), from the container run(s) ``runs`` (list of
+    (parsed probe output, where)) and the expected GPUs (empty: every GPU seen is expected).
+
+    Row: index, uuid, model, expected, seen_in_container, ordinal, status, signature, reason (+ where: the
+    container that saw it). Returns (rows, unlisted): unlisted is the global FAIL outcome when no run got as far
+    as listing devices (then an expected GPU is not 'missing': the probe could not tell)."""
+    expected = normalize_expected(expected_gpus)
+    skip = set(_probe.norm_uuid(u) for u in skip_uuids or ())
+    # listed: some run got the device list from CUDA (even an empty one: then every expected GPU is missing)
+    listed = any((parsed.get("facts") or {}).get("devices") is not None for parsed, _where in runs)
+    globals_ = [assess_global(parsed, parsed.get("timed_out"), timeout) for parsed, _where in runs]
+    unlisted = None if listed else next((g for g in globals_ if g is not None), None)
+    seen = _seen_devices(runs, busy, timeout)
+    # one row per GPU: a GPU seen by several containers keeps its worst outcome, a PASS before a NOT_RUN
+    by_uuid = {}
+    anonymous = []
+    for item in seen:
+        key = _probe.norm_uuid(item["device"].get("uuid")) if item["device"].get("uuid") else None
+        if key is None:
+            anonymous.append(item)
+        elif key not in by_uuid or _ROW_RANK[item["outcome"]["status"]] < _ROW_RANK[by_uuid[key]["outcome"]["status"]]:
+            by_uuid[key] = item
+    rows = []
+    used = set()
+    for gpu in expected:
+        match = next((k for k, item in by_uuid.items() if _matches(gpu, item["device"].get("uuid"))), None)
+        row = {"index": gpu.get("index"), "uuid": gpu.get("mig_uuid") or gpu.get("uuid"), "model": gpu.get("name"),
+               "expected": True, "seen_in_container": match is not None, "ordinal": None}
+        if match is not None:
+            used.add(match)
+            item = by_uuid[match]
+            row.update(ordinal=item["device"].get("ordinal"), model=item["device"].get("name") or gpu.get("name"),
+                       status=item["outcome"]["status"], signature=item["outcome"]["signature"],
+                       reason=item["outcome"]["reason"], where=item["where"])
+        elif unlisted is not None and _busy_on(busy, gpu.get("uuid")) and _probe.norm_uuid(gpu.get("uuid")) in skip:
+            # busy: it would not have been touched had the probe listed it
+            row.update(status=NOT_RUN, signature=None, where=None,
+                       reason="GPU in use, not preempting: pid %s" % _pids(_busy_on(busy, gpu.get("uuid"))))
+        elif unlisted is not None:
+            row.update(status=FAIL, signature=unlisted["signature"], where=None,
+                       reason="not listed: the probe stopped before listing devices (%s)" % unlisted["reason"])
+        else:
+            row.update(status=FAIL, signature="compute.gpu.missing", where=None,
+                       reason="expected GPU not seen in the container (it saw %s)" % (
+                           ", ".join(sorted(i["device"].get("uuid") or "?" for i in seen)) or "no GPU"))
+        rows.append(row)
+    extra = [item for k, item in sorted(by_uuid.items(), key=lambda kv: (kv[1]["run"], kv[1]["device"].get("ordinal")))
+             if k not in used] + anonymous
+    for item in extra:
+        dev, outcome = item["device"], item["outcome"]
+        row = {"index": None, "uuid": dev.get("uuid"), "model": dev.get("name"), "expected": not expected,
+               "seen_in_container": True, "ordinal": dev.get("ordinal"), "where": item["where"]}
+        if expected:
+            ran = "kernel %s" % outcome["status"] + (": %s" % outcome["reason"] if outcome["reason"] else "")
+            row.update(status=WARN, signature=outcome["signature"],
+                       reason="the container sees a GPU it did not ask for (%s)" % ran)
+        else:
+            row.update(status=outcome["status"], signature=outcome["signature"], reason=outcome["reason"])
+        rows.append(row)
+    return rows, unlisted
+
+
+def _not_run_rows(expected_gpus, reason):
+    return [{"index": g.get("index"), "uuid": g.get("mig_uuid") or g.get("uuid"), "model": g.get("name"),
+             "expected": True, "seen_in_container": False, "ordinal": None, "status": NOT_RUN, "signature": None,
+             "reason": reason, "where": None} for g in normalize_expected(expected_gpus)]
+
+
+ROW_KEYS = ("index", "uuid", "model", "expected", "seen_in_container", "ordinal", "status", "signature", "reason")
+
+
+def _public_rows(rows):
+    """The rows as the contract has them (TEAM-PLAN I3): exactly ROW_KEYS."""
+    return [dict((k, r.get(k)) for k in ROW_KEYS) for r in rows]
+
+
+def _gpu_checks(builder, rows, unlisted, busy, allow_busy_gpu):
+    for row in rows:
+        subject = "GPU %s" % (row["uuid"] or "#%s" % row["ordinal"])
+        procs = _busy_on(busy, row["uuid"])
+        if busy is None:
+            builder.add("compute.gpu.idle", NOT_RUN, subject=subject,
+                        observed="unknown: no host NVML evidence (allow_busy_gpu: true)")
+        elif procs and allow_busy_gpu:
+            builder.add("compute.gpu.idle", WARN, subject=subject, expected="no compute process",
+                        observed="pid %s (allow_busy_gpu: true)" % _pids(procs))
+        elif procs:
+            builder.add("compute.gpu.idle", NOT_RUN, subject=subject, expected="no compute process",
+                        observed="GPU in use, not preempting: pid %s" % _pids(procs))
+        else:
+            builder.add("compute.gpu.idle", PASS, subject=subject, expected="no compute process", observed="none")
+        if row["expected"]:
+            if row["seen_in_container"]:
+                builder.add("compute.gpu.seen", PASS, subject=subject, expected="listed by CUDA in the container",
+                            observed="ordinal %s (%s)" % (row["ordinal"], row["model"]))
+            elif unlisted is not None:
+                builder.add("compute.gpu.seen", NOT_RUN, subject=subject, expected="listed by CUDA in the container",
+                            observed="the probe could not list devices: %s" % unlisted["reason"])
+            else:
+                builder.add("compute.gpu.seen", FAIL, subject=subject, expected="listed by CUDA in the container",
+                            observed="missing: %s" % row["reason"])
+        else:
+            builder.add("compute.gpu.unexpected", WARN, subject=subject, expected="only the expected GPUs",
+                        observed="ordinal %s (%s) seen in the container" % (row["ordinal"], row["model"]))
+
+
+def _host_control_scope(rows, skip_uuids):
+    """The GPUs the host control runs on: the container's (expected or seen) by UUID, less the busy ones."""
+    uuids = []
+    for row in rows:
+        if row["uuid"] and row["uuid"] not in skip_uuids and row["uuid"] not in uuids:
+            uuids.append(row["uuid"])
+    return uuids
+
+
+def compute_record(container_probe, runtime_record=None, host_record=None, host_control=True,  # pylint: disable=too-many-locals
+                   allow_busy_gpu=False, timeout=60, host_runner=None, expected_gpus=None):
+    """The compute layer record. ``expected_gpus``: the cdi layer's identity.expected_gpus (empty: every GPU
+    seen in the container is expected). ``host_runner`` (tests) replaces run_host_control."""
+    plan = busy_plan(host_record, allow_busy_gpu)
+    busy = plan["busy"]
+    probes = container_probes(container_probe)
+    isolation = "per_device" if isinstance((container_probe or {}).get("containers"), list) else "shared"
+    evidences = [container_evidence(p, runtime_record) for p in probes]
+    container = _merged_container_evidence(evidences, isolation)
     builder = LayerBuilder("compute", CHECKS)
     builder.evidence["busy"] = busy
-    if busy is None:
-        builder.add("compute.gpu.idle", NOT_RUN, subject="compute processes",
-                    observed="no host NVML evidence to look at (host record missing or NVML failed)")
-    elif busy:
-        builder.add("compute.gpu.idle", WARN, subject="compute processes", expected="none",
-                    observed=busy_reason(busy) + " (allow_busy_gpu: true)")
-    else:
-        builder.add("compute.gpu.idle", PASS, subject="compute processes", expected="none", observed="none")
-    container = container_evidence(container_probe, runtime_record)
     builder.evidence["container"] = container
-    parsed = container_probe or {}
-
-    # The host control runs whatever happened in the container: it is what tells injection from host.
-    host_result = None
-    if host_control:
-        uuid = ((container.get("facts") or {}).get("device") or {}).get("uuid")
-        runner = host_runner or run_host_control
-        host_result, host_parsed, host_outcome = runner(host_record, timeout, uuid)
-        builder.evidence["host_control"] = host_result
-        builder.versions["cuda_driver_api_host"] = (host_result.get("facts") or {}).get("cuda_driver_api")
-    else:
-        builder.evidence["host_control"] = {"status": NOT_RUN, "reason": "host_control: false"}
-    host_status = builder.evidence["host_control"]["status"]
+    if isolation == "per_device":
+        builder.evidence["containers"] = evidences
+    builder.evidence["expected_gpus"] = normalize_expected(expected_gpus)
+    builder.evidence["expected_source"] = ("cdi identity (expected_gpus)" if expected_gpus else
+                                           "none given: every GPU seen in the container is expected")
+    if plan["skip_reason"] and container["executed"]:
+        # not one GPU may be touched (busy state unknown): no container compute, no host control
+        builder.evidence["gpus"] = _public_rows(_not_run_rows(expected_gpus, plan["skip_reason"]))
+        builder.evidence["host_control"] = {"status": NOT_RUN, "reason": plan["skip_reason"]}
+        builder.add("compute.gpu.idle", NOT_RUN, subject="compute processes", observed=plan["skip_reason"])
+        return _finish(builder, NOT_RUN, plan["skip_reason"], None, NOT_RUN)
 
     skip_reason = None
-    if not container["executed"]:
+    if not container["executed"] and isolation == "per_device" and (container_probe or {}).get("executed"):
+        skip_reason = "no per-device compute container ran: %s" % "; ".join(
+            "%s: %s" % (", ".join(e["requested_devices"]) or "?", e["reason"]) for e in evidences)
+    elif not container["executed"]:
         skip_reason = _container_reason(container_probe, runtime_record)
     elif container["compute_skipped"]:
         skip_reason = container["compute_skipped"]
     elif not container["compute_requested"]:
         skip_reason = "the probe container ran without compute (runtime_facts compute: false)"
+    runs = [(p, "container" if isolation == "shared" else "container %s" % (e["container_name"] or i))
+            for i, (p, e) in enumerate(zip(probes, evidences)) if e["executed"] and e["compute_requested"]
+            and not e["compute_skipped"]]
+    rows, unlisted = gpu_rows(runs, expected_gpus, busy, timeout, plan["skip_uuids"]) if not skip_reason else (
+        _not_run_rows(expected_gpus, skip_reason), None)
+    builder.evidence["gpus"] = _public_rows(rows)
+
+    # The host control runs whatever happened in the container, on the same GPUs: it tells injection from host.
+    host_result = None
+    if host_control and not plan["skip_reason"]:
+        runner = host_runner or run_host_control
+        host_result, _host_parsed, _host_outcome = runner(host_record, timeout, None,
+                                                          only_uuids=_host_control_scope(rows, plan["skip_uuids"]),
+                                                          skip_uuids=plan["skip_uuids"])
+        builder.evidence["host_control"] = host_result
+        builder.versions["cuda_driver_api_host"] = (host_result.get("facts") or {}).get("cuda_driver_api")
+    else:
+        builder.evidence["host_control"] = {"status": NOT_RUN,
+                                            "reason": plan["skip_reason"] if host_control else "host_control: false"}
+    host_status = builder.evidence["host_control"]["status"]
     if skip_reason:
         _host_checks(builder, host_result, host_status, NOT_RUN)
         return _finish(builder, NOT_RUN, skip_reason, None, host_status)
 
-    builder.add("compute.container.cdi", PASS if container["cdi_devices"] else FAIL, subject=container["container_name"],
-                expected="a container with CDI devices", observed=", ".join(container["cdi_devices"]) or "no CDI device")
-    outcome = assess(parsed, parsed.get("timed_out"), timeout)
-    _nvml_check(builder, parsed, "container")
-    step_checks(builder, parsed, outcome, "container")
-    builder.versions["cuda_driver_api"] = (parsed.get("facts") or {}).get("cuda_driver_api")
+    for e in evidences:
+        if isolation == "shared" or e["executed"]:
+            builder.add("compute.container.cdi", PASS if e["cdi_devices"] else FAIL, subject=e["container_name"],
+                        expected="a container with CDI devices", observed=", ".join(e["cdi_devices"]) or "no CDI device")
+        else:
+            builder.add("compute.container.cdi", FAIL, subject=", ".join(e["requested_devices"]) or "a per-device container",
+                        expected="a container with this CDI device", observed="did not run: %s" % (e["reason"] or "?"))
+    outcomes = []
+    for parsed, where in runs:
+        outcome = assess(parsed, parsed.get("timed_out"), timeout)
+        outcomes.append((parsed, outcome))
+        lenient = [r["ordinal"] for r in rows if not r["expected"] and r.get("where") == where]
+        _nvml_check(builder, parsed, where)
+        step_checks(builder, parsed, outcome, where, lenient=lenient)
+        builder.versions["cuda_driver_api"] = (parsed.get("facts") or {}).get("cuda_driver_api")
     builder.versions["probe"] = _probe.PROBE_VERSION
-    _host_checks(builder, host_result, host_status, outcome["status"])
-    status = outcome["status"] if container["cdi_devices"] else FAIL
-    reason = outcome["reason"]
-    signature = outcome["signature"]
-    if outcome["failed"] is not None:
-        hint = step_hint(outcome["failed"], parsed)
-        reason = "%s; hint: %s" % (reason, hint) if hint else reason
-    if not container["cdi_devices"] and status == FAIL and signature is None:
-        signature, reason = "compute.container.cdi", "the probe container got no CDI device"
+    _gpu_checks(builder, rows, unlisted, busy, allow_busy_gpu)
+    # the status is the roll-up of the container's checks; the host control (added after) only attributes
+    container_status = rollup_status(builder.checks)
+    _host_checks(builder, host_result, host_status, container_status)
+    builder.evidence["gpus"] = _public_rows(rows)
+    return _finish_rows(builder, container_status, rows, unlisted, outcomes, host_status)
+
+
+def _finish_rows(builder, status, rows, unlisted, outcomes, host_status):  # pylint: disable=too-many-arguments
+    """``status``: the roll-up of the container's checks; the signature and reason name the first failure (a
+    global step, else the first expected GPU that failed, else the first failed check)."""
+    expected = [r for r in rows if r["expected"]]
+    reason = signature = None
+    if status == FAIL:
+        failed_row = next((r for r in expected if r["status"] == FAIL), None)
+        if unlisted is not None:
+            signature, reason = unlisted["signature"], unlisted["reason"]
+            parsed = next((p for p, o in outcomes if o.get("failed") is unlisted.get("failed")), None)
+            if unlisted.get("failed") is not None:
+                reason = "%s; hint: %s" % (reason, step_hint(unlisted["failed"], parsed))
+        elif failed_row is not None:
+            signature = failed_row["signature"]
+            reason = "GPU %s: %s" % (failed_row["uuid"] or "#%s" % failed_row["ordinal"], failed_row["reason"])
+            parsed, failed = next(((p, o["failed"]) for p, o in outcomes
+                                   if o.get("failed") is not None and o["failed"].get("uuid") == failed_row["uuid"]), (None, None))
+            if failed is not None:
+                reason = "%s; hint: %s" % (reason, step_hint(failed, parsed))
+        else:
+            culprit = next(c for c in builder.checks if c["status"] == FAIL)
+            signature = "compute.container.cdi" if culprit["id"] == "compute.container.cdi" else next(
+                (o["signature"] for _p, o in outcomes if o["signature"]), culprit["id"])
+    elif status in (PASS, WARN):
+        not_verified = [r for r in expected if r["status"] != PASS]
+        if expected and len(not_verified) == len(expected):
+            # nothing the container asked for was proven (every expected GPU busy): a documented NOT_RUN
+            status = NOT_RUN
+            reason = "no requested GPU was verified: %s" % "; ".join(
+                "GPU %s: %s" % (r["uuid"], r["reason"]) for r in not_verified)
+        elif not expected:
+            status, reason = NOT_RUN, "the container listed no GPU to verify"
+        elif not_verified:
+            reason = "; ".join("GPU %s not verified: %s" % (r["uuid"], r["reason"]) for r in not_verified)
     return _finish(builder, status, reason, signature, host_status)
 
 
 def _host_checks(builder, host_result, host_status, container_status):
     if host_result is None:
-        builder.add("compute.host_control", NOT_RUN, subject="host", observed="host_control: false")
+        builder.add("compute.host_control", NOT_RUN, subject="host",
+                    observed=builder.evidence.get("host_control", {}).get("reason") or "host_control: false")
         return
     # The record's status comes from the container; a control that fails where the container passed is
     # a named oddity (WARN on the check), not a failure of compute.
-    status = WARN if host_status == FAIL and container_status == PASS else host_status
+    status = WARN if host_status == FAIL and container_status in (PASS, WARN) else host_status
     builder.add("compute.host_control", status, subject="host (%s)" % host_result.get("python"),
                 expected="PASS", observed="%s%s" % (host_status, ": %s" % host_result["reason"] if host_result.get("reason") else ""))
 

@@ -15,9 +15,14 @@ is still there:
   {"kind": "inventory", ...}   device nodes (type, major:minor, mode, open(O_RDWR) result), mounts
                                (/proc/self/mountinfo), env, which libcuda/libnvidia-ml the loader finds
   {"kind": "begin", "step": s} right before each CUDA/NVML call (a hang leaves a begin without a step)
-  {"kind": "step", ...}        each compute step: call, rc, CUresult name, milliseconds
+  {"kind": "step", ...}        each compute step: call, rc, CUresult name, milliseconds; the per-device
+                               steps (context .. release, verify) also carry "device" (ordinal) and "uuid"
+  {"kind": "fact", "devices": [...]}  every device seen: ordinal, name, uuid, listed, skipped (why not run)
   {"kind": "done"}
-Config keys: nodes (device paths to inspect), compute (bool), uuid (prefer the device with this UUID),
+Every device is listed and, unless skipped, runs its own context, kernel and check of every element; one
+device failing does not stop the others.
+Config keys: nodes (device paths to inspect), compute (bool), skip_uuids (GPUs never to touch beyond
+listing them: busy ones), only_uuids (when given, run only on these; uuid: one more such UUID),
 libcuda (explicit path to dlopen instead of the soname), n (buffer length, default 1024), capture_env
 (default true; the host control records PATH and LD_LIBRARY_PATH only), skip_compute_reason (record why
 compute is skipped, e.g. a busy GPU, and do not touch the GPU).
@@ -170,6 +175,15 @@ def format_uuid(raw):
     return "GPU-%s-%s-%s-%s-%s" % (h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
 
 
+def norm_uuid(value):
+    """A GPU/MIG UUID without its 'GPU-'/'MIG-' prefix, lower case (the form cuDeviceGetUuid and NVML share)."""
+    text = str(value or "").strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
+
+
 def _unescape_mount(text):
     """mountinfo escapes space, tab, newline and backslash as \\ooo octal."""
     out = []
@@ -254,11 +268,14 @@ def parse_ldconfig(text, names):
 def parse_output(text):
     """Fold the probe's JSON lines into one dict: start, inventory, steps (list), nvml, complete (a done
     line was seen), hung_step (a begin without its step, i.e. where a kill caught it), noise (lines that
-    were not probe JSON)."""
+    were not probe JSON). Per-device steps carry "device" (the ordinal) and "uuid"; ``facts["devices"]`` lists
+    every device the probe saw (ordinal, name, uuid, listed, skipped); hung_device is the ordinal of a hung
+    per-device call."""
     result = {"start": None, "inventory": None, "steps": [], "nvml": None, "complete": False,
-              "hung_step": None, "compute_requested": False, "compute_skipped": None, "facts": {}, "errors": [],
+              "hung_step": None, "hung_device": None, "compute_requested": False, "compute_skipped": None, "facts": {}, "errors": [],
               "noise": []}
     open_step = None
+    open_device = None
     for line in (text or "").splitlines():
         line = line.strip()
         if not line:
@@ -279,9 +296,10 @@ def parse_output(text):
             result["inventory"] = item
         elif kind == "begin":
             open_step = item.get("step")
+            open_device = item.get("device")
         elif kind == "step":
             result["steps"].append(item)
-            open_step = None
+            open_step = open_device = None
         elif kind == "nvml":
             result["nvml"] = item
             open_step = None
@@ -294,6 +312,7 @@ def parse_output(text):
         elif kind == "done":
             result["complete"] = True
     result["hung_step"] = open_step
+    result["hung_device"] = open_device if open_step else None
     return result
 
 
@@ -472,6 +491,14 @@ class Cuda(object):
 
     def __init__(self, handle):
         self.lib = handle
+        self.device = None  # the ordinal (and UUID) the next calls are about; None for global calls
+        self.uuid = None
+
+    def tag(self, item):
+        if self.device is not None:
+            item["device"] = self.device
+            item["uuid"] = self.uuid
+        return item
 
     def fn(self, name):
         for candidate in SYMBOLS.get(name, (name,)):
@@ -494,25 +521,44 @@ class Cuda(object):
         return cu_result_name(code, driver_name), ("driver" if driver_name else "table")
 
     def call(self, step, name, *args):
-        emit({"kind": "begin", "step": step})
+        emit(self.tag({"kind": "begin", "step": step}))
         func, symbol = self.fn(name)
         if func is None:
-            item = {"kind": "step", "step": step, "call": name, "ok": False, "rc": None,
-                    "name": "SYMBOL_NOT_FOUND", "ms": 0.0}
+            item = self.tag({"kind": "step", "step": step, "call": name, "ok": False, "rc": None,
+                              "name": "SYMBOL_NOT_FOUND", "ms": 0.0})
             emit(item)
             return item
         t0 = time.monotonic()
         rc = func(*args)
         ms = _ms(t0)
         result_name, source = (CU_RESULTS[0], "table") if rc == 0 else self.error_name(rc)
-        item = {"kind": "step", "step": step, "call": symbol, "ok": rc == 0, "rc": rc, "name": result_name,
-                "name_source": source, "ms": ms}
+        item = self.tag({"kind": "step", "step": step, "call": symbol, "ok": rc == 0, "rc": rc, "name": result_name,
+                          "name_source": source, "ms": ms})
         emit(item)
         return item
 
 
-def run_compute(config, loaded):  # pylint: disable=too-many-locals,too-many-return-statements
-    """The compute steps; stops at the first failure (after releasing what was acquired)."""
+def skip_reason_for(info, config):
+    """Why the probe must not touch this device (None: run it). ``skip_uuids``: busy GPUs, never touched;
+    ``only_uuids``: when given, the only devices to run on (the host control runs on the container's GPUs)."""
+    skip = set(norm_uuid(u) for u in config.get("skip_uuids") or [] if u)
+    only = set(norm_uuid(u) for u in config.get("only_uuids") or [] if u)
+    if config.get("uuid"):
+        only.add(norm_uuid(config["uuid"]))
+    uuid = norm_uuid(info.get("uuid")) if info.get("uuid") else None
+    if uuid is None and (skip or only):
+        return "UUID unknown: cannot tell whether it is a GPU to leave alone"
+    if uuid in skip:
+        return "skipped: GPU in use (skip_uuids), not preempting"
+    if only and uuid not in only:
+        return "skipped: not among only_uuids"
+    return None
+
+
+def run_compute(config, loaded):  # pylint: disable=too-many-locals
+    """The compute steps. dlopen, cuInit, cuDriverGetVersion and cuDeviceGetCount are global (a failure stops
+    the run); then every device is listed (name, UUID) and, unless skipped, gets its own context, kernel and
+    verification: one device failing never stops the others. Per-device lines carry "device" (the ordinal)."""
     n = int(config.get("n") or DEFAULT_N)
     emit({"kind": "begin", "step": "dlopen"})
     handle, entry = loaded.load(LIBCUDA, config.get("libcuda"))
@@ -534,27 +580,47 @@ def run_compute(config, loaded):  # pylint: disable=too-many-locals,too-many-ret
     if not cu.call("cuDeviceGetCount", "cuDeviceGetCount", ctypes.byref(count))["ok"]:
         return
     devices = []
-    chosen = None
+    handles = {}
     for ordinal in range(min(count.value, 64)):
+        cu.device, cu.uuid = ordinal, None
+        info = {"ordinal": ordinal, "name": None, "uuid": None, "listed": False, "skipped": None}
+        devices.append(info)
         dev = ctypes.c_int(0)
         if not cu.call("cuDeviceGet", "cuDeviceGet", ctypes.byref(dev), ctypes.c_int(ordinal))["ok"]:
-            return
+            continue
         name = ctypes.create_string_buffer(256)
-        if not cu.call("cuDeviceGetName", "cuDeviceGetName", name, ctypes.c_int(256), dev)["ok"]:
-            return
+        if cu.call("cuDeviceGetName", "cuDeviceGetName", name, ctypes.c_int(256), dev)["ok"]:
+            info["name"] = name.value.decode("utf-8", "replace")
         raw = (ctypes.c_ubyte * 16)()
-        if not cu.call("cuDeviceGetUuid", "cuDeviceGetUuid", ctypes.byref(raw), dev)["ok"]:
-            return
-        info = {"ordinal": ordinal, "name": name.value.decode("utf-8", "replace"), "uuid": format_uuid(raw)}
-        devices.append(info)
-        if chosen is None or (config.get("uuid") and info["uuid"] == config.get("uuid")):
-            chosen = (dev, info)
-    emit({"kind": "fact", "devices": devices, "device": chosen[1] if chosen else None})
-    if chosen is None:
+        if cu.call("cuDeviceGetUuid", "cuDeviceGetUuid", ctypes.byref(raw), dev)["ok"]:
+            info["uuid"] = format_uuid(raw)
+        info["listed"] = info["uuid"] is not None
+        info["skipped"] = skip_reason_for(info, config)
+        handles[ordinal] = dev
+    cu.device, cu.uuid = None, None
+    emit({"kind": "fact", "devices": devices})
+    if not devices:
         emit({"kind": "step", "step": "cuDeviceGet", "call": "cuDeviceGetCount", "ok": False, "rc": 100,
               "name": "CUDA_ERROR_NO_DEVICE", "name_source": "table", "ms": 0.0})
         return
-    dev = chosen[0]
+    for info in devices:
+        if info["ordinal"] not in handles or info["skipped"]:
+            continue
+        cu.device, cu.uuid = info["ordinal"], info["uuid"]
+        emit({"kind": "device_begin", "device": info["ordinal"], "uuid": info["uuid"]})
+        try:
+            run_device(cu, handles[info["ordinal"]], n)
+        except Exception as exc:  # pylint: disable=broad-except
+            # one device's crash (a ctypes error) must not cost the other devices their run
+            emit({"kind": "step", "step": "exception", "call": "python", "ok": False, "rc": None,
+                  "name": "PROBE_EXCEPTION", "error": repr(exc)[:500], "ms": 0.0, "device": info["ordinal"],
+                  "uuid": info["uuid"]})
+        emit({"kind": "device_end", "device": info["ordinal"], "uuid": info["uuid"]})
+    cu.device, cu.uuid = None, None
+
+
+def run_device(cu, dev, n):
+    """Primary context, kernel, verification and release on one device."""
     ctx = ctypes.c_void_p()
     if not cu.call("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)["ok"]:
         return
@@ -606,8 +672,8 @@ def _launch_and_verify(cu, func, dptr, n):
         return
     t0 = time.monotonic()
     result = verify_values(list(host), n)
-    item = {"kind": "step", "step": "verify", "call": "verify out[i] == i*3+7", "ok": result["ok"], "rc": None,
-            "name": "OK" if result["ok"] else "MISMATCH", "ms": _ms(t0)}
+    item = cu.tag({"kind": "step", "step": "verify", "call": "verify out[i] == i*3+7", "ok": result["ok"], "rc": None,
+                   "name": "OK" if result["ok"] else "MISMATCH", "ms": _ms(t0)})
     item.update(result)
     emit(item)
 

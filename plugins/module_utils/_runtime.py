@@ -24,9 +24,7 @@ import time
 import uuid as uuidlib
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import (
-    busy_processes, busy_reason, write_probe,
-)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import busy_plan, write_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
 )
@@ -456,11 +454,16 @@ def remove_container(engine, name, timeout=30):
     return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
 
 
-def _probe_config(expected_edits, compute, skip_reason):
+def _probe_config(expected_edits, compute, plan=None):
+    """The probe's config; ``plan`` (_compute.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
+    must not run at all (skip_reason: the busy state is unknown)."""
     nodes = [n.get("path") for n in (expected_edits or {}).get("deviceNodes") or [] if n.get("path")]
     config = {"nodes": nodes, "compute": bool(compute)}
-    if skip_reason:
-        config["skip_compute_reason"] = skip_reason
+    plan = plan or {}
+    if plan.get("skip_reason"):
+        config["skip_compute_reason"] = plan["skip_reason"]
+    if plan.get("skip_uuids"):
+        config["skip_uuids"] = list(plan["skip_uuids"])
     return config
 
 
@@ -586,6 +589,9 @@ def check_params(params):
 def runtime_facts(params, check_mode=False):
     """Returns (runtime record, probe dict or None). ``params``: the module's options."""
     check_params(params)
+    if params.get("isolation") == "per_device" and params.get("compute") and not check_mode \
+            and len(params.get("cdi_devices") or []) > 1:
+        return _runtime_facts_per_device(params)
     run_id = params.get("run_id") or ""
     devices = list(params.get("cdi_devices") or [])
     expected = params.get("expected_edits") or {}
@@ -613,11 +619,7 @@ def runtime_facts(params, check_mode=False):
         builder.add("runtime.engine.version", PASS, subject=engine["name"], expected="a version string",
                     observed=engine.get("version"))
 
-    skip_reason = None
-    if params.get("compute"):
-        busy = busy_processes(params.get("host"))
-        if busy and not params.get("allow_busy_gpu"):
-            skip_reason = busy_reason(busy)
+    plan = busy_plan(params.get("host"), params.get("allow_busy_gpu")) if params.get("compute") else None
     timeout = params.get("timeout") or 60
     name = container_name(run_id)
     owner = _owner.resolve(params.get("owner"), fallback_pid=os.getpid())
@@ -628,7 +630,7 @@ def runtime_facts(params, check_mode=False):
         cleanup = None
         try:
             argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
-                              _probe_config(expected, params.get("compute"), skip_reason),
+                              _probe_config(expected, params.get("compute"), plan),
                               user=params.get("user"), pull=params.get("pull") or "never", owner=owner)
             result = run(argv, timeout=timeout)
         finally:
@@ -687,6 +689,29 @@ def runtime_facts(params, check_mode=False):
         signature = open_signature((inventory["nodes"].get(first_fail["subject"]) or {}).get("open"))
         return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"]), probe
     return builder.build(), probe
+
+
+def _runtime_facts_per_device(params):
+    """isolation=per_device: the runtime layer from one container with every device (no compute), then one
+    compute container per requested CDI device (each sees exactly its GPU). The probe dict is the shared
+    container's with ``containers``: one probe per device, in order (a stub with executed false and the runtime's
+    reason when that device's container did not run)."""
+    record, probe = runtime_facts(dict(params, isolation="shared", compute=False))
+    if probe is None:
+        return record, None
+    containers = []
+    for device in params["cdi_devices"]:
+        sub_record, sub_probe = runtime_facts(dict(params, isolation="shared", cdi_devices=[device], expected_edits={}))
+        if sub_probe is None:
+            sub_probe = {"executed": False, "cdi_devices": [], "requested_devices": [device],
+                         "reason": "%s %s: %s" % (sub_record["status"], sub_record.get("signature") or "", sub_record["reason"])}
+        sub_probe["requested_devices"] = [device]
+        containers.append(sub_probe)
+    probe = dict(probe, containers=containers, isolation="per_device", compute_requested=True)
+    record["evidence"]["isolation"] = {"mode": "per_device", "containers": [
+        {"device": c["requested_devices"][0], "name": c.get("container_name"), "executed": c["executed"],
+         "reason": c.get("reason")} for c in containers]}
+    return record, probe
 
 
 def _parse_labels(value):

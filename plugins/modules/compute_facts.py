@@ -21,8 +21,15 @@ description:
     FAIL points at the injection (C(points_to=runtime)) and both FAIL points at the host.
   - A failure's signature is C(compute.dlopen.libcuda), C(compute.cuda.<CUresult name>),
     C(compute.verify.mismatch) or C(compute.timeout) (docs/checks.md).
-  - When the host record shows compute processes on the GPU, compute is C(NOT_RUN)
-    (C(GPU in use, not preempting)) unless O(allow_busy_gpu=true).
+  - Every GPU is proven on its own; C(evidence.gpus) holds one row per expected GPU (O(expected_gpus)) and per
+    GPU seen in the container beyond them - C(index), C(uuid), C(model), C(expected), C(seen_in_container),
+    C(ordinal), C(status), C(signature), C(reason).
+  - "A GPU with compute processes in the host record is C(NOT_RUN) for that GPU alone (C(GPU in use, not
+    preempting: pid ...)), never touched, and the others are still verified; without host NVML evidence of
+    compute processes compute is C(NOT_RUN) (C(cannot tell whether the GPU is in use)); O(allow_busy_gpu=true)
+    probes anyway."
+  - The status is the roll-up of the container's checks; it is C(NOT_RUN) when the container never ran, ran
+    without compute, the busy state is unknown, or no expected GPU could be verified because all were busy.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -42,6 +49,16 @@ options:
   runtime_record:
     description: The runtime layer record (C(gpuprobe_runtime)), to say why the container did not run.
     type: dict
+  expected_gpus:
+    description:
+      - The GPUs the requested CDI devices give (the cdi record's C(evidence.identity.expected_gpus)), each with
+        C(uuid), C(index), C(minor), C(name) and C(mig_uuid).
+      - Each becomes a row of C(evidence.gpus); one the container does not list is a FAIL
+        (C(compute.gpu.missing)), a GPU the container lists beyond them is a WARN (C(compute.gpu.unexpected)).
+      - Empty, every GPU seen in the container is expected (C(evidence.expected_source) says so).
+    type: list
+    elements: dict
+    default: []
   host:
     description: The host layer record (C(gpuprobe_host)), read for running compute processes and the driver root.
     type: dict
@@ -53,7 +70,7 @@ options:
     type: bool
     default: true
   allow_busy_gpu:
-    description: Evaluate compute even when compute processes are running on the GPU.
+    description: Evaluate compute even on GPUs with compute processes, or when their busy state is unknown.
     type: bool
     default: false
   timeout:
@@ -81,9 +98,13 @@ ansible_facts:
     gpuprobe_compute:
       description:
         - The compute layer record (docs/contract.md).
-        - C(evidence.container) holds C(executed), C(cdi_devices), C(runtime), C(steps), C(nvml), C(facts)
-          (cuda_driver_api, devices, device), C(hung_step), C(libraries); C(evidence.host_control) holds
-          C(status), C(steps), C(ld_library_path_added) and the same probe facts for the host.
+        - C(evidence.gpus) holds the per-GPU rows (see the description); C(evidence.expected_gpus) and
+          C(evidence.expected_source) say what was expected.
+        - C(evidence.container) holds C(executed), C(cdi_devices) (the devices of a container that ran, never the
+          requested list), C(runtime), C(steps), C(nvml), C(facts) (cuda_driver_api, devices), C(hung_step),
+          C(hung_device), C(libraries); with per-device isolation C(evidence.containers) holds one such entry per
+          container. C(evidence.host_control) holds C(status), C(steps), C(only_uuids), C(skip_uuids),
+          C(ld_library_path_added) and the same probe facts for the host.
       returned: always
       type: dict
       sample:
@@ -104,6 +125,7 @@ def main():
         argument_spec=dict(
             container_probe=dict(type="dict"),
             runtime_record=dict(type="dict"),
+            expected_gpus=dict(type="list", elements="dict", default=[]),
             host=dict(type="dict"),
             host_control=dict(type="bool", default=True),
             allow_busy_gpu=dict(type="bool", default=False),
@@ -121,7 +143,7 @@ def main():
         module.fail_json(msg=str(exc))
     record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
                             host_control=p["host_control"] and not module.check_mode,
-                            allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"])
+                            allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_compute": record})
 
 

@@ -89,15 +89,29 @@ options:
         own process.
     type: dict
   compute:
-    description: Also run the compute steps in the same container.
+    description:
+      - Also run the compute steps in the same container, on every GPU the container sees (each listed by
+        UUID, each with its own context, kernel and check of every element).
+      - A GPU with compute processes in the O(host) record is listed but never touched (C(skip_uuids));
+        without host NVML evidence of compute processes the compute steps do not run at all
+        (C(cannot tell whether the GPU is in use)) unless O(allow_busy_gpu=true).
     type: bool
     default: false
+  isolation:
+    description:
+      - With O(compute=true), V(shared) runs the compute steps in the one container that gets every device.
+      - V(per_device) runs the runtime checks in that container without compute, then one compute container
+        per requested CDI device, so that each sees exactly its GPU; C(gpuprobe_probe.containers) holds their
+        probes, in the order of O(cdi_devices). With one device both are the same.
+    type: str
+    choices: [shared, per_device]
+    default: shared
   allow_busy_gpu:
-    description: Run the compute steps even when the host record shows compute processes on the GPU.
+    description: Run the compute steps even on GPUs with compute processes, or when their busy state is unknown.
     type: bool
     default: false
   host:
-    description: The host layer record (C(gpuprobe_host)), read for the GPU's running compute processes.
+    description: The host layer record (C(gpuprobe_host)), read for each GPU's running compute processes.
     type: dict
   user:
     description: Run the probe as this C(uid:gid) inside the container.
@@ -145,6 +159,9 @@ ansible_facts:
       description:
         - The raw output of the in-container probe (start, inventory, steps, nvml, facts, complete, hung_step),
           with C(executed), C(cdi_devices), C(runtime), C(container_name); null when the container never ran.
+        - C(facts.devices) lists every GPU the probe saw (ordinal, name, uuid, listed, skipped); per-device
+          steps carry C(device) (the ordinal) and C(uuid).
+        - With O(isolation=per_device), C(containers) holds one such probe per requested device.
       returned: always
       type: dict
 """
@@ -165,6 +182,7 @@ def main():
             run_id=dict(type="str", required=True),
             timeout=dict(type="int", default=60),
             compute=dict(type="bool", default=False),
+            isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
             allow_busy_gpu=dict(type="bool", default=False),
             host=dict(type="dict"),
             user=dict(type="str"),

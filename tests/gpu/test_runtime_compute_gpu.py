@@ -75,7 +75,7 @@ def run_variant(variant, host, user=None):
     for layer in ("cdi", "runtime", "compute"):
         assert validate_record(records[layer]) == [], layer
     assert leftovers["containers"] == [] and leftovers["errors"] == [], leftovers
-    if compute["status"] == "NOT_RUN" and compute["reason"].startswith("GPU in use"):
+    if compute["status"] == "NOT_RUN" and "GPU in use" in compute["reason"]:
         pytest.skip(compute["reason"])
     return records, probe, verdict
 
@@ -95,6 +95,9 @@ def test_full_spec_compute_verified(host_record):
     assert verify and verify[0]["ok"] and verify[0]["checked"] == 1024 and verify[0]["mismatches"] == 0
     assert compute["evidence"]["container"]["executed"] and compute["evidence"]["container"]["cdi_devices"]
     assert compute["evidence"]["host_control"]["status"] == "PASS"
+    rows = compute["evidence"]["gpus"]  # one row per GPU the container saw, each verified on its own
+    assert rows and all(r["status"] == "PASS" and r["uuid"] and r["seen_in_container"] for r in rows), rows
+    assert compute["evidence"]["host_control"]["only_uuids"] == [r["uuid"] for r in rows]
     loaded = probe["inventory"]["libraries"]["libcuda.so.1"]
     assert loaded["ok"] and os.path.basename(loaded["realpath"]).startswith("libcuda.so.")
     assert probe["nvml"]["ok"], "NVML should work in the full spec's container"

@@ -139,10 +139,24 @@ def _checks(record, check_id, status=None):
     return [c for c in record["checks"] if c["id"] == check_id and (status is None or c["status"] == status)]
 
 
+# host NVML evidence of compute processes: without it, compute does not run ("cannot tell whether the GPU is in use")
+GPU_A = "GPU-0a0a0a0a-1111-2222-3333-444444444444"
+GPU_B = "GPU-0b0b0b0b-1111-2222-3333-444444444444"
+
+
+def idle_host(*uuids):
+    return {"evidence": {"nvml": {"ok": True, "gpus": [{"index": i, "uuid": u, "compute_processes": []}
+                                                        for i, u in enumerate(uuids or (GPU_A,))]}}}
+
+
+def expected_gpus(*uuids):
+    return [{"uuid": u, "index": i, "minor": i, "name": "NVIDIA H200", "mig_uuid": None} for i, u in enumerate(uuids)]
+
+
 def test_full_spec_runtime_pass_and_compute_fails_at_dlopen(lab):
     edits = lab.full_edits()
     lab.write_spec(edits)
-    record, probe = lab.run(edits)
+    record, probe = lab.run(edits, host=idle_host())
     assert record["status"] == "PASS", record["reason"]
     assert len(_checks(record, "runtime.device_node.open", "PASS")) == 2
     assert _checks(record, "runtime.mount.present", "PASS")[0]["subject"] == LIB_IN_CONTAINER
@@ -152,9 +166,14 @@ def test_full_spec_runtime_pass_and_compute_fails_at_dlopen(lab):
     lib = probe["inventory"]["libraries"]["libcuda.so.1"]
     assert not lib["ok"] and LIB_IN_CONTAINER in lib["error"]  # the loader found OUR file and refused it
 
-    compute = _compute.compute_record(probe, record, host_record=None, host_control=True, timeout=30)
+    compute = _compute.compute_record(probe, record, host_record=idle_host(), host_control=True, timeout=30,
+                                      expected_gpus=expected_gpus(GPU_A))
     assert validate_record(compute) == []
     assert compute["status"] == "FAIL"
+    # the probe could not list devices: the expected GPU's row FAILs with the same signature, not as 'missing'
+    assert [(r["uuid"], r["status"], r["signature"], r["seen_in_container"]) for r in compute["evidence"]["gpus"]] == [
+        (GPU_A, "FAIL", "compute.dlopen.libcuda", False)]
+    assert compute["evidence"]["container"]["cdi_devices"] == [lab.device]
     assert compute["signature"] == "compute.dlopen.libcuda"
     assert compute["evidence"]["container"]["executed"] is True
     # no libcuda on this host either: both FAIL -> the verdict points at the host
@@ -263,16 +282,97 @@ def test_timeout_kills_and_removes_the_container(lab):
     assert record["evidence"]["container"]["timed_out"] is True
 
 
-def test_busy_gpu_skips_compute_in_the_container(lab):
+def _probe_config(record):
+    return json.loads(record["evidence"]["container"]["argv"][-1])
+
+
+def test_busy_gpu_is_passed_to_the_probe_to_skip_and_its_row_is_not_run(lab):
     edits = lab.full_edits()
     lab.write_spec(edits)
-    host = {"evidence": {"nvml": {"ok": True, "gpus": [
-        {"index": 0, "uuid": "GPU-1", "compute_processes": [{"pid": 4242, "used_gpu_memory_bytes": 1}]}]}}}
+    host = idle_host(GPU_A, GPU_B)
+    host["evidence"]["nvml"]["gpus"][1]["compute_processes"] = [{"pid": 4242, "used_gpu_memory_bytes": 1}]
     record, probe = lab.run(edits, host=host)
     assert record["status"] == "PASS"
-    assert probe["steps"] == [] and probe["compute_skipped"].startswith("GPU in use, not preempting")
-    compute = _compute.compute_record(probe, record, host_record=host, host_control=False)
-    assert compute["status"] == "NOT_RUN" and compute["reason"].startswith("GPU in use, not preempting")
+    assert _probe_config(record)["skip_uuids"] == [GPU_B]  # the busy GPU: never touched in the container
+    assert probe["compute_requested"] and probe["compute_skipped"] is None
+    compute = _compute.compute_record(probe, record, host_record=host, host_control=False,
+                                      expected_gpus=expected_gpus(GPU_A, GPU_B))
+    assert validate_record(compute) == []
+    rows = dict((r["uuid"], r) for r in compute["evidence"]["gpus"])
+    assert (rows[GPU_B]["status"], rows[GPU_B]["reason"]) == ("NOT_RUN", "GPU in use, not preempting: pid 4242")
+    assert rows[GPU_A]["status"] == "FAIL"  # no libcuda here: the idle GPU is tried and fails honestly
+    assert compute["status"] == "FAIL" and compute["signature"] == "compute.dlopen.libcuda"
+
+
+def test_unknown_busy_state_skips_compute_unless_allowed(lab):
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    record, probe = lab.run(edits)  # no host record
+    assert record["status"] == "PASS"
+    assert probe["steps"] == [] and probe["compute_skipped"].startswith("cannot tell whether the GPU is in use")
+    compute = _compute.compute_record(probe, record, host_record=None, host_control=True,
+                                      expected_gpus=expected_gpus(GPU_A))
+    assert compute["status"] == "NOT_RUN" and compute["reason"].startswith("cannot tell whether the GPU is in use")
+    assert compute["evidence"]["host_control"]["status"] == "NOT_RUN"
+    assert [r["status"] for r in compute["evidence"]["gpus"]] == ["NOT_RUN"]
+    record, probe = lab.run(edits, allow_busy_gpu=True)
+    assert "skip_compute_reason" not in _probe_config(record)
+    assert probe["steps"] and probe["steps"][0]["step"] == "dlopen"
+
+
+def test_expected_gpu_missing_when_the_container_lists_none(lab, tmp_path):
+    """A libcuda that loads and answers (a tiny C library built here) but lists no GPU: every expected GPU is
+    reported missing from the container, with rows, and never PASS."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("needs a C compiler for the tiny libcuda")
+    src = tmp_path / "cuda.c"
+    src.write_text("int cuInit(unsigned f){return 0;}\nint cuDriverGetVersion(int*v){*v=12080;return 0;}\n"
+                   "int cuDeviceGetCount(int*c){*c=0;return 0;}\n"
+                   "int cuGetErrorName(int e,const char**s){*s=\"CUDA_ERROR_NO_DEVICE\";return 0;}\n")
+    lib = os.path.join(lab.lib, "libcuda-none.so.1")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", lib, str(src)], check=True, capture_output=True)
+    edits = lab.full_edits()
+    edits["mounts"][0]["hostPath"] = lib
+    lab.write_spec(edits)
+    record, probe = lab.run(edits, host=idle_host(GPU_A))
+    assert record["status"] == "PASS", record["reason"]
+    assert probe["facts"]["devices"] == [] and probe["facts"]["cuda_driver_api"] == 12080
+    compute = _compute.compute_record(probe, record, host_record=idle_host(GPU_A), host_control=False,
+                                      expected_gpus=expected_gpus(GPU_A))
+    assert validate_record(compute) == []
+    assert compute["status"] == "FAIL"
+    assert [(r["uuid"], r["status"], r["signature"]) for r in compute["evidence"]["gpus"]] == [
+        (GPU_A, "FAIL", "compute.gpu.missing")]
+    assert [c["status"] for c in compute["checks"] if c["id"] == "compute.gpu.seen"] == ["FAIL"]
+
+
+def test_per_device_isolation_runs_one_compute_container_per_device(lab):
+    edits = lab.full_edits()
+    second = lab.node("nvidia1", 1, 7)
+    spec = {"cdiVersion": "0.5.0", "kind": KIND,
+            "devices": [{"name": lab.device_name, "containerEdits": {"deviceNodes": edits["deviceNodes"]}},
+                        {"name": lab.device_name + "-b", "containerEdits": {"deviceNodes": [second]}}],
+            "containerEdits": {"env": edits["env"], "mounts": edits["mounts"]}}
+    os.makedirs(SPEC_DIR, exist_ok=True)
+    with open(lab.spec_path, "w") as f:
+        yaml.safe_dump(spec, f)
+    devices = [lab.device, lab.device + "-b"]
+    all_edits = dict(edits, deviceNodes=edits["deviceNodes"] + [second])
+    record, probe = lab.run(all_edits, cdi_devices=devices, isolation="per_device", host=idle_host(GPU_A, GPU_B))
+    assert record["status"] == "PASS", record["reason"]
+    assert [c["device"] for c in record["evidence"]["isolation"]["containers"]] == devices
+    assert len(probe["containers"]) == 2 and all(c["executed"] for c in probe["containers"])
+    assert [c["cdi_devices"] for c in probe["containers"]] == [[d] for d in devices]
+    names = [c["container_name"] for c in probe["containers"]]
+    assert len(set(names + [record["evidence"]["container"]["name"]])) == 3  # three containers, all removed
+    compute = _compute.compute_record(probe, record, host_record=idle_host(GPU_A, GPU_B), host_control=False,
+                                      expected_gpus=expected_gpus(GPU_A, GPU_B))
+    assert validate_record(compute) == []
+    assert compute["status"] == "FAIL" and compute["signature"] == "compute.dlopen.libcuda"
+    assert compute["evidence"]["container"]["cdi_devices"] == devices
+    assert len(compute["evidence"]["containers"]) == 2
+    assert [r["status"] for r in compute["evidence"]["gpus"]] == ["FAIL", "FAIL"]
 
 
 def test_probe_cleanup_removes_labelled_containers_and_our_spec(lab):

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from test_runtime_podman import IMAGE, Lab, _podman_env, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
+from test_runtime_podman import (  # noqa: F401  pylint: disable=unused-import
+    GPU_A, IMAGE, Lab, _podman_env, expected_gpus, idle_host, probe_image, podman_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +28,9 @@ PLAYBOOK = """
         compute_probe_runtime: podman
         compute_probe_timeout: 60
         compute_probe_environment: {environment}
+        compute_probe_host_record: {host}
+        compute_probe_expected_gpus: {expected}
+        compute_probe_isolation: per_device
     - name: Write the records
       ansible.builtin.copy:
         content: "{{{{ {{'runtime': compute_probe_runtime_record, 'compute': compute_probe_compute_record}} | to_json }}}}"
@@ -44,7 +49,8 @@ def test_role_returns_both_records_and_cleans_up(tmp_path, probe_image):  # noqa
         playbook = tmp_path / "play.yml"
         playbook.write_text(PLAYBOOK.format(image=IMAGE, device=lab.device, edits=json.dumps(edits), run_id=lab.run_id,
                                             environment=json.dumps({"CONTAINERS_CONF": env.get("CONTAINERS_CONF", "")}),
-                                            out=out))
+                                            out=out, host=json.dumps(idle_host(GPU_A)),
+                                            expected=json.dumps(expected_gpus(GPU_A))))
         env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
         r = subprocess.run(["ansible-playbook", "-i", "localhost,", str(playbook)], env=env, capture_output=True,
                            text=True, timeout=300, check=False)
@@ -54,6 +60,9 @@ def test_role_returns_both_records_and_cleans_up(tmp_path, probe_image):  # noqa
         assert records["compute"]["status"] == "FAIL"
         assert records["compute"]["signature"] == "compute.dlopen.libcuda"
         assert records["compute"]["evidence"]["container"]["executed"] is True
+        assert records["compute"]["evidence"]["container"]["cdi_devices"] == [lab.device]
+        assert [(r["uuid"], r["status"], r["signature"]) for r in records["compute"]["evidence"]["gpus"]] == [
+            (GPU_A, "FAIL", "compute.dlopen.libcuda")]
         assert lab.leftovers() == []
     finally:
         lab.cleanup()

@@ -1,13 +1,25 @@
-"""Pure parts of the compute layer: step outcomes and signatures, hints, busy GPU, host control attribution."""
+"""Pure parts of the compute layer: step outcomes and signatures, hints, busy GPU, host control attribution,
+per-GPU rows (probe output produced by the real probe code running on a fake libcuda: tests/unit/fixtures/cuda)."""
+import os
+import sys
+
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import rollup_status, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
+import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
 
 OK_STEPS = [{"step": s, "call": s, "ok": True, "rc": 0, "name": "CUDA_SUCCESS", "ms": 1.0}
             for s in ("cuInit", "cuDevicePrimaryCtxRetain", "cuModuleLoadData")]
 VERIFY = {"step": "verify", "call": "verify", "ok": True, "checked": 1024, "mismatches": 0, "first_bad": None}
+
+
+BUSY_HOST = {"evidence": {"nvml": {"ok": True, "gpus": [
+    {"index": 0, "uuid": "GPU-a", "compute_processes": [{"pid": 7, "used_gpu_memory_bytes": 1}]}]}}}
+IDLE_HOST = {"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": "GPU-a", "compute_processes": []}]}}}
 
 
 def _fail(step, rc, name):
@@ -23,8 +35,10 @@ def _probe(steps, uvm=True, **extra):
     return probe
 
 
-def _host(status):
-    def runner(_host_record, _timeout, _uuid):
+def _host(status, calls=None):
+    def runner(_host_record, _timeout, _uuid, only_uuids=None, skip_uuids=None):
+        if calls is not None:
+            calls.append({"only_uuids": only_uuids, "skip_uuids": skip_uuids})
         return {"status": status, "reason": None if status == "PASS" else "x", "python": "python3", "steps": [],
                 "facts": {}}, {}, {}
     return runner
@@ -66,14 +80,15 @@ def test_assess(parsed, timed_out, status, signature):
 @pytest.mark.parametrize("host_status,points_to", [("PASS", "runtime"), ("FAIL", "host"), ("NOT_RUN", "compute")])
 def test_container_failure_points_by_host_control(host_status, points_to):
     record = _compute.compute_record(_probe([_fail("cuModuleLoadData", 221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND")]),
-                                     host_runner=_host(host_status))
+                                     host_record=IDLE_HOST, host_runner=_host(host_status))
     assert validate_record(record) == []
     assert record["status"] == "FAIL" and record["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
     assert record["points_to"] == points_to
 
 
 def test_pass_in_cdi_container_is_compute_verified_even_if_host_control_fails():
-    record = _compute.compute_record(_probe(OK_STEPS + [VERIFY]), host_runner=_host("FAIL"))
+    record = _compute.compute_record(fakecuda.container_probe(fakecuda.FakeCuda([U0])), host_record=IDLE_HOST,
+                                     host_runner=_host("FAIL"))
     assert validate_record(record) == []
     assert record["status"] == "PASS"
     assert [c["status"] for c in record["checks"] if c["id"] == "compute.host_control"] == ["WARN"]
@@ -86,20 +101,6 @@ def test_container_never_ran_is_not_run_with_the_runtime_reason():
     record = _compute.compute_record(None, runtime, host_control=False)
     assert record["status"] == "NOT_RUN" and "runtime.start.hostpath_missing" in record["reason"]
     assert record["evidence"]["container"]["executed"] is False
-
-
-BUSY_HOST = {"evidence": {"nvml": {"ok": True, "gpus": [
-    {"index": 0, "uuid": "GPU-a", "compute_processes": [{"pid": 7, "used_gpu_memory_bytes": 1}]}]}}}
-IDLE_HOST = {"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": "GPU-a", "compute_processes": []}]}}}
-
-
-def test_busy_gpu_is_not_run_unless_allowed():
-    record = _compute.compute_record(_probe(OK_STEPS + [VERIFY]), host_record=BUSY_HOST, host_runner=_host("PASS"))
-    assert record["status"] == "NOT_RUN" and record["reason"] == "GPU in use, not preempting: 1 compute process(es) on GPU-a"
-    allowed = _compute.compute_record(_probe(OK_STEPS + [VERIFY]), host_record=BUSY_HOST, allow_busy_gpu=True,
-                                      host_runner=_host("PASS"))
-    assert allowed["status"] == "PASS"
-    assert [c["status"] for c in allowed["checks"] if c["id"] == "compute.gpu.idle"] == ["WARN"]
 
 
 @pytest.mark.parametrize("host,expected", [(None, None), (IDLE_HOST, []), ({"evidence": {"nvml": {"ok": False}}}, None)])
@@ -127,3 +128,270 @@ def test_host_control_runs_the_real_probe_here():
     result, _parsed, outcome = _compute.run_host_control(None, timeout=30)
     assert result["status"] == "FAIL" and outcome["signature"] == "compute.dlopen.libcuda"
     assert result["steps"][0]["step"] == "dlopen"
+
+
+# ---------------------------------------------------------------------------------------------------
+# per-GPU rows, from the real probe code running on a fake libcuda
+
+U0 = "GPU-00000000-1111-2222-3333-444444444444"
+U1 = "GPU-11111111-1111-2222-3333-444444444444"
+U9 = "GPU-99999999-1111-2222-3333-444444444444"
+
+
+def _expected(*uuids):
+    return [{"uuid": u, "index": i, "minor": i, "name": "NVIDIA H200", "mig_uuid": None} for i, u in enumerate(uuids)]
+
+
+def _idle(*uuids):
+    return {"evidence": {"nvml": {"ok": True, "gpus": [{"index": i, "uuid": u, "compute_processes": []}
+                                                        for i, u in enumerate(uuids)]}}}
+
+
+def _busy(uuids, busy_uuid, pid=4242):
+    host = _idle(*uuids)
+    for gpu in host["evidence"]["nvml"]["gpus"]:
+        if gpu["uuid"] == busy_uuid:
+            gpu["compute_processes"] = [{"pid": pid, "used_gpu_memory_bytes": 1 << 20}]
+    return host
+
+
+def _rows(record):
+    return dict((r["uuid"], r) for r in record["evidence"]["gpus"])
+
+
+def _checks(record, check_id, status=None):
+    return [c for c in record["checks"] if c["id"] == check_id and (status is None or c["status"] == status)]
+
+
+def _record(lib, expected=None, host=None, config=None, host_status="PASS", calls=None, **kw):
+    probe = fakecuda.container_probe(lib, config)
+    record = _compute.compute_record(probe, host_record=host if host is not None else _idle(U0, U1, U9),
+                                     host_runner=_host(host_status, calls), expected_gpus=expected, **kw)
+    assert validate_record(record) == []
+    assert all(sorted(r) == sorted(_compute.ROW_KEYS) for r in record["evidence"]["gpus"])
+    return record
+
+
+def _container_rollup(record):
+    return rollup_status([c for c in record["checks"] if c["id"] != "compute.host_control"])
+
+
+def test_every_gpu_is_verified_in_one_container_and_the_host_control_runs_on_the_same():
+    lib = fakecuda.FakeCuda([U0, U1])
+    calls = []
+    record = _record(lib, _expected(U0, U1), calls=calls)
+    assert record["status"] == "PASS" == _container_rollup(record)
+    rows = record["evidence"]["gpus"]
+    assert [(r["uuid"], r["ordinal"], r["status"], r["expected"], r["seen_in_container"]) for r in rows] == [
+        (U0, 0, "PASS", True, True), (U1, 1, "PASS", True, True)]
+    assert rows[0]["model"] == "Fake GPU 0" and rows[0]["index"] == 0
+    assert lib.touched() == [0, 1] and lib.contexts == {0: 0, 1: 0}  # every context released
+    verify = _checks(record, "compute.kernel.verify", "PASS")
+    assert [c["subject"] for c in verify] == ["container GPU %s: 1024 x uint32" % u for u in (U0, U1)]
+    assert calls == [{"only_uuids": [U0, U1], "skip_uuids": []}]
+    assert record["evidence"]["expected_source"].startswith("cdi identity")
+
+
+def test_one_gpu_failing_does_not_stop_the_others():
+    lib = fakecuda.FakeCuda([U0, U1], fail={("cuModuleLoadData", 0): 221})
+    record = _record(lib, _expected(U0, U1))
+    rows = _rows(record)
+    assert rows[U0]["status"] == "FAIL" and rows[U0]["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
+    assert rows[U1]["status"] == "PASS"
+    assert lib.touched() == [0, 1] and lib.contexts == {0: 0, 1: 0}
+    assert record["status"] == "FAIL" == _container_rollup(record)
+    assert record["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
+    assert record["reason"].startswith("GPU %s: cuModuleLoadData failed" % U0) and "ptxjitcompiler" in record["reason"]
+    assert record["points_to"] == "runtime"
+    failed = _checks(record, "compute.cuda.call", "FAIL")
+    assert [c["subject"] for c in failed] == ["container GPU %s: cuModuleLoadData" % U0]
+
+
+def test_wrong_values_on_one_gpu():
+    record = _record(fakecuda.FakeCuda([U0, U1], corrupt={1}), _expected(U0, U1))
+    rows = _rows(record)
+    assert rows[U1]["status"] == "FAIL" and rows[U1]["signature"] == "compute.verify.mismatch"
+    assert rows[U0]["status"] == "PASS"
+    assert record["signature"] == "compute.verify.mismatch"
+
+
+def test_expected_gpu_missing_in_the_container_is_a_fail():
+    record = _record(fakecuda.FakeCuda([U0]), _expected(U0, U9))
+    row = _rows(record)[U9]
+    assert (row["status"], row["signature"], row["seen_in_container"], row["ordinal"]) == ("FAIL", "compute.gpu.missing",
+                                                                                           False, None)
+    assert U0 in row["reason"]
+    assert [c["subject"] for c in _checks(record, "compute.gpu.seen", "FAIL")] == ["GPU %s" % U9]
+    assert record["status"] == "FAIL" and record["signature"] == "compute.gpu.missing"
+    assert "compute.gpu.missing" in _compute.SIGNATURES
+
+
+def test_a_gpu_the_container_did_not_ask_for_is_a_warn_even_when_it_fails():
+    lib = fakecuda.FakeCuda([U0, U1], fail={("cuCtxSynchronize", 1): 719})
+    record = _record(lib, _expected(U0))
+    row = _rows(record)[U1]
+    assert (row["expected"], row["seen_in_container"], row["status"]) == (False, True, "WARN")
+    assert "did not ask for" in row["reason"] and "CUDA_ERROR_LAUNCH_FAILED" in row["reason"]
+    assert _checks(record, "compute.gpu.unexpected", "WARN")
+    assert not _checks(record, "compute.cuda.call", "FAIL")
+    assert record["status"] == "WARN" == _container_rollup(record)
+
+
+def test_without_expected_gpus_every_gpu_seen_is_expected():
+    record = _record(fakecuda.FakeCuda([U0, U1]), None)
+    assert [r["expected"] for r in record["evidence"]["gpus"]] == [True, True]
+    assert record["evidence"]["expected_source"].startswith("none given")
+    assert record["status"] == "PASS"
+
+
+@pytest.mark.parametrize("lib,signature", [
+    (fakecuda.FakeCuda([U0], fail={("cuInit", None): 999}), "compute.cuda.CUDA_ERROR_UNKNOWN"),
+    (None, "compute.dlopen.libcuda"),
+])
+def test_rows_when_the_probe_cannot_list_devices(lib, signature):
+    record = _record(lib, _expected(U0, U1))
+    assert record["status"] == "FAIL" and record["signature"] == signature
+    rows = record["evidence"]["gpus"]
+    assert [(r["status"], r["signature"], r["seen_in_container"]) for r in rows] == [("FAIL", signature, False)] * 2
+    assert rows[0]["reason"].startswith("not listed")
+    # not 'missing': the probe could not tell
+    assert [c["status"] for c in _checks(record, "compute.gpu.seen")] == ["NOT_RUN", "NOT_RUN"]
+
+
+def test_busy_gpu_is_not_run_for_that_gpu_alone_and_never_touched():
+    host = _busy([U0, U1], U1)
+    plan = _compute.busy_plan(host)
+    assert plan["skip_uuids"] == [U1] and plan["skip_reason"] is None
+    lib = fakecuda.FakeCuda([U0, U1])
+    calls = []
+    record = _record(lib, _expected(U0, U1), host=host, config={"skip_uuids": plan["skip_uuids"]}, calls=calls)
+    assert lib.touched() == [0]  # listed, never given a context
+    rows = _rows(record)
+    assert rows[U0]["status"] == "PASS"
+    assert rows[U1]["status"] == "NOT_RUN" and rows[U1]["reason"] == "GPU in use, not preempting: pid 4242"
+    assert rows[U1]["seen_in_container"] is True
+    idle = dict((c["subject"], c["status"]) for c in _checks(record, "compute.gpu.idle"))
+    assert idle == {"GPU %s" % U0: "PASS", "GPU %s" % U1: "NOT_RUN"}
+    assert record["status"] == "PASS" and U1 in record["reason"]  # the verdict makes the node INCONCLUSIVE
+    assert calls == [{"only_uuids": [U0], "skip_uuids": [U1]}]
+
+
+def test_every_expected_gpu_busy_is_not_run():
+    host = _busy([U0], U0)
+    lib = fakecuda.FakeCuda([U0])
+    record = _record(lib, _expected(U0), host=host, config={"skip_uuids": [U0]})
+    assert lib.touched() == []
+    assert record["status"] == "NOT_RUN" and "GPU in use, not preempting: pid 4242" in record["reason"]
+
+
+def test_busy_gpu_probed_when_allowed_is_a_warn():
+    host = _busy([U0], U0)
+    assert _compute.busy_plan(host, allow_busy_gpu=True)["skip_uuids"] == []
+    record = _record(fakecuda.FakeCuda([U0]), _expected(U0), host=host, allow_busy_gpu=True)
+    assert _rows(record)[U0]["status"] == "PASS"
+    assert [c["status"] for c in _checks(record, "compute.gpu.idle")] == ["WARN"]
+    assert record["status"] == "WARN"
+
+
+def test_unknown_busy_state_is_not_run_unless_allowed():
+    calls = []
+    probe = fakecuda.container_probe(fakecuda.FakeCuda([U0]))
+    for host in (None, {"evidence": {"nvml": {"ok": False}}}):
+        record = _compute.compute_record(probe, host_record=host, host_runner=_host("PASS", calls),
+                                         expected_gpus=_expected(U0))
+        assert validate_record(record) == []
+        assert record["status"] == "NOT_RUN" and record["reason"].startswith("cannot tell whether the GPU is in use")
+        assert [r["status"] for r in record["evidence"]["gpus"]] == ["NOT_RUN"]
+    assert calls == []  # not even the host control touched a GPU
+    allowed = _compute.compute_record(probe, host_record=None, allow_busy_gpu=True, host_runner=_host("PASS", calls),
+                                      expected_gpus=_expected(U0))
+    assert allowed["status"] == "PASS"
+    assert [c["status"] for c in _checks(allowed, "compute.gpu.idle")] == ["NOT_RUN"]
+
+
+@pytest.mark.parametrize("host,allow,skip_uuids,skip_reason", [
+    (None, False, [], _compute.UNKNOWN_BUSY),
+    (None, True, [], None),
+    (_busy([U0, U1], U1), False, [U1], None),
+    ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": None, "compute_processes": [{"pid": 1}]}]}}},
+     False, [], "GPU in use, not preempting: 1 compute process(es) on 0 (a GPU without a UUID cannot be skipped alone)"),
+])
+def test_busy_plan(host, allow, skip_uuids, skip_reason):
+    plan = _compute.busy_plan(host, allow)
+    assert (plan["skip_uuids"], plan["skip_reason"]) == (skip_uuids, skip_reason)
+
+
+def test_cdi_devices_are_the_observed_ones_never_the_requested():
+    runtime = {"status": "FAIL", "signature": "runtime.start.cdi_unresolvable", "reason": "x",
+               "evidence": {"requested_devices": ["nvidia.com/gpu=0"]}}
+    record = _compute.compute_record(None, runtime, host_record=_idle(U0), host_control=False)
+    assert record["status"] == "NOT_RUN" and record["evidence"]["container"]["cdi_devices"] == []
+    never_ran = {"executed": False, "cdi_devices": ["nvidia.com/gpu=0"]}
+    assert _compute.container_evidence(never_ran, runtime)["cdi_devices"] == []
+
+
+def test_per_device_isolation_gives_one_record_with_rows_from_every_container():
+    probes = [fakecuda.container_probe(fakecuda.FakeCuda([U0]), devices=["k/gpu=0"], name="c0"),
+              fakecuda.container_probe(fakecuda.FakeCuda([U1], fail={("cuModuleLoadData", 0): 221}),
+                                       devices=["k/gpu=1"], name="c1"),
+              {"executed": False, "cdi_devices": [], "requested_devices": ["k/gpu=2"], "reason": "FAIL x: y"}]
+    shared = {"executed": True, "cdi_devices": ["k/gpu=0", "k/gpu=1", "k/gpu=2"], "compute_requested": True,
+              "containers": probes}
+    record = _compute.compute_record(shared, host_record=_idle(U0, U1, U9), host_runner=_host("PASS"),
+                                     expected_gpus=_expected(U0, U1, U9))
+    assert validate_record(record) == []
+    rows = _rows(record)
+    assert (rows[U0]["status"], rows[U1]["status"], rows[U9]["status"]) == ("PASS", "FAIL", "FAIL")
+    assert rows[U9]["signature"] == "compute.gpu.missing"
+    assert rows[U1]["ordinal"] == 0  # each container sees exactly its GPU, as ordinal 0
+    assert record["evidence"]["container"]["cdi_devices"] == ["k/gpu=0", "k/gpu=1"]  # observed, not requested
+    assert len(record["evidence"]["containers"]) == 3
+    cdi = dict((c["subject"], c["status"]) for c in _checks(record, "compute.container.cdi"))
+    assert cdi == {"c0": "PASS", "c1": "PASS", "k/gpu=2": "FAIL"}
+    assert record["status"] == "FAIL" and record["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
+
+
+def test_mig_uuid_matches_the_uuid_cuda_reports():
+    mig = "MIG-00000000-1111-2222-3333-444444444444"
+    expected = [{"uuid": "GPU-77777777-1111-2222-3333-444444444444", "index": 0, "minor": 0, "name": "H200",
+                 "mig_uuid": mig}]
+    record = _record(fakecuda.FakeCuda([U0]), expected)  # cuDeviceGetUuid_v2 gives the MIG UUID's bytes
+    assert [(r["uuid"], r["status"]) for r in record["evidence"]["gpus"]] == [(mig, "PASS")]
+
+
+def test_busy_gpu_stays_not_run_when_the_probe_could_not_list_devices():
+    host = _busy([U0, U1], U1)
+    record = _record(fakecuda.FakeCuda([U0, U1], fail={("cuInit", None): 999}), _expected(U0, U1), host=host,
+                     config={"skip_uuids": [U1]})
+    rows = _rows(record)
+    assert (rows[U0]["status"], rows[U0]["signature"]) == ("FAIL", "compute.cuda.CUDA_ERROR_UNKNOWN")
+    assert (rows[U1]["status"], rows[U1]["reason"]) == ("NOT_RUN", "GPU in use, not preempting: pid 4242")
+    assert record["status"] == "FAIL" and record["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN"
+
+
+def test_no_gpu_listed_in_the_container_makes_every_expected_gpu_missing():
+    record = _record(fakecuda.FakeCuda([]), _expected(U0))
+    assert [(r["status"], r["signature"]) for r in record["evidence"]["gpus"]] == [("FAIL", "compute.gpu.missing")]
+    assert record["status"] == "FAIL" and record["signature"] == "compute.gpu.missing"
+    alone = _record(fakecuda.FakeCuda([]), None)
+    assert alone["evidence"]["gpus"] == [] and alone["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE"
+
+
+def test_per_device_containers_that_all_failed_to_start_say_why():
+    shared = {"executed": True, "cdi_devices": ["k/gpu=0"], "compute_requested": True, "containers": [
+        {"executed": False, "cdi_devices": [], "requested_devices": ["k/gpu=0"],
+         "reason": "FAIL runtime.start.oci_error: runc create failed"}]}
+    record = _compute.compute_record(shared, {"status": "PASS"}, host_record=_idle(U0), host_control=False,
+                                     expected_gpus=_expected(U0))
+    assert validate_record(record) == []
+    assert record["status"] == "NOT_RUN" and record["reason"].startswith("no per-device compute container ran: k/gpu=0")
+    assert record["evidence"]["container"]["cdi_devices"] == []
+
+
+def test_cuinit_unknown_without_uvm_keeps_the_uvm_hint_in_the_reason():
+    probe = fakecuda.container_probe(fakecuda.FakeCuda([U0], fail={("cuInit", None): 999}))
+    probe["inventory"]["nodes"] = {"/dev/nvidia-uvm": {"present": False}}
+    record = _compute.compute_record(probe, host_record=_idle(U0), host_runner=_host("PASS"))
+    assert record["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN" and record["points_to"] == "runtime"
+    assert "/dev/nvidia-uvm absent" in record["reason"]
+    assert record["evidence"]["gpus"] == []  # nothing expected, nothing listed

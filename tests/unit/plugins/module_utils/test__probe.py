@@ -1,5 +1,7 @@
 """Pure parts of the probe script: mountinfo/maps/ldconfig parsing, CUresult names, verification, output folding."""
 import json
+import os
+import sys
 
 import pytest
 
@@ -118,3 +120,93 @@ def test_main_without_compute_runs_here(capsys):
 def test_main_rejects_bad_config(capsys):
     assert _probe.main(["probe", "{not json"]) == 2
     assert "bad config" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------------
+# the device loop, run for real on a fake libcuda (tests/unit/fixtures/cuda/fakecuda.py)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
+import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
+
+G0 = "GPU-00000000-1111-2222-3333-444444444444"
+G1 = "GPU-11111111-1111-2222-3333-444444444444"
+G2 = "GPU-22222222-1111-2222-3333-444444444444"
+PER_DEVICE = ["cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleGetFunction", "cuMemAlloc_v2",
+              "cuMemsetD32_v2", "cuLaunchKernel", "cuCtxSynchronize", "cuMemcpyDtoH_v2", "verify out[i] == i*3+7",
+              "cuMemFree_v2", "cuModuleUnload", "cuDevicePrimaryCtxRelease_v2"]
+
+
+def _run(lib, config=None):
+    return _probe.parse_output(fakecuda.probe_lines(lib, config))
+
+
+def test_every_device_is_listed_by_uuid_and_verified_on_its_own():
+    lib = fakecuda.FakeCuda([G0, G1])
+    out = _run(lib)
+    assert out["complete"] and out["hung_step"] is None
+    assert [(d["ordinal"], d["uuid"], d["name"], d["skipped"]) for d in out["facts"]["devices"]] == [
+        (0, G0, "Fake GPU 0", None), (1, G1, "Fake GPU 1", None)]
+    glob = [s["call"] for s in out["steps"] if "device" not in s]
+    assert glob == ["dlopen(libcuda.so.1)", "cuInit", "cuDriverGetVersion", "cuDeviceGetCount"]
+    for ordinal, uuid in ((0, G0), (1, G1)):
+        steps = [s for s in out["steps"] if s.get("device") == ordinal]
+        assert [s["call"] for s in steps] == ["cuDeviceGet", "cuDeviceGetName", "cuDeviceGetUuid_v2"] + PER_DEVICE
+        verify = [s for s in steps if s["step"] == "verify"][0]
+        assert verify["ok"] and verify["checked"] == 1024 and verify["mismatches"] == 0
+        assert all(s["uuid"] == uuid for s in steps if s["step"] not in ("cuDeviceGet", "cuDeviceGetName", "cuDeviceGetUuid"))
+    assert lib.contexts == {0: 0, 1: 0}
+
+
+def test_a_failing_device_is_released_and_the_next_one_still_runs():
+    lib = fakecuda.FakeCuda([G0, G1], fail={("cuMemAlloc", 0): 2})
+    out = _run(lib)
+    failed = _probe.first_failed_step(out["steps"])
+    assert (failed["device"], failed["name"]) == (0, "CUDA_ERROR_OUT_OF_MEMORY")
+    dev0 = [s["call"] for s in out["steps"] if s.get("device") == 0]
+    assert dev0[-2:] == ["cuModuleUnload", "cuDevicePrimaryCtxRelease_v2"]  # what was acquired is released
+    assert [s["ok"] for s in out["steps"] if s.get("device") == 1 and s["step"] == "verify"] == [True]
+    assert lib.contexts == {0: 0, 1: 0}
+
+
+def test_skip_uuids_are_listed_never_touched():
+    lib = fakecuda.FakeCuda([G0, G1, G2])
+    out = _run(lib, {"skip_uuids": [G1.upper()]})  # UUIDs compare without case or prefix
+    assert lib.touched() == [0, 2]
+    skipped = [d for d in out["facts"]["devices"] if d["skipped"]]
+    assert [(d["ordinal"], d["uuid"]) for d in skipped] == [(1, G1)] and "in use" in skipped[0]["skipped"]
+    assert not [s for s in out["steps"] if s.get("device") == 1 and s["step"] not in (
+        "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetUuid")]
+
+
+def test_only_uuids_limit_the_run_and_an_unknown_uuid_is_left_alone():
+    lib = fakecuda.FakeCuda([G0, G1, G2], fail={("cuDeviceGetUuid", 2): 1})
+    out = _run(lib, {"only_uuids": [G1]})
+    assert lib.touched() == [1]
+    reasons = dict((d["ordinal"], d["skipped"]) for d in out["facts"]["devices"])
+    assert reasons[0] == "skipped: not among only_uuids" and reasons[1] is None
+    assert reasons[2].startswith("UUID unknown")
+
+
+def test_a_failed_listing_of_one_device_does_not_stop_the_others():
+    lib = fakecuda.FakeCuda([G0, G1], fail={("cuDeviceGet", 0): 101})
+    out = _run(lib)
+    assert [d["listed"] for d in out["facts"]["devices"]] == [False, True]
+    assert lib.touched() == [1]
+
+
+def test_global_failure_stops_before_listing():
+    out = _run(fakecuda.FakeCuda([G0], fail={("cuInit", None): 999}))
+    assert [s["call"] for s in out["steps"]] == ["dlopen(libcuda.so.1)", "cuInit"]
+    assert out["steps"][-1]["name"] == "CUDA_ERROR_UNKNOWN" and "devices" not in out["facts"]
+
+
+def test_parse_output_names_the_device_of_a_hung_call():
+    out = _probe.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuCtxSynchronize", "device": 3}))
+    assert (out["hung_step"], out["hung_device"]) == ("cuCtxSynchronize", 3)
+    out = _probe.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuInit"}))
+    assert (out["hung_step"], out["hung_device"]) == ("cuInit", None)
+
+
+@pytest.mark.parametrize("value,expected", [(G0, G0[4:]), ("MIG-ABC", "abc"), (" gpu-x ", "x"), (None, "")])
+def test_norm_uuid(value, expected):
+    assert _probe.norm_uuid(value) == expected

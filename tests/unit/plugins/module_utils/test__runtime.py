@@ -2,7 +2,7 @@
 edit-by-edit comparison, argv."""
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder
 
 # Messages observed on this machine (podman 4.3.1, runc 1.1.5) and on the H200.
@@ -153,3 +153,16 @@ def test_check_mode_and_no_device_start_nothing():
 def test_bad_run_id(run_id):
     with pytest.raises(ValueError):
         _runtime.runtime_facts({"run_id": run_id, "image": "i", "cdi_devices": ["k/c=0"]})
+
+
+@pytest.mark.parametrize("host,allow,expect", [
+    ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": "GPU-a", "compute_processes": [{"pid": 7}]},
+                                                 {"index": 1, "uuid": "GPU-b", "compute_processes": []}]}}},
+     False, {"skip_uuids": ["GPU-a"]}),
+    (None, False, {"skip_compute_reason": _compute.UNKNOWN_BUSY}),
+    (None, True, {}),
+])
+def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
+    edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
+    config = _runtime._probe_config(edits, True, _compute.busy_plan(host, allow))  # pylint: disable=protected-access
+    assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True}, **expect)
