@@ -276,13 +276,19 @@ def test_mig_name_of_missing_instance_fails(tmp_path):
     assert c["status"] == FAIL and "GPU 0 has no MIG device 5 (it has 2)" in c["observed"]
 
 
-@pytest.mark.parametrize("record", ["caps_unknown", "nvml_only"])
-def test_mig_not_resolvable_is_not_run(tmp_path, record):
+def test_mig_not_resolvable_is_not_run(tmp_path):
     root = node(tmp_path, 1, caps=(12, 13, 21, 22))
-    rec = mig_host(root, caps_known=False) if record == "caps_unknown" else host(root, 1)
-    checks, _ = run(mig_devices(tmp_path, root), [KIND + "=0:1", "%s=%s" % (KIND, MIG_B)], rec)
+    checks, _ = run(mig_devices(tmp_path, root), [KIND + "=0:1", "%s=%s" % (KIND, MIG_B)], mig_host(root, caps_known=False))
     migs = of(checks, "cdi.identity.mig")
     assert migs and set(c["status"] for c in migs) == set([NOT_RUN])
+
+
+def test_mig_name_on_a_gpu_the_host_says_has_no_mig_fails(tmp_path):
+    # the host inventory (evidence.gpus) says MIG is not enabled on GPU 0: a MIG name there is a claim no GPU backs
+    root = node(tmp_path, 1, caps=(12, 13, 21, 22))
+    checks, _ = run(mig_devices(tmp_path, root), [KIND + "=0:1", "%s=%s" % (KIND, MIG_B)], host(root, 1))
+    migs = of(checks, "cdi.identity.mig")
+    assert migs and FAIL in set(c["status"] for c in migs) and NOT_RUN not in set(c["status"] for c in migs)
 
 
 @pytest.mark.parametrize("name, naming", [
