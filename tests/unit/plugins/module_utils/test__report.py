@@ -22,13 +22,18 @@ def rec(layer, status, check_id=None, signature=None, points_to=None, evidence=N
     return b.build(signature=signature, points_to=points_to)
 
 
+GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "model": "NVIDIA H200", "expected": True,
+           "seen_in_container": True, "ordinal": 0, "status": PASS, "signature": None, "reason": None}
+
+
 def healthy(driver="580.159.04", api="13000", runtime="podman 4.3.1", digest="sha256:aa"):
     return {
         "host": rec("host", PASS, versions={"driver": driver, "cuda_driver_api": api}),
         "cdi": rec("cdi", PASS, evidence={"spec_digest": digest}),
-        "runtime": rec("runtime", PASS, versions={"runtime": runtime}),
-        "compute": rec("compute", PASS, evidence={"container": {"executed": True,
-                                                                "cdi_devices": ["nvidia.com/gpu=0"]}}),
+        # an edit compared (runtime PASS needs one) and a proven per-GPU row (COMPUTE_VERIFIED needs them)
+        "runtime": rec("runtime", PASS, "runtime.device_node.present", versions={"runtime": runtime}),
+        "compute": rec("compute", PASS, evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=0"]},
+                                                  "gpus": [GPU_ROW]}),
     }
 
 
@@ -104,7 +109,7 @@ def test_counts(report):
     assert c["by_signature"] == {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": 1, "host.nvml.init": 1}
     assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
-                                 "unreachable": 1, "drifted": 2}
+                                 "unreachable": 1, "drifted": 2, "k8s_findings": 0}
 
 
 def test_drift_lists_differing_and_unobservable_pins(report):

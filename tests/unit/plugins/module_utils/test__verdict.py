@@ -1,81 +1,302 @@
+"""The node verdict on records the layers produced (verdictlab.py: host from a node tree, cdi from a real spec
+file, runtime and compute from the real probe run in a mini container), never on hand-made records."""
+import copy
+
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _result as R
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import compute_points_to, node_verdict
+from verdictlab import (  # noqa: F401 (node is a fixture)
+    STUBS, emitted, full_spec, node, passing_control, passing_steps, real_control,
+)
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _compute, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
+    COMPUTE_VERIFIED, INCONCLUSIVE, compute_points_to, node_verdict, record_errors,
+)
 
 
-def rec(layer, status, signature=None, points_to=None, evidence=None, reason=None):
-    return {"layer": layer, "status": status, "reason": reason or (None if status == R.PASS else "because"),
-            "checks": [], "evidence": evidence or {}, "not_proven": [], "versions": {},
-            "started_at": "x", "duration_ms": 0.0,
-            "signature": signature or ("%s.sig" % layer if status == R.FAIL else None),
-            "points_to": points_to or (layer if status == R.FAIL else None)}
+def spec_without(spec, path):
+    spec = copy.deepcopy(spec)
+    edits = spec["containerEdits"]
+    edits["deviceNodes"] = [n for n in edits["deviceNodes"] if n["path"] != path]
+    edits["mounts"] = [m for m in edits["mounts"] if m["containerPath"] != path]
+    return spec
 
 
-INJECTED = {"container": {"executed": True, "cdi_devices": ["gpuprobe.local/gpu=0"]}}
+def layers(node_, spec, control=passing_control, compute=True):
+    cdi = node_.cdi(spec)
+    runtime, probe = node_.run(cdi, compute=compute)
+    records = {"host": node_.host, "cdi": cdi, "runtime": runtime}
+    records["compute"] = node_.compute(probe, runtime, control=control)
+    return records
 
 
-def full(**statuses):
-    out = {}
-    for layer in R.ORDERED_LAYERS:
-        st = statuses.get(layer, R.PASS)
-        out[layer] = rec(layer, st, evidence=INJECTED if layer == "compute" else None)
-    return out
+def ids(checks, status=None):
+    return [c["id"] for c in checks if status is None or c["status"] == status]
 
 
-def test_all_pass_with_cdi_injection_is_compute_verified():
-    v = node_verdict(full())
-    assert v["verdict"] == "COMPUTE_VERIFIED" and v["signature"] is None
+GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "model": "NVIDIA H200", "expected": True,
+           "seen_in_container": True, "ordinal": 0, "status": PASS, "signature": None, "reason": None}
 
 
-@pytest.mark.parametrize("failing,expected", [
-    (("host",), "FAILED_AT_HOST"),
-    (("cdi", "compute"), "FAILED_AT_CDI"),
-    (("runtime", "compute"), "FAILED_AT_RUNTIME"),
-    (("compute",), "FAILED_AT_COMPUTE"),
-    (("host", "cdi", "runtime", "compute"), "FAILED_AT_HOST"),
-])
-def test_first_fail_in_order_wins(failing, expected):
-    v = node_verdict(full(**{layer: R.FAIL for layer in failing}))
-    assert v["verdict"] == expected
-    assert v["signature"] == "%s.sig" % failing[0]
+def verified_records(node_, rows=(GPU_ROW,), spec=None):
+    """The full spec with the compute steps a GPU answers (the probe's own lines), and per-GPU rows (I3: the
+    probe helper adds them to compute_record; until then they are set here)."""
+    cdi = node_.cdi(spec or full_spec())
+    runtime, probe = node_.run(cdi, compute=False)
+    probe.update(emitted(passing_steps()), compute_requested=True)
+    compute = node_.compute(probe, runtime)
+    compute["evidence"]["gpus"] = [dict(r) for r in rows]
+    return {"host": node_.host, "cdi": cdi, "runtime": runtime, "compute": compute}
 
 
-def test_compute_pass_without_cdi_injection_is_not_verified():
-    records = full()
-    records["compute"]["evidence"] = {"container": {"executed": True, "cdi_devices": []}}
-    assert node_verdict(records)["verdict"] == "INCONCLUSIVE"
+# ---------------------------------------------------------------------------------------------------
+# attribution from the cause (issue 10 item 1)
 
-
-def test_not_run_layers_make_inconclusive_with_reasons():
-    records = {"host": rec("host", R.PASS), "cdi": rec("cdi", R.PASS),
-               "runtime": rec("runtime", R.NOT_RUN, reason="podman not installed")}
+def test_no_nvidiactl_in_the_spec_points_at_cdi_because_of_the_nvidiactl_check(node):
+    records = layers(node, spec_without(full_spec(), "/dev/nvidiactl"))
+    assert ids(records["cdi"]["checks"], WARN) == ["cdi.nvidia.nvidiactl"]
+    assert records["runtime"]["status"] == PASS  # the runtime applied the spec faithfully
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE"
+    assert records["compute"]["points_to"] == "runtime"  # what the compute record alone can say
     v = node_verdict(records)
-    assert v["verdict"] == "INCONCLUSIVE"
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_NO_DEVICE", "cdi")
+    assert [(b["check"], b["subject"], b["observed"]) for b in v["because"]] == [
+        ("cdi.nvidia.nvidiactl", "/dev/nvidiactl", "absent")]
+    assert "EPERM" not in v["reason"] and "spec is the cause" in v["reason"]
+    assert "because cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in v["reason"]
+
+
+def test_stub_first_on_the_spec_library_path_fails_the_runtime_loader_check_and_points_at_cdi(node):
+    node.stub()
+    spec = full_spec()
+    spec["containerEdits"]["env"].append("LD_LIBRARY_PATH=%s" % STUBS)
+    spec["containerEdits"]["mounts"].append({"hostPath": STUBS + "/libcuda.so.1", "containerPath": STUBS + "/libcuda.so.1",
+                                             "options": ["ro", "bind"]})
+    records = layers(node, spec)
+    assert "cdi.nvidia.libcuda" in ids(records["cdi"]["checks"], WARN)
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"]
+    assert [c["status"] for c in loader] == [FAIL]
+    assert "stub resolved first" in loader[0]["observed"] and STUBS + "/libcuda.so.1" in loader[0]["observed"]
+    assert "LD_LIBRARY_PATH" in loader[0]["observed"]
+    assert (records["runtime"]["signature"], records["runtime"]["points_to"]) == ("runtime.loader.libcuda", "cdi")
+    # the container's CUDA indeed got the stub's answer
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_STUB_LIBRARY"
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi")
+    assert [b["check"] for b in v["because"]] == ["cdi.nvidia.libcuda"]
+    assert "stub" in v["because"][0]["observed"].lower()
+
+
+def test_stub_mounted_as_libcuda_is_a_loader_warning_and_the_compute_failure_points_at_cdi(node):
+    """The H200 drill stub_libcuda: the spec mounts the toolkit stub as libcuda.so.1."""
+    node.stub()
+    spec = full_spec()
+    spec["containerEdits"]["mounts"][0]["hostPath"] = STUBS + "/libcuda.so.1"
+    records = layers(node, spec)
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
+    assert loader["status"] == WARN and "stub" in loader["observed"]
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == (
+        "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "cdi")
+    assert [b["check"] for b in v["because"]] == ["cdi.nvidia.libcuda"]
+
+
+def test_no_ptxjit_mount_names_the_ptxjit_check(node):
+    records = layers(node, spec_without(full_spec(), "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1"))
+    assert "cdi.nvidia.ptxjit" in ids(records["cdi"]["checks"], WARN)
+    assert _attribution.explain("compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", records["cdi"])[0]["check"] == \
+        "cdi.nvidia.ptxjit"
+
+
+def test_container_and_host_control_both_fail_points_at_the_host(node):
+    records = layers(node, full_spec(), control=real_control)  # the real probe here: no libcuda on this host
+    assert records["compute"]["evidence"]["host_control"]["status"] == FAIL
+    v = node_verdict(records)
+    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", "host", [])
+
+
+def test_edit_not_applied_points_at_the_runtime(node):
+    """fileMode asked by the spec, not applied by this runtime (runtime WARN): the compute failure is the runtime's."""
+    spec = full_spec()
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640
+    records = layers(node, spec)
+    assert [c["status"] for c in records["runtime"]["checks"] if c["id"] == "runtime.device_node.mode"] == [WARN]
+    v = node_verdict(records)
+    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", "runtime", [])
+    assert "the runtime did not apply runtime.device_node.mode" in v["reason"]
+
+
+def test_env_edit_lost_fails_at_runtime(node):
+    cdi = node.cdi(full_spec())
+    runtime, probe = node.run(cdi, drop_env=("NVIDIA_VISIBLE_DEVICES",))
+    v = node_verdict({"host": node.host, "cdi": cdi, "runtime": runtime, "compute": node.compute(probe, runtime)})
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.env.value", "runtime")
+
+
+def test_spec_cause_without_a_flagging_check_still_points_at_cdi_with_an_empty_because(node):
+    records = layers(node, full_spec())  # every nvidia check PASSes; this libcuda's cuInit says NO_DEVICE
+    assert ids(records["cdi"]["checks"], WARN) == []
+    v = node_verdict(records)
+    assert (v["points_to"], v["because"]) == ("cdi", [])
+    assert "no cdi check flagged it" in v["reason"]
+
+
+def test_runtime_start_signature_points_at_cdi_when_a_cdi_check_explains_it(node):
+    cdi = node.cdi(full_spec())
+    runtime = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    runtime.add("runtime.container.started", FAIL, "c", observed="Error: unresolvable CDI devices nvidia.com/gpu=0")
+    sig = _runtime.classify_start_error("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=0")
+    record = runtime.build(signature=sig, points_to="runtime")
+    assert node_verdict({"cdi": cdi, "runtime": record})["points_to"] == "runtime"  # nothing in cdi explains it
+    # a cdi layer that WARNed a check of that signature's row (a conflicting second spec of the same kind)
+    spec = full_spec()
+    node.cdi(spec)
+    with open(node.spec_dir + "/other.yaml", "w") as f:
+        f.write("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '1'\n  containerEdits:\n"
+                "    deviceNodes:\n    - path: /dev/nvidia0\n")
+    with open(node.spec_dir + "/third.yaml", "w") as f:
+        f.write("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '1'\n  containerEdits:\n"
+                "    deviceNodes:\n    - path: /dev/nvidia0\n")
+    cdi2 = node.cdi(spec)
+    explaining = [c for c in cdi2["checks"] if c["id"] in _attribution.EXPLAINED_BY[sig] and c["status"] == WARN]
+    assert explaining, [(c["id"], c["status"]) for c in cdi2["checks"]]
+    v = node_verdict({"cdi": cdi2, "runtime": record})
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "cdi")
+    assert [b["check"] for b in v["because"]] == [c["id"] for c in explaining]
+
+
+@pytest.mark.parametrize("container,host,expected", [
+    (FAIL, PASS, "runtime"), (FAIL, FAIL, "host"), (FAIL, NOT_RUN, "compute"), (PASS, PASS, None),
+])
+def test_compute_points_to(container, host, expected):
+    assert compute_points_to(container, host) == expected
+
+
+# ---------------------------------------------------------------------------------------------------
+# COMPUTE_VERIFIED and the per-GPU rows (I3/I4)
+
+def test_verified_on_every_expected_gpu(node):
+    v = node_verdict(verified_records(node))
+    assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"] == [GPU_ROW] and v["because"] == []
+
+
+def test_no_gpu_rows_is_not_verified(node):
+    records = verified_records(node, rows=())
+    v = node_verdict(records)
+    assert (v["verdict"], v["reason"]) == (INCONCLUSIVE, "compute record has no per-GPU rows")
+    del records["compute"]["evidence"]["gpus"]
+    assert node_verdict(records)["reason"] == "compute record has no per-GPU rows"
+
+
+def test_a_not_run_gpu_row_is_inconclusive_naming_that_gpu(node):
+    busy = dict(GPU_ROW, index=1, uuid="GPU-busy", status=NOT_RUN, reason="GPU in use, not preempting: pid 7")
+    v = node_verdict(verified_records(node, rows=(GPU_ROW, busy)))
+    assert v["verdict"] == INCONCLUSIVE
+    assert v["reason"] == "GPU 1 GPU-busy not run: GPU in use, not preempting: pid 7"
+
+
+def test_an_unexpected_gpu_row_warns_without_blocking(node):
+    extra = dict(GPU_ROW, index=1, uuid="GPU-extra", expected=False, status=WARN, reason="seen, not requested")
+    assert node_verdict(verified_records(node, rows=(GPU_ROW, extra)))["verdict"] == COMPUTE_VERIFIED
+
+
+def test_compute_pass_without_cdi_injection_is_not_verified(node):
+    records = verified_records(node)
+    records["compute"]["evidence"]["container"]["cdi_devices"] = []
+    assert node_verdict(records)["verdict"] == INCONCLUSIVE
+
+
+def test_runtime_warn_still_verifies(node):
+    spec = full_spec()
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640  # not applied here: a WARN
+    records = verified_records(node, spec=spec)
+    assert records["runtime"]["status"] == WARN
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+
+
+# ---------------------------------------------------------------------------------------------------
+# verdict integrity (issue 10 item 4)
+
+@pytest.mark.parametrize("breakage,needle", [
+    (lambda r: r["compute"].pop("checks"), "compute: missing key checks"),
+    (lambda r: r["compute"].update(status="GREEN"), "compute: unknown status 'GREEN'"),
+    (lambda r: r["runtime"]["checks"].append(dict(r["runtime"]["checks"][0], status=FAIL)),
+     "runtime: PASS record holds a FAIL check"),
+    (lambda r: r.update(cdi=r["host"]), "cdi: given as the cdi record but its layer is 'host'"),
+    (lambda r: r["compute"]["evidence"].update(gpus={"0": "PASS"}), "compute: evidence.gpus is not a list"),
+    (lambda r: r["compute"]["evidence"]["gpus"][0].update(status="OK"), "evidence.gpus[0] has unknown status 'OK'"),
+    (lambda r: r["host"].update(not_proven=[]), "missing from not_proven"),
+    (lambda r: r.update(runtime=dict(r["runtime"], checks=[c for c in r["runtime"]["checks"]
+                                                          if c["id"] not in _attribution.EDIT_CHECKS])),
+     "runtime PASS without any CDI edit compared"),
+    (lambda r: r.update(compute="not a record"), "compute: record is not a mapping"),
+])
+def test_a_malformed_record_is_inconclusive_with_the_reason_never_verified(node, breakage, needle):
+    records = verified_records(node)
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+    breakage(records)
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE and v["reason"].startswith("malformed record: ")
+    assert needle in v["reason"]
+
+
+def test_a_malformed_record_is_inconclusive_even_after_a_fail(node):
+    records = layers(node, spec_without(full_spec(), "/dev/nvidiactl"))
+    records["host"]["reason"] = None
+    records["host"]["status"] = WARN
+    assert node_verdict(records)["verdict"] == INCONCLUSIVE
+
+
+def test_runtime_with_no_expected_edit_warns_and_proves_no_edit(node):
+    cdi = node.cdi(full_spec())
+    empty = copy.deepcopy(cdi)
+    empty["evidence"]["expected_edits"] = {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}
+    runtime, _probe = node.run(empty, compute=False)
+    assert runtime["status"] == WARN
+    assert [c["status"] for c in runtime["checks"] if c["id"] == "runtime.edits.compared"] == [WARN]
+    assert record_errors("runtime", runtime) == []
+
+
+def test_not_run_checks_of_a_pass_layer_are_in_not_proven(node):
+    host = node.host
+    assert host["status"] == PASS
+    skipped = [c for c in host["checks"] if c["status"] == NOT_RUN]
+    assert skipped
+    for c in skipped:
+        assert any(c["id"] in item for item in host["not_proven"]), c["id"]
+
+
+def test_not_run_layers_make_inconclusive_with_reasons(node):
+    records = {"host": node.host, "cdi": node.cdi(full_spec()), "runtime": not_run("runtime", "podman not installed")}
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE
     assert "runtime: podman not installed" in v["reason"] and "compute: no record" in v["reason"]
 
 
 def test_empty_records_inconclusive():
-    assert node_verdict({})["verdict"] == "INCONCLUSIVE"
-    assert node_verdict(None)["verdict"] == "INCONCLUSIVE"
+    assert node_verdict({})["verdict"] == INCONCLUSIVE
+    assert node_verdict(None)["verdict"] == INCONCLUSIVE
 
 
-def test_warn_does_not_fail_but_runtime_warn_still_verifies():
-    records = full(host=R.WARN, runtime=R.WARN)
-    assert node_verdict(records)["verdict"] == "COMPUTE_VERIFIED"
+# ---------------------------------------------------------------------------------------------------
+# the table
+
+def _catalogued_signatures():
+    return set(_compute.SIGNATURES) | set(_runtime.SIGNATURES)
 
 
-def test_compute_fail_points_to_from_record():
-    records = full(compute=R.FAIL)
-    records["compute"]["points_to"] = "runtime"
-    assert node_verdict(records)["points_to"] == "runtime"
+def test_the_table_covers_every_catalogued_signature_and_nothing_else():
+    assert set(_attribution.EXPLAINED_BY) == _catalogued_signatures()
 
 
-@pytest.mark.parametrize("container,host,expected", [
-    (R.FAIL, R.PASS, "runtime"),
-    (R.FAIL, R.FAIL, "host"),
-    (R.FAIL, R.NOT_RUN, "compute"),
-    (R.PASS, R.PASS, None),
-])
-def test_compute_points_to(container, host, expected):
-    assert compute_points_to(container, host) == expected
+def test_the_table_names_only_real_cdi_check_ids():
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi  # pylint: disable=import-outside-toplevel
+    named = set(i for row in _attribution.EXPLAINED_BY.values() for i in row)
+    assert named and named <= set(_cdi.CHECKS), named - set(_cdi.CHECKS)
+
+
+def test_an_uncatalogued_curesult_uses_the_catch_all_row():
+    assert _attribution.explaining_ids("compute.cuda.CUDA_ERROR_LAUNCH_FAILED") == \
+        _attribution.EXPLAINED_BY[_attribution.OTHER_CURESULT]
+    assert _attribution.explaining_ids("runtime.mount.present") == []
