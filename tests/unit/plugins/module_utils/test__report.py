@@ -271,3 +271,79 @@ def test_report_with_drills_renders_table():
     md = R.render_markdown(r)
     assert "| n1 | no\\_uvm\\_node | compute | x | FAILED\\_AT\\_HOST | host.nvml.init | **no** |" in md
     assert "no_uvm_node" in R.render_html(r)
+
+
+# ---------------------------------------------------------------------------------------------------
+# k8s cross-check with the node verdicts (k8s records from _k8s.analyse on the kubectl fixtures)
+
+def _k8s_record(labels=None):
+    import os  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s")
+    docs = {}
+    for name in ("nodes", "pods", "events"):
+        with open(os.path.join(fixtures, name + ".json")) as f:
+            docs[name] = json.load(f)
+    for node in docs["nodes"]["items"]:
+        node["metadata"]["labels"].update((labels or {}).get(node["metadata"]["name"], {}))
+    return _k8s.analyse(docs["nodes"], docs["pods"], docs["events"], ["nvidia.com/gpu"])
+
+
+@pytest.fixture
+def k8s_report():
+    k8s = _k8s_record({"gpu-c": {"nvidia.com/cuda.driver-version.full": "570.124.06"}})
+    hosts = []
+    for name, records in (("gpu-a.example.org", no_gpu()), ("gpu-b", healthy()), ("gpu-c", healthy()),
+                          ("cpu-d", healthy()), ("elsewhere", healthy())):
+        records = dict(records, k8s=k8s)
+        hosts.append({"name": name, "records": records})
+    return R.build_report(hosts, "2026-12-02T18:30:00Z")
+
+
+def test_k8s_crosscheck_findings(k8s_report):
+    found = dict(((f["host"], f["finding"]), f) for f in k8s_report["k8s_crosscheck"])
+    assert sorted(found) == [("cpu-d", "nothing_advertised"), ("gpu-a.example.org", "allocatable_on_unverified_node"),
+                             ("gpu-b", "nothing_advertised"), ("gpu-c", "stale_driver_label")]
+    a = found[("gpu-a.example.org", "allocatable_on_unverified_node")]
+    assert (a["k8s_node"], a["severity"]) == ("gpu-a", FAIL)
+    assert a["message"] == "the scheduler will place GPU Pods here, on a node that cannot compute"
+    assert a["observed"] == "allocatable nvidia.com/gpu=8; verdict FAILED_AT_HOST"
+    assert found[("gpu-b", "nothing_advertised")]["message"].startswith("the device plugin advertises nothing")
+    assert found[("gpu-c", "stale_driver_label")]["observed"] == "feature label driver 570.124.06, host driver 580.159.04"
+    assert k8s_report["summary"]["k8s_findings"] == 4
+
+
+def test_k8s_crosscheck_is_rendered(k8s_report):
+    md = R.render_markdown(k8s_report)
+    assert "## Kubernetes vs node verdicts" in md
+    assert "| gpu-c | gpu-c | stale\\_driver\\_label | WARN |" in md
+    page = R.render_html(k8s_report)
+    assert "<h2>Kubernetes vs node verdicts</h2>" in page and "allocatable_on_unverified_node" in page
+
+
+def test_k8s_crosscheck_unverified_node_is_a_warning_and_not_run_k8s_says_nothing():
+    k8s = _k8s_record()
+    findings = R.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [k8s])
+    assert [(f["finding"], f["severity"]) for f in findings] == [("allocatable_on_unverified_node", WARN)]
+    assert R.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [not_run("k8s", "no kubeconfig")]) == []
+
+
+@pytest.mark.parametrize("labels,version", [
+    ({"nvidia.com/cuda.driver-version.full": "580.159.04"}, "580.159.04"),
+    ({"nvidia.com/cuda.driver.major": "580", "nvidia.com/cuda.driver.minor": "159", "nvidia.com/cuda.driver.rev": "04"},
+     "580.159.04"),
+    ({"nvidia.com/cuda.driver.major": "580"}, None),
+    ({}, None),
+])
+def test_label_driver_version(labels, version):
+    assert R.label_driver_version(labels) == version
+
+
+def test_because_is_rendered_for_a_spec_attributed_failure():
+    entry_report = R.build_report([{"name": "n", "records": healthy()}], "t")
+    entry = entry_report["hosts"]["n"]
+    assert entry["because"] == [] and entry["gpus"] == [GPU_ROW]
+    entry["because"] = [{"check": "cdi.nvidia.nvidiactl", "status": WARN, "subject": "/dev/nvidiactl",
+                         "observed": "absent", "hint": None}]
+    assert "- cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)" in R.render_markdown(entry_report)
+    assert "cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in R.render_html(entry_report)
