@@ -99,6 +99,8 @@ def test_full_spec_compute_verified(host_record):
     assert loaded["ok"] and os.path.basename(loaded["realpath"]).startswith("libcuda.so.")
     assert probe["nvml"]["ok"], "NVML should work in the full spec's container"
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    assert verdict["gpus"] and all(r["status"] == "PASS" for r in verdict["gpus"] if r["expected"]), verdict["gpus"]
+    assert [c["status"] for c in runtime["checks"] if c["id"] == "runtime.loader.libcuda"] == ["PASS"]
 
 
 def test_no_ptxjit_mount_jit_compiler_not_found(host_record):
@@ -109,6 +111,8 @@ def test_no_ptxjit_mount_jit_compiler_not_found(host_record):
     assert _failed_call(compute) == "cuModuleLoadData"
     assert compute["points_to"] == "runtime"  # the host control passed
     assert verdict["verdict"] == "FAILED_AT_COMPUTE"
+    # the runtime applied every edit and the host control passed: the spec is the cause, and cdi says which check
+    assert (verdict["points_to"], [b["check"] for b in verdict["because"]]) == ("cdi", ["cdi.nvidia.ptxjit"]), verdict
 
 
 def test_no_uvm_node_unknown_error_with_hint(host_record):
@@ -121,6 +125,7 @@ def test_no_uvm_node_unknown_error_with_hint(host_record):
     assert probe["nvml"]["ok"], "NVML works while CUDA fails"
     assert compute["points_to"] == "runtime"
     assert verdict["verdict"] == "FAILED_AT_COMPUTE"
+    assert (verdict["points_to"], [b["check"] for b in verdict["because"]]) == ("cdi", ["cdi.nvidia.uvm"]), verdict
 
 
 def test_cgroup_read_only_open_eperm_then_no_device(host_record):
@@ -128,6 +133,7 @@ def test_cgroup_read_only_open_eperm_then_no_device(host_record):
     assert records["runtime"]["signature"] == "runtime.device_node.open.EPERM", records["runtime"]["reason"]
     assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE", records["compute"]["reason"]
     assert verdict["verdict"] == "FAILED_AT_RUNTIME"
+    assert (verdict["points_to"], [b["check"] for b in verdict["because"]]) == ("cdi", ["cdi.nvidia.cgroup_write"]), verdict
 
 
 def test_stub_libcuda(host_record):
@@ -137,6 +143,8 @@ def test_stub_libcuda(host_record):
     assert _failed_call(compute) == "cuInit"
     assert compute["points_to"] == "runtime"
     assert verdict["layer"] in ("compute", "cdi"), verdict  # the cdi layer may already flag the stub
+    assert verdict["points_to"] == "cdi", verdict
+    assert [c["status"] for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"] == ["WARN"]
 
 
 def test_file_mode_0000_as_uid_1000(host_record):

@@ -1,6 +1,8 @@
 """The node verdict on records the layers produced (verdictlab.py: host from a node tree, cdi from a real spec
 file, runtime and compute from the real probe run in a mini container), never on hand-made records."""
 import copy
+import json
+import os
 
 import pytest
 
@@ -9,7 +11,9 @@ from verdictlab import (  # noqa: F401 (node is a fixture)
 )
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _compute, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+    FAIL, NOT_RUN, PASS, WARN, not_run, not_run_checks_not_proven,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
     COMPUTE_VERIFIED, INCONCLUSIVE, compute_points_to, node_verdict, record_errors,
 )
@@ -300,3 +304,50 @@ def test_an_uncatalogued_curesult_uses_the_catch_all_row():
     assert _attribution.explaining_ids("compute.cuda.CUDA_ERROR_LAUNCH_FAILED") == \
         _attribution.EXPLAINED_BY[_attribution.OTHER_CURESULT]
     assert _attribution.explaining_ids("runtime.mount.present") == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# the records the modules produced on the real H200 (docs/evidence/h200-runtime-compute, 2026-12-02)
+
+H200 = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "evidence", "h200-runtime-compute")
+
+
+def _h200(variant):
+    with open(os.path.join(H200, variant + ".json")) as f:
+        saved = json.load(f)
+    records = dict((k, v) for k, v in saved["records"].items() if k in ("host", "cdi", "runtime", "compute"))
+    for record in records.values():  # recorded before PASS layers listed their NOT_RUN checks: add them, as build() does
+        if record["status"] in (PASS, WARN):
+            record["not_proven"] += [t for t in not_run_checks_not_proven(record["checks"]) if t not in record["not_proven"]]
+    return records, saved["records"].get("probe")
+
+
+@pytest.mark.parametrize("variant,verdict,signature,points_to,because", [
+    ("no_ptxjit_mount", "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "cdi", ["cdi.nvidia.ptxjit"]),
+    ("no_uvm_node", "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_UNKNOWN", "cdi", ["cdi.nvidia.uvm"]),
+    ("stub_libcuda", "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "cdi", ["cdi.nvidia.libcuda"]),
+    ("cgroup_read_only", "FAILED_AT_RUNTIME", "runtime.device_node.open.EPERM", "cdi", ["cdi.nvidia.cgroup_write"]),
+    ("stale_library", "FAILED_AT_CDI", "cdi.host.library_version", "cdi", []),
+    ("missing_hostpath", "FAILED_AT_CDI", "cdi.host.mount_source", "cdi", []),
+    # compute PASSed there, but those records predate the per-GPU rows: not COMPUTE_VERIFIED any more
+    ("full", "INCONCLUSIVE", None, None, []),
+    ("file_mode_0000", "INCONCLUSIVE", None, None, []),
+])
+def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
+    records, _probe = _h200(variant)
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == (verdict, signature, points_to), v["reason"]
+    assert [b["check"] for b in v["because"]] == because
+    if verdict == INCONCLUSIVE:
+        assert v["reason"] == "compute record has no per-GPU rows"
+
+
+@pytest.mark.parametrize("variant,status", [("full", PASS), ("no_uvm_node", PASS), ("stub_libcuda", WARN)])
+def test_loader_check_on_the_h200_inventories(variant, status):
+    records, probe = _h200(variant)
+    b = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    _runtime.loader_check(b, records["cdi"]["evidence"]["expected_edits"], probe["inventory"])
+    assert [c["status"] for c in b.checks] == [status]
+    assert b.checks[0]["observed"].startswith(
+        "resolved to the mounted file, whose host source is the CUDA toolkit stub: /usr/local/nvidia/lib64/libcuda.so.1"
+        if status == WARN else "resolved to /usr/local/nvidia/lib64/libcuda.so.1 (mounted from /lib64/libcuda.so.580.159.04)")
