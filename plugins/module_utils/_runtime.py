@@ -437,6 +437,10 @@ def loader_check(builder, expected_edits, inventory):
                         "no libcuda mounted by the spec and none found: %s" % error)
         return "runtime"
     path, real = lib.get("path"), lib.get("realpath")
+    if not path:
+        builder.add("runtime.loader.libcuda", NOT_RUN, subject, want,
+                    "dlopen succeeded but the mapped file was not found in /proc/self/maps; %s" % context)
+        return None
     source = ((sources.get(path) or sources.get(real) or {}).get("root")) or ""
     resolved = "%s%s%s" % (path, " -> %s" % real if real and real != path else "",
                            " (mounted from %s)" % source if source else "")

@@ -238,6 +238,10 @@ def test_loader_without_a_libcuda_mount_or_inventory_is_not_run(libs):
     assert [c["status"] for c in checks] == [NOT_RUN] and "the spec mounts no libcuda" in checks[0]["observed"]
     checks, _points_to = _loader(_mount(driver / "libcuda.so.1"), {"nodes": {}})
     assert [c["status"] for c in checks] == [NOT_RUN]
+    inventory = _probe_inventory(str(driver))
+    inventory["libraries"]["libcuda.so.1"].pop("path")  # a loaded library whose file the maps did not name
+    checks, _points_to = _loader(_mount(driver / "libcuda.so.580.159.04"), inventory)
+    assert [c["status"] for c in checks] == [NOT_RUN] and "not found in /proc/self/maps" in checks[0]["observed"]
 
 
 def test_edits_compared_check():
