@@ -361,3 +361,51 @@ def test_loader_check_on_the_h200_inventories(variant, status):
     assert b.checks[0]["observed"].startswith(
         "resolved to the mounted file, whose host source is the CUDA toolkit stub: /usr/local/nvidia/lib64/libcuda.so.1"
         if status == WARN else "resolved to /usr/local/nvidia/lib64/libcuda.so.1 (mounted from /lib64/libcuda.so.580.159.04)")
+
+
+# the node-style specs, run on the H200 (docs/evidence/h200-attribution): the runtime record is rebuilt
+# from the saved in-container probe output by the current runtime checks, then the verdict is computed
+
+def _h200_attribution(name):
+    with open(os.path.join(H200, "..", "h200-attribution", name + ".json")) as f:
+        saved = json.load(f)
+    probe, old = saved["probe"], saved["runtime"]
+    b = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    b.evidence, b.versions = old["evidence"], old["versions"]
+    b.checks += [c for c in old["checks"]
+                 if c["id"] in ("runtime.engine.available", "runtime.container.started", "runtime.probe.inventory")]
+    points_to = _runtime.observed_checks(b, saved["cdi"]["evidence"]["expected_edits"], probe["inventory"], probe["start"])
+    records = {"host": saved["host"], "cdi": saved["cdi"], "runtime": _runtime.build_observed(b, probe["inventory"], points_to),
+               "compute": saved["compute"]}
+    for record in (records["host"], records["cdi"]):  # made by main before PASS layers listed their NOT_RUN checks
+        if record["status"] in (PASS, WARN):
+            record["not_proven"] += [t for t in not_run_checks_not_proven(record["checks"]) if t not in record["not_proven"]]
+    return records
+
+
+def test_h200_spec_without_nvidiactl():
+    v = node_verdict(_h200_attribution("no_nvidiactl"))
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_NO_DEVICE", "cdi")
+    assert [(b["check"], b["observed"]) for b in v["because"]] == [("cdi.nvidia.nvidiactl", "absent")]
+
+
+def test_h200_stub_first_on_the_spec_library_path():
+    records = _h200_attribution("stub_first")
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
+    assert loader["status"] == FAIL and loader["observed"].startswith(
+        "the CUDA toolkit stub resolved first: /usr/local/cuda/lib64/stubs/libcuda.so.1 (mounted from "
+        "/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libcuda.so)")
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi")
+    assert [b["check"] for b in v["because"]] == ["cdi.nvidia.libcuda"]
+
+
+def test_h200_full_spec_needs_its_per_gpu_row():
+    records = _h200_attribution("full")
+    assert node_verdict(records)["reason"] == "compute record has no per-GPU rows"
+    device = records["compute"]["evidence"]["container"]["facts"]["device"]  # the GPU the probe ran the kernel on
+    records["compute"]["evidence"]["gpus"] = [{
+        "index": 0, "uuid": device["uuid"], "model": device["name"], "expected": True, "seen_in_container": True,
+        "ordinal": device["ordinal"], "status": PASS, "signature": None, "reason": None}]
+    v = node_verdict(records)
+    assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"
