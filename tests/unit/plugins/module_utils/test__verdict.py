@@ -326,10 +326,15 @@ def _h200(variant):
     with open(os.path.join(H200, variant + ".json")) as f:
         saved = json.load(f)
     records = dict((k, v) for k, v in saved["records"].items() if k in ("host", "cdi", "runtime", "compute"))
-    for record in records.values():  # recorded before PASS layers listed their NOT_RUN checks: add them, as build() does
+    _list_not_run_checks(records.values())
+    return records, saved["records"].get("probe")
+
+
+def _list_not_run_checks(records):
+    """Records made before PASS/WARN layers listed their NOT_RUN checks in not_proven: add them, as build() does."""
+    for record in records:
         if record["status"] in (PASS, WARN):
             record["not_proven"] += [t for t in not_run_checks_not_proven(record["checks"]) if t not in record["not_proven"]]
-    return records, saved["records"].get("probe")
 
 
 @pytest.mark.parametrize("variant,verdict,signature,points_to,because", [
@@ -377,9 +382,7 @@ def _h200_attribution(name):
     points_to = _runtime.observed_checks(b, saved["cdi"]["evidence"]["expected_edits"], probe["inventory"], probe["start"])
     records = {"host": saved["host"], "cdi": saved["cdi"], "runtime": _runtime.build_observed(b, probe["inventory"], points_to),
                "compute": saved["compute"]}
-    for record in (records["host"], records["cdi"]):  # made by main before PASS layers listed their NOT_RUN checks
-        if record["status"] in (PASS, WARN):
-            record["not_proven"] += [t for t in not_run_checks_not_proven(record["checks"]) if t not in record["not_proven"]]
+    _list_not_run_checks((records["host"], records["cdi"]))
     return records
 
 
