@@ -203,8 +203,8 @@ def node_verdict(records):
     - every record is validated first (``record_errors``): a malformed one makes the node INCONCLUSIVE;
     - FAILED_AT_<LAYER> for the first FAIL in order host -> cdi -> runtime -> compute, attributed from the
       cause (``attribute``);
-    - COMPUTE_VERIFIED only when compute PASSed inside a container that received the GPU through the
-      runtime's CDI injection, the runtime layer did not fail, and every expected GPU row PASSed;
+    - COMPUTE_VERIFIED only when compute PASSed (or WARNed) inside a container that received the GPU through
+      the runtime's CDI injection, the runtime layer did not fail, and every expected GPU row PASSed;
     - INCONCLUSIVE otherwise, with the reason naming what did not run or was not proven.
     """
     records = dict((k, v) for k, v in (records or {}).items() if v is not None)
@@ -218,7 +218,9 @@ def node_verdict(records):
             return _failed(records, layer)
     compute = records.get("compute")
     rows = _gpu_rows(records)
-    if (_layer_status(records, "compute") == PASS and _cdi_injected(compute)
+    # compute WARN still computed (a named risk: an unexpected GPU seen, the host control failing alone); the
+    # per-GPU rows decide whether every expected GPU was proven
+    if (_layer_status(records, "compute") in (PASS, WARN) and _cdi_injected(compute)
             and _layer_status(records, "runtime") in (PASS, WARN)):
         unproven = _unverified_gpus(rows)
         if unproven is None:

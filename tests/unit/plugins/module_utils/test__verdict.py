@@ -202,7 +202,17 @@ def test_a_not_run_gpu_row_is_inconclusive_naming_that_gpu(node):
 
 def test_an_unexpected_gpu_row_warns_without_blocking(node):
     extra = dict(GPU_ROW, index=1, uuid="GPU-extra", expected=False, status=WARN, reason="seen, not requested")
-    assert node_verdict(verified_records(node, rows=(GPU_ROW, extra)))["verdict"] == COMPUTE_VERIFIED
+    records = verified_records(node, rows=(GPU_ROW, extra))
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+    # the compute layer rolls that row's check up to WARN (compute.gpu.unexpected): still verified
+    records["compute"].update(status=WARN, reason="compute.gpu.unexpected: GPU-extra")
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+
+
+def test_an_expected_gpu_row_that_is_not_pass_is_not_verified(node):
+    busy = dict(GPU_ROW, status=WARN, reason="busy, probed with allow_busy_gpu: true")
+    v = node_verdict(verified_records(node, rows=(busy,)))
+    assert (v["verdict"], v["reason"]) == (INCONCLUSIVE, "GPU 0 %s WARN: busy, probed with allow_busy_gpu: true" % GPU_ROW["uuid"])
 
 
 def test_compute_pass_without_cdi_injection_is_not_verified(node):
