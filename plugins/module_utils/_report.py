@@ -688,6 +688,8 @@ def render_junit(report):
         props = ET.Element("properties")
         for key in ("verdict", "signature", "points_to"):
             ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
+        if e.get("because"):
+            ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
         suite.insert(0, props)
         for key, value in counts.items():
             suite.set(key, str(value))

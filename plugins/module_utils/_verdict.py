@@ -28,6 +28,8 @@ def compute_points_to(container_status, host_control_status):
     container FAIL + host PASS -> "runtime" (the injection lost something the host has);
     container FAIL + host FAIL -> "host" (driver/host problem, the container is not to blame);
     container FAIL + host not run -> "compute" (cannot tell which side).
+    This is what the compute record alone can say; ``node_verdict`` (``attribute``) refines it with the runtime
+    and cdi records: edits applied and a cdi check explaining the signature -> "cdi".
     """
     if container_status != FAIL:
         return None

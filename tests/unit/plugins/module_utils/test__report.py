@@ -347,3 +347,5 @@ def test_because_is_rendered_for_a_spec_attributed_failure():
                          "observed": "absent", "hint": None}]
     assert "- cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)" in R.render_markdown(entry_report)
     assert "cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in R.render_html(entry_report)
+    props = ET.fromstring(R.render_junit(entry_report).split("\n", 1)[1]).find("testsuite/properties")
+    assert {p.get("name"): p.get("value") for p in props}["because"] == "cdi.nvidia.nvidiactl /dev/nvidiactl: absent"
