@@ -56,7 +56,21 @@ def render():
         for sig in sorted(signatures):
             e = signatures[sig]
             out.append("| `%s` | %s | %s | %s |" % (sig, cell(e.get("points_to")), cell(e.get("meaning")), cell(e.get("next"))))
+    out += attribution_table()
     return "\n".join(out) + "\n"
+
+
+def attribution_table():
+    """The signature -> explaining cdi checks table of _attribution.py (the verdict's ``because``)."""
+    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._attribution")
+    out = ["\n## Which cdi checks explain a failure\n\nWhen a runtime or compute FAIL is attributed to the spec, the "
+           "node verdict's `because` lists the checks of this row that WARNed or FAILed in the cdi record "
+           "(`plugins/module_utils/_attribution.py`). An empty row: nothing a CDI spec says explains that failure.\n\n"
+           "| signature | explained by |\n|---|---|"]
+    for sig in sorted(mod.EXPLAINED_BY):
+        row = mod.EXPLAINED_BY[sig]
+        out.append("| `%s` | %s |" % (sig, ", ".join("`%s`" % i for i in row) or "(none)"))
+    return out
 
 
 def main():

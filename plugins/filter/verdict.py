@@ -24,7 +24,7 @@ def _records(value, name):
 
 
 def node_verdict_filter(records):
-    """The node verdict (verdict, layer, signature, points_to, reason) of a mapping layer -> record."""
+    """The node verdict (verdict, layer, signature, points_to, reason, because, gpus) of a mapping layer -> record."""
     return node_verdict(_records(records, "node_verdict"))
 
 

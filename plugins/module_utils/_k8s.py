@@ -52,7 +52,7 @@ CHECKS = {
         "device plugin logs (Xid / health check); the host layer on that node"),
     "k8s.node.ready": _check(
         "GPU nodes are Ready and schedulable",
-        "the GPU node is NotReady (FAIL) or cordoned (WARN): Pods cannot use its GPUs",
+        "the GPU node is NotReady (FAIL), cordoned or its Ready condition is unknown (WARN): Pods cannot use its GPUs",
         "kubectl describe node <node>"),
     "k8s.pod.pending": _check(
         "no Pod requesting a GPU resource is Pending",
@@ -187,8 +187,11 @@ def _check_nodes(b, nodes, resources):
             b.add("k8s.node.ready", FAIL, node["name"], "Ready, schedulable", "NotReady")
         elif node["unschedulable"]:
             b.add("k8s.node.ready", WARN, node["name"], "Ready, schedulable", "cordoned (spec.unschedulable)")
+        elif node["ready"] is None:  # never PASS on what was not reported
+            b.add("k8s.node.ready", WARN, node["name"], "Ready, schedulable",
+                  "Ready unknown: the node reports no Ready condition")
         else:
-            b.add("k8s.node.ready", PASS, node["name"], "Ready, schedulable", "Ready" if node["ready"] else "Ready unknown")
+            b.add("k8s.node.ready", PASS, node["name"], "Ready, schedulable", "Ready")
 
 
 def _pending_observed(pod):

@@ -19,6 +19,7 @@ import html
 import json
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN, not_run,
 )
@@ -118,6 +119,8 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
         "signature": verdict["signature"],
         "points_to": verdict["points_to"],
         "reason": verdict["reason"],
+        "because": verdict["because"],
+        "gpus": verdict["gpus"],
         "reachable": not unreachable,
         "error": error,
         "layers": layers,
@@ -127,6 +130,86 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
     if extra:
         entry.update(extra)
     return entry
+
+
+# GPU feature discovery labels holding the driver version: the full one, else major/minor/rev (older GFD)
+DRIVER_LABEL_FULL = "nvidia.com/cuda.driver-version.full"
+DRIVER_LABEL_PARTS = (("nvidia.com/cuda.driver-version.major", "nvidia.com/cuda.driver-version.minor",
+                       "nvidia.com/cuda.driver-version.revision"),
+                      ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev"))
+
+
+def label_driver_version(labels):
+    """The driver version the node's GPU feature labels claim, or None."""
+    labels = labels or {}
+    if labels.get(DRIVER_LABEL_FULL):
+        return str(labels[DRIVER_LABEL_FULL])
+    for keys in DRIVER_LABEL_PARTS:
+        parts = [labels.get(k) for k in keys]
+        if parts[0] not in (None, "") and parts[1] not in (None, ""):
+            return ".".join(str(p) for p in parts if p not in (None, ""))
+    return None
+
+
+def _k8s_nodes(k8s_records):
+    nodes = {}
+    for record in k8s_records or []:
+        if not isinstance(record, dict) or record.get("status") == NOT_RUN:
+            continue
+        for node in (record.get("evidence") or {}).get("nodes") or []:
+            if isinstance(node, dict) and node.get("name"):
+                nodes.setdefault(node["name"], node)
+    return nodes
+
+
+def _k8s_node_of(host, nodes):
+    if host in nodes:
+        return nodes[host]
+    short = str(host).split(".")[0]
+    matches = [n for name, n in nodes.items() if name.split(".")[0] == short]
+    return matches[0] if len(matches) == 1 else None
+
+
+def k8s_crosscheck(verdicts, k8s_records, drivers=None):
+    """What the scheduler is told about a node against what the node verdict proved.
+
+    ``verdicts``: {host: verdict (string, or a node_verdict dict)}; ``k8s_records``: k8s layer records (their
+    evidence.nodes, matched to hosts by name or short name); ``drivers``: {host: the host layer's driver
+    version}. Returns findings {host, k8s_node, finding, severity, observed, message}:
+    - allocatable_on_unverified_node: GPUs allocatable on a node that cannot compute (FAIL) or was not verified (WARN);
+    - nothing_advertised: allocatable 0 on a COMPUTE_VERIFIED node (WARN);
+    - stale_driver_label: the feature labels' driver version differs from the host's (WARN).
+    """
+    nodes = _k8s_nodes(k8s_records)
+    drivers = drivers or {}
+    findings = []
+    for host in sorted(verdicts):
+        verdict = verdicts[host]
+        verdict = verdict.get("verdict") if isinstance(verdict, dict) else verdict
+        node = _k8s_node_of(host, nodes)
+        if node is None:
+            continue
+
+        def add(finding, severity, observed, message, _host=host, _node=node["name"]):
+            findings.append({"host": _host, "k8s_node": _node, "finding": finding, "severity": severity,
+                             "observed": observed, "message": message})
+        allocatable = dict((r, q) for r, q in sorted((node.get("allocatable") or {}).items()) if q)
+        counts = ", ".join("%s=%s" % kv for kv in allocatable.items())
+        if allocatable and verdict != COMPUTE_VERIFIED:
+            cannot = str(verdict).startswith("FAILED_AT_")
+            add("allocatable_on_unverified_node", FAIL if cannot else WARN, "allocatable %s; verdict %s" % (counts, verdict),
+                "the scheduler will place GPU Pods here, on a node that %s" % (
+                    "cannot compute" if cannot else "was not verified to compute"))
+        elif not allocatable and verdict == COMPUTE_VERIFIED:
+            add("nothing_advertised", WARN, "allocatable %s; verdict %s" % (
+                ", ".join("%s=%s" % kv for kv in sorted((node.get("allocatable") or {}).items())) or "none", verdict),
+                "the device plugin advertises nothing: GPU Pods cannot land on this verified node")
+        label = label_driver_version(node.get("gpu_labels"))
+        driver = drivers.get(host)
+        if label and driver and str(driver) != label:
+            add("stale_driver_label", WARN, "feature label driver %s, host driver %s" % (label, driver),
+                "stale labels: GPU feature discovery has not relabelled the node since the driver changed")
+    return findings
 
 
 def _count(values):
@@ -157,6 +240,9 @@ def build_report(hosts, generated_at, run=None, drills=None):
             row = {"host": entry["name"]}
             row.update(item)
             drift.append(row)
+    crosscheck = k8s_crosscheck(dict((e["name"], e["verdict"]) for e in ordered),
+                                [e["layers"]["k8s"] for e in ordered],
+                                dict((e["name"], (e["layers"]["host"].get("versions") or {}).get("driver")) for e in ordered))
     report = {
         "schema_version": SCHEMA_VERSION,
         "generated_at": generated_at,
@@ -176,8 +262,10 @@ def build_report(hosts, generated_at, run=None, drills=None):
             "by_layer_status": layer_status,
         },
         "drift": drift,
+        "k8s_crosscheck": crosscheck,
         "hosts": dict((e["name"], e) for e in ordered),
     }
+    report["summary"]["k8s_findings"] = len(crosscheck)
     if drills is not None:
         report["drills"] = list(drills)
         report["summary"]["drills"] = len(drills)
@@ -354,11 +442,13 @@ def render_markdown(report):
     else:
         lines.append("No host differs from its pins (or no pins were declared).")
     lines.append("")
+    lines += crosscheck_markdown(report.get("k8s_crosscheck"))
     if "drills" in report:
         lines += render_drills_markdown(report["drills"]).splitlines() + [""]
     lines += ["## Per-host detail", ""]
     for name, e in report["hosts"].items():
         lines += ["### %s — %s" % (_md(name), e["verdict"]), "", "%s" % _md(e["reason"]), ""]
+        lines += because_markdown(e.get("because"))
         for layer in LAYERS:
             rec = e["layers"][layer]
             lines.append("#### %s: %s" % (layer, rec["status"]))
@@ -375,6 +465,27 @@ def render_markdown(report):
             if rec.get("not_proven") and rec["status"] in (PASS, WARN):
                 lines += ["Not proven by this result: %s" % _md("; ".join(rec["not_proven"])), ""]
     return "\n".join(lines) + "\n"
+
+
+def because_markdown(because):
+    """The "because ..." lines of a verdict attributed to the spec (the cdi checks that explain it)."""
+    if not because:
+        return []
+    return ["Because:", ""] + ["- %s (%s)" % (_md(because_text(b)), _md(b.get("status"))) for b in because] + [""]
+
+
+def crosscheck_markdown(findings):
+    """The k8s cross-check section: what the scheduler is told vs the node verdicts."""
+    if findings is None:
+        return []
+    lines = ["## Kubernetes vs node verdicts", ""]
+    if not findings:
+        return lines + ["No finding (or no k8s record named a verified host).", ""]
+    lines += ["| host | k8s node | finding | severity | observed | meaning |", "|---|---|---|---|---|---|"]
+    for f in findings:
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (_md(f["host"]), _md(f["k8s_node"]), _md(f["finding"]),
+                                                       f["severity"], _md(f["observed"]), _md(f["message"])))
+    return lines + [""]
 
 
 def render_drills_markdown(rows):
@@ -445,6 +556,21 @@ def _count_html(title, counts, head):
         _h(title), _h(head), rows or "<tr><td>(none)</td><td>0</td></tr>")
 
 
+def crosscheck_html(findings):
+    if findings is None:
+        return []
+    out = ["<h2>Kubernetes vs node verdicts</h2>"]
+    if not findings:
+        return out + ["<p>No finding (or no k8s record named a verified host).</p>"]
+    out.append("<table><tr><th>host</th><th>k8s node</th><th>finding</th><th>severity</th><th>observed</th>"
+               "<th>meaning</th></tr>")
+    for f in findings:
+        out.append('<tr><td>%s</td><td>%s</td><td><code>%s</code></td><td class="s-%s">%s</td><td>%s</td><td>%s</td></tr>'
+                   % (_h(f["host"]), _h(f["k8s_node"]), _h(f["finding"]), _h(f["severity"]), _h(f["severity"]),
+                      _h(f["observed"]), _h(f["message"])))
+    return out + ["</table>"]
+
+
 def render_html(report):
     run = report.get("run") or {}
     s = report["summary"]
@@ -480,6 +606,7 @@ def render_html(report):
         out.append("</table>")
     else:
         out.append("<p>No host differs from its pins (or no pins were declared).</p>")
+    out += crosscheck_html(report.get("k8s_crosscheck"))
     if "drills" in report:
         out.append("<h2>Fault drills: predicted vs observed</h2><table><tr><th>host</th><th>variant</th>"
                    "<th>predicted layer</th><th>predicted signature</th><th>observed verdict</th>"
@@ -495,6 +622,9 @@ def render_html(report):
     out.append("<h2>Per-host detail</h2>")
     for name, e in report["hosts"].items():
         out.append('<h3 id="host-%s">%s %s</h3><p>%s</p>' % (_h(name), _h(name), _badge(e["verdict"]), _h(e["reason"])))
+        if e.get("because"):
+            out.append("<p>because:</p><ul>%s</ul>" % "".join(
+                "<li><code>%s</code> (%s)</li>" % (_h(because_text(b)), _h(b.get("status"))) for b in e["because"]))
         for layer in LAYERS:
             rec = e["layers"][layer]
             out.append("<details%s><summary>%s %s %s</summary>" % (
@@ -558,6 +688,8 @@ def render_junit(report):
         props = ET.Element("properties")
         for key in ("verdict", "signature", "points_to"):
             ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
+        if e.get("because"):
+            ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
         suite.insert(0, props)
         for key, value in counts.items():
             suite.set(key, str(value))

@@ -82,6 +82,21 @@ def rollup_status(checks):
     return NOT_RUN
 
 
+def not_run_checks_not_proven(checks):
+    """The not_proven entries of a PASS/WARN layer for its NOT_RUN checks: what the layer did not check is
+    not established by its PASS ("not checked: <id> <subject> (<observed>)")."""
+    out = []
+    for c in checks:
+        if c["status"] == NOT_RUN:
+            text = "not checked: %s" % c["id"]
+            if c.get("subject"):
+                text += " %s" % c["subject"]
+            if c.get("observed"):
+                text += " (%s)" % c["observed"]
+            out.append(text)
+    return out
+
+
 def _first(checks, status):
     for c in checks:
         if c["status"] == status:
@@ -156,7 +171,8 @@ class LayerBuilder(object):
             "reason": reason,
             "checks": self.checks,
             "evidence": self.evidence,
-            "not_proven": list(NOT_PROVEN[self.layer] if not_proven is None else not_proven),
+            "not_proven": list(NOT_PROVEN[self.layer] if not_proven is None else not_proven) + (
+                not_run_checks_not_proven(self.checks) if status in (PASS, WARN) else []),
             "versions": self.versions,
             "started_at": self.started_at,
             "duration_ms": round((time.monotonic() - self._t0) * 1000.0, 1),
@@ -197,13 +213,22 @@ def validate_record(record):
         errors.append("checks is not a list")
     else:
         for i, check in enumerate(record["checks"]):
+            if not isinstance(check, dict):
+                errors.append("check %d is not a mapping" % i)
+                continue
             missing = [k for k in CHECK_KEYS if k not in check]
             if missing:
                 errors.append("check %d misses %s" % (i, ", ".join(missing)))
             elif check["status"] not in STATUSES:
                 errors.append("check %s has unknown status %r" % (check["id"], check["status"]))
-        if record["status"] == PASS and any(c.get("status") == FAIL for c in record["checks"]):
+        if record["status"] == PASS and any(isinstance(c, dict) and c.get("status") == FAIL for c in record["checks"]):
             errors.append("PASS record holds a FAIL check")
+        if record["status"] in (PASS, WARN) and isinstance(record["not_proven"], list):
+            said = " ".join(str(item) for item in record["not_proven"])
+            unsaid = sorted(set(c["id"] for c in record["checks"] if isinstance(c, dict) and c.get("status") == NOT_RUN
+                                and "id" in c and str(c["id"]) not in said))
+            if unsaid:
+                errors.append("NOT_RUN check(s) %s missing from not_proven" % ", ".join(unsaid))
     for key in ("evidence", "versions"):
         if not isinstance(record[key], dict):
             errors.append("%s is not a mapping" % key)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import shutil
 import signal
@@ -24,6 +25,7 @@ import time
 import uuid as uuidlib
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import edits_compared
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import busy_plan, write_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
@@ -104,6 +106,20 @@ CHECKS = {
         "fail": "the runtime did not add the group",
         "next": "the runtime's support of CDI additionalGids (CDI spec >= 0.7)",
     },
+    "runtime.loader.libcuda": {
+        "title": "the file the dynamic loader really resolves for libcuda.so.1 in the container (the probe's mapped file "
+                 "after dlopen, with LD_LIBRARY_PATH and the ld.so cache as evidence) is the CDI-mounted driver library",
+        "fail": "a CUDA toolkit stub, or a file other than the mounted driver libcuda (another version, the image's own), "
+                "is resolved first; or the loader does not find the mounted file at all",
+        "next": "the paths in observed: remove the stub/other directory from LD_LIBRARY_PATH (spec env, image ENV) or "
+                "mount the driver's libcuda where the loader looks",
+    },
+    "runtime.edits.compared": {
+        "title": "at least one CDI edit (device node, mount, env, group) was compared with the container (a runtime "
+                 "PASS needs one)",
+        "fail": "WARN: no expected edit was given, so the layer proves only that a container started",
+        "next": "pass the cdi layer's evidence.expected_edits to runtime_facts (expected_edits)",
+    },
     "runtime.hook.effect": {
         "title": "CDI hooks: recorded, not observable from inside the container (NOT_RUN)",
         "fail": "(never FAILs)",
@@ -166,6 +182,12 @@ SIGNATURES = {
         "points_to": "host",
         "meaning": "the device is gone (GPU fallen off the bus, driver unbound)",
         "next": "the host layer and the kernel log (Xid)",
+    },
+    "runtime.loader.libcuda": {
+        "points_to": "cdi when the spec's env/mounts put the file first, else runtime (the image)",
+        "meaning": "the loader in the container resolves libcuda.so.1 to a stub or to another file than the CDI-mounted "
+                   "driver library (CUDA then fails with CUDA_ERROR_STUB_LIBRARY or a version mismatch)",
+        "next": "runtime.loader.libcuda's observed paths; the spec's LD_LIBRARY_PATH env and libcuda mounts",
     },
     "runtime.device_node.open.other": {
         "points_to": "runtime",
@@ -361,6 +383,104 @@ def compare_edits(builder, expected_edits, inventory, start):
     for hook in expected_edits.get("hooks") or []:
         builder.add("runtime.hook.effect", NOT_RUN, subject="%s %s" % (hook.get("hookName"), hook.get("path")),
                     observed="a hook's effect is not observable from inside the container")
+
+
+_STUB_LIBCUDA = re.compile(r"/stubs?/libcuda\.so")
+
+
+def _same_file(a, b):
+    """Container paths naming the same file, /lib and /usr/lib alike (merged /usr)."""
+    def norm(path):
+        path = posixpath.normpath(path or "")
+        return path[4:] if path.startswith("/usr/") else path
+    return bool(a and b) and norm(a) == norm(b)
+
+
+def _on_dirs(path, dirs):
+    return any(d and _same_file(posixpath.dirname(path or ""), d) for d in dirs)
+
+
+def _spec_put_first(path, expected_edits):
+    """Whether the spec itself put ``path`` where the loader finds it: its env's LD_LIBRARY_PATH names the
+    file's directory, or one of its mounts is that file or a directory holding it."""
+    dirs = []
+    for item in (expected_edits or {}).get("env") or []:
+        key, _sep, value = str(item).partition("=")
+        if key == "LD_LIBRARY_PATH":
+            dirs += [d for d in value.split(":") if d]
+    for m in (expected_edits or {}).get("mounts") or []:
+        point = m.get("containerPath") or ""
+        if _same_file(point, path) or (point and (path or "").startswith(point.rstrip("/") + "/")):
+            return True
+    return _on_dirs(path, dirs)
+
+
+def loader_check(builder, expected_edits, inventory):
+    """runtime.loader.libcuda: which libcuda.so.1 the loader really resolves in the container, against the
+    CDI-mounted driver library. Returns where a FAIL points (cdi when the spec put the file first)."""
+    libraries = inventory.get("libraries")
+    lib = libraries.get(_probe.LIBCUDA) if isinstance(libraries, dict) else None
+    subject = _probe.LIBCUDA
+    if not isinstance(lib, dict):
+        builder.add("runtime.loader.libcuda", NOT_RUN, subject, observed="the probe reported no loader result")
+        return None
+    mounted = [m for m in (expected_edits or {}).get("mounts") or []
+               if posixpath.basename(m.get("containerPath") or "").startswith("libcuda.so")]
+    points = [m.get("containerPath") for m in mounted]
+    sources = _mounts_by_point(inventory.get("mounts"))
+    cache = (((inventory.get("ldconfig") or {}).get("found") or {}).get(_probe.LIBCUDA)) or []
+    context = "LD_LIBRARY_PATH %s; ld.so cache %s" % (inventory.get("ld_library_path") or "unset",
+                                                       ", ".join(cache) or "lists none")
+    want = "the CDI-mounted driver library %s" % ", ".join(points) if points else "the driver's libcuda (no CDI mount)"
+    if not lib.get("ok"):
+        error = lib.get("error") or "dlopen failed"
+        hit = next((p for p in points if p in error), None)
+        if hit:  # the loader found the mounted file; whether it loads is the compute layer's answer
+            builder.add("runtime.loader.libcuda", PASS, subject, want, "resolved to %s (dlopen refused it: %s); %s"
+                        % (hit, error, context))
+        elif points:
+            builder.add("runtime.loader.libcuda", FAIL, subject, want, "not resolved to the mounted file: %s; %s"
+                        % (error, context))
+        else:
+            builder.add("runtime.loader.libcuda", NOT_RUN, subject, want,
+                        "no libcuda mounted by the spec and none found: %s" % error)
+        return "runtime"
+    path, real = lib.get("path"), lib.get("realpath")
+    if not path:
+        builder.add("runtime.loader.libcuda", NOT_RUN, subject, want,
+                    "dlopen succeeded but the mapped file was not found in /proc/self/maps; %s" % context)
+        return None
+    source = ((sources.get(path) or sources.get(real) or {}).get("root")) or ""
+    resolved = "%s%s%s" % (path, " -> %s" % real if real and real != path else "",
+                           " (mounted from %s)" % source if source else "")
+    stub = any(p and _STUB_LIBCUDA.search(p) for p in (path, real))
+    mine = any(_same_file(p, path) or _same_file(p, real) for p in points)
+    if stub or (points and not mine):
+        why = "the CUDA toolkit stub" if stub else "another file than the mounted driver library"
+        builder.add("runtime.loader.libcuda", FAIL, subject, want, "%s resolved first: %s; %s" % (why, resolved, context))
+        return "cdi" if _spec_put_first(path, expected_edits) else "runtime"
+    if mine and _STUB_LIBCUDA.search(source):
+        # the runtime applied the mount as asked and the loader found it: the spec mounted the stub (cdi's
+        # cdi.nvidia.libcuda says so; CUDA answers CUDA_ERROR_STUB_LIBRARY in the compute layer)
+        builder.add("runtime.loader.libcuda", WARN, subject, want, "resolved to the mounted file, whose host source is "
+                    "the CUDA toolkit stub: %s; %s" % (resolved, context))
+        return None
+    if not points:
+        builder.add("runtime.loader.libcuda", NOT_RUN, subject, want,
+                    "the spec mounts no libcuda; the loader resolved the image's %s; %s" % (resolved, context))
+        return None
+    builder.add("runtime.loader.libcuda", PASS, subject, want, "resolved to %s; %s" % (resolved, context))
+    return None
+
+
+def edits_compared_check(builder):
+    """runtime.edits.compared: a runtime PASS needs at least one CDI edit compared with the container."""
+    compared = edits_compared({"checks": builder.checks})
+    if compared:
+        builder.add("runtime.edits.compared", PASS, "CDI edits", ">= 1 compared", "%d compared" % len(compared))
+    else:
+        builder.add("runtime.edits.compared", WARN, "CDI edits", ">= 1 compared",
+                    "none: no expected edit was given; only the container start is proven")
 
 
 def detect_runtime(requested="auto", timeout=30):
@@ -674,7 +794,7 @@ def runtime_facts(params, check_mode=False):
         return builder.build(signature=signature), probe
     builder.add("runtime.probe.inventory", PASS, subject=name, observed="%d nodes, %d mounts seen" % (
         len(inventory.get("nodes") or {}), len(inventory.get("mounts") or [])))
-    compare_edits(builder, expected, inventory, parsed["start"])
+    loader_points_to = observed_checks(builder, expected, inventory, parsed["start"])
     evidence["observed"] = {
         "nodes": inventory.get("nodes"),
         "mounts": _relevant_mounts(inventory.get("mounts"), expected.get("mounts")),
@@ -684,11 +804,27 @@ def runtime_facts(params, check_mode=False):
         "ldconfig": inventory.get("ldconfig"),
         "uid": parsed["start"].get("uid"),
     }
+    return build_observed(builder, inventory, loader_points_to), probe
+
+
+def observed_checks(builder, expected_edits, inventory, start):
+    """Every check computed from the probe's inventory: each CDI edit compared, the loader's libcuda, the
+    count of edits compared. Returns where a runtime.loader.libcuda FAIL points."""
+    compare_edits(builder, expected_edits, inventory, start)
+    loader_points_to = loader_check(builder, expected_edits, inventory)
+    edits_compared_check(builder)
+    return loader_points_to
+
+
+def build_observed(builder, inventory, loader_points_to=None):
+    """The runtime record once the container ran: the first FAIL's signature and where it points."""
     first_fail = next((c for c in builder.checks if c["status"] == FAIL), None)
     if first_fail is not None and first_fail["id"] == "runtime.device_node.open":
-        signature = open_signature((inventory["nodes"].get(first_fail["subject"]) or {}).get("open"))
-        return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"]), probe
-    return builder.build(), probe
+        signature = open_signature(((inventory.get("nodes") or {}).get(first_fail["subject"]) or {}).get("open"))
+        return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"])
+    if first_fail is not None and first_fail["id"] == "runtime.loader.libcuda":
+        return builder.build(points_to=loader_points_to)
+    return builder.build()
 
 
 def _runtime_facts_per_device(params):

@@ -10,8 +10,11 @@ nothing else decides a verdict.
 
 from __future__ import annotations
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import (
+    because_text, edits_compared, edits_not_applied, explain, explaining_ids,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
-    FAIL, NOT_RUN, ORDERED_LAYERS, PASS, WARN,
+    FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN, validate_record,
 )
 
 COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
@@ -25,6 +28,8 @@ def compute_points_to(container_status, host_control_status):
     container FAIL + host PASS -> "runtime" (the injection lost something the host has);
     container FAIL + host FAIL -> "host" (driver/host problem, the container is not to blame);
     container FAIL + host not run -> "compute" (cannot tell which side).
+    This is what the compute record alone can say; ``node_verdict`` (``attribute``) refines it with the runtime
+    and cdi records: edits applied and a cdi check explaining the signature -> "cdi".
     """
     if container_status != FAIL:
         return None
@@ -46,31 +51,184 @@ def _cdi_injected(compute_record):
     return bool(container.get("cdi_devices")) and bool(container.get("executed"))
 
 
+def _describe_gpu(row):
+    parts = []
+    if row.get("index") is not None:
+        parts.append("GPU %s" % row["index"])
+    if row.get("uuid"):
+        parts.append(str(row["uuid"]))
+    return " ".join(parts) or "a GPU without index or uuid"
+
+
+def _gpu_rows_errors(compute_record):
+    """I3 shape errors of compute.evidence.gpus (absent is not an error here; the verified gate says so)."""
+    rows = ((compute_record or {}).get("evidence") or {}).get("gpus")
+    if rows is None:
+        return []
+    if not isinstance(rows, list):
+        return ["evidence.gpus is not a list"]
+    errors = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            errors.append("evidence.gpus[%d] is not a mapping" % i)
+        elif row.get("status") not in STATUSES:
+            errors.append("evidence.gpus[%d] has unknown status %r" % (i, row.get("status")))
+        elif not isinstance(row.get("expected"), bool):
+            errors.append("evidence.gpus[%d] has no boolean 'expected'" % i)
+    return errors
+
+
+def record_errors(layer, record):
+    """Contract violations of the record given for ``layer`` (``_result.validate_record`` plus the checks
+    the verdict relies on)."""
+    errors = validate_record(record)
+    if errors:
+        return errors
+    if record["layer"] != layer:
+        errors.append("given as the %s record but its layer is %r" % (layer, record["layer"]))
+    if layer == "compute":
+        errors += _gpu_rows_errors(record)
+    if layer == "runtime" and record["status"] == PASS and not edits_compared(record):
+        errors.append("runtime PASS without any CDI edit compared")
+    return errors
+
+
+def malformed_records(records):
+    """{layer: [errors]} for every record of ``records`` that breaks the contract."""
+    out = {}
+    for layer in sorted(records, key=lambda name: (LAYERS.index(name) if name in LAYERS else len(LAYERS), str(name))):
+        if layer not in LAYERS:
+            out[str(layer)] = ["unknown layer name %r" % (layer,)]
+            continue
+        errors = record_errors(layer, records[layer])
+        if errors:
+            out[layer] = errors
+    return out
+
+
+def _verdict(verdict, reason, layer=None, signature=None, points_to=None, because=None, gpus=None):
+    return {"verdict": verdict, "layer": layer, "signature": signature, "points_to": points_to, "reason": reason,
+            "because": list(because or []), "gpus": list(gpus or [])}
+
+
+def _host_control_status(compute_record):
+    control = ((compute_record or {}).get("evidence") or {}).get("host_control") or {}
+    return control.get("status") or NOT_RUN
+
+
+def _short(reason):
+    # the compute record's reason carries the signature's generic hint; the verdict gives the cause instead
+    return (reason or "").split("; hint: ")[0]
+
+
+def attribute(records, layer):
+    """Where the FAIL of ``layer`` points, from the cause (DESIGN.md "Attribution").
+
+    Returns (points_to, because, why). ``because`` lists the cdi checks that explain the signature
+    (``_attribution.explain``); ``why`` is a sentence for the reason (None when the record's own
+    ``points_to`` stands).
+    - runtime FAIL: the cdi layer WARNed/FAILed a check that explains the signature -> cdi;
+    - compute FAIL: host control FAIL -> host; host control PASS and an edit not applied -> runtime; edits
+      applied and a cdi check explains the signature -> cdi; edits applied, host control PASS and the
+      signature is one a spec can cause -> cdi with no check to name; else the record's own points_to.
+    """
+    record = records[layer]
+    signature = record.get("signature")
+    because = explain(signature, records.get("cdi"))
+    own = record.get("points_to") or layer
+    if layer == "runtime":
+        if because:
+            return "cdi", because, "a cdi check explains %s" % signature
+        return own, [], None
+    if layer != "compute":
+        return own, [], None
+    host = _host_control_status(record)
+    runtime = records.get("runtime")
+    if host == FAIL:
+        return "host", [], "the same probe fails on the host too"
+    compared = edits_compared(runtime) if runtime and runtime.get("status") in (PASS, WARN) else []
+    missing = edits_not_applied(runtime) if compared else []
+    if host == PASS and missing:
+        return "runtime", [], "the runtime did not apply %s" % ", ".join(
+            "%s %s" % (c["id"], c.get("subject") or "") for c in missing)
+    if compared and not missing:
+        applied = "the runtime applied every spec edit (%d compared)" % len(compared)
+        if because:
+            return "cdi", because, "%s%s, so the spec is the cause" % (
+                applied, " and the host control passes" if host == PASS else "")
+        if host == PASS and explaining_ids(signature):
+            return "cdi", [], "%s and the host control passes, so the spec is the cause (no cdi check flagged it: " \
+                              "compare the spec with the host's driver files)" % applied
+    return own, [], None
+
+
+def _failed(records, layer):
+    record = records[layer]
+    signature = record.get("signature") or "%s.failed" % layer
+    points_to, because, why = attribute(records, layer)
+    reason = record.get("reason")
+    if why:
+        reason = "%s; points to %s: %s" % (_short(reason), points_to, why)
+        if because:
+            reason += "; because %s" % "; ".join(because_text(b) for b in because)
+    return _verdict("FAILED_AT_" + layer.upper(), reason, layer, signature, points_to, because, _gpu_rows(records))
+
+
+def _gpu_rows(records):
+    rows = ((records.get("compute") or {}).get("evidence") or {}).get("gpus")
+    return rows if isinstance(rows, list) else []
+
+
+def _unverified_gpus(rows):
+    """Why per-GPU rows do not prove the node (None when they do)."""
+    if not rows:
+        return "compute record has no per-GPU rows"
+    expected = [r for r in rows if r.get("expected")]
+    not_run = [r for r in expected if r.get("status") == NOT_RUN]
+    if not_run:
+        return "; ".join("%s not run: %s" % (_describe_gpu(r), r.get("reason") or "no reason") for r in not_run)
+    other = [r for r in expected if r.get("status") != PASS]
+    if other:
+        return "; ".join("%s %s: %s" % (_describe_gpu(r), r.get("status"), r.get("reason") or r.get("signature"))
+                         for r in other)
+    if not any(r.get("status") == PASS for r in rows):
+        return "no GPU row PASSed"
+    return None
+
+
 def node_verdict(records):
     """Verdict of one node from its layer records (a mapping layer -> record; a missing layer is NOT_RUN).
 
-    Returns a dict: verdict, layer (the failing one or None), signature, points_to, reason.
-    - FAILED_AT_<LAYER> for the first FAIL in order host -> cdi -> runtime -> compute;
-    - COMPUTE_VERIFIED only when compute PASSed inside a container that received the GPU through the
-      runtime's CDI injection, and the runtime layer itself did not fail;
-    - INCONCLUSIVE otherwise, with the reason naming what did not run.
+    Returns a dict: verdict, layer (the failing one or None), signature, points_to, reason, because (the
+    cdi checks that explain a failure attributed to the spec: check, status, subject, observed, hint) and
+    gpus (the compute record's per-GPU rows).
+    - every record is validated first (``record_errors``): a malformed one makes the node INCONCLUSIVE;
+    - FAILED_AT_<LAYER> for the first FAIL in order host -> cdi -> runtime -> compute, attributed from the
+      cause (``attribute``);
+    - COMPUTE_VERIFIED only when compute PASSed (or WARNed) inside a container that received the GPU through
+      the runtime's CDI injection, the runtime layer did not fail, and every expected GPU row PASSed;
+    - INCONCLUSIVE otherwise, with the reason naming what did not run or was not proven.
     """
-    records = records or {}
+    records = dict((k, v) for k, v in (records or {}).items() if v is not None)
+    malformed = malformed_records(records)
+    if malformed:
+        return _verdict(INCONCLUSIVE, "malformed record: %s" % "; ".join(
+            "%s: %s" % (layer, ", ".join(errors)) for layer, errors in malformed.items()))
     for layer in ORDERED_LAYERS:
         record = records.get(layer)
         if record and record.get("status") == FAIL:
-            return {
-                "verdict": "FAILED_AT_" + layer.upper(),
-                "layer": layer,
-                "signature": record.get("signature") or "%s.failed" % layer,
-                "points_to": record.get("points_to") or layer,
-                "reason": record.get("reason"),
-            }
+            return _failed(records, layer)
     compute = records.get("compute")
-    if (_layer_status(records, "compute") == PASS and _cdi_injected(compute)
+    rows = _gpu_rows(records)
+    # compute WARN still computed (a named risk: an unexpected GPU seen, the host control failing alone); the
+    # per-GPU rows decide whether every expected GPU was proven
+    if (_layer_status(records, "compute") in (PASS, WARN) and _cdi_injected(compute)
             and _layer_status(records, "runtime") in (PASS, WARN)):
-        return {"verdict": COMPUTE_VERIFIED, "layer": None, "signature": None, "points_to": None,
-                "reason": "a CUDA kernel ran and was verified inside a container that got the GPU through CDI"}
+        unproven = _unverified_gpus(rows)
+        if unproven is None:
+            return _verdict(COMPUTE_VERIFIED, "a CUDA kernel ran and was verified inside a container that got the GPU "
+                            "through CDI, on every expected GPU", gpus=rows)
+        return _verdict(INCONCLUSIVE, unproven, gpus=rows)
     missing = []
     for layer in ORDERED_LAYERS:
         record = records.get(layer)
@@ -80,5 +238,4 @@ def node_verdict(records):
             missing.append("%s: %s" % (layer, record.get("reason") or "not run"))
     if not missing and not _cdi_injected(compute):
         missing.append("compute: did not run inside a CDI-injected container")
-    return {"verdict": INCONCLUSIVE, "layer": None, "signature": None, "points_to": None,
-            "reason": "; ".join(missing) or "no layer failed, but compute was not verified"}
+    return _verdict(INCONCLUSIVE, "; ".join(missing) or "no layer failed, but compute was not verified", gpus=rows)

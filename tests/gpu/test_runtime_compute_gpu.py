@@ -50,13 +50,16 @@ def _save(name, records):
         json.dump(records, f, indent=2, sort_keys=True, default=str)
 
 
-def run_variant(variant, host, user=None):
-    """All four layers for one spec variant; returns the records and the verdict (and saves them)."""
+def run_variant(variant, host, user=None, edit=None, name=None):
+    """All four layers for one spec variant (``edit``: a change made to its spec first, saved as ``name``);
+    returns the records and the verdict (and saves them)."""
     run_id = "gpu-%s-%s" % (variant.replace("_", "-"), uuid.uuid4().hex[:6])
     try:
         spec = _cdi_spec.build_spec(run_id, variant=variant, driver_root=DRIVER_ROOT, host=host)
     except _cdi_spec.SpecError as exc:
         pytest.skip("variant %s cannot be built here: %s" % (variant, exc))
+    if edit is not None:
+        edit(spec)
     device = "%s=0" % spec["kind"]  # the run's own kind
     _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
     try:
@@ -70,7 +73,7 @@ def run_variant(variant, host, user=None):
         leftovers = _runtime.cleanup(run_id=run_id, runtime="podman", spec_dir=SPEC_DIR)
     records = {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}
     verdict = node_verdict(records)
-    _save(variant, {"variant": variant, "prediction": _cdi_spec.prediction(variant), "user": user,
+    _save(name or variant, {"variant": name or variant, "prediction": _cdi_spec.prediction(variant), "user": user,
                     "records": dict(records, probe=probe), "verdict": verdict, "cleanup": leftovers})
     for layer in ("cdi", "runtime", "compute"):
         assert validate_record(records[layer]) == [], layer
@@ -102,6 +105,8 @@ def test_full_spec_compute_verified(host_record):
     assert loaded["ok"] and os.path.basename(loaded["realpath"]).startswith("libcuda.so.")
     assert probe["nvml"]["ok"], "NVML should work in the full spec's container"
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    assert verdict["gpus"] and all(r["status"] == "PASS" for r in verdict["gpus"] if r["expected"]), verdict["gpus"]
+    assert [c["status"] for c in runtime["checks"] if c["id"] == "runtime.loader.libcuda"] == ["PASS"]
 
 
 def test_no_ptxjit_mount_jit_compiler_not_found(host_record):
@@ -112,6 +117,8 @@ def test_no_ptxjit_mount_jit_compiler_not_found(host_record):
     assert _failed_call(compute) == "cuModuleLoadData"
     assert compute["points_to"] == "runtime"  # the host control passed
     assert verdict["verdict"] == "FAILED_AT_COMPUTE"
+    # the runtime applied every edit and the host control passed: the spec is the cause, and cdi says which check
+    assert (verdict["points_to"], [b["check"] for b in verdict["because"]]) == ("cdi", ["cdi.nvidia.ptxjit"]), verdict
 
 
 def test_no_uvm_node_unknown_error_with_hint(host_record):
@@ -124,6 +131,7 @@ def test_no_uvm_node_unknown_error_with_hint(host_record):
     assert probe["nvml"]["ok"], "NVML works while CUDA fails"
     assert compute["points_to"] == "runtime"
     assert verdict["verdict"] == "FAILED_AT_COMPUTE"
+    assert (verdict["points_to"], [b["check"] for b in verdict["because"]]) == ("cdi", ["cdi.nvidia.uvm"]), verdict
 
 
 def test_cgroup_read_only_open_eperm_then_no_device(host_record):
@@ -131,6 +139,7 @@ def test_cgroup_read_only_open_eperm_then_no_device(host_record):
     assert records["runtime"]["signature"] == "runtime.device_node.open.EPERM", records["runtime"]["reason"]
     assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE", records["compute"]["reason"]
     assert verdict["verdict"] == "FAILED_AT_RUNTIME"
+    assert (verdict["points_to"], [b["check"] for b in verdict["because"]]) == ("cdi", ["cdi.nvidia.cgroup_write"]), verdict
 
 
 def test_stub_libcuda(host_record):
@@ -140,6 +149,8 @@ def test_stub_libcuda(host_record):
     assert _failed_call(compute) == "cuInit"
     assert compute["points_to"] == "runtime"
     assert verdict["layer"] in ("compute", "cdi"), verdict  # the cdi layer may already flag the stub
+    assert verdict["points_to"] == "cdi", verdict
+    assert [c["status"] for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"] == ["WARN"]
 
 
 def test_file_mode_0000_as_uid_1000(host_record):
@@ -167,3 +178,44 @@ def test_missing_host_path_never_starts(host_record, variant, cdi_signature):
     assert records["compute"]["status"] == "NOT_RUN"
     assert records["cdi"]["status"] == "FAIL" and verdict["verdict"] == "FAILED_AT_CDI"
     assert verdict["signature"] == cdi_signature, verdict
+
+
+# issue 10: node-style specs whose failure the spec causes, measured on this host before attribution followed
+# the cause (they pointed at runtime with a generic hint)
+
+def _drop_nvidiactl(spec):
+    edits = spec["containerEdits"]
+    edits["deviceNodes"] = [n for n in edits["deviceNodes"] if n["path"] != "/dev/nvidiactl"]
+
+
+def test_spec_without_nvidiactl_points_at_cdi(host_record):
+    records, _probe, verdict = run_variant("full", host_record, edit=_drop_nvidiactl, name="no_nvidiactl")
+    assert records["runtime"]["status"] in ("PASS", "WARN"), records["runtime"]["reason"]
+    assert records["compute"]["status"] == "FAIL", records["compute"]["reason"]
+    assert verdict["verdict"] == "FAILED_AT_COMPUTE", verdict
+    assert (verdict["points_to"], [b["check"] for b in verdict["because"]]) == ("cdi", ["cdi.nvidia.nvidiactl"]), verdict
+
+
+STUBS_IN_CONTAINER = "/usr/local/cuda/lib64/stubs"
+
+
+def _stub_first_on_the_library_path(spec):
+    stub = os.environ.get("GPUPROBE_STUB_LIBCUDA")
+    if not stub:
+        pytest.skip("no CUDA toolkit stub libcuda here (GPUPROBE_STUB_LIBCUDA)")
+    edits = spec["containerEdits"]
+    edits["mounts"].append({"hostPath": stub, "containerPath": STUBS_IN_CONTAINER + "/libcuda.so.1",
+                            "options": ["ro", "nosuid", "nodev", "bind"]})
+    edits["env"] = ["LD_LIBRARY_PATH=%s:%s" % (STUBS_IN_CONTAINER, e.split("=", 1)[1]) if e.startswith("LD_LIBRARY_PATH=")
+                    else e for e in edits["env"]]
+
+
+def test_stub_first_on_the_library_path_fails_the_loader_check_and_points_at_cdi(host_record):
+    records, probe, verdict = run_variant("full", host_record, edit=_stub_first_on_the_library_path, name="stub_first")
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"]
+    assert [c["status"] for c in loader] == ["FAIL"], loader
+    assert STUBS_IN_CONTAINER + "/libcuda.so.1" in loader[0]["observed"]
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_STUB_LIBRARY", records["compute"]["reason"]
+    assert (verdict["verdict"], verdict["signature"], verdict["points_to"]) == (
+        "FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi"), verdict
+    assert [b["check"] for b in verdict["because"]] == ["cdi.nvidia.libcuda"], verdict

@@ -14,17 +14,20 @@ from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder, PASS, FAIL, not_run
 
 
-def record(layer, status, **evidence):
+def record(layer, status, check_id=None, **evidence):
     b = LayerBuilder(layer)
-    b.add("%s.sample" % layer, status, observed="x")
+    b.add(check_id or "%s.sample" % layer, status, observed="x")
     b.evidence = evidence
     return b.build()
 
 
 HOSTVARS = {
     "ok": {"verify_records": {"host": record("host", PASS), "cdi": record("cdi", PASS),
-                              "runtime": record("runtime", PASS),
-                              "compute": record("compute", PASS, container={"executed": True, "cdi_devices": ["a=0"]})},
+                              "runtime": record("runtime", PASS, "runtime.mount.present"),
+                              "compute": record("compute", PASS, container={"executed": True, "cdi_devices": ["a=0"]},
+                                                gpus=[{"index": 0, "uuid": "GPU-a", "model": None, "expected": True,
+                                                       "seen_in_container": True, "ordinal": 0, "status": PASS,
+                                                       "signature": None, "reason": None}])},
            "gpuprobe_pins": {"driver_version": "580.159.04"}},
     "broken": {"verify_records": {"host": record("host", FAIL), "runtime": not_run("runtime", "blocked by host FAIL")}},
     "gone": {"gpuprobe_unreachable": "Failed to connect to the host via ssh"},

@@ -95,3 +95,11 @@ def test_report_diff_markdown():
     assert "No host changed." in F["report_diff_markdown"](diff)
     with pytest.raises(AnsibleFilterError):
         F["report_diff_markdown"]({"x": 1})
+
+
+def test_node_verdict_carries_because_and_gpus_and_refuses_malformed_records():
+    v = F["node_verdict"]({"host": failed_host()})
+    assert v["because"] == [] and v["gpus"] == []
+    broken = dict(failed_host(), signature=None)
+    v = F["node_verdict"]({"host": broken})
+    assert v["verdict"] == "INCONCLUSIVE" and v["reason"] == "malformed record: host: FAIL without a signature"

@@ -92,8 +92,7 @@ def test_pass_in_cdi_container_is_compute_verified_even_if_host_control_fails():
     assert validate_record(record) == []
     assert record["status"] == "PASS"
     assert [c["status"] for c in record["checks"] if c["id"] == "compute.host_control"] == ["WARN"]
-    runtime = {"layer": "runtime", "status": "PASS"}
-    assert node_verdict({"runtime": runtime, "compute": record})["verdict"] == "COMPUTE_VERIFIED"
+    # (COMPUTE_VERIFIED also needs a runtime record and per-GPU rows: tests/unit/.../test__verdict.py)
 
 
 def test_container_never_ran_is_not_run_with_the_runtime_reason():

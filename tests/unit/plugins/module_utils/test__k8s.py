@@ -222,3 +222,14 @@ def test_real_kubectl_against_a_closed_port_is_not_run(tmp_path):
     r = _k8s.collect_k8s(kubectl=REAL_KUBECTL, kubeconfig=str(kubeconfig), timeout=5)
     assert r["status"] == NOT_RUN and r["reason"].startswith("cluster not reachable: kubectl get nodes: ")
     assert r["reason"].endswith("The connection to the server 127.0.0.1:1 was refused - did you specify the right host or port?")
+
+
+def test_ready_unknown_is_never_pass():
+    nodes = load("nodes.json")
+    for node in nodes["items"]:
+        if node["metadata"]["name"] == "gpu-a":
+            node["status"]["conditions"] = [c for c in node["status"]["conditions"] if c["type"] != "Ready"]
+    r = _k8s.analyse(nodes, load("pods.json"), load("events.json"), ["nvidia.com/gpu"])
+    c = by(r, "k8s.node.ready", "gpu-a")
+    assert (c["status"], c["observed"]) == (WARN, "Ready unknown: the node reports no Ready condition")
+    assert by(r, "k8s.node.ready", "gpu-b")["status"] == PASS

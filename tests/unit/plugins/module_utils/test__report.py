@@ -22,13 +22,18 @@ def rec(layer, status, check_id=None, signature=None, points_to=None, evidence=N
     return b.build(signature=signature, points_to=points_to)
 
 
+GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "model": "NVIDIA H200", "expected": True,
+           "seen_in_container": True, "ordinal": 0, "status": PASS, "signature": None, "reason": None}
+
+
 def healthy(driver="580.159.04", api="13000", runtime="podman 4.3.1", digest="sha256:aa"):
     return {
         "host": rec("host", PASS, versions={"driver": driver, "cuda_driver_api": api}),
         "cdi": rec("cdi", PASS, evidence={"spec_digest": digest}),
-        "runtime": rec("runtime", PASS, versions={"runtime": runtime}),
-        "compute": rec("compute", PASS, evidence={"container": {"executed": True,
-                                                                "cdi_devices": ["nvidia.com/gpu=0"]}}),
+        # an edit compared (runtime PASS needs one) and a proven per-GPU row (COMPUTE_VERIFIED needs them)
+        "runtime": rec("runtime", PASS, "runtime.device_node.present", versions={"runtime": runtime}),
+        "compute": rec("compute", PASS, evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=0"]},
+                                                  "gpus": [GPU_ROW]}),
     }
 
 
@@ -104,7 +109,7 @@ def test_counts(report):
     assert c["by_signature"] == {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": 1, "host.nvml.init": 1}
     assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
-                                 "unreachable": 1, "drifted": 2}
+                                 "unreachable": 1, "drifted": 2, "k8s_findings": 0}
 
 
 def test_drift_lists_differing_and_unobservable_pins(report):
@@ -266,3 +271,81 @@ def test_report_with_drills_renders_table():
     md = R.render_markdown(r)
     assert "| n1 | no\\_uvm\\_node | compute | x | FAILED\\_AT\\_HOST | host.nvml.init | **no** |" in md
     assert "no_uvm_node" in R.render_html(r)
+
+
+# ---------------------------------------------------------------------------------------------------
+# k8s cross-check with the node verdicts (k8s records from _k8s.analyse on the kubectl fixtures)
+
+def _k8s_record(labels=None):
+    import os  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s")
+    docs = {}
+    for name in ("nodes", "pods", "events"):
+        with open(os.path.join(fixtures, name + ".json")) as f:
+            docs[name] = json.load(f)
+    for node in docs["nodes"]["items"]:
+        node["metadata"]["labels"].update((labels or {}).get(node["metadata"]["name"], {}))
+    return _k8s.analyse(docs["nodes"], docs["pods"], docs["events"], ["nvidia.com/gpu"])
+
+
+@pytest.fixture
+def k8s_report():
+    k8s = _k8s_record({"gpu-c": {"nvidia.com/cuda.driver-version.full": "570.124.06"}})
+    hosts = []
+    for name, records in (("gpu-a.example.org", no_gpu()), ("gpu-b", healthy()), ("gpu-c", healthy()),
+                          ("cpu-d", healthy()), ("elsewhere", healthy())):
+        records = dict(records, k8s=k8s)
+        hosts.append({"name": name, "records": records})
+    return R.build_report(hosts, "2026-12-02T18:30:00Z")
+
+
+def test_k8s_crosscheck_findings(k8s_report):
+    found = dict(((f["host"], f["finding"]), f) for f in k8s_report["k8s_crosscheck"])
+    assert sorted(found) == [("cpu-d", "nothing_advertised"), ("gpu-a.example.org", "allocatable_on_unverified_node"),
+                             ("gpu-b", "nothing_advertised"), ("gpu-c", "stale_driver_label")]
+    a = found[("gpu-a.example.org", "allocatable_on_unverified_node")]
+    assert (a["k8s_node"], a["severity"]) == ("gpu-a", FAIL)
+    assert a["message"] == "the scheduler will place GPU Pods here, on a node that cannot compute"
+    assert a["observed"] == "allocatable nvidia.com/gpu=8; verdict FAILED_AT_HOST"
+    assert found[("gpu-b", "nothing_advertised")]["message"].startswith("the device plugin advertises nothing")
+    assert found[("gpu-c", "stale_driver_label")]["observed"] == "feature label driver 570.124.06, host driver 580.159.04"
+    assert k8s_report["summary"]["k8s_findings"] == 4
+
+
+def test_k8s_crosscheck_is_rendered(k8s_report):
+    md = R.render_markdown(k8s_report)
+    assert "## Kubernetes vs node verdicts" in md
+    assert "| gpu-c | gpu-c | stale\\_driver\\_label | WARN |" in md
+    page = R.render_html(k8s_report)
+    assert "<h2>Kubernetes vs node verdicts</h2>" in page and "allocatable_on_unverified_node" in page
+
+
+def test_k8s_crosscheck_unverified_node_is_a_warning_and_not_run_k8s_says_nothing():
+    k8s = _k8s_record()
+    findings = R.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [k8s])
+    assert [(f["finding"], f["severity"]) for f in findings] == [("allocatable_on_unverified_node", WARN)]
+    assert R.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [not_run("k8s", "no kubeconfig")]) == []
+
+
+@pytest.mark.parametrize("labels,version", [
+    ({"nvidia.com/cuda.driver-version.full": "580.159.04"}, "580.159.04"),
+    ({"nvidia.com/cuda.driver.major": "580", "nvidia.com/cuda.driver.minor": "159", "nvidia.com/cuda.driver.rev": "04"},
+     "580.159.04"),
+    ({"nvidia.com/cuda.driver.major": "580"}, None),
+    ({}, None),
+])
+def test_label_driver_version(labels, version):
+    assert R.label_driver_version(labels) == version
+
+
+def test_because_is_rendered_for_a_spec_attributed_failure():
+    entry_report = R.build_report([{"name": "n", "records": healthy()}], "t")
+    entry = entry_report["hosts"]["n"]
+    assert entry["because"] == [] and entry["gpus"] == [GPU_ROW]
+    entry["because"] = [{"check": "cdi.nvidia.nvidiactl", "status": WARN, "subject": "/dev/nvidiactl",
+                         "observed": "absent", "hint": None}]
+    assert "- cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)" in R.render_markdown(entry_report)
+    assert "cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in R.render_html(entry_report)
+    props = ET.fromstring(R.render_junit(entry_report).split("\n", 1)[1]).find("testsuite/properties")
+    assert {p.get("name"): p.get("value") for p in props}["because"] == "cdi.nvidia.nvidiactl /dev/nvidiactl: absent"

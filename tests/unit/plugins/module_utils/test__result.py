@@ -77,3 +77,26 @@ def test_validate_record_finds_violations(mutate, error):
     rec = b.build()
     mutate(rec)
     assert error in R.validate_record(rec)
+
+
+def test_not_run_checks_of_a_pass_or_warn_layer_are_not_proven():
+    for status in (R.PASS, R.WARN):
+        b = R.LayerBuilder("runtime")
+        b.add("runtime.device_node.present", status, subject="/dev/nvidia0")
+        b.add("runtime.hook.effect", R.NOT_RUN, subject="createContainer /usr/bin/nvidia-ctk",
+              observed="not observable from inside")
+        record = b.build()
+        assert record["status"] == status
+        assert record["not_proven"][-1] == ("not checked: runtime.hook.effect createContainer /usr/bin/nvidia-ctk "
+                                            "(not observable from inside)")
+        assert R.validate_record(record) == []
+        record["not_proven"] = record["not_proven"][:-1]
+        assert R.validate_record(record) == ["NOT_RUN check(s) runtime.hook.effect missing from not_proven"]
+
+
+def test_a_check_that_is_not_a_mapping_is_a_violation():
+    b = R.LayerBuilder("host")
+    b.add("host.x", R.PASS)
+    record = b.build()
+    record["checks"].append(7)
+    assert R.validate_record(record) == ["check 1 is not a mapping"]

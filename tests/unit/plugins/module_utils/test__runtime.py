@@ -1,9 +1,11 @@
 """Pure parts of the runtime layer: start-error classification (real podman 4.3.1/runc 1.1.5 messages),
-edit-by-edit comparison, argv."""
+edit-by-edit comparison, the loader's libcuda, argv."""
+import os
+
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 # Messages observed on this machine (podman 4.3.1, runc 1.1.5) and on the H200.
 PODMAN_ERRORS = [
@@ -166,3 +168,100 @@ def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
     config = _runtime._probe_config(edits, True, _compute.busy_plan(host, allow))  # pylint: disable=protected-access
     assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True}, **expect)
+
+
+# ---------------------------------------------------------------------------------------------------
+# runtime.loader.libcuda on the inventory of the real probe (compiled libcuda files on LD_LIBRARY_PATH)
+
+def _probe_inventory(ld_library_path):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_library_path}
+    out = subprocess.run([sys.executable, _probe.__file__, '{"compute": false}'], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    return _probe.parse_output(out)["inventory"]
+
+
+@pytest.fixture
+def libs(tmp_path):
+    import shutil  # pylint: disable=import-outside-toplevel
+    import verdictlab  # pylint: disable=import-outside-toplevel
+    if not shutil.which("cc"):
+        pytest.skip("needs cc")
+    driver = tmp_path / "driver"
+    other = tmp_path / "compat"
+    verdictlab.compile_libcuda(str(driver / "libcuda.so.580.159.04"), 100)
+    verdictlab.compile_libcuda(str(other / "libcuda.so.590.1"), 100)
+    os.symlink("libcuda.so.580.159.04", str(driver / "libcuda.so.1"))
+    os.symlink("libcuda.so.590.1", str(other / "libcuda.so.1"))
+    return driver, other
+
+
+def _loader(edits, inventory):
+    b = _builder()
+    points_to = _runtime.loader_check(b, edits, inventory)
+    return [c for c in b.checks if c["id"] == "runtime.loader.libcuda"], points_to
+
+
+def _mount(path):
+    return {"mounts": [{"hostPath": "/usr/local/nvidia/lib64/libcuda.so.580.159.04", "containerPath": str(path),
+                        "options": ["ro", "bind"]}]}
+
+
+def test_loader_resolves_the_mounted_driver_library(libs):
+    driver, other = libs
+    # mounted as the versioned file (nvidia-ctk style, libcuda.so.1 a symlink to it): /proc/self/maps names that file
+    checks, points_to = _loader(_mount(driver / "libcuda.so.580.159.04"), _probe_inventory("%s:%s" % (driver, other)))
+    assert [c["status"] for c in checks] == [PASS] and points_to is None
+    assert checks[0]["observed"].startswith("resolved to %s/libcuda.so.580.159.04; LD_LIBRARY_PATH" % driver)
+
+
+def test_loader_another_version_first_fails_with_the_paths(libs):
+    driver, other = libs
+    edits = dict(_mount(driver / "libcuda.so.580.159.04"), env=["LD_LIBRARY_PATH=%s" % other])
+    checks, points_to = _loader(edits, _probe_inventory("%s:%s" % (other, driver)))
+    assert [c["status"] for c in checks] == [FAIL]
+    observed = checks[0]["observed"]
+    assert observed.startswith("another file than the mounted driver library resolved first: %s/libcuda.so.590.1;"
+                               % other)
+    assert "LD_LIBRARY_PATH %s:%s" % (other, driver) in observed
+    assert points_to == "cdi"  # the spec's own env put that directory first
+    _checks, points_to = _loader(_mount(driver / "libcuda.so.580.159.04"), _probe_inventory("%s:%s" % (other, driver)))
+    assert points_to == "runtime"  # not the spec's doing (the image's environment)
+
+
+def test_loader_not_finding_the_mounted_file_fails(libs, tmp_path):
+    checks, _points_to = _loader(_mount(tmp_path / "elsewhere" / "libcuda.so.1"), _probe_inventory(str(tmp_path / "none")))
+    assert [c["status"] for c in checks] == [FAIL]
+    assert checks[0]["observed"].startswith("not resolved to the mounted file: libcuda.so.1: cannot open shared object file")
+
+
+def test_loader_found_the_mounted_file_that_dlopen_refused_passes(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libcuda.so.1").write_text("not an ELF file\n")
+    checks, _points_to = _loader(_mount(lib / "libcuda.so.1"), _probe_inventory(str(lib)))
+    assert [c["status"] for c in checks] == [PASS] and "dlopen refused it" in checks[0]["observed"]
+
+
+def test_loader_without_a_libcuda_mount_or_inventory_is_not_run(libs):
+    driver, _other = libs
+    checks, _points_to = _loader({"mounts": []}, _probe_inventory(str(driver)))
+    assert [c["status"] for c in checks] == [NOT_RUN] and "the spec mounts no libcuda" in checks[0]["observed"]
+    checks, _points_to = _loader(_mount(driver / "libcuda.so.1"), {"nodes": {}})
+    assert [c["status"] for c in checks] == [NOT_RUN]
+    inventory = _probe_inventory(str(driver))
+    inventory["libraries"]["libcuda.so.1"].pop("path")  # a loaded library whose file the maps did not name
+    checks, _points_to = _loader(_mount(driver / "libcuda.so.580.159.04"), inventory)
+    assert [c["status"] for c in checks] == [NOT_RUN] and "not found in /proc/self/maps" in checks[0]["observed"]
+
+
+def test_edits_compared_check():
+    b = _builder()
+    _runtime.compare_env(b, ["A=1"], {"A": "1"})
+    _runtime.edits_compared_check(b)
+    assert (b.checks[-1]["status"], b.checks[-1]["observed"]) == (PASS, "1 compared")
+    b = _builder()
+    _runtime.edits_compared_check(b)
+    assert b.checks[-1]["status"] == WARN and b.build()["status"] == WARN

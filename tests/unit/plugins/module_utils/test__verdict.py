@@ -1,81 +1,424 @@
+"""The node verdict on records the layers produced (verdictlab.py: host from a node tree, cdi from a real spec
+file, runtime and compute from the real probe run in a mini container), never on hand-made records."""
+import copy
+import json
+import os
+
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _result as R
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import compute_points_to, node_verdict
+from verdictlab import (  # noqa: F401 (node is a fixture)
+    STUBS, emitted, full_spec, node, passing_control, passing_steps, real_control,
+)
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _compute, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+    FAIL, NOT_RUN, PASS, WARN, not_run, not_run_checks_not_proven,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
+    COMPUTE_VERIFIED, INCONCLUSIVE, compute_points_to, node_verdict, record_errors,
+)
 
 
-def rec(layer, status, signature=None, points_to=None, evidence=None, reason=None):
-    return {"layer": layer, "status": status, "reason": reason or (None if status == R.PASS else "because"),
-            "checks": [], "evidence": evidence or {}, "not_proven": [], "versions": {},
-            "started_at": "x", "duration_ms": 0.0,
-            "signature": signature or ("%s.sig" % layer if status == R.FAIL else None),
-            "points_to": points_to or (layer if status == R.FAIL else None)}
+def spec_without(spec, path):
+    spec = copy.deepcopy(spec)
+    edits = spec["containerEdits"]
+    edits["deviceNodes"] = [n for n in edits["deviceNodes"] if n["path"] != path]
+    edits["mounts"] = [m for m in edits["mounts"] if m["containerPath"] != path]
+    return spec
 
 
-INJECTED = {"container": {"executed": True, "cdi_devices": ["gpuprobe.local/gpu=0"]}}
+def layers(node_, spec, control=passing_control, compute=True):
+    cdi = node_.cdi(spec)
+    runtime, probe = node_.run(cdi, compute=compute)
+    records = {"host": node_.host, "cdi": cdi, "runtime": runtime}
+    records["compute"] = node_.compute(probe, runtime, control=control)
+    return records
 
 
-def full(**statuses):
-    out = {}
-    for layer in R.ORDERED_LAYERS:
-        st = statuses.get(layer, R.PASS)
-        out[layer] = rec(layer, st, evidence=INJECTED if layer == "compute" else None)
-    return out
+def ids(checks, status=None):
+    return [c["id"] for c in checks if status is None or c["status"] == status]
 
 
-def test_all_pass_with_cdi_injection_is_compute_verified():
-    v = node_verdict(full())
-    assert v["verdict"] == "COMPUTE_VERIFIED" and v["signature"] is None
+GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "model": "NVIDIA H200", "expected": True,
+           "seen_in_container": True, "ordinal": 0, "status": PASS, "signature": None, "reason": None}
 
 
-@pytest.mark.parametrize("failing,expected", [
-    (("host",), "FAILED_AT_HOST"),
-    (("cdi", "compute"), "FAILED_AT_CDI"),
-    (("runtime", "compute"), "FAILED_AT_RUNTIME"),
-    (("compute",), "FAILED_AT_COMPUTE"),
-    (("host", "cdi", "runtime", "compute"), "FAILED_AT_HOST"),
-])
-def test_first_fail_in_order_wins(failing, expected):
-    v = node_verdict(full(**{layer: R.FAIL for layer in failing}))
-    assert v["verdict"] == expected
-    assert v["signature"] == "%s.sig" % failing[0]
+def verified_records(node_, rows=(GPU_ROW,), spec=None):
+    """The full spec with the compute steps a GPU answers (the probe's own lines), and per-GPU rows (I3: the
+    probe helper adds them to compute_record; until then they are set here)."""
+    cdi = node_.cdi(spec or full_spec())
+    runtime, probe = node_.run(cdi, compute=False)
+    probe.update(emitted(passing_steps()), compute_requested=True)
+    compute = node_.compute(probe, runtime)
+    compute["evidence"]["gpus"] = [dict(r) for r in rows]
+    return {"host": node_.host, "cdi": cdi, "runtime": runtime, "compute": compute}
 
 
-def test_compute_pass_without_cdi_injection_is_not_verified():
-    records = full()
-    records["compute"]["evidence"] = {"container": {"executed": True, "cdi_devices": []}}
-    assert node_verdict(records)["verdict"] == "INCONCLUSIVE"
+# ---------------------------------------------------------------------------------------------------
+# attribution from the cause (issue 10 item 1)
 
-
-def test_not_run_layers_make_inconclusive_with_reasons():
-    records = {"host": rec("host", R.PASS), "cdi": rec("cdi", R.PASS),
-               "runtime": rec("runtime", R.NOT_RUN, reason="podman not installed")}
+def test_no_nvidiactl_in_the_spec_points_at_cdi_because_of_the_nvidiactl_check(node):
+    records = layers(node, spec_without(full_spec(), "/dev/nvidiactl"))
+    assert ids(records["cdi"]["checks"], WARN) == ["cdi.nvidia.nvidiactl"]
+    assert records["runtime"]["status"] == PASS  # the runtime applied the spec faithfully
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE"
+    assert records["compute"]["points_to"] == "runtime"  # what the compute record alone can say
     v = node_verdict(records)
-    assert v["verdict"] == "INCONCLUSIVE"
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_NO_DEVICE", "cdi")
+    assert [(b["check"], b["subject"], b["observed"]) for b in v["because"]] == [
+        ("cdi.nvidia.nvidiactl", "/dev/nvidiactl", "absent")]
+    assert "EPERM" not in v["reason"] and "spec is the cause" in v["reason"]
+    assert "because cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in v["reason"]
+
+
+def test_stub_first_on_the_spec_library_path_fails_the_runtime_loader_check_and_points_at_cdi(node):
+    node.stub()
+    spec = full_spec()
+    spec["containerEdits"]["env"].append("LD_LIBRARY_PATH=%s" % STUBS)
+    spec["containerEdits"]["mounts"].append({"hostPath": STUBS + "/libcuda.so.1", "containerPath": STUBS + "/libcuda.so.1",
+                                             "options": ["ro", "bind"]})
+    records = layers(node, spec)
+    assert "cdi.nvidia.libcuda" in ids(records["cdi"]["checks"], WARN)
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"]
+    assert [c["status"] for c in loader] == [FAIL]
+    assert "stub resolved first" in loader[0]["observed"] and STUBS + "/libcuda.so.1" in loader[0]["observed"]
+    assert "LD_LIBRARY_PATH" in loader[0]["observed"]
+    assert (records["runtime"]["signature"], records["runtime"]["points_to"]) == ("runtime.loader.libcuda", "cdi")
+    # the container's CUDA indeed got the stub's answer
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_STUB_LIBRARY"
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi")
+    assert [b["check"] for b in v["because"]] == ["cdi.nvidia.libcuda"]
+    assert "stub" in v["because"][0]["observed"].lower()
+
+
+def test_stub_mounted_as_libcuda_is_a_loader_warning_and_the_compute_failure_points_at_cdi(node):
+    """The H200 drill stub_libcuda: the spec mounts the toolkit stub as libcuda.so.1."""
+    node.stub()
+    spec = full_spec()
+    spec["containerEdits"]["mounts"][0]["hostPath"] = STUBS + "/libcuda.so.1"
+    records = layers(node, spec)
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
+    assert loader["status"] == WARN and "stub" in loader["observed"]
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == (
+        "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "cdi")
+    assert [b["check"] for b in v["because"]] == ["cdi.nvidia.libcuda"]
+
+
+def test_no_ptxjit_mount_names_the_ptxjit_check(node):
+    records = layers(node, spec_without(full_spec(), "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1"))
+    assert "cdi.nvidia.ptxjit" in ids(records["cdi"]["checks"], WARN)
+    assert _attribution.explain("compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", records["cdi"])[0]["check"] == \
+        "cdi.nvidia.ptxjit"
+
+
+def test_container_and_host_control_both_fail_points_at_the_host(node):
+    records = layers(node, full_spec(), control=real_control)  # the real probe here: no libcuda on this host
+    assert records["compute"]["evidence"]["host_control"]["status"] == FAIL
+    v = node_verdict(records)
+    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", "host", [])
+
+
+def test_edit_not_applied_points_at_the_runtime(node):
+    """fileMode asked by the spec, not applied by this runtime (runtime WARN): the compute failure is the runtime's."""
+    spec = full_spec()
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640
+    records = layers(node, spec)
+    assert [c["status"] for c in records["runtime"]["checks"] if c["id"] == "runtime.device_node.mode"] == [WARN]
+    v = node_verdict(records)
+    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", "runtime", [])
+    assert "the runtime did not apply runtime.device_node.mode" in v["reason"]
+
+
+def test_env_edit_lost_fails_at_runtime(node):
+    cdi = node.cdi(full_spec())
+    runtime, probe = node.run(cdi, drop_env=("NVIDIA_VISIBLE_DEVICES",))
+    v = node_verdict({"host": node.host, "cdi": cdi, "runtime": runtime, "compute": node.compute(probe, runtime)})
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.env.value", "runtime")
+
+
+def test_spec_cause_without_a_flagging_check_still_points_at_cdi_with_an_empty_because(node):
+    records = layers(node, full_spec())  # every nvidia check PASSes; this libcuda's cuInit says NO_DEVICE
+    assert ids(records["cdi"]["checks"], WARN) == []
+    v = node_verdict(records)
+    assert (v["points_to"], v["because"]) == ("cdi", [])
+    assert "no cdi check flagged it" in v["reason"]
+
+
+def test_runtime_start_signature_points_at_cdi_when_a_cdi_check_explains_it(node):
+    cdi = node.cdi(full_spec())
+    runtime = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    runtime.add("runtime.container.started", FAIL, "c", observed="Error: unresolvable CDI devices nvidia.com/gpu=0")
+    sig = _runtime.classify_start_error("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=0")
+    record = runtime.build(signature=sig, points_to="runtime")
+    assert node_verdict({"cdi": cdi, "runtime": record})["points_to"] == "runtime"  # nothing in cdi explains it
+    # a cdi layer that WARNed a check of that signature's row (a conflicting second spec of the same kind)
+    spec = full_spec()
+    node.cdi(spec)
+    with open(node.spec_dir + "/other.yaml", "w") as f:
+        f.write("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '1'\n  containerEdits:\n"
+                "    deviceNodes:\n    - path: /dev/nvidia0\n")
+    with open(node.spec_dir + "/third.yaml", "w") as f:
+        f.write("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '1'\n  containerEdits:\n"
+                "    deviceNodes:\n    - path: /dev/nvidia0\n")
+    cdi2 = node.cdi(spec)
+    explaining = [c for c in cdi2["checks"] if c["id"] in _attribution.EXPLAINED_BY[sig] and c["status"] == WARN]
+    assert explaining, [(c["id"], c["status"]) for c in cdi2["checks"]]
+    v = node_verdict({"cdi": cdi2, "runtime": record})
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "cdi")
+    assert [b["check"] for b in v["because"]] == [c["id"] for c in explaining]
+
+
+@pytest.mark.parametrize("container,host,expected", [
+    (FAIL, PASS, "runtime"), (FAIL, FAIL, "host"), (FAIL, NOT_RUN, "compute"), (PASS, PASS, None),
+])
+def test_compute_points_to(container, host, expected):
+    assert compute_points_to(container, host) == expected
+
+
+# ---------------------------------------------------------------------------------------------------
+# COMPUTE_VERIFIED and the per-GPU rows (I3/I4)
+
+def test_verified_on_every_expected_gpu(node):
+    v = node_verdict(verified_records(node))
+    assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"] == [GPU_ROW] and v["because"] == []
+
+
+def test_no_gpu_rows_is_not_verified(node):
+    records = verified_records(node, rows=())
+    v = node_verdict(records)
+    assert (v["verdict"], v["reason"]) == (INCONCLUSIVE, "compute record has no per-GPU rows")
+    del records["compute"]["evidence"]["gpus"]
+    assert node_verdict(records)["reason"] == "compute record has no per-GPU rows"
+
+
+def test_a_not_run_gpu_row_is_inconclusive_naming_that_gpu(node):
+    busy = dict(GPU_ROW, index=1, uuid="GPU-busy", status=NOT_RUN, reason="GPU in use, not preempting: pid 7")
+    v = node_verdict(verified_records(node, rows=(GPU_ROW, busy)))
+    assert v["verdict"] == INCONCLUSIVE
+    assert v["reason"] == "GPU 1 GPU-busy not run: GPU in use, not preempting: pid 7"
+
+
+def test_an_unexpected_gpu_row_warns_without_blocking(node):
+    extra = dict(GPU_ROW, index=1, uuid="GPU-extra", expected=False, status=WARN, reason="seen, not requested")
+    records = verified_records(node, rows=(GPU_ROW, extra))
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+    # the compute layer rolls that row's check up to WARN (compute.gpu.unexpected): still verified
+    records["compute"].update(status=WARN, reason="compute.gpu.unexpected: GPU-extra")
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+
+
+def test_an_expected_gpu_row_that_is_not_pass_is_not_verified(node):
+    busy = dict(GPU_ROW, status=WARN, reason="busy, probed with allow_busy_gpu: true")
+    v = node_verdict(verified_records(node, rows=(busy,)))
+    assert (v["verdict"], v["reason"]) == (INCONCLUSIVE, "GPU 0 %s WARN: busy, probed with allow_busy_gpu: true" % GPU_ROW["uuid"])
+
+
+def test_compute_pass_without_cdi_injection_is_not_verified(node):
+    records = verified_records(node)
+    records["compute"]["evidence"]["container"]["cdi_devices"] = []
+    assert node_verdict(records)["verdict"] == INCONCLUSIVE
+
+
+def test_runtime_warn_still_verifies(node):
+    spec = full_spec()
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640  # not applied here: a WARN
+    records = verified_records(node, spec=spec)
+    assert records["runtime"]["status"] == WARN
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+
+
+# ---------------------------------------------------------------------------------------------------
+# verdict integrity (issue 10 item 4)
+
+@pytest.mark.parametrize("breakage,needle", [
+    (lambda r: r["compute"].pop("checks"), "compute: missing key checks"),
+    (lambda r: r["compute"].update(status="GREEN"), "compute: unknown status 'GREEN'"),
+    (lambda r: r["runtime"]["checks"].append(dict(r["runtime"]["checks"][0], status=FAIL)),
+     "runtime: PASS record holds a FAIL check"),
+    (lambda r: r.update(cdi=r["host"]), "cdi: given as the cdi record but its layer is 'host'"),
+    (lambda r: r["compute"]["evidence"].update(gpus={"0": "PASS"}), "compute: evidence.gpus is not a list"),
+    (lambda r: r["compute"]["evidence"]["gpus"][0].update(status="OK"), "evidence.gpus[0] has unknown status 'OK'"),
+    (lambda r: r["host"].update(not_proven=[]), "missing from not_proven"),
+    (lambda r: r.update(runtime=dict(r["runtime"], checks=[c for c in r["runtime"]["checks"]
+                                                          if c["id"] not in _attribution.EDIT_CHECKS])),
+     "runtime PASS without any CDI edit compared"),
+    (lambda r: r.update(compute="not a record"), "compute: record is not a mapping"),
+])
+def test_a_malformed_record_is_inconclusive_with_the_reason_never_verified(node, breakage, needle):
+    records = verified_records(node)
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+    breakage(records)
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE and v["reason"].startswith("malformed record: ")
+    assert needle in v["reason"]
+
+
+def test_a_malformed_record_is_inconclusive_even_after_a_fail(node):
+    records = layers(node, spec_without(full_spec(), "/dev/nvidiactl"))
+    records["host"]["reason"] = None
+    records["host"]["status"] = WARN
+    assert node_verdict(records)["verdict"] == INCONCLUSIVE
+
+
+def test_runtime_with_no_expected_edit_warns_and_proves_no_edit(node):
+    cdi = node.cdi(full_spec())
+    empty = copy.deepcopy(cdi)
+    empty["evidence"]["expected_edits"] = {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}
+    runtime, _probe = node.run(empty, compute=False)
+    assert runtime["status"] == WARN
+    assert [c["status"] for c in runtime["checks"] if c["id"] == "runtime.edits.compared"] == [WARN]
+    assert record_errors("runtime", runtime) == []
+
+
+def test_not_run_checks_of_a_pass_layer_are_in_not_proven(node):
+    host = node.host
+    assert host["status"] == PASS
+    skipped = [c for c in host["checks"] if c["status"] == NOT_RUN]
+    assert skipped
+    for c in skipped:
+        assert any(c["id"] in item for item in host["not_proven"]), c["id"]
+
+
+def test_not_run_layers_make_inconclusive_with_reasons(node):
+    records = {"host": node.host, "cdi": node.cdi(full_spec()), "runtime": not_run("runtime", "podman not installed")}
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE
     assert "runtime: podman not installed" in v["reason"] and "compute: no record" in v["reason"]
 
 
 def test_empty_records_inconclusive():
-    assert node_verdict({})["verdict"] == "INCONCLUSIVE"
-    assert node_verdict(None)["verdict"] == "INCONCLUSIVE"
+    assert node_verdict({})["verdict"] == INCONCLUSIVE
+    assert node_verdict(None)["verdict"] == INCONCLUSIVE
 
 
-def test_warn_does_not_fail_but_runtime_warn_still_verifies():
-    records = full(host=R.WARN, runtime=R.WARN)
-    assert node_verdict(records)["verdict"] == "COMPUTE_VERIFIED"
+# ---------------------------------------------------------------------------------------------------
+# the table
+
+def _catalogued_signatures():
+    return set(_compute.SIGNATURES) | set(_runtime.SIGNATURES)
 
 
-def test_compute_fail_points_to_from_record():
-    records = full(compute=R.FAIL)
-    records["compute"]["points_to"] = "runtime"
-    assert node_verdict(records)["points_to"] == "runtime"
+def test_the_table_covers_every_catalogued_signature_and_nothing_else():
+    assert set(_attribution.EXPLAINED_BY) == _catalogued_signatures()
 
 
-@pytest.mark.parametrize("container,host,expected", [
-    (R.FAIL, R.PASS, "runtime"),
-    (R.FAIL, R.FAIL, "host"),
-    (R.FAIL, R.NOT_RUN, "compute"),
-    (R.PASS, R.PASS, None),
+def _cdi_check_ids():
+    """Every cdi check id of the catalogues, from docs/checks.md (generated from them, kept current by a test),
+    whichever module of the cdi layer defines it."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "checks.md")) as f:
+        text = f.read()
+    section = text.split("\n## cdi\n", 1)[1].split("\n## ", 1)[0]
+    return set(line.split("`")[1] for line in section.splitlines() if line.startswith("| `cdi."))
+
+
+def test_the_table_names_only_real_cdi_check_ids():
+    named = set(i for row in _attribution.EXPLAINED_BY.values() for i in row)
+    known = _cdi_check_ids()
+    assert "cdi.nvidia.libcuda" in known
+    assert named and named <= known, named - known
+
+
+def test_an_uncatalogued_curesult_uses_the_catch_all_row():
+    assert _attribution.explaining_ids("compute.cuda.CUDA_ERROR_LAUNCH_FAILED") == \
+        _attribution.EXPLAINED_BY[_attribution.OTHER_CURESULT]
+    assert _attribution.explaining_ids("runtime.mount.present") == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# the records the modules produced on the real H200 (docs/evidence/h200-runtime-compute, 2026-12-02)
+
+H200 = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "evidence", "h200-runtime-compute")
+
+
+def _h200(variant):
+    with open(os.path.join(H200, variant + ".json")) as f:
+        saved = json.load(f)
+    records = dict((k, v) for k, v in saved["records"].items() if k in ("host", "cdi", "runtime", "compute"))
+    _list_not_run_checks(records.values())
+    return records, saved["records"].get("probe")
+
+
+def _list_not_run_checks(records):
+    """Records made before PASS/WARN layers listed their NOT_RUN checks in not_proven: add them, as build() does."""
+    for record in records:
+        if record["status"] in (PASS, WARN):
+            record["not_proven"] += [t for t in not_run_checks_not_proven(record["checks"]) if t not in record["not_proven"]]
+
+
+@pytest.mark.parametrize("variant,verdict,signature,points_to,because", [
+    ("no_ptxjit_mount", "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "cdi", ["cdi.nvidia.ptxjit"]),
+    ("no_uvm_node", "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_UNKNOWN", "cdi", ["cdi.nvidia.uvm"]),
+    ("stub_libcuda", "FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "cdi", ["cdi.nvidia.libcuda"]),
+    ("cgroup_read_only", "FAILED_AT_RUNTIME", "runtime.device_node.open.EPERM", "cdi", ["cdi.nvidia.cgroup_write"]),
+    ("stale_library", "FAILED_AT_CDI", "cdi.host.library_version", "cdi", []),
+    ("missing_hostpath", "FAILED_AT_CDI", "cdi.host.mount_source", "cdi", []),
+    # compute PASSed there, but those records predate the per-GPU rows: not COMPUTE_VERIFIED any more
+    ("full", "INCONCLUSIVE", None, None, []),
+    ("file_mode_0000", "INCONCLUSIVE", None, None, []),
 ])
-def test_compute_points_to(container, host, expected):
-    assert compute_points_to(container, host) == expected
+def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
+    records, _probe = _h200(variant)
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == (verdict, signature, points_to), v["reason"]
+    assert [b["check"] for b in v["because"]] == because
+    if verdict == INCONCLUSIVE:
+        assert v["reason"] == "compute record has no per-GPU rows"
+
+
+@pytest.mark.parametrize("variant,status", [("full", PASS), ("no_uvm_node", PASS), ("stub_libcuda", WARN)])
+def test_loader_check_on_the_h200_inventories(variant, status):
+    records, probe = _h200(variant)
+    b = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    _runtime.loader_check(b, records["cdi"]["evidence"]["expected_edits"], probe["inventory"])
+    assert [c["status"] for c in b.checks] == [status]
+    assert b.checks[0]["observed"].startswith(
+        "resolved to the mounted file, whose host source is the CUDA toolkit stub: /usr/local/nvidia/lib64/libcuda.so.1"
+        if status == WARN else "resolved to /usr/local/nvidia/lib64/libcuda.so.1 (mounted from /lib64/libcuda.so.580.159.04)")
+
+
+# the issue's node-style specs, run on the H200 (docs/evidence/h200-attribution): the runtime record is rebuilt
+# from the saved in-container probe output by the current runtime checks, then the verdict is computed
+
+def _h200_attribution(name):
+    with open(os.path.join(H200, "..", "h200-attribution", name + ".json")) as f:
+        saved = json.load(f)
+    probe, old = saved["probe"], saved["runtime"]
+    b = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    b.evidence, b.versions = old["evidence"], old["versions"]
+    b.checks += [c for c in old["checks"]
+                 if c["id"] in ("runtime.engine.available", "runtime.container.started", "runtime.probe.inventory")]
+    points_to = _runtime.observed_checks(b, saved["cdi"]["evidence"]["expected_edits"], probe["inventory"], probe["start"])
+    records = {"host": saved["host"], "cdi": saved["cdi"], "runtime": _runtime.build_observed(b, probe["inventory"], points_to),
+               "compute": saved["compute"]}
+    _list_not_run_checks((records["host"], records["cdi"]))
+    return records
+
+
+def test_h200_spec_without_nvidiactl():
+    v = node_verdict(_h200_attribution("no_nvidiactl"))
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_NO_DEVICE", "cdi")
+    assert [(b["check"], b["observed"]) for b in v["because"]] == [("cdi.nvidia.nvidiactl", "absent")]
+
+
+def test_h200_stub_first_on_the_spec_library_path():
+    records = _h200_attribution("stub_first")
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
+    assert loader["status"] == FAIL and loader["observed"].startswith(
+        "the CUDA toolkit stub resolved first: /usr/local/cuda/lib64/stubs/libcuda.so.1 (mounted from "
+        "/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libcuda.so)")
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi")
+    assert [b["check"] for b in v["because"]] == ["cdi.nvidia.libcuda"]
+
+
+def test_h200_full_spec_needs_its_per_gpu_row():
+    records = _h200_attribution("full")
+    assert node_verdict(records)["reason"] == "compute record has no per-GPU rows"
+    device = records["compute"]["evidence"]["container"]["facts"]["device"]  # the GPU the probe ran the kernel on
+    records["compute"]["evidence"]["gpus"] = [{
+        "index": 0, "uuid": device["uuid"], "model": device["name"], "expected": True, "seen_in_container": True,
+        "ordinal": device["ordinal"], "status": PASS, "signature": None, "reason": None}]
+    v = node_verdict(records)
+    assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"

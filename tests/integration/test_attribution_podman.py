@@ -1,0 +1,106 @@
+"""Attribution from the cause with REAL podman + runc (issue 10): the three cases measured on the H200 with
+node-style specs, reproduced with synthetic char devices, a compiled libcuda whose cuInit answers what the
+driver answered there, and real CDI injection from /var/run/cdi. The cdi record comes from the cdi layer on
+the same spec file; the node verdict is the real one.
+"""
+import os
+
+import pytest
+
+import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+from test_runtime_podman import LIB_IN_CONTAINER, Lab, lab, podman_env, probe_image  # noqa: F401 (fixtures)
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _compute
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+
+pytestmark = pytest.mark.integration
+STUBS = "/usr/local/cuda/lib64/stubs"
+
+
+def _cdi_record(lab_):
+    record = _cdi.cdi_layer(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
+                            devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
+    assert validate_record(record) == []
+    return record
+
+
+def _node_edits(lab_, rc=100):
+    """nvidia0, nvidiactl, nvidia-uvm (mem-driver numbers: open() works) and a libcuda whose cuInit says ``rc``."""
+    lib = verdictlab.compile_libcuda(os.path.join(lab_.lib, "libcuda.so.1"), rc)
+    return {
+        "env": ["GPUPROBE_TEST=1"],
+        "deviceNodes": [lab_.node("nvidia0", 1, 3), lab_.node("nvidiactl", 1, 5), lab_.node("nvidia-uvm", 1, 7)],
+        "mounts": [{"hostPath": lib, "containerPath": LIB_IN_CONTAINER, "options": ["ro", "nosuid", "nodev", "bind"]},
+                   {"hostPath": lab_.library("libnvidia-ptxjitcompiler.so.1"),
+                    "containerPath": "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
+                    "options": ["ro", "nosuid", "nodev", "bind"]}],
+    }
+
+
+def _records(lab_, edits, control=verdictlab.passing_control):
+    lab_.write_spec(edits)
+    cdi = _cdi_record(lab_)
+    runtime, probe = lab_.run(cdi["evidence"]["expected_edits"])
+    compute = _compute.compute_record(probe, runtime, host_record=None, host_runner=control, timeout=30)
+    assert validate_record(compute) == []
+    return {"cdi": cdi, "runtime": runtime, "compute": compute}
+
+
+def _statuses(record, check_id):
+    return [c["status"] for c in record["checks"] if c["id"] == check_id]
+
+
+@pytest.fixture(autouse=True)
+def tools():
+    if not verdictlab.have_tools():
+        pytest.skip("needs root and cc")
+
+
+def test_spec_without_nvidiactl_points_at_cdi(lab):
+    edits = _node_edits(lab)
+    edits["deviceNodes"] = [n for n in edits["deviceNodes"] if n["path"] != "/dev/nvidiactl"]
+    records = _records(lab, edits)
+    assert _statuses(records["cdi"], "cdi.nvidia.nvidiactl") == [WARN]
+    assert records["runtime"]["status"] == PASS, records["runtime"]["reason"]
+    assert _statuses(records["runtime"], "runtime.loader.libcuda") == [PASS]
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE"
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_NO_DEVICE", "cdi")
+    assert [(b["check"], b["observed"]) for b in v["because"]] == [("cdi.nvidia.nvidiactl", "absent")]
+
+
+def test_stub_first_on_the_library_path_fails_the_loader_check_and_points_at_cdi(lab):
+    edits = _node_edits(lab)
+    stub = verdictlab.compile_libcuda(os.path.join(lab.lib, "stubs", "libcuda.so.1"), 34)
+    edits["mounts"].append({"hostPath": stub, "containerPath": STUBS + "/libcuda.so.1", "options": ["ro", "bind"]})
+    edits["env"].append("LD_LIBRARY_PATH=%s" % STUBS)
+    records = _records(lab, edits)
+    assert "WARN" in _statuses(records["cdi"], "cdi.nvidia.libcuda")
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
+    assert loader["status"] == FAIL
+    assert loader["observed"].startswith("the CUDA toolkit stub resolved first: %s/libcuda.so.1" % STUBS)
+    assert "LD_LIBRARY_PATH %s" % STUBS in loader["observed"]
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_STUB_LIBRARY"
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi")
+    assert [b["check"] for b in v["because"]] == ["cdi.nvidia.libcuda"]
+
+
+def test_spec_version_this_podman_cannot_read_is_unresolvable_and_points_at_cdi(lab):
+    edits = _node_edits(lab)
+    lab.write_spec(edits)
+    with open(lab.spec_path) as f:
+        text = f.read()
+    with open(lab.spec_path, "w") as f:
+        f.write(text.replace("cdiVersion: 0.5.0", "cdiVersion: 0.6.0"))
+    cdi = _cdi_record(lab)
+    runtime, probe = lab.run(cdi["evidence"]["expected_edits"], compute=False)
+    assert probe is None and runtime["signature"] == "runtime.start.cdi_unresolvable"
+    v = node_verdict({"cdi": cdi, "runtime": runtime})
+    explaining = [c["id"] for c in cdi["checks"] if c["status"] in (WARN, FAIL) and c["id"].startswith(("cdi.spec", "cdi.resolve", "cdi.discovery"))]
+    if cdi["status"] == FAIL:  # the cdi layer judged the version for this runtime: it says so first
+        assert v["verdict"] == "FAILED_AT_CDI"
+    else:
+        assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "cdi")
+        assert [b["check"] for b in v["because"]] == explaining
