@@ -25,6 +25,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
+LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
 NO_RECORD = ("no verify record for this host: it failed or became unreachable during the verify play "
              "(see the play output for that host)")
 
@@ -137,14 +138,23 @@ def write_status(path, status):
     write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
 
 
-def collect_hosts(hostvars, names, records_var, pins_var, unreachable_var, error_var):
-    """The per-host inputs of _report.build_report, read from hostvars."""
+def collect_hosts(hostvars, names, records_var, pins_var, unreachable_var, error_var, active=None):
+    """The per-host inputs of _report.build_report, read from hostvars.
+
+    A host that is not in ``active`` (when given) left the run before the report (it became unreachable or
+    failed outside the verify role's rescue): its records are incomplete, so only the layers that ran are
+    kept and the host is reported as not verified (LOST).
+    """
     hosts = []
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
         records = hv.get(records_var)
         unreachable = hv.get(unreachable_var)
         error = hv.get(error_var)
+        if active is not None and name not in active and not unreachable and not error:
+            error = LOST
+            records = dict((layer, rec) for layer, rec in (records or {}).items()
+                           if isinstance(rec, dict) and rec.get("status") not in (None, "NOT_RUN"))
         if not records and not unreachable and not error:
             error = NO_RECORD
         hosts.append({
@@ -182,8 +192,9 @@ class ActionModule(ActionBase):
         _validation, args = self.validate_argument_spec(argument_spec=_report.FLEET_REPORT_ARGSPEC)
         hostvars = task_vars.get("hostvars") or {}
         names = list(dict.fromkeys(args["hosts"]))
+        active = set(args["active_hosts"]) if args["active_hosts"] is not None else None
         hosts = collect_hosts(hostvars, names, args["records_var"], args["pins_var"],
-                              args["unreachable_var"], args["error_var"])
+                              args["unreachable_var"], args["error_var"], active)
         drills = collect_drills(hostvars, names, args["drills_var"]) if args["drills_var"] else None
         now = datetime.datetime.now(datetime.timezone.utc)
         run = dict(args["run"])

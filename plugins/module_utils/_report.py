@@ -338,6 +338,10 @@ def _md(value):
     return text
 
 
+def _unverifiable(report):
+    return [(name, e["unverifiable"]) for name, e in report["hosts"].items() if e.get("unverifiable")]
+
+
 def _count_table(title, counts, head):
     lines = ["### %s" % title, "", "| %s | hosts |" % head, "|---|---|"]
     if not counts:
@@ -355,13 +359,13 @@ def render_markdown(report):
              "- mode: %s, CDI source: %s" % (_md(run.get("mode")), _md(run.get("cdi_source"))),
              "- hosts: %d, COMPUTE_VERIFIED: %d, failed: %d, inconclusive: %d, unreachable: %d, drifted: %d"
              % (s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"])]
-    unverifiable = [(name, e["unverifiable"]) for name, e in report["hosts"].items() if e.get("unverifiable")]
+    unverifiable = _unverifiable(report)
     if unverifiable:
         lines.append("- **could not be verified** (the run fails for them in every mode): %s"
                      % "; ".join("%s: %s" % (_md(name), _md(why)) for name, why in unverifiable))
     lines += ["", "## Hosts", "",
-             "| host | verdict | " + " | ".join(LAYERS) + " | signature | points to |",
-             "|---|---|" + "---|" * len(LAYERS) + "---|---|"]
+              "| host | verdict | " + " | ".join(LAYERS) + " | signature | points to |",
+              "|---|---|" + "---|" * len(LAYERS) + "---|---|"]
     for name, e in report["hosts"].items():
         cells = [e["layers"][layer]["status"] for layer in LAYERS]
         lines.append("| %s | **%s** | %s | %s | %s |" % (_md(name), e["verdict"], " | ".join(cells),
@@ -481,7 +485,7 @@ def render_html(report):
                _h(report["generated_at"]), _h(report["schema_version"]), _h(run.get("mode")), _h(run.get("cdi_source"))),
            "<p>%d host(s): %d COMPUTE_VERIFIED, %d failed, %d inconclusive, %d unreachable, %d drifted</p>" % (
                s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"])]
-    unverifiable = [(name, e["unverifiable"]) for name, e in report["hosts"].items() if e.get("unverifiable")]
+    unverifiable = _unverifiable(report)
     if unverifiable:
         out.append("<p><strong>could not be verified</strong> (the run fails for them in every mode): %s</p>"
                    % "; ".join("%s: %s" % (_h(name), _h(why)) for name, why in unverifiable))
@@ -627,6 +631,7 @@ RENDERERS = {
 
 FLEET_REPORT_ARGSPEC = dict(
     hosts=dict(type="list", elements="str", required=True),
+    active_hosts=dict(type="list", elements="str"),
     report_dir=dict(type="path", required=True),
     basename=dict(type="str", default="gpuprobe-report"),
     formats=dict(type="list", elements="str", default=list(RENDERERS), choices=list(RENDERERS)),

@@ -33,6 +33,13 @@ options:
     type: list
     elements: str
     required: true
+  active_hosts:
+    description:
+      - The hosts still in the play, usually C(ansible_play_hosts). A host of O(hosts) that is not in it left
+        the run before the report (unreachable or failed in the middle of the verify play); only its layers
+        that ran are kept, and it is reported as not verified. Omitted, every host counts as active.
+    type: list
+    elements: str
   report_dir:
     description: Directory for the report files (created when missing).
     type: path

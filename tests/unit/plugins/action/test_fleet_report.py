@@ -43,6 +43,17 @@ def test_collect_hosts_marks_hosts_without_records():
     assert by["not-in-inventory"]["error"] == A.NO_RECORD
 
 
+def test_collect_hosts_marks_hosts_that_left_the_run():
+    hv = dict(HOSTVARS, lost={"verify_records": {"host": record("host", PASS), "cdi": not_run("cdi", "not selected in this run (tags)")}})
+    hosts = A.collect_hosts(hv, ["ok", "lost", "gone"], "verify_records", "gpuprobe_pins", "gpuprobe_unreachable",
+                            "gpuprobe_error", active={"ok"})
+    by = dict((h["name"], h) for h in hosts)
+    assert by["ok"]["error"] is None
+    # the layers that ran are kept, the placeholders are dropped (they would say "not selected")
+    assert by["lost"]["error"] == A.LOST and sorted(by["lost"]["records"]) == ["host"]
+    assert by["gone"]["unreachable"] and by["gone"]["error"] is None
+
+
 def test_write_atomic_replaces_and_leaves_no_temporary(tmp_path):
     path = str(tmp_path / "r.json")
     A.write_atomic(path, "one")

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.filter.options import option_errors_filter, role_options
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _options as O
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _options as opts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 ROLE = role_options()
@@ -40,12 +40,12 @@ ROLE = role_options()
     ({"verify_run_id": "Run 1"}, ["verify_run_id is 'Run 1': only a-z, 0-9 and '-'"]),
 ])
 def test_value_and_name_errors(values, expected):
-    errors = O.unknown_name_errors(values, ROLE) + O.value_errors(values, ROLE)
+    errors = opts.unknown_name_errors(values, ROLE) + opts.value_errors(values, ROLE)
     assert errors == expected
 
 
 def test_type_errors_come_from_the_role_argument_specs():
-    errors = O.value_errors({"verify_probe_timeout": "abc", "verify_cdi_devices": {"not": "a list"}}, ROLE)
+    errors = opts.value_errors({"verify_probe_timeout": "abc", "verify_cdi_devices": {"not": "a list"}}, ROLE)
     assert len(errors) == 2
     assert "verify_probe_timeout" in errors[1] and "int" in errors[1]
     assert "verify_cdi_devices" in errors[0] and "list" in errors[0]
@@ -53,12 +53,12 @@ def test_type_errors_come_from_the_role_argument_specs():
 
 def test_unrelated_names_and_collection_facts_are_not_errors():
     names = {"gpu_count": 1, "verity_x": 1, "ansible_host": "x", "gpuprobe_unreachable": "x", "verify_records": {}}
-    assert O.candidate_names(names) == ["gpuprobe_unreachable", "verify_records", "verity_x"]
-    assert O.unknown_name_errors({"gpuprobe_unreachable": "x", "verify_records": {}}, ROLE) == []
+    assert opts.candidate_names(names) == ["gpuprobe_unreachable", "verify_records", "verity_x"]
+    assert opts.unknown_name_errors({"gpuprobe_unreachable": "x", "verify_records": {}}, ROLE) == []
 
 
 def test_errors_name_their_hosts():
-    errors = O.option_errors({"a": {"gpuprobe_mode": "bogus"}, "b": {"gpuprobe_mode": "bogus", "verify_probe_timeout": 0}}, ROLE)
+    errors = opts.option_errors({"a": {"gpuprobe_mode": "bogus"}, "b": {"gpuprobe_mode": "bogus", "verify_probe_timeout": 0}}, ROLE)
     assert errors == ["gpuprobe_mode is 'bogus': must be one of audit, full, postcheck [every host]",
                       "verify_probe_timeout is 0: must be a whole number of seconds greater than 0 [b]"]
 
@@ -91,5 +91,5 @@ def test_every_variable_the_playbooks_and_roles_use_is_known():
             text = handle.read()
         used.update(re.findall(r"(?<![\w.])((?:gpuprobe|verify)_[a-z0-9_]+)\b", text))
     not_variables = {"verify_gpu"}  # the collection's playbook name gpuprobe.layers.verify_gpu
-    unknown = sorted(n for n in used - not_variables if n not in O.known_names(ROLE))
+    unknown = sorted(n for n in used - not_variables if n not in opts.known_names(ROLE))
     assert unknown == []
