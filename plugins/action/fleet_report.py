@@ -5,15 +5,18 @@
 """Action plugin gpuprobe.layers.fleet_report: the one place where the fleet is aggregated.
 
 Runs on the controller, reads the layer records of every host from hostvars, builds the report with
-module_utils/_report.py (verdicts from _verdict.node_verdict) and writes it atomically. Documentation:
+module_utils/_report.py (verdicts from _verdict.node_verdict) and writes its files as one set: all of them
+or none, latest.* replaced only after every timestamped file is in place. Documentation:
 plugins/modules/fleet_report.py."""
 
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import tempfile
+import uuid
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_bytes
@@ -21,6 +24,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
 
+REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
+LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
 NO_RECORD = ("no verify record for this host: it failed or became unreachable during the verify play "
              "(see the play output for that host)")
 
@@ -30,31 +35,126 @@ def _plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
-def write_atomic(path, text, mode=0o644):
-    """Write ``text`` to ``path`` through a temporary file in the same directory and os.replace()."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+def _fsync_dir(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _temp(directory, name, text, mode):
+    """A temporary file next to ``name`` holding ``text`` (flushed and fsync'ed); returns its path."""
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(to_bytes(text))
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write_atomic(path, text, mode=0o644):
+    """Write ``text`` to ``path`` through a temporary file in the same directory and os.replace()."""
+    tmp = _temp(os.path.dirname(path), os.path.basename(path), text, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _unlink(tmp)
         raise
 
 
-def collect_hosts(hostvars, names, records_var, pins_var, unreachable_var, error_var):
-    """The per-host inputs of _report.build_report, read from hostvars."""
+def write_report_set(files, latest, mode=0o644):
+    """Write the files of one report so that they appear together or not at all.
+
+    ``files``: final path -> text (the timestamped files); ``latest``: latest path -> text. Every text is
+    first written to a temporary file in the target's directory and fsync'ed; then every timestamped file is
+    renamed into place, and only then every latest file. A failure at any step removes the temporary files
+    and the timestamped files of this run already renamed, and puts back the latest files already replaced,
+    so the previous run's latest.* stay as they were; the OSError is raised again.
+    """
+    temps = {}
+    renamed = []
+    backups = {}
+    replaced = []
+    try:
+        for path in list(files) + list(latest):
+            if os.path.isdir(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+                raise OSError(errno.EISDIR if os.path.isdir(path) else errno.EEXIST,
+                              "not a regular file, refusing to replace it", path)
+        for path, text in list(files.items()) + list(latest.items()):
+            temps[path] = _temp(os.path.dirname(path), os.path.basename(path), text, mode)
+        for path in files:
+            os.replace(temps[path], path)
+            del temps[path]
+            renamed.append(path)
+        for path in latest:
+            if os.path.lexists(path):
+                backup = os.path.join(os.path.dirname(path), ".%s.%s.bak" % (os.path.basename(path), uuid.uuid4().hex))
+                os.link(path, backup)
+                backups[path] = backup
+            os.replace(temps[path], path)
+            del temps[path]
+            replaced.append(path)
+        for directory in set(os.path.dirname(p) for p in list(files) + list(latest)):
+            _fsync_dir(directory)
+    except BaseException:
+        for path in reversed(replaced):
+            if path in backups:
+                os.replace(backups.pop(path), path)
+            else:
+                _unlink(path)
+        for path in renamed:
+            _unlink(path)
+        for tmp in temps.values():
+            _unlink(tmp)
+        raise
+    finally:
+        for backup in backups.values():
+            _unlink(backup)
+    return sorted(files)
+
+
+def write_status(path, status):
+    """The run's status file (gpuprobe_status_file): whether the report was written, and which nodes could not be verified."""
+    if not path:
+        return
+    write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
+
+
+def collect_hosts(hostvars, names, records_var, pins_var, unreachable_var, error_var, active=None):
+    """The per-host inputs of _report.build_report, read from hostvars.
+
+    A host that is not in ``active`` (when given) left the run before the report (it became unreachable or
+    failed outside the verify role's rescue): its records are incomplete, so only the layers that ran are
+    kept and the host is reported as not verified (LOST).
+    """
     hosts = []
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
         records = hv.get(records_var)
         unreachable = hv.get(unreachable_var)
         error = hv.get(error_var)
+        if active is not None and name not in active and not unreachable and not error:
+            error = LOST
+            records = dict((layer, rec) for layer, rec in (records or {}).items()
+                           if isinstance(rec, dict) and rec.get("status") not in (None, "NOT_RUN"))
         if not records and not unreachable and not error:
             error = NO_RECORD
         hosts.append({
@@ -79,14 +179,22 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
+    @staticmethod
+    def _status(args, status):
+        try:
+            write_status(args.get("status_file"), status)
+        except OSError as exc:
+            raise AnsibleActionFail("cannot write the status file %s: %s" % (args.get("status_file"), exc))
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=_report.FLEET_REPORT_ARGSPEC)
         hostvars = task_vars.get("hostvars") or {}
         names = list(dict.fromkeys(args["hosts"]))
+        active = set(args["active_hosts"]) if args["active_hosts"] is not None else None
         hosts = collect_hosts(hostvars, names, args["records_var"], args["pins_var"],
-                              args["unreachable_var"], args["error_var"])
+                              args["unreachable_var"], args["error_var"], active)
         drills = collect_drills(hostvars, names, args["drills_var"]) if args["drills_var"] else None
         now = datetime.datetime.now(datetime.timezone.utc)
         run = dict(args["run"])
@@ -94,6 +202,8 @@ class ActionModule(ActionBase):
         report = _report.build_report(hosts, now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=run, drills=drills)
 
         files = {}
+        unverifiable = dict((name, entry["unverifiable"]) for name, entry in report["hosts"].items()
+                            if entry["unverifiable"])
         if not self._task.check_mode:
             report_dir = args["report_dir"]
             try:
@@ -101,17 +211,23 @@ class ActionModule(ActionBase):
                 stamp = now.strftime("%Y%m%dT%H%M%SZ")
                 base = os.path.join(report_dir, "%s-%s" % (args["basename"], stamp))
                 n = 1
-                while any(os.path.exists(base + _report.RENDERERS[f][0]) for f in args["formats"]):
+                while any(os.path.lexists(base + _report.RENDERERS[f][0]) for f in args["formats"]):
                     n += 1
                     base = os.path.join(report_dir, "%s-%s-%d" % (args["basename"], stamp, n))
-                for fmt in args["formats"]:
-                    suffix, render = _report.RENDERERS[fmt]
-                    text = render(report)
-                    write_atomic(base + suffix, text)
-                    write_atomic(os.path.join(report_dir, "%s-latest%s" % (args["basename"], suffix)), text)
-                    files[fmt] = base + suffix
+                texts = dict((fmt, _report.RENDERERS[fmt][1](report)) for fmt in args["formats"])
+                suffix = dict((fmt, _report.RENDERERS[fmt][0]) for fmt in args["formats"])
+                write_report_set(
+                    dict((base + suffix[fmt], texts[fmt]) for fmt in texts),
+                    dict((os.path.join(report_dir, "%s-latest%s" % (args["basename"], suffix[fmt])), texts[fmt])
+                         for fmt in texts))
+                files = dict((fmt, base + suffix[fmt]) for fmt in texts)
             except OSError as exc:
-                raise AnsibleActionFail("cannot write the fleet report to %s: %s" % (report_dir, exc))
+                message = "%s: %s" % (REPORT_NOT_WRITTEN % report_dir, exc)
+                self._status(args, {"report": "failed", "error": message, "unverifiable": unverifiable})
+                raise AnsibleActionFail(message)
+        self._status(args, {"report": "written" if files else "not written (check mode)", "files": files,
+                            "unverifiable": unverifiable, "verdicts": dict((name, entry["verdict"]) for name, entry
+                                                                           in report["hosts"].items())})
 
         result.update(
             changed=bool(files),
@@ -123,6 +239,7 @@ class ActionModule(ActionBase):
             verdicts=dict((name, entry["verdict"]) for name, entry in report["hosts"].items()),
             signatures=dict((name, entry["signature"]) for name, entry in report["hosts"].items()),
             summary_lines=_report.summary_lines(report),
+            unverifiable=unverifiable,
         )
         if drills is not None:
             result["drills"] = drills

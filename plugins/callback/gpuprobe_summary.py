@@ -16,7 +16,8 @@ description:
   - >-
     Works next to any stdout callback. While the playbook C(gpuprobe.layers.verify_gpu) runs, prints one line each
     time a node finishes (C(gpuprobe [3/40] node07: FAILED_AT_CDI)), and at the end of the run a short table
-    of the verdict per host, with the report files, as returned by the P(gpuprobe.layers.fleet_report#module) task.
+    of the verdict per host, the nodes that could not be verified, and the report files, as returned by the
+    P(gpuprobe.layers.fleet_report#module) task.
   - Nodes that became unreachable count as done.
   - Enable it with C(callbacks_enabled = gpuprobe.layers.gpuprobe_summary) in the C([defaults]) section of
     ansible.cfg, or C(ANSIBLE_CALLBACKS_ENABLED=gpuprobe.layers.gpuprobe_summary).
@@ -103,6 +104,8 @@ class CallbackModule(CallbackBase):
         if self.report is not None:
             for line in summary_table(self.report.get("verdicts") or {}, self.report.get("signatures")):
                 self._display.display(line)
+            for host, why in sorted((self.report.get("unverifiable") or {}).items()):
+                self._display.display("%s could not be verified: %s" % (host, why))
             for fmt, path in sorted((self.report.get("files") or {}).items()):
                 self._display.display("%s report: %s" % (fmt, path))
         else:

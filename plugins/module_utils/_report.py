@@ -108,6 +108,16 @@ def host_drift(layers, pins):
     return drift
 
 
+def unverifiable_reason(unreachable=None, error=None):
+    """Why a node could not be verified (None when it was): it was unreachable, had no usable Python, or the
+    verify run stopped on it. Such a node fails the run in every mode and is an <error> in JUnit."""
+    if unreachable:
+        return "host unreachable: %s" % unreachable
+    if error:
+        return "verify run failed: %s" % error
+    return None
+
+
 def host_entry(name, records=None, unreachable=None, error=None, pins=None, extra=None):
     """The report entry of one host: verdict (from ``node_verdict``), every layer record, drift."""
     layers = host_layers(records, unreachable=unreachable, error=error)
@@ -123,6 +133,7 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
         "gpus": verdict["gpus"],
         "reachable": not unreachable,
         "error": error,
+        "unverifiable": unverifiable_reason(unreachable, error),
         "layers": layers,
         "pins": dict(pins or {}),
         "drift": host_drift(layers, pins),
@@ -253,6 +264,7 @@ def build_report(hosts, generated_at, run=None, drills=None):
             "failed": sum(1 for e in ordered if e["failing_layer"]),
             "inconclusive": sum(1 for e in ordered if e["verdict"] == INCONCLUSIVE),
             "unreachable": sum(1 for e in ordered if not e["reachable"]),
+            "unverifiable": sum(1 for e in ordered if e["unverifiable"]),
             "drifted": len(set(d["host"] for d in drift)),
         },
         "counts": {
@@ -396,13 +408,26 @@ def render_diff_markdown(diff):
 # ---------------------------------------------------------------------------------------------------
 # Markdown
 
-def _md(value):
+def _text(value):
+    """Plain text of a report value: "" for None, JSON for lists and mappings (null, never Python's None)."""
     if value is None:
         return ""
-    text = str(value).replace("\r", " ").replace("\n", " ")
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _md(value):
+    text = _text(value).replace("\r", " ").replace("\n", " ")
     for ch in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
         text = text.replace(ch, "\\" + ch)
     return text
+
+
+def _unverifiable(report):
+    return [(name, e["unverifiable"]) for name, e in report["hosts"].items() if e.get("unverifiable")]
 
 
 def _count_table(title, counts, head):
@@ -421,10 +446,14 @@ def render_markdown(report):
              "- generated: %s (schema %s)" % (_md(report["generated_at"]), report["schema_version"]),
              "- mode: %s, CDI source: %s" % (_md(run.get("mode")), _md(run.get("cdi_source"))),
              "- hosts: %d, COMPUTE_VERIFIED: %d, failed: %d, inconclusive: %d, unreachable: %d, drifted: %d"
-             % (s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"]),
-             "", "## Hosts", "",
-             "| host | verdict | " + " | ".join(LAYERS) + " | signature | points to |",
-             "|---|---|" + "---|" * len(LAYERS) + "---|---|"]
+             % (s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"])]
+    unverifiable = _unverifiable(report)
+    if unverifiable:
+        lines.append("- **could not be verified** (the run fails for them in every mode): %s"
+                     % "; ".join("%s: %s" % (_md(name), _md(why)) for name, why in unverifiable))
+    lines += ["", "## Hosts", "",
+              "| host | verdict | " + " | ".join(LAYERS) + " | signature | points to |",
+              "|---|---|" + "---|" * len(LAYERS) + "---|---|"]
     for name, e in report["hosts"].items():
         cells = [e["layers"][layer]["status"] for layer in LAYERS]
         lines.append("| %s | **%s** | %s | %s | %s |" % (_md(name), e["verdict"], " | ".join(cells),
@@ -506,7 +535,7 @@ def render_drills_markdown(rows):
 # HTML (self-contained: inline CSS and SVG, no scripts, every text escaped)
 
 def _h(value):
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape(_text(value), quote=True)
 
 
 def _badge(status):
@@ -581,8 +610,12 @@ def render_html(report):
            "<p>generated %s (schema %s) &middot; mode %s &middot; CDI source %s</p>" % (
                _h(report["generated_at"]), _h(report["schema_version"]), _h(run.get("mode")), _h(run.get("cdi_source"))),
            "<p>%d host(s): %d COMPUTE_VERIFIED, %d failed, %d inconclusive, %d unreachable, %d drifted</p>" % (
-               s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"]),
-           "<h2>Hosts &times; layers</h2><table><tr><th>host</th><th>verdict</th>"]
+               s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"])]
+    unverifiable = _unverifiable(report)
+    if unverifiable:
+        out.append("<p><strong>could not be verified</strong> (the run fails for them in every mode): %s</p>"
+                   % "; ".join("%s: %s" % (_h(name), _h(why)) for name, why in unverifiable))
+    out.append("<h2>Hosts &times; layers</h2><table><tr><th>host</th><th>verdict</th>")
     out.append("".join("<th>%s</th>" % _h(layer) for layer in LAYERS) + "<th>signature</th><th>points to</th></tr>")
     for name, e in report["hosts"].items():
         cells = "".join('<td class="s-%s" title="%s">%s</td>' % (
@@ -639,7 +672,8 @@ def render_html(report):
                                    _h(c.get("expected")), _h(c.get("observed")), _h(c.get("hint"))))
                 out.append("</table>")
             if rec.get("versions"):
-                out.append("<p>versions: %s</p>" % _h(", ".join("%s=%s" % kv for kv in sorted(rec["versions"].items()))))
+                out.append("<p>versions: %s</p>" % _h(", ".join(
+                    "%s=%s" % (k, "unknown" if v is None else _text(v)) for k, v in sorted(rec["versions"].items()))))
             if rec.get("not_proven") and rec["status"] in (PASS, WARN):
                 out.append("<p>not proven by this result: %s</p>" % _h("; ".join(rec["not_proven"])))
             out.append("</details>")
@@ -655,18 +689,25 @@ def _check_lines(record, statuses):
     for c in record.get("checks") or []:
         if c.get("status") in statuses:
             lines.append("%s %s %s: expected %s, observed %s%s" % (
-                c.get("status"), c.get("id"), c.get("subject") or "", c.get("expected"), c.get("observed"),
+                c.get("status"), c.get("id"), _text(c.get("subject")), _text(c.get("expected")) or "-",
+                _text(c.get("observed")) or "-",
                 ("; next: %s" % c["hint"]) if c.get("hint") else ""))
     return "\n".join(lines)
 
 
 def render_junit(report):
-    """JUnit XML: a testsuite per host, a testcase per layer (NOT_RUN -> skipped, FAIL -> failure)."""
+    """JUnit XML: a testsuite per host, a testcase per layer (NOT_RUN -> skipped, FAIL -> failure).
+
+    On a node that could not be verified (unreachable, no usable Python, the verify run stopped: the entry's
+    ``unverifiable``), every layer without a result is an <error> instead of skipped, in every mode, so
+    that CI gating on JUnit does not go green over nodes nobody looked at.
+    """
     suites = ET.Element("testsuites", name="gpuprobe fleet report %s" % report["generated_at"])
-    total = dict(tests=0, failures=0, skipped=0)
+    total = dict(tests=0, failures=0, errors=0, skipped=0)
     for name, e in report["hosts"].items():
         suite = ET.SubElement(suites, "testsuite", name=name, timestamp=str(report["generated_at"]))
-        counts = dict(tests=0, failures=0, skipped=0)
+        counts = dict(tests=0, failures=0, errors=0, skipped=0)
+        unverifiable = e.get("unverifiable")
         seconds = 0.0
         for layer in LAYERS:
             rec = e["layers"][layer]
@@ -679,6 +720,11 @@ def render_junit(report):
                 failure = ET.SubElement(case, "failure", message=str(rec.get("reason") or ""),
                                         type=str(rec.get("signature") or "%s.failed" % layer))
                 failure.text = _check_lines(rec, (FAIL,))
+            elif rec["status"] == NOT_RUN and unverifiable:
+                counts["errors"] += 1
+                error = ET.SubElement(case, "error", message=str(rec.get("reason") or unverifiable),
+                                      type="gpuprobe.unverifiable")
+                error.text = unverifiable
             elif rec["status"] == NOT_RUN:
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=str(rec.get("reason") or "not run"))
@@ -694,11 +740,9 @@ def render_junit(report):
         for key, value in counts.items():
             suite.set(key, str(value))
             total[key] += value
-        suite.set("errors", "0")
         suite.set("time", "%.3f" % seconds)
     for key, value in total.items():
         suites.set(key, str(value))
-    suites.set("errors", "0")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
@@ -719,6 +763,7 @@ RENDERERS = {
 
 FLEET_REPORT_ARGSPEC = dict(
     hosts=dict(type="list", elements="str", required=True),
+    active_hosts=dict(type="list", elements="str"),
     report_dir=dict(type="path", required=True),
     basename=dict(type="str", default="gpuprobe-report"),
     formats=dict(type="list", elements="str", default=list(RENDERERS), choices=list(RENDERERS)),
@@ -728,4 +773,5 @@ FLEET_REPORT_ARGSPEC = dict(
     error_var=dict(type="str", default="gpuprobe_error"),
     drills_var=dict(type="str"),
     run=dict(type="dict", default={}),
+    status_file=dict(type="path"),
 )

@@ -18,8 +18,13 @@ description:
     collection's single verdict function, and writes a fleet report into O(report_dir).
   - A host without records appears with every layer NOT_RUN and the reason (unreachable, the verify run
     failed, or the layer was not selected); never missing, never PASS.
-  - Files are written atomically (temporary file in the same directory, then rename) as
-    C(<basename>-<UTC timestamp>.<ext>), and copied to C(<basename>-latest.<ext>).
+  - A host that could not be verified (unreachable, no usable Python, the verify run stopped on it) is
+    listed in RV(unverifiable); in JUnit its layers without a result are C(<error>), not C(<skipped>).
+  - The files of one report appear together or not at all, as C(<basename>-<UTC timestamp>.<ext>) and
+    C(<basename>-latest.<ext>). Every file is first written to a temporary file in O(report_dir) and
+    fsync'ed, then every timestamped file is renamed into place, and only then the latest files. When
+    any step fails, the temporary files and this run's timestamped files are removed, the latest files
+    already replaced are put back, and the task fails with C(gpuprobe report not written to ...).
   - The JSON schema is versioned (C(schema_version)) and documented in docs/usage.md ("Reading the report").
   - Run it once per play, for example with C(run_once) and C(delegate_to=localhost).
 options:
@@ -28,6 +33,13 @@ options:
     type: list
     elements: str
     required: true
+  active_hosts:
+    description:
+      - The hosts still in the play, usually C(ansible_play_hosts). A host of O(hosts) that is not in it left
+        the run before the report (unreachable or failed in the middle of the verify play); only its layers
+        that ran are kept, and it is reported as not verified. Omitted, every host counts as active.
+    type: list
+    elements: str
   report_dir:
     description: Directory for the report files (created when missing).
     type: path
@@ -67,6 +79,12 @@ options:
     description: Free-form facts about the run (mode, CDI source, run id) copied into the report.
     type: dict
     default: {}
+  status_file:
+    description:
+      - When set, a JSON file (written atomically) saying whether the report was written (key C(report) is
+        C(written) or C(failed), with C(error)), its files, the verdicts, and the hosts that could not be
+        verified. scripts/verify.sh reads it to give a report that could not be written its own exit status.
+    type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
@@ -135,6 +153,11 @@ signatures:
   description: Host -> failure signature (null unless the node failed).
   returned: always
   type: dict
+unverifiable:
+  description: Host -> why it could not be verified (unreachable, no usable Python, the verify run stopped), for those hosts only.
+  returned: always
+  type: dict
+  sample: {node07: "host unreachable: Failed to connect to the host via ssh"}
 summary_lines:
   description: A short fixed-width table (host, verdict, signature, drift) for the end of the run.
   returned: always

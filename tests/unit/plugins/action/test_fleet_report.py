@@ -46,6 +46,17 @@ def test_collect_hosts_marks_hosts_without_records():
     assert by["not-in-inventory"]["error"] == A.NO_RECORD
 
 
+def test_collect_hosts_marks_hosts_that_left_the_run():
+    hv = dict(HOSTVARS, lost={"verify_records": {"host": record("host", PASS), "cdi": not_run("cdi", "not selected in this run (tags)")}})
+    hosts = A.collect_hosts(hv, ["ok", "lost", "gone"], "verify_records", "gpuprobe_pins", "gpuprobe_unreachable",
+                            "gpuprobe_error", active={"ok"})
+    by = dict((h["name"], h) for h in hosts)
+    assert by["ok"]["error"] is None
+    # the layers that ran are kept, the placeholders are dropped (they would say "not selected")
+    assert by["lost"]["error"] == A.LOST and sorted(by["lost"]["records"]) == ["host"]
+    assert by["gone"]["unreachable"] and by["gone"]["error"] is None
+
+
 def test_write_atomic_replaces_and_leaves_no_temporary(tmp_path):
     path = str(tmp_path / "r.json")
     A.write_atomic(path, "one")
@@ -123,3 +134,63 @@ def test_run_rejects_unknown_format(tmp_path):
     action = _action({"hosts": ["ok"], "report_dir": str(tmp_path), "formats": ["pdf"]})
     with pytest.raises(Exception, match="pdf"):
         action.run(task_vars={"hostvars": HOSTVARS})
+
+
+def _previous_latest(directory):
+    for suffix in (".json", ".md", ".html", ".junit.xml"):
+        (directory / ("gpuprobe-report-latest" + suffix)).write_text("previous" + suffix)
+
+
+@pytest.mark.parametrize("fail_at", [1, 4, 5, 7])
+def test_write_report_set_failure_half_way_keeps_nothing_and_restores_latest(tmp_path, monkeypatch, fail_at):
+    """os.replace fails at its n-th call: 1 and 4 while renaming the timestamped files, 5 and 7 while
+    replacing the latest files (the ones already replaced are put back)."""
+    _previous_latest(tmp_path)
+    before = dict((p.name, p.read_text()) for p in tmp_path.iterdir())
+    real_replace = os.replace
+    calls = []
+
+    def flaky(src, dst):
+        calls.append(dst)
+        if len(calls) == fail_at:
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+    monkeypatch.setattr(A.os, "replace", flaky)
+    suffixes = (".json", ".md", ".html", ".junit.xml")
+    files = dict((str(tmp_path / ("gpuprobe-report-20261203T000000Z" + s)), "new" + s) for s in suffixes)
+    latest = dict((str(tmp_path / ("gpuprobe-report-latest" + s)), "new" + s) for s in suffixes)
+    with pytest.raises(OSError, match="No space left"):
+        A.write_report_set(files, latest)
+    monkeypatch.setattr(A.os, "replace", real_replace)
+    assert dict((p.name, p.read_text()) for p in tmp_path.iterdir()) == before
+
+
+def test_write_report_set_refuses_a_directory_before_touching_anything(tmp_path):
+    _previous_latest(tmp_path)
+    (tmp_path / "gpuprobe-report-latest.junit.xml").unlink()
+    (tmp_path / "gpuprobe-report-latest.junit.xml").mkdir()
+    files = {str(tmp_path / "gpuprobe-report-1.json"): "new"}
+    latest = {str(tmp_path / "gpuprobe-report-latest.json"): "new",
+              str(tmp_path / "gpuprobe-report-latest.junit.xml"): "new"}
+    with pytest.raises(OSError, match="not a regular file"):
+        A.write_report_set(files, latest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpuprobe-report-latest.html", "gpuprobe-report-latest.json",
+                                                          "gpuprobe-report-latest.junit.xml", "gpuprobe-report-latest.md"]
+    assert (tmp_path / "gpuprobe-report-latest.json").read_text() == "previous.json"
+
+
+def test_run_writes_the_status_file_and_fails_with_its_own_message(tmp_path):
+    status = tmp_path / "status.json"
+    action = _action({"hosts": ["ok", "gone", "crashed"], "report_dir": str(tmp_path / "r"), "status_file": str(status)})
+    result = action.run(task_vars={"hostvars": HOSTVARS})
+    state = json.loads(status.read_text())
+    assert state["report"] == "written" and state["files"] == result["files"]
+    assert sorted(state["unverifiable"]) == sorted(result["unverifiable"]) == ["crashed", "gone"]
+    assert result["unverifiable"]["gone"].startswith("host unreachable: ")
+    (tmp_path / "r" / "gpuprobe-report-latest.md").unlink()
+    (tmp_path / "r" / "gpuprobe-report-latest.md").mkdir()
+    with pytest.raises(Exception, match="gpuprobe report not written to"):
+        action.run(task_vars={"hostvars": HOSTVARS})
+    state = json.loads(status.read_text())
+    assert state["report"] == "failed" and "not a regular file" in state["error"]
+    assert len(os.listdir(str(tmp_path / "r"))) == 8

@@ -39,8 +39,10 @@ def test_progress_counts_each_host_once():
 
 def test_final_table_from_the_fleet_report_result():
     cb = make()
-    cb.v2_runner_on_ok(result("n1", {"summary_lines": [], "verdicts": {"n2": "FAILED_AT_CDI", "n1": "COMPUTE_VERIFIED"},
+    cb.v2_runner_on_ok(result("n1", {"summary_lines": [], "verdicts": {"n2": "FAILED_AT_CDI", "n1": "COMPUTE_VERIFIED",
+                                                                      "n3": "INCONCLUSIVE"},
                                      "signatures": {"n2": "cdi.host.mount_source"},
+                                     "unverifiable": {"n3": "host unreachable: ssh: no route"},
                                      "files": {"html": "/r/x.html"}}))
     cb.v2_playbook_on_stats(None)
     assert cb._display.lines == [
@@ -48,6 +50,8 @@ def test_final_table_from_the_fleet_report_result():
         "HOST  VERDICT           SIGNATURE",
         "n1    COMPUTE_VERIFIED  -",
         "n2    FAILED_AT_CDI     cdi.host.mount_source",
+        "n3    INCONCLUSIVE      -",
+        "n3 could not be verified: host unreachable: ssh: no route",
         "html report: /r/x.html",
     ]
 

@@ -109,7 +109,7 @@ def test_counts(report):
     assert c["by_signature"] == {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": 1, "host.nvml.init": 1}
     assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
-                                 "unreachable": 1, "drifted": 2, "k8s_findings": 0}
+                                 "unreachable": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0}
 
 
 def test_drift_lists_differing_and_unobservable_pins(report):
@@ -198,12 +198,31 @@ def test_junit_suite_per_host_case_per_layer(report):
     failure = jit.find("testcase[@name='compute']/failure")
     assert failure.get("type") == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
     assert (jit.get("failures"), jit.get("skipped")) == ("1", "1")
+    # a node that could not be verified is an <error> on every layer without a result, never skipped
     gone = [s for s in suites if s.get("name") == "gone"][0]
-    skipped = gone.findall("testcase/skipped")
-    assert len(skipped) == len(LAYERS)
-    assert skipped[0].get("message").startswith("host unreachable")
+    errors = gone.findall("testcase/error")
+    assert (len(errors), gone.findall("testcase/skipped")) == (len(LAYERS), [])
+    assert errors[0].get("message").startswith("host unreachable") and errors[0].get("type") == "gpuprobe.unverifiable"
+    assert gone.get("errors") == str(len(LAYERS))
+    # "crashed" stopped after its host layer: that layer keeps its PASS, the four others are errors
+    crashed = [s for s in suites if s.get("name") == "crashed"][0]
+    assert crashed.find("testcase[@name='host']").findall("*") == [] and crashed.get("errors") == str(len(LAYERS) - 1)
+    assert root.get("errors") == str(2 * len(LAYERS) - 1)
+
     props = dict((p.get("name"), p.get("value")) for p in jit.find("properties"))
     assert props["verdict"] == "FAILED_AT_COMPUTE"
+
+
+def test_none_is_never_rendered_as_python_none():
+    host = rec("host", PASS, "host.sample", versions={"driver": None, "nvml": "12.5"})
+    host["checks"][0].update(expected=None, observed={"minor": None, "paths": ["/dev/nvidia0", None]})
+    report = R.build_report([{"name": "n", "records": {"host": host}}], "2026-12-02T18:30:00Z", run={"mode": None})
+    html_text, md_text, junit = R.render_html(report), R.render_markdown(report), R.render_junit(report)
+    for text in (html_text, md_text, junit):
+        assert "None" not in text
+    assert "versions: driver=unknown, nvml=12.5" in html_text
+    assert "{&quot;minor&quot;: null, &quot;paths&quot;: [&quot;/dev/nvidia0&quot;, null]}" in html_text
+    assert '{"minor": null, "paths": \\["/dev/nvidia0", null\\]}' in md_text
 
 
 def test_summary_lines(report):

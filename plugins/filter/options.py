@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Filter gpuprobe.layers.option_errors: the options of a fleet run checked before any node runs
+(module_utils/_fleet_options.py decides; documentation: option_errors.yml next to this file)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import yaml
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import candidate_names, option_errors
+
+ROLE_SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "roles", "verify", "meta", "argument_specs.yml")
+
+
+def role_options(path=ROLE_SPECS):
+    """The options of the gpuprobe.layers.verify role, from its meta/argument_specs.yml."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.safe_load(handle)["argument_specs"]["main"]["options"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise AnsibleFilterError("option_errors: cannot read the verify role's argument specs %s: %s" % (path, exc))
+
+
+def _plain(value):
+    """A JSON-clean copy of a variable's value (drops Ansible's lazy containers, which name themselves in errors)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def option_errors_filter(hostvars, hosts, current=None, current_host=None):
+    """Errors of the gpuprobe_*/verify_* variables of ``hosts`` (read from ``hostvars``).
+
+    ``current`` holds the candidate variables of the task's own context (extra vars, play vars of an
+    importing playbook, the variables of ``current_host``); those not set on ``current_host`` itself are
+    play-level and apply to every host.
+    """
+    current = dict(current or {})
+    own = set()
+    if current_host is not None and current_host in hostvars:
+        own = set(candidate_names(hostvars[current_host].keys()))
+    play_level = dict((k, _plain(v)) for k, v in current.items() if k not in own)
+    host_values = {}
+    for host in hosts:
+        hv = hostvars[host]
+        values = dict(play_level)
+        for name in candidate_names(hv.keys()):
+            values[name] = _plain(hv[name])
+        host_values[str(host)] = values
+    return option_errors(host_values, role_options())
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"option_errors": option_errors_filter}

@@ -1,0 +1,120 @@
+"""The exit contract of playbooks/verify-gpu.yml (docs/usage.md, "Exit statuses"), over real ansible-playbook
+runs: a synthetic node tree (hostfixture.build_node, real mknod devices) reached through the local
+connection, a host whose SSH port is closed (unreachable) and one without a usable Python. Audit mode
+starts no container, and the unreachable cases run full and postcheck without a reachable node, so no GPU
+and no podman are needed."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from hostfixture import build_node
+
+pytestmark = pytest.mark.integration
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = os.path.join(ROOT, "playbooks", "verify-gpu.yml")
+STOPPED = "invalid options, no node was run"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    base = tmp_path_factory.mktemp("exit-contract")
+    build_node(str(base / "node"))
+    inventory = {"all": {
+        "vars": {"verify_root": str(base / "node"), "verify_nvml": False, "verify_k8s": False,
+                 "verify_cdi_spec_dirs": ["/etc/cdi"]},
+        "hosts": {
+            "node": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+            "gone": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,
+                     "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes"},
+            "nopython": {"ansible_connection": "local", "ansible_python_interpreter": "/nonexistent/bin/python3"},
+            # answers the first check (local), then every later task goes to a closed SSH port: unreachable mid-run
+            "flaky": {"ansible_connection": "{{ 'local' if __gpuprobe_ping is not defined else 'ssh' }}",
+                      "ansible_python_interpreter": sys.executable, "ansible_host": "127.0.0.1", "ansible_port": 1,
+                      "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes"},
+        }}}
+    (base / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    return base
+
+
+def _junit_latest_is_a_directory(reports):
+    os.makedirs(str(reports))
+    (reports / "gpuprobe-report-latest.json").write_text('{"previous": true}\n')
+    os.makedirs(str(reports / "gpuprobe-report-latest.junit.xml"))
+
+
+def _report_dir_cannot_be_created(reports):
+    # the tests run as root, which a read-only mode does not stop: the report dir's parent is a regular file
+    reports.parent.write_text("")
+
+
+CASES = [
+    # id, extra vars, --limit, expected status, text the output must hold, set-up of the report dir
+    ("audit-ok", ["gpuprobe_mode=audit"], "node", 0, "1 host(s): ", None),
+    ("unknown-mode", ["gpuprobe_mode=bogus"], "node", 2, "gpuprobe_mode is 'bogus': must be one of audit, full, postcheck", None),
+    ("cdi-source-typo", ["gpuprobe_cdi_source=selfbuilt"], "node", 2, "gpuprobe_cdi_source is 'selfbuilt'", None),
+    ("timeout-abc", ["gpuprobe_mode=audit", "verify_probe_timeout=abc"], "node", 2, "verify_probe_timeout", None),
+    ("timeout-0", ["gpuprobe_mode=audit", "verify_layer_timeout=0"], "node", 2,
+     "verify_layer_timeout is 0: must be a whole number of seconds greater than 0", None),
+    ("audit-self-built", ["gpuprobe_mode=audit", "gpuprobe_cdi_source=self-built"], "node", 2,
+     "gpuprobe_mode=audit with gpuprobe_cdi_source=self-built", None),
+    ("misspelt-mode", ["gpuprobe_mdoe=audit"], "node", 2, "unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode?", None),
+    ("unreachable-audit", ["gpuprobe_mode=audit"], "node,gone,nopython", 2, "gone could not be verified: host unreachable", None),
+    ("unreachable-full", ["gpuprobe_mode=full"], "gone,nopython", 2, "nopython could not be verified: verify run failed", None),
+    ("unreachable-postcheck", ["gpuprobe_mode=postcheck"], "gone", 2, "gone could not be verified", None),
+    ("unreachable-mid-run", ["gpuprobe_mode=audit"], "node,flaky", 4, "fatal: [flaky]: UNREACHABLE!", None),
+    ("report-dir-not-creatable", ["gpuprobe_mode=audit"], "node", 2, "gpuprobe report not written to", _report_dir_cannot_be_created),
+    ("junit-latest-is-a-dir", ["gpuprobe_mode=audit"], "node", 2, "gpuprobe report not written to", _junit_latest_is_a_directory),
+]
+
+
+@pytest.mark.parametrize("name,extra,limit,status,text,setup", CASES, ids=[c[0] for c in CASES])
+def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
+    reports = tmp_path / ("not-a-dir/reports" if setup is _report_dir_cannot_be_created else "reports")
+    if setup:
+        setup(reports)
+    status_file = tmp_path / "status.json"
+    argv = ["ansible-playbook", "-i", str(lab / "hosts.yml"), PLAYBOOK, "--limit", limit,
+            "-e", "gpuprobe_report_dir=%s" % reports, "-e", "gpuprobe_status_file=%s" % status_file]
+    for item in extra:
+        argv += ["-e", item]
+    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240, check=False)
+    output = r.stdout + r.stderr
+    assert (r.returncode, text in output) == (status, True), output[-4000:]
+
+    if status == 2 and not setup and not name.startswith("unreachable"):
+        # stopped before any node ran: no node task, no report, no status file
+        assert STOPPED in output
+        assert "Check that the node answers" not in output
+        assert not reports.exists() and not status_file.exists()
+        return
+    state = json.loads(status_file.read_text())
+    if setup:
+        assert state["report"] == "failed" and "gpuprobe report not written" in state["error"]
+        # nothing of this run was kept, no temporary file left; the previous latest.* are untouched
+        left = sorted(os.listdir(str(reports))) if reports.is_dir() else []
+        assert [f for f in left if not f.startswith("gpuprobe-report-latest")] == []
+        if setup is _junit_latest_is_a_directory:
+            assert (reports / "gpuprobe-report-latest.json").read_text() == '{"previous": true}\n'
+            assert left == ["gpuprobe-report-latest.json", "gpuprobe-report-latest.junit.xml"]
+        return
+    assert state["report"] == "written"
+    files = sorted(os.path.basename(p) for p in glob.glob(str(reports / "*")))
+    assert len(files) == 8 and not [f for f in files if f.startswith(".")], files
+    junit = (reports / "gpuprobe-report-latest.junit.xml").read_text()
+    unverifiable = sorted(state["unverifiable"])
+    assert unverifiable == sorted(h for h in limit.split(",") if h != "node")
+    for host in unverifiable:
+        # every layer of a node that could not be verified is an <error> in JUnit, in every mode
+        suite = junit.split('<testsuite name="%s"' % host, 1)[1].split("</testsuite>", 1)[0]
+        assert suite.count("<error ") == 5 and "<skipped" not in suite
+    if "node" in limit.split(","):
+        node = junit.split('<testsuite name="node"', 1)[1].split("</testsuite>", 1)[0]
+        assert 'errors="0"' in node and "<error " not in node
