@@ -71,8 +71,9 @@ class Nobody(object):
         playbook = out + ".yml"
         with open(playbook, "w") as f:
             json.dump(play, f)  # JSON is YAML
-        argv = [shutil.which("ansible-playbook"), "-i", os.path.join(ROOT, "inventory", "localhost.yml"), playbook]
-        r = subprocess.run(argv + ["-e", "ansible_python_interpreter='%s'" % self.interpreter()], env=self.env, capture_output=True, text=True, check=False, timeout=300)
+        argv = [shutil.which("ansible-playbook"), "-i", os.path.join(ROOT, "inventory", "localhost.yml"), playbook,
+                "-e", "ansible_python_interpreter='%s'" % self.interpreter()]
+        r = subprocess.run(argv, env=self.env, capture_output=True, text=True, check=False, timeout=300)
         if r.returncode != 0 or not os.path.exists(out):  # not an AssertionError: the xfail below must not swallow it
             raise RuntimeError("ansible-playbook rc %s\n%s\n%s" % (r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
         with open(out) as f:
