@@ -182,8 +182,11 @@ def test_cdi_layer_reads_world_readable_specs_without_root(nobody_ansible, node)
     assert not [c for c in record["checks"] if "ermission denied" in (c.get("observed") or "")]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="gap in _cdi.list_spec_files: an unreadable spec dir (EACCES) is read as "
-                                       "empty, so the cdi layer says 'no CDI spec provides' instead of naming the denied read")
+UNREADABLE_DIR_GAP = ("gap in _cdi.list_spec_files: an unreadable spec dir (EACCES) is read as empty, so the cdi layer says "
+                      "'no CDI spec provides' instead of naming the denied read")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=UNREADABLE_DIR_GAP)
 def test_cdi_layer_names_a_spec_dir_it_may_not_read(nobody_ansible, node):
     spec_dir = _spec_dir(node, "cdi-root-only", 0o700, 0o600)
     failed, result = nobody_ansible.module("gpuprobe.layers.cdi_facts", {

@@ -75,9 +75,9 @@ def cdi_device():
 
 
 def _runtime_record(run_id, image, device):
-    record, _probe = _runtime.runtime_facts({"run_id": run_id, "image": image, "cdi_devices": [device],
-                                            "expected_edits": {"env": ["GPUPROBE_IMAGE_TEST=1"]}, "compute": False,
-                                            "timeout": 60, "runtime": "podman"})
+    params = {"run_id": run_id, "image": image, "cdi_devices": [device], "expected_edits": {"env": ["GPUPROBE_IMAGE_TEST=1"]},
+              "compute": False, "timeout": 60, "runtime": "podman"}
+    record, _probe = _runtime.runtime_facts(params)
     assert validate_record(record) == []
     return record
 
