@@ -48,7 +48,7 @@ mkdir -p "$build/dist" "$build/collections"
 "$venv/bin/ansible-galaxy" collection build --force --output-path "$build/dist" . >/dev/null
 "$venv/bin/ansible-galaxy" collection install --force -p "$build/collections" "$build/dist"/gpuprobe-layers-*.tar.gz >/dev/null
 
-# 4. podman settings for development/CI machines without systemd (see ../shared/gpu-lab/README.md);
+# 4. podman settings for development/CI machines without systemd (see docs/lab.md);
 #    used through CONTAINERS_CONF by the tests only, never written to /etc
 cat > "$build/containers.conf" <<'CONF'
 [containers]

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The project's GPU end-to-end command, for the offline GPU host of ../shared/gpu-lab:
-#   bash .gpu-lab/device-setup.sh && source .gpu-lab/env.sh && bash scripts/gpu-e2e.sh OUTDIR
+# The project's GPU end-to-end command, for the offline GPU host described in docs/lab.md, once the bundle of
+# podman/runc and wheels built on a connected machine is set up there:  bash scripts/gpu-e2e.sh OUTDIR
 # Builds and installs the collection from this tree, then runs, each step continuing after a failure:
 #   1. host_facts through ansible (local connection)           -> OUTDIR/evidence/h200-host.json
 #   2. cdi: self-built spec + cdi_facts, and the stale variant -> OUTDIR/evidence/h200-cdi.json
 #      (both by tests/gpu/evidence-host-cdi.yml)
-#   3. pytest tests/gpu (host, cdi, runtime+compute over DESIGN.md's variants; records as JSON)
+#   3. pytest tests/gpu (host, cdi, runtime+compute over the self-built spec variants; records as JSON)
 #   4. playbooks/verify-gpu.yml (full, self-built spec)       -> OUTDIR/evidence/reports/
 #   5. playbooks/fault-drills.yml                              -> OUTDIR/evidence/drills/
 #   6. benchmarks/bench_gpu.py                                 -> OUTDIR/evidence/bench-gpu.json
@@ -49,7 +49,7 @@ done
 step host-cdi ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
   tests/gpu/evidence-host-cdi.yml -e evidence_dir="$ev"
 
-# 3. the GPU tests (host, cdi, runtime + compute over DESIGN.md's variants)
+# 3. the GPU tests (host, cdi, runtime + compute over the self-built spec variants)
 step pytest-gpu env GPUPROBE_GPU=1 GPUPROBE_EVIDENCE_DIR="$ev/variants" GPUPROBE_STUB_LIBCUDA="$stub" \
   "$py" -m pytest -p no:cacheprovider -v -m gpu tests/gpu -o addopts="" --junitxml="$ev/pytest-gpu.xml"
 

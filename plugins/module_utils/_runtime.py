@@ -151,7 +151,9 @@ SIGNATURES = {
     "runtime.start.image_missing": {
         "points_to": "runtime",
         "meaning": "the probe image is not present (pull: never) or could not be pulled",
-        "next": "build it: scripts/build-probe-image.sh, or roles/compute_probe/files/Containerfile",
+        "next": "bring the image to the node (docs/probe-image.md): build it there (scripts/build-probe-image.sh), pull it from "
+                "your registry pinned by digest (verify_probe_image: REGISTRY/gpuprobe-probe@sha256:...), or podman load a saved "
+                "tar (scripts/probe-image.sh save/load)",
     },
     "runtime.start.timeout": {
         "points_to": "runtime",
