@@ -19,7 +19,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAI
 OTHER_CURESULT = "compute.cuda.<CUresult name>"
 _SPEC_READABLE = ["cdi.discovery.spec_dirs", "cdi.discovery.runtime_config", "cdi.spec.parse", "cdi.spec.schema",
                   "cdi.spec.version", "cdi.spec.kind", "cdi.spec.devices", "cdi.resolve.kind", "cdi.resolve.device",
-                  "cdi.resolve.conflict"]
+                  "cdi.resolve.conflict", "cdi.runtime.spec_version", "cdi.runtime.spec_dir", "cdi.runtime.cdi_support",
+                  "cdi.discovery.spec_dir_readable", "cdi.spec.library_panic"]
 
 EXPLAINED_BY = {
     # compute signatures (_compute.SIGNATURES)
@@ -27,7 +28,7 @@ EXPLAINED_BY = {
     "compute.cuda.CUDA_ERROR_STUB_LIBRARY": ["cdi.nvidia.libcuda"],
     "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER": ["cdi.host.library_version"],
     "compute.cuda.CUDA_ERROR_NO_DEVICE": ["cdi.nvidia.nvidiactl", "cdi.nvidia.uvm", "cdi.nvidia.cgroup_write",
-                                          "cdi.host.device_node", "cdi.host.device_number"],
+                                          "cdi.host.device_node", "cdi.host.device_number", "cdi.identity.gives_gpu"],
     "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit"],
     "compute.cuda.CUDA_ERROR_SYSTEM_NOT_READY": [],
     "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": ["cdi.host.library_version", "cdi.nvidia.libcuda"],
@@ -36,10 +37,13 @@ EXPLAINED_BY = {
     "compute.cuda.SYMBOL_NOT_FOUND": ["cdi.nvidia.libcuda", "cdi.host.library_version"],
     "compute.verify.mismatch": [],
     "compute.timeout": [],
+    "compute.gpu.missing": ["cdi.identity.gives_gpu", "cdi.identity.index", "cdi.identity.uuid", "cdi.identity.mig",
+                            "cdi.identity.all", "cdi.host.device_node"],
     "compute.probe.incomplete": [],
     # runtime signatures (_runtime.SIGNATURES)
     "runtime.start.cdi_unresolvable": _SPEC_READABLE,
-    "runtime.start.hostpath_missing": ["cdi.host.mount_source", "cdi.host.device_node", "cdi.host.hook"],
+    "runtime.start.hostpath_missing": ["cdi.host.mount_source", "cdi.host.device_node", "cdi.host.hook",
+                                       "cdi.inject.device_node"],
     "runtime.start.permission_denied": ["cdi.host.hook"],
     "runtime.start.oci_error": ["cdi.host.hook", "cdi.host.device_node"],
     "runtime.start.image_missing": [],

@@ -40,8 +40,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, identity as _identity
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
-    ANNOTATIONS_MAX_BYTES, CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
+    ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
     KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
@@ -59,6 +60,11 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate impo
     RULES, RULE_CHECK, annotation_key_error, load_spec_data, validate_annotations, validate_edits, validate_spec,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.vendor import is_nvidia, nvidia_checks
+
+# the layer's one catalogue: spec, resolution, host and audit checks, the identity map, runtime compatibility
+CHECKS = dict(_SPEC_CHECKS)
+CHECKS.update(_identity.CHECKS)
+CHECKS.update(_compat.CHECKS)
 
 # names other code imports from _cdi (tests, _cdi_spec, benchmarks), re-exported from the package's modules
 __all__ = [
@@ -186,10 +192,14 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     edits, sources = merge_edits(registry, resolved, root) if resolved else (
         {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}, {})
     driver = running_driver_version(host, root) if edits["mounts"] else (None, "no mounts")
-    # Per-device identity (_cdi_identity: which host GPU each resolved device gives, evidence.identity) and
-    # runtime compatibility (_cdi_compat: the spec versions this node's runtime can read) are wired HERE,
-    # after merge_edits and before the host checks: they need `resolved`, `registry`, `edits` and `host`. A device's
-    # own edits: resolve.device_of(registry, q)["containerEdits"]; its spec file record: registry[q].
+    # Which host GPU(s) every device of the requested kinds gives (from its own merged device nodes), and
+    # whether the node's runtime can read the specs that provide the requested devices.
+    identity_devices = [{"name": q, "deviceNodes": merge_edits(registry, [q], root)[0]["deviceNodes"]}
+                        for q in sorted(registry) if q.split("=", 1)[0] in requested_kinds]
+    identity_checks, identity = _identity.identity_map(identity_devices, resolved, host, requested_kinds)
+    compat_checks, compat = _compat.spec_compat(files, sources, host, runtime_dirs=runtime_dirs, root=root)
+    for c in identity_checks + compat_checks:
+        b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
     if resolved:
         host_checks(b, edits, root, host, driver)
         inject_checks(b, edits)
@@ -226,6 +236,8 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
                            for n in edits.get("injected_nodes") or []],
         "driver_version": {"version": driver[0], "source": driver[1]},
         "spec_digest": spec_digest(providing) if providing else None,
+        "identity": identity,
+        "runtime_compat": compat,
     }
     return b.build()
 

@@ -4,7 +4,8 @@ rows checked against each other and against the real podman of this machine when
 import pytest
 import yaml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_compat, _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _cdi_compat
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 KIND = "nvidia.com/gpu"

@@ -7,7 +7,8 @@ import yaml
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_identity, _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import identity as _cdi_identity
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 KIND = "nvidia.com/gpu"

@@ -162,7 +162,10 @@ def host_gpus(host_record):
                              "name": g.get("name"), "mig": None})
     else:
         source = "host.evidence.device_nodes (no NVML: minors only, indices and UUIDs unknown)"
-        nodes = ev.get("device_nodes") if isinstance(ev.get("device_nodes"), dict) else {}
+        nodes = ev.get("device_nodes")
+        if not isinstance(nodes, dict):
+            # a host record without any GPU inventory (neither rows, NVML nor device nodes): unknown, not "none"
+            return None, "no GPU inventory in the host record", (nv_major, caps_major)
         for path, node in sorted(nodes.items()):
             if _GPU_PATH.match(path) and isinstance(node, dict) and node.get("exists") and node.get("type") == "char" \
                     and node.get("major") == nv_major and node.get("minor") not in NON_GPU_MINORS:
@@ -386,7 +389,7 @@ def identity_map(devices, requested, host_record, kinds):
     kinds = set(kinds or [])
     rows, source, majors = host_gpus(host_record)
     if rows is None:
-        add("cdi.identity.host_gpus", NOT_RUN, "host", "the host layer's GPU inventory", "no host record: host GPUs unknown")
+        add("cdi.identity.host_gpus", NOT_RUN, "host", "the host layer's GPU inventory", "%s: host GPUs unknown" % source)
     elif not rows:
         add("cdi.identity.host_gpus", NOT_RUN, "host", "the host layer's GPU inventory", "no GPU in %s" % source)
     elif not any(r["uuid"] for r in rows):
