@@ -58,7 +58,7 @@ def main():
             for name, fn in items:
                 ms, value = timed(fn)
                 samples[name].append(round(ms, 1))
-                statuses[name].add(_status(name, value))
+                statuses[name].add(_status(name, value, host))
     finally:
         _cdi_spec.remove_spec(_cdi_spec.DEFAULT_SPEC_DIR, run_id)
     base = statistics.median(samples["nvidia-smi"])
@@ -79,7 +79,7 @@ def main():
                       "outcomes": result["outcomes"]}, indent=2))
 
 
-def _status(name, value):
+def _status(name, value, host):
     """What each item actually achieved (a benchmark of a failing path would measure the wrong thing)."""
     if name == "nvidia-smi":
         return "rc=%s" % value["rc"]
@@ -88,7 +88,7 @@ def _status(name, value):
     if name.startswith("runtime"):
         record, probe = value
         if name == "runtime+compute":
-            compute = _compute.compute_record(probe, record, host_record=None, host_control=False)
+            compute = _compute.compute_record(probe, record, host_record=host, host_control=False)
             return "%s/%s" % (record["status"], compute["status"])
         return record["status"]
     return value[0]["status"]  # run_host_control -> (outcome, parsed, assessment)

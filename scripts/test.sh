@@ -30,6 +30,7 @@ stage() {
 stage sanity bash scripts/sanity.sh
 stage ansible-lint ansible-lint --profile production --offline
 stage molecule bash scripts/molecule.sh
+stage ee-check bash scripts/ee-check.sh
 # tests/gpu is collected too: without a GPU its tests are skipped, and pytest's summary says how many
 # ("SKIPPED [N] tests/gpu/...: needs a real NVIDIA GPU"); scripts/gpu-e2e.sh runs them on a GPU host
 stage pytest python -m pytest -p no:cacheprovider tests/unit tests/integration tests/gpu
