@@ -58,6 +58,29 @@ step verify-gpu ansible-playbook -i "localhost," -c local -e ansible_python_inte
   playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built \
   -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" -e gpuprobe_report_dir="$ev/reports"
 
+# 4b. the node's own spec (kind nvidia.com/gpu, nvidia-ctk's shape: devices "0", the GPU's UUID, "all") as the
+#     node source, every device of the kind requested: identity map, per-GPU rows, post-check exit status
+node_spec=/var/run/cdi/nvidia-gpuprobe-e2e-nodestyle.yaml
+step node-spec-write "$py" - "$node_spec" <<'PY'
+import os, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "tests", "gpu"))
+import test_node_specs_gpu as t
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _host
+host = _host.collect_host(driver_root=t.DRIVER_ROOT)
+spec, _request = t.node_style_spec(host, "full")
+with open(sys.argv[1], "w") as f:
+    f.write(_cdi_spec.render(spec))
+print(open(sys.argv[1]).read())
+PY
+step verify-gpu-node-postcheck ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
+  playbooks/verify-gpu.yml -e gpuprobe_mode=postcheck -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" \
+  -e '{"verify_cdi_devices": ["nvidia.com/gpu=all"]}' -e gpuprobe_report_dir="$ev/reports-node"
+rm -f "$node_spec"
+
+# 4c. Ctrl-C in the middle of a probe, then what probe_cleanup removes (scripts/interrupt-drill.sh)
+step interrupt bash scripts/interrupt-drill.sh "$ev/interrupt.txt" "$out/interrupted-run.log" \
+  -e ansible_python_interpreter="$py" -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" -e gpuprobe_report_dir="$out/interrupted"
+
 # 5. the fault drills
 step fault-drills ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
   playbooks/fault-drills.yml -e gpuprobe_dedicated_node=true -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" \

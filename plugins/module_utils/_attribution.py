@@ -89,6 +89,7 @@ def explain(signature, cdi_record):
                         "observed": check.get("observed"), "hint": check.get("hint")})
     return out
 
+
 # The runtime checks that compare one CDI edit with what the container got, and the statuses that say the
 # edit was NOT applied as the spec asks (runtime.device_node.open is what the applied edit allows, not an edit).
 EDIT_CHECKS = {

@@ -525,7 +525,7 @@ class Cuda(object):
         func, symbol = self.fn(name)
         if func is None:
             item = self.tag({"kind": "step", "step": step, "call": name, "ok": False, "rc": None,
-                              "name": "SYMBOL_NOT_FOUND", "ms": 0.0})
+                             "name": "SYMBOL_NOT_FOUND", "ms": 0.0})
             emit(item)
             return item
         t0 = time.monotonic()
@@ -533,7 +533,7 @@ class Cuda(object):
         ms = _ms(t0)
         result_name, source = (CU_RESULTS[0], "table") if rc == 0 else self.error_name(rc)
         item = self.tag({"kind": "step", "step": step, "call": symbol, "ok": rc == 0, "rc": rc, "name": result_name,
-                          "name_source": source, "ms": ms})
+                         "name_source": source, "ms": ms})
         emit(item)
         return item
 

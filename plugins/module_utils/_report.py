@@ -176,7 +176,7 @@ def _k8s_nodes(k8s_records):
 def _k8s_node_of(host, nodes):
     if host in nodes:
         return nodes[host]
-    short = str(host).split(".")[0]
+    short = str(host).split(".", 1)[0]
     matches = [n for name, n in nodes.items() if name.split(".")[0] == short]
     return matches[0] if len(matches) == 1 else None
 
@@ -512,8 +512,8 @@ def crosscheck_markdown(findings):
         return lines + ["No finding (or no k8s record named a verified host).", ""]
     lines += ["| host | k8s node | finding | severity | observed | meaning |", "|---|---|---|---|---|---|"]
     for f in findings:
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (_md(f["host"]), _md(f["k8s_node"]), _md(f["finding"]),
-                                                       f["severity"], _md(f["observed"]), _md(f["message"])))
+        cells = (_md(f["host"]), _md(f["k8s_node"]), _md(f["finding"]), f["severity"], _md(f["observed"]), _md(f["message"]))
+        lines.append("| %s | %s | %s | %s | %s | %s |" % cells)
     return lines + [""]
 
 

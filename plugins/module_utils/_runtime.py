@@ -431,8 +431,8 @@ def loader_check(builder, expected_edits, inventory):
     points = [m.get("containerPath") for m in mounted]
     sources = _mounts_by_point(inventory.get("mounts"))
     cache = (((inventory.get("ldconfig") or {}).get("found") or {}).get(_probe.LIBCUDA)) or []
-    context = "LD_LIBRARY_PATH %s; ld.so cache %s" % (inventory.get("ld_library_path") or "unset",
-                                                       ", ".join(cache) or "lists none")
+    context = "LD_LIBRARY_PATH %s; ld.so cache %s" % (
+        inventory.get("ld_library_path") or "unset", ", ".join(cache) or "lists none")
     want = "the CDI-mounted driver library %s" % ", ".join(points) if points else "the driver's libcuda (no CDI mount)"
     if not lib.get("ok"):
         error = lib.get("error") or "dlopen failed"

@@ -74,7 +74,7 @@ def run_variant(variant, host, user=None, edit=None, name=None):
     records = {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}
     verdict = node_verdict(records)
     _save(name or variant, {"variant": name or variant, "prediction": _cdi_spec.prediction(variant), "user": user,
-                    "records": dict(records, probe=probe), "verdict": verdict, "cleanup": leftovers})
+                            "records": dict(records, probe=probe), "verdict": verdict, "cleanup": leftovers})
     for layer in ("cdi", "runtime", "compute"):
         assert validate_record(records[layer]) == [], layer
     assert leftovers["containers"] == [] and leftovers["errors"] == [], leftovers

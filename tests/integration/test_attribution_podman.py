@@ -8,7 +8,7 @@ import os
 import pytest
 
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
-from test_runtime_podman import LIB_IN_CONTAINER, Lab, lab, podman_env, probe_image  # noqa: F401 (fixtures)
+from test_runtime_podman import LIB_IN_CONTAINER, Lab, idle_host, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _compute
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
@@ -41,8 +41,9 @@ def _node_edits(lab_, rc=100):
 def _records(lab_, edits, control=verdictlab.passing_control):
     lab_.write_spec(edits)
     cdi = _cdi_record(lab_)
-    runtime, probe = lab_.run(cdi["evidence"]["expected_edits"])
-    compute = _compute.compute_record(probe, runtime, host_record=None, host_runner=control, timeout=30)
+    # an idle GPU per the host's NVML evidence (without it the probe would not touch the GPU at all)
+    runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=idle_host())
+    compute = _compute.compute_record(probe, runtime, host_record=idle_host(), host_runner=control, timeout=30)
     assert validate_record(compute) == []
     return {"cdi": cdi, "runtime": runtime, "compute": compute}
 

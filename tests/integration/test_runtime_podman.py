@@ -145,8 +145,8 @@ GPU_B = "GPU-0b0b0b0b-1111-2222-3333-444444444444"
 
 
 def idle_host(*uuids):
-    return {"evidence": {"nvml": {"ok": True, "gpus": [{"index": i, "uuid": u, "compute_processes": []}
-                                                        for i, u in enumerate(uuids or (GPU_A,))]}}}
+    gpus = [{"index": i, "uuid": u, "compute_processes": []} for i, u in enumerate(uuids or (GPU_A,))]
+    return {"evidence": {"nvml": {"ok": True, "gpus": gpus}}}
 
 
 def expected_gpus(*uuids):
@@ -350,7 +350,7 @@ def test_expected_gpu_missing_when_the_container_lists_none(lab, tmp_path):
 def test_per_device_isolation_runs_one_compute_container_per_device(lab):
     edits = lab.full_edits()
     second = lab.node("nvidia1", 1, 7)
-    spec = {"cdiVersion": "0.5.0", "kind": KIND,
+    spec = {"cdiVersion": "0.5.0", "kind": lab.kind,
             "devices": [{"name": lab.device_name, "containerEdits": {"deviceNodes": edits["deviceNodes"]}},
                         {"name": lab.device_name + "-b", "containerEdits": {"deviceNodes": [second]}}],
             "containerEdits": {"env": edits["env"], "mounts": edits["mounts"]}}

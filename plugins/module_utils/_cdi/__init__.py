@@ -240,4 +240,3 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         "runtime_compat": compat,
     }
     return b.build()
-

@@ -191,8 +191,8 @@ def validate_spec(spec):
 
 RULES = ("parse", "schema", "panic", "version", "kind", "devices", "edits", "annotations")
 RULE_CHECK = {"parse": "cdi.spec.parse", "schema": "cdi.spec.schema", "panic": "cdi.spec.library_panic", "version": "cdi.spec.version",
-               "kind": "cdi.spec.kind", "devices": "cdi.spec.devices", "edits": "cdi.spec.edits",
-               "annotations": "cdi.spec.annotations"}
+              "kind": "cdi.spec.kind", "devices": "cdi.spec.devices", "edits": "cdi.spec.edits",
+              "annotations": "cdi.spec.annotations"}
 
 
 def load_spec_data(data, ext=".yaml"):

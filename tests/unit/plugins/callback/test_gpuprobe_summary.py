@@ -39,8 +39,8 @@ def test_progress_counts_each_host_once():
 
 def test_final_table_from_the_fleet_report_result():
     cb = make()
-    cb.v2_runner_on_ok(result("n1", {"summary_lines": [], "verdicts": {"n2": "FAILED_AT_CDI", "n1": "COMPUTE_VERIFIED",
-                                                                      "n3": "INCONCLUSIVE"},
+    verdicts = {"n2": "FAILED_AT_CDI", "n1": "COMPUTE_VERIFIED", "n3": "INCONCLUSIVE"}
+    cb.v2_runner_on_ok(result("n1", {"summary_lines": [], "verdicts": verdicts,
                                      "signatures": {"n2": "cdi.host.mount_source"},
                                      "unverifiable": {"n3": "host unreachable: ssh: no route"},
                                      "files": {"html": "/r/x.html"}}))

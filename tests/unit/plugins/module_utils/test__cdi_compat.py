@@ -86,7 +86,7 @@ def test_spec_version_against_the_runtime(tmp_path, runtime, version, spec_versi
 
 def test_the_h200_row_names_its_sources(tmp_path):
     write_spec(tmp_path, ETC, "nvidia.yaml", "0.6.0")
-    checks, _ = judge(tmp_path, host_with({"podman": "4.3.1"}))
+    checks, _unused = judge(tmp_path, host_with({"podman": "4.3.1"}))
     observed = one(checks, "cdi.runtime.spec_version")["observed"]
     assert "containers/podman go.mod @ v4.3.0..v4.3.1 requires container-device-interface v0.5.2" in observed
     assert "pkg/cdi/spec.go validSpecVersions @ v0.5.2" in observed
@@ -102,7 +102,7 @@ def test_the_h200_row_names_its_sources(tmp_path):
 ])
 def test_unknown_runtime_version_is_not_run_never_pass(tmp_path, tools, why):
     write_spec(tmp_path, RUN, "nvidia.yaml", "0.3.0")
-    checks, _ = judge(tmp_path, host_with(tools))
+    checks, _unused = judge(tmp_path, host_with(tools))
     assert one(checks, "cdi.runtime.cdi_support")["status"] == NOT_RUN
     c = one(checks, "cdi.runtime.spec_version")
     assert c["status"] == NOT_RUN and why in c["observed"], c
@@ -147,7 +147,7 @@ def test_runtime_reads_a_lower_priority_spec_when_the_winner_is_too_new(tmp_path
 ])
 def test_spec_in_a_configured_dir_is_read_only_by_podman_5_5_and_later(tmp_path, version, expect, why):
     write_spec(tmp_path, "/opt/cdi", "nvidia.yaml", "0.5.0")
-    checks, _ = judge(tmp_path, host_with({"podman": version}), configured=["/opt/cdi"])
+    checks, _unused = judge(tmp_path, host_with({"podman": version}), configured=["/opt/cdi"])
     c = one(checks, "cdi.runtime.spec_dir")
     assert c["status"] == expect and why in c["observed"], c
 

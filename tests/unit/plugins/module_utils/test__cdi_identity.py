@@ -47,7 +47,7 @@ def devices_of(tmp_path, root, spec_devices, version="0.5.0"):
     rec = _cdi.load_spec_file(str(path))
     assert rec["ok"], rec["errors"]
     rec["priority"] = 0
-    registry, conflicts, _ = _cdi.build_registry([rec])
+    registry, conflicts, _unused = _cdi.build_registry([rec])
     assert not conflicts
     out = []
     for q in sorted(registry):
@@ -122,7 +122,7 @@ def test_device_one_whose_node_is_nvidia0_on_a_one_gpu_host_fails(tmp_path, want
 def test_index_name_of_another_existing_gpu_fails(tmp_path):
     root = node(tmp_path, 2)
     devices = devices_of(tmp_path, root, [dev("0", "/dev/nvidia1"), dev("1", "/dev/nvidia0")])
-    checks, _ = run(devices, [KIND + "=0", KIND + "=1"], host(root, 2))
+    checks, _unused = run(devices, [KIND + "=0", KIND + "=1"], host(root, 2))
     for i in (0, 1):
         c = of(checks, "cdi.identity.index", "%s=%d" % (KIND, i))[0]
         assert c["status"] == FAIL and "gives GPU %d" % (1 - i) in c["observed"]
@@ -145,7 +145,7 @@ def test_requesting_gpu_1_when_the_node_has_no_gpu_1_fails(tmp_path, declared):
 def test_uuid_name_of_another_gpu_fails(tmp_path):
     root = node(tmp_path, 2)
     devices = devices_of(tmp_path, root, [dev(uuid(1), "/dev/nvidia0"), dev(uuid(0), "/dev/nvidia1")])
-    checks, _ = run(devices, ["%s=%s" % (KIND, uuid(1))], host(root, 2))
+    checks, _unused = run(devices, ["%s=%s" % (KIND, uuid(1))], host(root, 2))
     c = of(checks, "cdi.identity.uuid", "%s=%s" % (KIND, uuid(1)))[0]
     assert c["status"] == FAIL and uuid(0) in c["observed"]
     assert status(checks, "cdi.identity.uuid", "%s=%s" % (KIND, uuid(0))) == WARN  # not requested
@@ -155,7 +155,7 @@ def test_uuid_name_of_no_gpu_of_this_host_fails(tmp_path):
     root = node(tmp_path, 1)
     stranger = "GPU-ffffffff-0000-4000-8000-000000000000"
     devices = devices_of(tmp_path, root, [dev(stranger, "/dev/nvidia0")])
-    checks, _ = run(devices, ["%s=%s" % (KIND, stranger)], host(root, 1))
+    checks, _unused = run(devices, ["%s=%s" % (KIND, stranger)], host(root, 1))
     c = of(checks, "cdi.identity.uuid")[0]
     assert c["status"] == FAIL and "no GPU of this host has UUID" in c["observed"]
 
@@ -163,7 +163,7 @@ def test_uuid_name_of_no_gpu_of_this_host_fails(tmp_path):
 def test_gpu_kind_device_with_no_gpu_node_fails(tmp_path):
     root = node(tmp_path, 1)
     devices = devices_of(tmp_path, root, [dev("0", "/dev/nvidia0"), dev("ctl", "/dev/nvidiactl")])
-    checks, _ = run(devices, [KIND + "=ctl"], host(root, 1))
+    checks, _unused = run(devices, [KIND + "=ctl"], host(root, 1))
     c = of(checks, "cdi.identity.gives_gpu", KIND + "=ctl")[0]
     assert c["status"] == FAIL and "/dev/nvidiactl c 195:255" in c["observed"]
     assert status(checks, "cdi.identity.naming", KIND + "=ctl") == NOT_RUN
@@ -174,7 +174,7 @@ def test_all_that_misses_a_gpu(tmp_path, wanted, expect):
     root = node(tmp_path, 4)
     spec_devices = [dev(str(i), "/dev/nvidia%d" % i) for i in range(4)] + [dev("all", "/dev/nvidia0", "/dev/nvidia1")]
     devices = devices_of(tmp_path, root, spec_devices)
-    checks, _ = run(devices, [KIND + "=all"] if wanted else [KIND + "=0"], host(root, 4))
+    checks, _unused = run(devices, [KIND + "=all"] if wanted else [KIND + "=0"], host(root, 4))
     c = of(checks, "cdi.identity.all")[0]
     assert c["status"] == expect and "misses GPU 2" in c["observed"] and "GPU 3" in c["observed"]
 
@@ -182,7 +182,7 @@ def test_all_that_misses_a_gpu(tmp_path, wanted, expect):
 def test_host_gpu_no_device_gives_warns(tmp_path):
     root = node(tmp_path, 4)
     devices = devices_of(tmp_path, root, [dev(str(i), "/dev/nvidia%d" % i) for i in range(3)])
-    checks, _ = run(devices, [KIND + "=0"], host(root, 4))
+    checks, _unused = run(devices, [KIND + "=0"], host(root, 4))
     warned = of(checks, "cdi.identity.host_gpu_unclaimed")
     assert [(c["status"], c["subject"]) for c in warned] == [(WARN, "GPU 3 (%s, minor 3)" % uuid(3))]
 
@@ -207,7 +207,7 @@ def test_gpu_whose_minor_nvml_could_not_read_is_not_run_never_fail_or_pass(tmp_p
     fake = hf.fake_pynvml([hf.gpu(0), hf.gpu(1)], fail={(1, "nvmlDeviceGetMinorNumber"): hf.real_pynvml.NVML_ERROR_UNKNOWN})
     record = _host.collect_host(root=root, pynvml_module=fake)
     devices = devices_of(tmp_path, root, [dev("0", "/dev/nvidia0"), dev("1", "/dev/nvidia1"), dev("all", "/dev/nvidia0")])
-    checks, _ = run(devices, [KIND + "=1", KIND + "=all"], record)
+    checks, _unused = run(devices, [KIND + "=1", KIND + "=all"], record)
     assert status(checks, "cdi.identity.index", KIND + "=0") == PASS
     assert status(checks, "cdi.identity.gives_gpu", KIND + "=1") == NOT_RUN
     assert status(checks, "cdi.identity.index", KIND + "=1") == NOT_RUN
@@ -264,7 +264,7 @@ def test_mig_names_resolve_to_their_instance_through_caps_nodes(tmp_path, name):
 @pytest.mark.parametrize("name", ["0:1", MIG_B])
 def test_mig_name_whose_caps_give_another_instance_fails(tmp_path, name):
     root = node(tmp_path, 1, caps=(12, 13, 21, 22))
-    checks, _ = run(mig_devices(tmp_path, root, swapped=True), ["%s=%s" % (KIND, name)], mig_host(root))
+    checks, _unused = run(mig_devices(tmp_path, root, swapped=True), ["%s=%s" % (KIND, name)], mig_host(root))
     c = of(checks, "cdi.identity.mig", "%s=%s" % (KIND, name))[0]
     assert c["status"] == FAIL and "expected %s" % MIG_B in c["observed"] and MIG_A in c["observed"]
 
@@ -272,14 +272,14 @@ def test_mig_name_whose_caps_give_another_instance_fails(tmp_path, name):
 def test_mig_name_of_missing_instance_fails(tmp_path):
     root = node(tmp_path, 1, caps=(12, 13))
     devices = devices_of(tmp_path, root, [dev("0:5", "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12")])
-    checks, _ = run(devices, [KIND + "=0:5"], mig_host(root))
+    checks, _unused = run(devices, [KIND + "=0:5"], mig_host(root))
     c = of(checks, "cdi.identity.mig")[0]
     assert c["status"] == FAIL and "GPU 0 has no MIG device 5 (it has 2)" in c["observed"]
 
 
 def test_mig_not_resolvable_is_not_run(tmp_path):
     root = node(tmp_path, 1, caps=(12, 13, 21, 22))
-    checks, _ = run(mig_devices(tmp_path, root), [KIND + "=0:1", "%s=%s" % (KIND, MIG_B)], mig_host(root, caps_known=False))
+    checks, _unused = run(mig_devices(tmp_path, root), [KIND + "=0:1", "%s=%s" % (KIND, MIG_B)], mig_host(root, caps_known=False))
     migs = of(checks, "cdi.identity.mig")
     assert migs and set(c["status"] for c in migs) == set([NOT_RUN])
 
@@ -287,7 +287,7 @@ def test_mig_not_resolvable_is_not_run(tmp_path):
 def test_mig_name_on_a_gpu_the_host_says_has_no_mig_fails(tmp_path):
     # the host inventory (evidence.gpus) says MIG is not enabled on GPU 0: a MIG name there is a claim no GPU backs
     root = node(tmp_path, 1, caps=(12, 13, 21, 22))
-    checks, _ = run(mig_devices(tmp_path, root), [KIND + "=0:1", "%s=%s" % (KIND, MIG_B)], host(root, 1))
+    checks, _unused = run(mig_devices(tmp_path, root), [KIND + "=0:1", "%s=%s" % (KIND, MIG_B)], host(root, 1))
     migs = of(checks, "cdi.identity.mig")
     assert migs and FAIL in set(c["status"] for c in migs) and NOT_RUN not in set(c["status"] for c in migs)
 

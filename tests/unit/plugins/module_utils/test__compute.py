@@ -7,7 +7,6 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import rollup_status, validate_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
 import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
@@ -142,8 +141,8 @@ def _expected(*uuids):
 
 
 def _idle(*uuids):
-    return {"evidence": {"nvml": {"ok": True, "gpus": [{"index": i, "uuid": u, "compute_processes": []}
-                                                        for i, u in enumerate(uuids)]}}}
+    gpus = [{"index": i, "uuid": u, "compute_processes": []} for i, u in enumerate(uuids)]
+    return {"evidence": {"nvml": {"ok": True, "gpus": gpus}}}
 
 
 def _busy(uuids, busy_uuid, pid=4242):

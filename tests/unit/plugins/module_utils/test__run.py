@@ -90,7 +90,9 @@ def test_one_gigabyte_of_output_costs_megabytes_not_gigabytes():
     print("1 GiB capture:", m)
     assert m["rc"] == 0 and m["bytes"] == 1024 ** 3 and m["truncated"] is True
     assert m["kept"] <= 2 * _run.MAX_CAPTURE + 100
-    assert m["after_kib"] < 128 * 1024, "peak RSS %d KiB for 1 GiB of output" % m["after_kib"]
+    # the growth of the peak over the interpreter's own (which depends on what the import pulled in)
+    grown = m["after_kib"] - m["before_kib"]
+    assert grown < 96 * 1024, "peak RSS grew by %d KiB for 1 GiB of output (%r)" % (grown, m)
 
 
 INTERRUPTED = textwrap.dedent("""

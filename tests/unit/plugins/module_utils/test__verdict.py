@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from verdictlab import (  # noqa: F401 (node is a fixture)
+from verdictlab import (  # noqa: F401 pylint: disable=unused-import
     STUBS, emitted, full_spec, node, passing_control, passing_steps, real_control,
 )
 
@@ -241,8 +241,8 @@ def test_runtime_warn_still_verifies(node):
     (lambda r: r["compute"]["evidence"].update(gpus={"0": "PASS"}), "compute: evidence.gpus is not a list"),
     (lambda r: r["compute"]["evidence"]["gpus"][0].update(status="OK"), "evidence.gpus[0] has unknown status 'OK'"),
     (lambda r: r["host"].update(not_proven=[]), "missing from not_proven"),
-    (lambda r: r.update(runtime=dict(r["runtime"], checks=[c for c in r["runtime"]["checks"]
-                                                          if c["id"] not in _attribution.EDIT_CHECKS])),
+    (lambda r: r.update(runtime=dict(r["runtime"], checks=[
+        c for c in r["runtime"]["checks"] if c["id"] not in _attribution.EDIT_CHECKS])),
      "runtime PASS without any CDI edit compared"),
     (lambda r: r.update(compute="not a record"), "compute: record is not a mapping"),
 ])
