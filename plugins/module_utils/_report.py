@@ -230,6 +230,19 @@ def _count(values):
     return dict(sorted(out.items()))
 
 
+def gpu_counts(entry):
+    """Per-GPU counts of one host entry: total (the host inventory's GPUs, and any expected GPU of the compute
+    rows it does not list), verified (expected rows that PASSed: a kernel verified on that GPU in the container),
+    failed (expected rows that FAILed), not_run (the rest: busy, or compute did not reach it)."""
+    host_gpus = ((entry["layers"].get("host") or {}).get("evidence") or {}).get("gpus") or []
+    rows = [r for r in entry.get("gpus") or [] if isinstance(r, dict) and r.get("expected")]
+    keys = set(g.get("uuid") or "index:%s" % g.get("index") for g in host_gpus if isinstance(g, dict))
+    keys.update(r.get("uuid") or "index:%s" % r.get("index") for r in rows)
+    verified = sum(1 for r in rows if r.get("status") == PASS)
+    failed = sum(1 for r in rows if r.get("status") == FAIL)
+    return {"total": len(keys), "verified": verified, "failed": failed, "not_run": max(len(keys) - verified - failed, 0)}
+
+
 def build_report(hosts, generated_at, run=None, drills=None):
     """The fleet report (a JSON-serialisable dict, schema ``SCHEMA_VERSION``).
 
@@ -278,6 +291,12 @@ def build_report(hosts, generated_at, run=None, drills=None):
         "hosts": dict((e["name"], e) for e in ordered),
     }
     report["summary"]["k8s_findings"] = len(crosscheck)
+    per_host = [gpu_counts(e) for e in ordered]
+    report["summary"]["gpus"] = {
+        "total": sum(c["total"] for c in per_host), "verified": sum(c["verified"] for c in per_host),
+        "failed": sum(c["failed"] for c in per_host), "not_run": sum(c["not_run"] for c in per_host),
+        "hosts_with_failed_gpu": sum(1 for c in per_host if c["failed"]),
+    }
     if drills is not None:
         report["drills"] = list(drills)
         report["summary"]["drills"] = len(drills)
@@ -332,7 +351,18 @@ def summary_lines(report):
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     counts = ", ".join("%s=%d" % kv for kv in report["counts"]["by_verdict"].items()) or "no hosts"
     lines.append("%d host(s): %s" % (report["summary"]["hosts"], counts))
+    lines.append(gpu_line(report["summary"].get("gpus")))
     return lines
+
+
+def gpu_line(gpus):
+    """'1,598 of 1,600 GPUs verified; 2 failed on 2 hosts; 0 not run' (the fleet in GPUs, not only in nodes)."""
+    gpus = gpus or {}
+    return "{verified:,} of {total:,} GPUs verified; {failed:,} failed on {hosts:,} host(s); {not_run:,} not verified " \
+           "(busy, or compute did not reach them)".format(verified=gpus.get("verified", 0), total=gpus.get("total", 0),
+                                                          failed=gpus.get("failed", 0),
+                                                          hosts=gpus.get("hosts_with_failed_gpu", 0),
+                                                          not_run=gpus.get("not_run", 0))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -446,7 +476,8 @@ def render_markdown(report):
              "- generated: %s (schema %s)" % (_md(report["generated_at"]), report["schema_version"]),
              "- mode: %s, CDI source: %s" % (_md(run.get("mode")), _md(run.get("cdi_source"))),
              "- hosts: %d, COMPUTE_VERIFIED: %d, failed: %d, inconclusive: %d, unreachable: %d, drifted: %d"
-             % (s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"])]
+             % (s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"]),
+             "- %s" % gpu_line(s.get("gpus"))]
     unverifiable = _unverifiable(report)
     if unverifiable:
         lines.append("- **could not be verified** (the run fails for them in every mode): %s"
@@ -478,6 +509,9 @@ def render_markdown(report):
     for name, e in report["hosts"].items():
         lines += ["### %s — %s" % (_md(name), e["verdict"]), "", "%s" % _md(e["reason"]), ""]
         lines += because_markdown(e.get("because"))
+        if e.get("gpus"):
+            lines += ["| GPU index | UUID | model | expected | status | signature | reason |", "|---|---|---|---|---|---|---|"]
+            lines += ["| %s |" % " | ".join(_md(r.get(k)) for k in GPU_COLUMNS) for r in e["gpus"]] + [""]
         for layer in LAYERS:
             rec = e["layers"][layer]
             lines.append("#### %s: %s" % (layer, rec["status"]))
@@ -494,6 +528,9 @@ def render_markdown(report):
             if rec.get("not_proven") and rec["status"] in (PASS, WARN):
                 lines += ["Not proven by this result: %s" % _md("; ".join(rec["not_proven"])), ""]
     return "\n".join(lines) + "\n"
+
+
+GPU_COLUMNS = ("index", "uuid", "model", "expected", "status", "signature", "reason")
 
 
 def because_markdown(because):
@@ -610,7 +647,8 @@ def render_html(report):
            "<p>generated %s (schema %s) &middot; mode %s &middot; CDI source %s</p>" % (
                _h(report["generated_at"]), _h(report["schema_version"]), _h(run.get("mode")), _h(run.get("cdi_source"))),
            "<p>%d host(s): %d COMPUTE_VERIFIED, %d failed, %d inconclusive, %d unreachable, %d drifted</p>" % (
-               s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"])]
+               s["hosts"], s["compute_verified"], s["failed"], s["inconclusive"], s["unreachable"], s["drifted"]),
+           "<p>%s</p>" % _h(gpu_line(s.get("gpus")))]
     unverifiable = _unverifiable(report)
     if unverifiable:
         out.append("<p><strong>could not be verified</strong> (the run fails for them in every mode): %s</p>"
@@ -658,6 +696,12 @@ def render_html(report):
         if e.get("because"):
             out.append("<p>because:</p><ul>%s</ul>" % "".join(
                 "<li><code>%s</code> (%s)</li>" % (_h(because_text(b)), _h(b.get("status"))) for b in e["because"]))
+        if e.get("gpus"):
+            out.append("<table><tr>%s</tr>%s</table>" % (
+                "".join("<th>%s</th>" % _h(k) for k in GPU_COLUMNS),
+                "".join("<tr>%s</tr>" % "".join(('<td class="s-%s">%s</td>' % (_h(r.get(k)), _h(r.get(k))) if k == "status"
+                                                 else "<td>%s</td>" % _h(r.get(k))) for k in GPU_COLUMNS)
+                        for r in e["gpus"])))
         for layer in LAYERS:
             rec = e["layers"][layer]
             out.append("<details%s><summary>%s %s %s</summary>" % (

@@ -55,13 +55,13 @@ CHECKS = {
         "each device of a requested kind gives at least one GPU of this host through its device nodes "
         "(char 195:N, N not 254/255, N the minor of a host GPU)",
         "the device gives no GPU of this host: a container asking for it gets no GPU, or a node of a GPU the host "
-        "does not have (WARN for a device that was not requested)",
+        "does not have",
         "compare the device's deviceNodes (major:minor) with ls -l /dev/nvidia* and the host layer's GPUs; "
         "regenerate the spec on this node (nvidia-ctk cdi generate)"),
     "cdi.identity.index": _check(
         "a device named by an index (0, gpu0) gives exactly the GPU at that NVML index",
         "the name claims one GPU and the device nodes give another, or a GPU the host does not have: a workload "
-        "asking for GPU N runs on another GPU (WARN for a device that was not requested)",
+        "asking for GPU N runs on another GPU",
         "regenerate the spec on this node; the NVML index and the /dev/nvidiaN minor are not always equal"),
     "cdi.identity.uuid": _check(
         "a device named by a GPU UUID gives exactly the GPU with that UUID",
@@ -75,7 +75,7 @@ CHECKS = {
         "nvidia-smi -L; cat /proc/driver/nvidia-caps/mig-minors; regenerate the spec after every MIG reconfiguration"),
     "cdi.identity.all": _check(
         "the device named 'all' gives every GPU of the host",
-        "a container asking for all GPUs gets only some of them (WARN when 'all' was not requested)",
+        "a container asking for all GPUs gets only some of them",
         "regenerate the spec after GPUs were added or came back; compare with nvidia-smi -L"),
     "cdi.identity.naming": _check(
         "the device name follows one of nvidia-ctk's naming strategies (index, uuid, type-index, MIG index/UUID, all)",
@@ -408,7 +408,9 @@ def identity_map(devices, requested, host_record, kinds):
         out_devices.append({"name": qualified, "device": name, "naming": naming,
                             "gives": [dict((k, e[k]) for k in ("uuid", "index", "minor", "mig_uuid")) for e in given]})
         wanted = qualified in requested
-        bad = FAIL if wanted else WARN
+        # a name that lies FAILs whether or not this run asked for it: the node's spec offers it to every workload
+        # (a scheduler asking for GPU 1 gets GPU 0), so the node's CDI configuration is wrong either way
+        bad = FAIL
         is_gpu_kind = kind in kinds
         on_host = [e for e in given if e["_on_host"]]
         if is_gpu_kind:

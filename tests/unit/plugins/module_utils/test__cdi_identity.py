@@ -105,7 +105,7 @@ def test_index_and_uuid_aliases_pass_without_conflict(tmp_path, n):
         {"uuid": uuid(n - 1), "index": n - 1, "minor": n - 1, "name": "NVIDIA H200", "mig_uuid": None}]
 
 
-@pytest.mark.parametrize("wanted, expect", [(True, FAIL), (False, WARN)])
+@pytest.mark.parametrize("wanted, expect", [(True, FAIL), (False, FAIL)])  # a lying name FAILs, requested or not
 def test_device_one_whose_node_is_nvidia0_on_a_one_gpu_host_fails(tmp_path, wanted, expect):
     root = node(tmp_path, 1)
     devices = devices_of(tmp_path, root, [dev("0", "/dev/nvidia0"), dev("1", "/dev/nvidia0")])
@@ -148,7 +148,7 @@ def test_uuid_name_of_another_gpu_fails(tmp_path):
     checks, _unused = run(devices, ["%s=%s" % (KIND, uuid(1))], host(root, 2))
     c = of(checks, "cdi.identity.uuid", "%s=%s" % (KIND, uuid(1)))[0]
     assert c["status"] == FAIL and uuid(0) in c["observed"]
-    assert status(checks, "cdi.identity.uuid", "%s=%s" % (KIND, uuid(0))) == WARN  # not requested
+    assert status(checks, "cdi.identity.uuid", "%s=%s" % (KIND, uuid(0))) == FAIL  # not requested, still a lie
 
 
 def test_uuid_name_of_no_gpu_of_this_host_fails(tmp_path):
@@ -169,7 +169,7 @@ def test_gpu_kind_device_with_no_gpu_node_fails(tmp_path):
     assert status(checks, "cdi.identity.naming", KIND + "=ctl") == NOT_RUN
 
 
-@pytest.mark.parametrize("wanted, expect", [(True, FAIL), (False, WARN)])
+@pytest.mark.parametrize("wanted, expect", [(True, FAIL), (False, FAIL)])  # a lying name FAILs, requested or not
 def test_all_that_misses_a_gpu(tmp_path, wanted, expect):
     root = node(tmp_path, 4)
     spec_devices = [dev(str(i), "/dev/nvidia%d" % i) for i in range(4)] + [dev("all", "/dev/nvidia0", "/dev/nvidia1")]
@@ -196,7 +196,7 @@ def test_nvml_absent_identity_from_minors_only(tmp_path):
     assert status(checks, "cdi.identity.uuid", "%s=%s" % (KIND, uuid(1))) == NOT_RUN
     assert "UUIDs unknown" in of(checks, "cdi.identity.uuid")[0]["observed"]
     assert status(checks, "cdi.identity.gives_gpu", KIND + "=0") == PASS  # 195:0 is a GPU node of this host
-    assert status(checks, "cdi.identity.all", KIND + "=all") == WARN  # misses minor 1, known from /dev/nvidia1
+    assert status(checks, "cdi.identity.all", KIND + "=all") == FAIL  # misses minor 1, known from /dev/nvidia1
     assert not [c for c in checks if c["id"] in ("cdi.identity.index", "cdi.identity.uuid") and c["status"] == PASS]
     assert identity["expected_gpus"] == [{"uuid": None, "index": None, "minor": 0, "name": None, "mig_uuid": None},
                                          {"uuid": None, "index": None, "minor": 1, "name": None, "mig_uuid": None}]

@@ -109,7 +109,8 @@ def test_counts(report):
     assert c["by_signature"] == {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": 1, "host.nvml.init": 1}
     assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
-                                 "unreachable": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0}
+                                 "unreachable": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0,
+                                 "gpus": {"total": 2, "verified": 2, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0}}
 
 
 def test_drift_lists_differing_and_unobservable_pins(report):
@@ -229,7 +230,43 @@ def test_summary_lines(report):
     lines = R.summary_lines(report)
     assert lines[0].split() == ["HOST", "VERDICT", "SIGNATURE", "DRIFT"]
     assert any(line.split()[:3] == ["old-driver", "COMPUTE_VERIFIED", "-"] and line.split()[3] == "1" for line in lines)
-    assert lines[-1] == "6 host(s): COMPUTE_VERIFIED=2, FAILED_AT_COMPUTE=1, FAILED_AT_HOST=1, INCONCLUSIVE=2"
+    assert lines[-2] == "6 host(s): COMPUTE_VERIFIED=2, FAILED_AT_COMPUTE=1, FAILED_AT_HOST=1, INCONCLUSIVE=2"
+    assert lines[-1].startswith("2 of 2 GPUs verified; 0 failed on 0 host(s)")
+
+
+def _gpu_node(n, fail=(), busy=()):
+    """Records of an n-GPU node: the host inventory lists n GPUs, the compute rows say how each one did."""
+    uuids = ["GPU-%08d-0000-4000-8000-000000000000" % i for i in range(n)]
+    rows = []
+    for i, u in enumerate(uuids):
+        status = FAIL if i in fail else NOT_RUN if i in busy else PASS
+        rows.append(dict(GPU_ROW, index=i, uuid=u, ordinal=None if i in busy else i, status=status,
+                         seen_in_container=i not in busy,
+                         signature="compute.verify.mismatch" if i in fail else None,
+                         reason="wrong values" if i in fail else "GPU in use, not preempting: pid 7" if i in busy else None))
+    r = healthy()
+    r["host"] = rec("host", PASS, evidence={"gpus": [{"index": i, "uuid": u} for i, u in enumerate(uuids)]},
+                    versions={"driver": "580.159.04"})
+    status = FAIL if fail else PASS
+    r["compute"] = rec("compute", status, "compute.kernel.verify", signature="compute.verify.mismatch" if fail else None,
+                       evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=all"]}, "gpus": rows})
+    return r
+
+
+def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
+    hosts = [{"name": "n8-one-bad", "records": _gpu_node(8, fail=(3,))},
+             {"name": "n8-busy", "records": _gpu_node(8, busy=(5,))},
+             {"name": "n4-ok", "records": _gpu_node(4)},
+             {"name": "cpu-only", "records": no_gpu()}]
+    report = R.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full"})
+    assert report["summary"]["gpus"] == {"total": 20, "verified": 18, "failed": 1, "not_run": 1, "hosts_with_failed_gpu": 1}
+    assert report["hosts"]["n8-one-bad"]["verdict"] == "FAILED_AT_COMPUTE"
+    assert report["hosts"]["n8-busy"]["verdict"] == "INCONCLUSIVE" and "GPU 5" in report["hosts"]["n8-busy"]["reason"]
+    assert R.summary_lines(report)[-1] == ("18 of 20 GPUs verified; 1 failed on 1 host(s); 1 not verified "
+                                          "(busy, or compute did not reach them)")
+    md = R.render_markdown(report)
+    assert "18 of 20 GPUs verified" in md and "| 3 | GPU-00000003-0000-4000-8000-000000000000 | NVIDIA H200 | true | FAIL |" in md
+    assert "18 of 20 GPUs verified" in R.render_html(report)
 
 
 def test_diff_reports(report):
