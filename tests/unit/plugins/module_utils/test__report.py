@@ -262,8 +262,8 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
     assert report["summary"]["gpus"] == {"total": 20, "verified": 18, "failed": 1, "not_run": 1, "hosts_with_failed_gpu": 1}
     assert report["hosts"]["n8-one-bad"]["verdict"] == "FAILED_AT_COMPUTE"
     assert report["hosts"]["n8-busy"]["verdict"] == "INCONCLUSIVE" and "GPU 5" in report["hosts"]["n8-busy"]["reason"]
-    assert R.summary_lines(report)[-1] == ("18 of 20 GPUs verified; 1 failed on 1 host(s); 1 not verified "
-                                          "(busy, or compute did not reach them)")
+    want = "18 of 20 GPUs verified; 1 failed on 1 host(s); 1 not verified (busy, or compute did not reach them)"
+    assert R.summary_lines(report)[-1] == want
     md = R.render_markdown(report)
     assert "18 of 20 GPUs verified" in md and "| 3 | GPU-00000003-0000-4000-8000-000000000000 | NVIDIA H200 | true | FAIL |" in md
     assert "18 of 20 GPUs verified" in R.render_html(report)
