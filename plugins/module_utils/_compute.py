@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import gpu_compute_processes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder, rollup_status,
 )
@@ -155,40 +154,6 @@ SIGNATURES = {
         "next": "the probe's stderr in the evidence",
     },
 }
-
-
-def busy_processes(host_record):
-    """Compute processes the host layer saw (``_host.gpu_compute_processes``): None when there is no NVML
-    evidence to look at, else the list of {gpu_index, gpu_uuid, pid, used_gpu_memory_bytes}."""
-    if not host_record:
-        return None
-    return gpu_compute_processes(host_record)
-
-
-def busy_reason(busy):
-    gpus = sorted(set(str(p.get("gpu_uuid") or p.get("gpu_index")) for p in busy))
-    return "GPU in use, not preempting: %d compute process(es) on %s" % (len(busy), ", ".join(gpus))
-
-
-UNKNOWN_BUSY = ("cannot tell whether the GPU is in use: no host NVML evidence of compute processes "
-                "(allow_busy_gpu: true probes anyway)")
-
-
-def busy_plan(host_record, allow_busy_gpu=False):
-    """What the probe may touch, from the host's compute processes. Returns dict busy (the processes, None when
-    unknown), skip_uuids (busy GPUs: listed in the container, never touched) and skip_reason (compute must not
-    run at all: the busy state is unknown, or a busy GPU has no UUID to skip it by)."""
-    busy = busy_processes(host_record)
-    plan = {"busy": busy, "skip_uuids": [], "skip_reason": None}
-    if allow_busy_gpu:
-        return plan
-    if busy is None:
-        plan["skip_reason"] = UNKNOWN_BUSY
-    elif any(not p.get("gpu_uuid") for p in busy):
-        plan["skip_reason"] = busy_reason(busy) + " (a GPU without a UUID cannot be skipped alone)"
-    else:
-        plan["skip_uuids"] = sorted(set(p["gpu_uuid"] for p in busy))
-    return plan
 
 
 def _busy_on(busy, uuid):
@@ -400,33 +365,6 @@ def _merged_container_evidence(evidences, isolation):
     return merged
 
 
-def probe_source():
-    """The probe script's text (from the file, or from the zip AnsiballZ runs us from)."""
-    loader = getattr(_probe, "__loader__", None)
-    if loader is not None and hasattr(loader, "get_source"):
-        try:
-            text = loader.get_source(_probe.__name__)
-            if isinstance(text, bytes):  # Ansible's collection loader returns bytes, zipimport text
-                text = text.decode("utf-8")
-            if text:
-                return text
-        except (ImportError, OSError):
-            pass
-    with open(_probe.__file__, "r") as f:
-        return f.read()
-
-
-def write_probe(directory=None):
-    """Write the probe script to a fresh private directory; returns (directory, path)."""
-    d = tempfile.mkdtemp(prefix="gpuprobe-probe-", dir=directory)
-    os.chmod(d, 0o755)
-    path = os.path.join(d, "gpuprobe_probe.py")
-    with open(path, "w") as f:
-        f.write(probe_source())
-    os.chmod(path, 0o644)
-    return d, path
-
-
 def _libcuda_dirs(driver_root):
     out = []
     for sub in ("lib64", "lib", "lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/x86_64-linux-gnu"):
@@ -457,7 +395,7 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
     """The same probe on the host, outside any container, through _run.run with a timeout; on the GPUs in
     ``only_uuids`` when given (the container's), never on those in ``skip_uuids`` (busy)."""
     env, dirs = host_control_env(host_record)
-    d, path = write_probe()
+    d, path = _probe.write_probe()
     try:
         config = {"compute": True, "nodes": ["/dev/nvidiactl", "/dev/nvidia-uvm"], "capture_env": False}
         if uuid:

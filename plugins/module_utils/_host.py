@@ -992,22 +992,3 @@ def collect_host(root="/", driver_root=None, use_nvml=True, pynvml_module=None, 
     evidence = collect_evidence(root=root, driver_root=driver_root, use_nvml=use_nvml, pynvml_module=pynvml_module,
                                 nvml_timeout=nvml_timeout)
     return evaluate(evidence, builder)
-
-
-def gpu_compute_processes(host_record):
-    """The compute processes NVML saw on each GPU: a list of {gpu_index, gpu_uuid, pid, used_gpu_memory_bytes}.
-
-    Returns None when that is unknown (NVML did not run, or the list of some GPU could not be read): the
-    compute layer must then treat the GPU as possibly busy, never as idle.
-    """
-    nvml = ((host_record or {}).get("evidence") or {}).get("nvml") or {}
-    if not nvml.get("ok"):
-        return None
-    out = []
-    for gpu in nvml.get("gpus") or []:
-        if gpu.get("compute_processes") is None:
-            return None
-        for proc in gpu["compute_processes"]:
-            out.append({"gpu_index": gpu.get("index"), "gpu_uuid": gpu.get("uuid"), "pid": proc.get("pid"),
-                        "used_gpu_memory_bytes": proc.get("used_gpu_memory_bytes")})
-    return out

@@ -37,6 +37,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 PROBE_VERSION = "1.0"
@@ -321,6 +322,36 @@ def first_failed_step(steps):
         if not s.get("ok"):
             return s
     return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# the script as a file (the runtime and compute layers mount it into the container / run it on the host)
+
+def probe_source():
+    """The probe script's text (from the file, or from the zip AnsiballZ runs us from)."""
+    loader = globals().get("__loader__")
+    if loader is not None and hasattr(loader, "get_source"):
+        try:
+            text = loader.get_source(__name__)
+            if isinstance(text, bytes):  # Ansible's collection loader returns bytes, zipimport text
+                text = text.decode("utf-8")
+            if text:
+                return text
+        except (ImportError, OSError):
+            pass
+    with open(__file__, "r") as f:
+        return f.read()
+
+
+def write_probe(directory=None):
+    """Write the probe script to a fresh private directory; returns (directory, path)."""
+    d = tempfile.mkdtemp(prefix="gpuprobe-probe-", dir=directory)
+    os.chmod(d, 0o755)
+    path = os.path.join(d, "gpuprobe_probe.py")
+    with open(path, "w") as f:
+        f.write(probe_source())
+    os.chmod(path, 0o644)
+    return d, path
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import uuid as uuidlib
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import edits_compared
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import busy_plan, write_probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
 )
@@ -577,7 +577,7 @@ def remove_container(engine, name, timeout=30):
 
 
 def _probe_config(expected_edits, compute, plan=None):
-    """The probe's config; ``plan`` (_compute.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
+    """The probe's config; ``plan`` (_busy.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
     must not run at all (skip_reason: the busy state is unknown)."""
     nodes = [n.get("path") for n in (expected_edits or {}).get("deviceNodes") or [] if n.get("path")]
     config = {"nodes": nodes, "compute": bool(compute)}
@@ -748,7 +748,7 @@ def runtime_facts(params, check_mode=False):
     evidence["owner"] = owner
     with interruptible():
         probe_dir = probe_parent_dir()
-        _unused, probe_path = write_probe(directory=probe_dir)
+        _unused, probe_path = _probe.write_probe(directory=probe_dir)
         cleanup = None
         try:
             argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,

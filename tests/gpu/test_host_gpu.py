@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host, gpu_compute_processes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import gpu_compute_processes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, validate_record
 
 pytestmark = [pytest.mark.gpu,

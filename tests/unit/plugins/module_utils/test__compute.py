@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy as busy_mod, _compute, _probe as probe_mod
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import rollup_status, validate_record
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
@@ -103,7 +103,7 @@ def test_container_never_ran_is_not_run_with_the_runtime_reason():
 
 @pytest.mark.parametrize("host,expected", [(None, None), (IDLE_HOST, []), ({"evidence": {"nvml": {"ok": False}}}, None)])
 def test_busy_processes(host, expected):
-    assert _compute.busy_processes(host) == expected
+    assert busy_mod.busy_processes(host) == expected
 
 
 def test_host_control_env_adds_the_driver_root(tmp_path):
@@ -117,7 +117,7 @@ def test_host_control_env_adds_the_driver_root(tmp_path):
 
 
 def test_probe_source_is_the_probe_script():
-    text = _compute.probe_source()
+    text = probe_mod.probe_source()
     assert "def run_compute(" in text and 'if __name__ == "__main__":' in text
 
 
@@ -258,7 +258,7 @@ def test_rows_when_the_probe_cannot_list_devices(lib, signature):
 
 def test_busy_gpu_is_not_run_for_that_gpu_alone_and_never_touched():
     host = _busy([U0, U1], U1)
-    plan = _compute.busy_plan(host)
+    plan = busy_mod.busy_plan(host)
     assert plan["skip_uuids"] == [U1] and plan["skip_reason"] is None
     lib = fakecuda.FakeCuda([U0, U1])
     calls = []
@@ -284,7 +284,7 @@ def test_every_expected_gpu_busy_is_not_run():
 
 def test_busy_gpu_probed_when_allowed_is_a_warn():
     host = _busy([U0], U0)
-    assert _compute.busy_plan(host, allow_busy_gpu=True)["skip_uuids"] == []
+    assert busy_mod.busy_plan(host, allow_busy_gpu=True)["skip_uuids"] == []
     record = _record(fakecuda.FakeCuda([U0]), _expected(U0), host=host, allow_busy_gpu=True)
     assert _rows(record)[U0]["status"] == "PASS"
     assert [c["status"] for c in _checks(record, "compute.gpu.idle")] == ["WARN"]
@@ -308,14 +308,14 @@ def test_unknown_busy_state_is_not_run_unless_allowed():
 
 
 @pytest.mark.parametrize("host,allow,skip_uuids,skip_reason", [
-    (None, False, [], _compute.UNKNOWN_BUSY),
+    (None, False, [], busy_mod.UNKNOWN_BUSY),
     (None, True, [], None),
     (_busy([U0, U1], U1), False, [U1], None),
     ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": None, "compute_processes": [{"pid": 1}]}]}}},
      False, [], "GPU in use, not preempting: 1 compute process(es) on 0 (a GPU without a UUID cannot be skipped alone)"),
 ])
 def test_busy_plan(host, allow, skip_uuids, skip_reason):
-    plan = _compute.busy_plan(host, allow)
+    plan = busy_mod.busy_plan(host, allow)
     assert (plan["skip_uuids"], plan["skip_reason"]) == (skip_uuids, skip_reason)
 
 

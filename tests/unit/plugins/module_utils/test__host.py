@@ -7,7 +7,7 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 nv = hf.real_pynvml
@@ -298,11 +298,11 @@ def test_sys_module_fallback_when_proc_modules_is_missing(h200):
 
 def test_gpu_compute_processes(h200):
     record = host(h200, fake=hf.fake_pynvml([hf.gpu(0, processes=[4242]), hf.gpu(1)]))
-    assert _host.gpu_compute_processes(record) == [
+    assert _busy.gpu_compute_processes(record) == [
         {"gpu_index": 0, "gpu_uuid": hf.gpu(0)["uuid"], "pid": 4242, "used_gpu_memory_bytes": 1 << 20}]
     failing = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetComputeRunningProcesses"): nv.NVML_ERROR_NOT_SUPPORTED})
-    assert _host.gpu_compute_processes(host(h200, fake=failing)) is None
-    assert _host.gpu_compute_processes(_host.collect_host(root=str(h200), use_nvml=False)) is None
+    assert _busy.gpu_compute_processes(host(h200, fake=failing)) is None
+    assert _busy.gpu_compute_processes(_host.collect_host(root=str(h200), use_nvml=False)) is None
 
 
 @pytest.mark.parametrize("text,version", [

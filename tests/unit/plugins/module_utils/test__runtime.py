@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 # Messages observed on this machine (podman 4.3.1, runc 1.1.5) and on the H200.
@@ -161,12 +161,12 @@ def test_bad_run_id(run_id):
     ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": "GPU-a", "compute_processes": [{"pid": 7}]},
                                                  {"index": 1, "uuid": "GPU-b", "compute_processes": []}]}}},
      False, {"skip_uuids": ["GPU-a"]}),
-    (None, False, {"skip_compute_reason": _compute.UNKNOWN_BUSY}),
+    (None, False, {"skip_compute_reason": _busy.UNKNOWN_BUSY}),
     (None, True, {}),
 ])
 def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
-    config = _runtime._probe_config(edits, True, _compute.busy_plan(host, allow))  # pylint: disable=protected-access
+    config = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
     assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True}, **expect)
 
 
