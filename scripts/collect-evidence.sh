@@ -9,8 +9,8 @@ dest=$root/docs/evidence
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 tar -C "$tmp" -xzf "$tgz"
 ev=$tmp/evidence
-rm -rf "$dest/h200-runtime-compute" "$dest/h200-verify-gpu" "$dest/h200-fault-drills"
-mkdir -p "$dest/h200-runtime-compute" "$dest/h200-verify-gpu" "$dest/h200-fault-drills"
+rm -rf "$dest/h200-runtime-compute" "$dest/h200-verify-gpu" "$dest/h200-verify-gpu-node" "$dest/h200-fault-drills"
+mkdir -p "$dest/h200-runtime-compute" "$dest/h200-verify-gpu" "$dest/h200-verify-gpu-node" "$dest/h200-fault-drills"
 cp "$ev/h200-host.json" "$ev/h200-cdi.json" "$dest/"
 cp "$ev/bench-gpu.json" "$dest/h200-bench-gpu.json"
 cp "$ev/pytest-gpu.xml" "$dest/h200-pytest-gpu.xml"
@@ -21,6 +21,12 @@ done
 for ext in json html md junit.xml; do
   files=("$ev"/reports/gpuprobe-report-2*."$ext"); cp "${files[0]}" "$dest/h200-verify-gpu/"
 done
+if [ -d "$ev/reports-node" ]; then  # the node's own nvidia.com/gpu spec as node source, post-check
+  for ext in json html md junit.xml; do
+    files=("$ev"/reports-node/gpuprobe-report-2*."$ext"); cp "${files[0]}" "$dest/h200-verify-gpu-node/"
+  done
+fi
+[ -f "$ev/interrupt.txt" ] && cp "$ev/interrupt.txt" "$dest/h200-interrupt.txt"
 for ext in json html md; do
   files=("$ev"/drills/gpuprobe-drills-2*."$ext"); cp "${files[0]}" "$dest/h200-fault-drills/"
 done
