@@ -708,6 +708,24 @@ def check_params(params):
     _owner.normalize(params.get("owner"))
 
 
+def remove_own_spec(params):
+    """After an interrupt: this run's self-built spec (``spec_dir``, the dir cdi_spec wrote it to), removed as
+    ``cdi_spec state=absent`` would remove it (only gpuprobe-<run_id>.yaml of this run's own kind). The play's
+    always-cleanup never runs once ansible-playbook is interrupted, and the interrupt usually arrives during
+    the probe, which is this module. Returns a short text for the failure message."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+
+    spec_dir = params.get("spec_dir")
+    if not spec_dir:
+        return "no self-built spec named (spec_dir)"
+    with deferred_signals():
+        try:
+            out = _cdi_spec.ensure_spec(params["run_id"], state="absent", spec_dir=spec_dir)
+        except (_cdi_spec.SpecError, OSError) as exc:
+            return "this run's spec was not removed: %s" % exc
+    return "this run's spec %s was removed" % out["path"] if out["changed"] else "this run had no spec in %s" % spec_dir
+
+
 def runtime_facts(params, check_mode=False):
     """Returns (runtime record, probe dict or None). ``params``: the module's options."""
     check_params(params)

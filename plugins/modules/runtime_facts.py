@@ -88,6 +88,15 @@ options:
       - Default the C(ansible-playbook) process among the module's ancestors (local connection), else this module's
         own process.
     type: dict
+  spec_dir:
+    description:
+      - Where this run's self-built spec lives (the O(gpuprobe.layers.cdi_spec#module:spec_dir) it was written to).
+      - >-
+        When the module is interrupted (SIGINT, SIGTERM, SIGHUP from Ctrl-C of C(ansible-playbook) or a cancelled CI
+        job), it removes that run's spec there (only C(gpuprobe-<run_id>.yaml) of this run's own kind) after its
+        container, since the play's own cleanup never runs after an interrupt.
+      - Unset, an interrupt leaves the spec to M(gpuprobe.layers.probe_cleanup) (its owner is gone).
+    type: path
   compute:
     description:
       - Also run the compute steps in the same container, on every GPU the container sees (each listed by
@@ -168,7 +177,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, remove_own_spec, runtime_facts
 
 
 def main():
@@ -187,6 +196,7 @@ def main():
             host=dict(type="dict"),
             user=dict(type="str"),
             owner=dict(type="dict"),
+            spec_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -195,7 +205,7 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     except Interrupted as exc:
-        module.fail_json(msg="%s: the probe container was removed" % exc)
+        module.fail_json(msg="%s: the probe container was removed; %s" % (exc, remove_own_spec(module.params)))
     module.exit_json(changed=False, ansible_facts={"gpuprobe_runtime": record, "gpuprobe_probe": probe})
 
 

@@ -285,6 +285,7 @@ PLAYBOOK = """
         cdi_devices: [{device}]
         expected_edits: {edits}
         timeout: 300
+        spec_dir: {spec_dir}
       environment:
         CONTAINERS_CONF: "{conf}"
         TMPDIR: "{tmp}"
@@ -294,8 +295,8 @@ PLAYBOOK = """
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ansible_playbook_interrupted_during_a_probe(tmp_path, probe_image, sig):  # noqa: F811
     """Ctrl-C (SIGINT to the foreground process group) or SIGTERM to the group (a CI job cancelled): the
-    module removes its container; the spec that the play's always-cleanup never got to remove is owned by an
-    ansible-playbook that is gone, so the next sweep removes it."""
+    module removes its container and this run's self-built spec (runtime_facts spec_dir), which the play's
+    always-cleanup never gets to remove; nothing is left for a later sweep."""
     lab = Lab(tmp_path / "lab")
     root = synthetic_node(tmp_path / "node")
     tmp_dir = str(tmp_path / "tmp")
@@ -309,7 +310,7 @@ def test_ansible_playbook_interrupted_during_a_probe(tmp_path, probe_image, sig)
         lab.spec_path = os.path.join(SPEC_DIR, "gpuprobe-lab-%s.yaml" % lab.run_id)
         env = _podman_env()
         playbook = tmp_path / "play.yml"
-        playbook.write_text(PLAYBOOK.format(run_id=lab.run_id, root=root, image=IMAGE, device=lab.device,
+        playbook.write_text(PLAYBOOK.format(run_id=lab.run_id, root=root, image=IMAGE, device=lab.device, spec_dir=SPEC_DIR,
                                             edits=json.dumps(edits), conf=env.get("CONTAINERS_CONF", ""), tmp=tmp_dir))
         env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
         proc = subprocess.Popen(["ansible-playbook", "-i", "localhost,", str(playbook)], env=env, stdout=subprocess.PIPE,
@@ -328,9 +329,9 @@ def test_ansible_playbook_interrupted_during_a_probe(tmp_path, probe_image, sig)
             time.sleep(0.2)
         assert _states(lab.run_id) == {}, "the probe container outlived the interrupted play:\n" + out[-3000:]
         assert os.listdir(tmp_dir) == []  # neither the probe's temp dir nor Ansible's module payload stays
-        # the play's spec: left by an ansible-playbook that is gone -> over, removed by the next sweep
-        swept = _runtime.cleanup(runtime="podman", max_age=KEEP_YOUNG, tmp_dir=tmp_dir)
-        assert spec_path in swept["specs"] and not os.path.exists(spec_path)
+        # the run's own spec went with the container, in the interrupted module's finally path
+        assert not os.path.exists(spec_path), "the interrupted run's spec is still there:\n" + out[-3000:]
+        assert os.path.exists(lab.spec_path)  # another file beside it (not this run's spec) is never touched
     finally:
         if os.path.exists(spec_path):
             os.unlink(spec_path)

@@ -354,9 +354,9 @@ def _list_not_run_checks(records):
     ("cgroup_read_only", "FAILED_AT_RUNTIME", "runtime.device_node.open.EPERM", "cdi", ["cdi.nvidia.cgroup_write"]),
     ("stale_library", "FAILED_AT_CDI", "cdi.host.library_version", "cdi", []),
     ("missing_hostpath", "FAILED_AT_CDI", "cdi.host.mount_source", "cdi", []),
-    # compute PASSed there, but those records predate the per-GPU rows: not COMPUTE_VERIFIED any more
-    ("full", "INCONCLUSIVE", None, None, []),
-    ("file_mode_0000", "INCONCLUSIVE", None, None, []),
+    # the run of 2026-12-03 carries the per-GPU rows: GPU 0 proven by UUID
+    ("full", "COMPUTE_VERIFIED", None, None, []),
+    ("file_mode_0000", "COMPUTE_VERIFIED", None, None, []),
 ])
 def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
     records, _probe = _h200(variant)
