@@ -457,9 +457,14 @@ def normalize_expected(expected_gpus):
 
 
 def _matches(expected, uuid):
+    """A seen device proves an expected GPU only by its own UUID: a MIG request only by its MIG UUID (the parent
+    GPU's UUID, which cuDeviceGetUuid v1 also returns for a MIG device, proves no particular instance)."""
     key = _probe.norm_uuid(uuid) if uuid else None
-    return bool(key) and key in (_probe.norm_uuid(expected.get("mig_uuid")) if expected.get("mig_uuid") else None,
-                                 _probe.norm_uuid(expected.get("uuid")) if expected.get("uuid") else None)
+    if not key:
+        return False
+    if expected.get("mig_uuid"):
+        return key == _probe.norm_uuid(expected["mig_uuid"])
+    return bool(expected.get("uuid")) and key == _probe.norm_uuid(expected["uuid"])
 
 
 def _seen_devices(runs, busy, timeout):
@@ -501,7 +506,8 @@ def gpu_rows(runs, expected_gpus, busy=None, timeout=None, skip_uuids=()):  # py
     rows = []
     used = set()
     for gpu in expected:
-        match = next((k for k, item in by_uuid.items() if _matches(gpu, item["device"].get("uuid"))), None)
+        # each seen device proves at most one expected GPU
+        match = next((k for k, item in by_uuid.items() if k not in used and _matches(gpu, item["device"].get("uuid"))), None)
         row = {"index": gpu.get("index"), "uuid": gpu.get("mig_uuid") or gpu.get("uuid"), "model": gpu.get("name"),
                "expected": True, "seen_in_container": match is not None, "ordinal": None}
         if match is not None:
@@ -707,6 +713,8 @@ def _finish_rows(builder, status, rows, unlisted, outcomes, host_status):  # pyl
         elif not expected:
             status, reason = NOT_RUN, "the container listed no GPU to verify"
         elif not_verified:
+            # some requested GPU was not proven (busy, left alone): never PASS (a JUnit gate would go green)
+            status = WARN if status == PASS else status
             reason = "; ".join("GPU %s not verified: %s" % (r["uuid"], r["reason"]) for r in not_verified)
     return _finish(builder, status, reason, signature, host_status)
 

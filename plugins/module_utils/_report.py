@@ -238,9 +238,14 @@ def gpu_counts(entry):
     rows = [r for r in entry.get("gpus") or [] if isinstance(r, dict) and r.get("expected")]
     keys = set(g.get("uuid") or "index:%s" % g.get("index") for g in host_gpus if isinstance(g, dict))
     keys.update(r.get("uuid") or "index:%s" % r.get("index") for r in rows)
-    verified = sum(1 for r in rows if r.get("status") == PASS)
+    # a PASS row counts unless an earlier layer failed: a kernel that ran on a GPU the node's spec lies about
+    # (FAILED_AT_CDI) or that the runtime did not inject as asked proves the GPU, not that a container asking
+    # for it gets it. (On a node with one failing GPU, its other GPUs were proven: they count.)
+    trusted = entry.get("failing_layer") in (None, "compute")
+    verified = sum(1 for r in rows if r.get("status") == PASS) if trusted else 0
     failed = sum(1 for r in rows if r.get("status") == FAIL)
-    return {"total": len(keys), "verified": verified, "failed": failed, "not_run": max(len(keys) - verified - failed, 0)}
+    return {"total": len(keys), "verified": verified, "failed": failed, "not_run": max(len(keys) - verified - failed, 0),
+            "unknown": not keys}
 
 
 def build_report(hosts, generated_at, run=None, drills=None):
@@ -296,6 +301,7 @@ def build_report(hosts, generated_at, run=None, drills=None):
         "total": sum(c["total"] for c in per_host), "verified": sum(c["verified"] for c in per_host),
         "failed": sum(c["failed"] for c in per_host), "not_run": sum(c["not_run"] for c in per_host),
         "hosts_with_failed_gpu": sum(1 for c in per_host if c["failed"]),
+        "hosts_with_unknown_gpus": sum(1 for c in per_host if c["unknown"]),
     }
     if drills is not None:
         report["drills"] = list(drills)
@@ -358,11 +364,14 @@ def summary_lines(report):
 def gpu_line(gpus):
     """'1,598 of 1,600 GPUs verified; 2 failed on 2 hosts; 0 not run' (the fleet in GPUs, not only in nodes)."""
     gpus = gpus or {}
-    return "{verified:,} of {total:,} GPUs verified; {failed:,} failed on {hosts:,} host(s); {not_run:,} not verified " \
+    line = "{verified:,} of {total:,} GPUs verified; {failed:,} failed on {hosts:,} host(s); {not_run:,} not verified " \
            "(busy, or compute did not reach them)".format(verified=gpus.get("verified", 0), total=gpus.get("total", 0),
                                                           failed=gpus.get("failed", 0),
                                                           hosts=gpus.get("hosts_with_failed_gpu", 0),
                                                           not_run=gpus.get("not_run", 0))
+    if gpus.get("hosts_with_unknown_gpus"):
+        line += "; {0:,} host(s) whose GPUs are unknown (not counted)".format(gpus["hosts_with_unknown_gpus"])
+    return line
 
 
 # ---------------------------------------------------------------------------------------------------

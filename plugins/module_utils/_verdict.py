@@ -196,6 +196,29 @@ def _unverified_gpus(rows):
     return None
 
 
+def _uncovered_identity(records, rows):
+    """The GPUs the cdi layer's identity map expects (evidence.identity.expected_gpus) that no PASS row proves:
+    the compute record may have been built without them (expected_gpus empty: 'every GPU seen is expected')."""
+    identity = (((records.get("cdi") or {}).get("evidence") or {}).get("identity") or {})
+    proven = set(str(r.get("uuid") or "").lower() for r in rows or [] if r.get("status") == PASS and r.get("uuid"))
+    missing = []
+    for gpu in identity.get("expected_gpus") or []:
+        key = gpu.get("mig_uuid") or gpu.get("uuid")
+        if not key:
+            missing.append("GPU minor %s (its UUID is unknown, so no row can prove it)" % gpu.get("minor"))
+        elif str(key).lower() not in proven:
+            missing.append("%s (index %s)" % (key, gpu.get("index")))
+    return "the cdi layer expects GPUs no compute row proved: %s" % ", ".join(missing) if missing else None
+
+
+def _runtime_unproven(records):
+    """Why the runtime record does not prove the injection (no CDI edit compared), or None."""
+    runtime = records.get("runtime")
+    if runtime and not edits_compared(runtime):
+        return "runtime: no CDI edit was compared in the container (only its start is proven)"
+    return None
+
+
 def node_verdict(records):
     """Verdict of one node from its layer records (a mapping layer -> record; a missing layer is NOT_RUN).
 
@@ -224,7 +247,7 @@ def node_verdict(records):
     # per-GPU rows decide whether every expected GPU was proven
     if (_layer_status(records, "compute") in (PASS, WARN) and _cdi_injected(compute)
             and _layer_status(records, "runtime") in (PASS, WARN)):
-        unproven = _unverified_gpus(rows)
+        unproven = _unverified_gpus(rows) or _uncovered_identity(records, rows) or _runtime_unproven(records)
         if unproven is None:
             return _verdict(COMPUTE_VERIFIED, "a CUDA kernel ran and was verified inside a container that got the GPU "
                             "through CDI, on every expected GPU", gpus=rows)

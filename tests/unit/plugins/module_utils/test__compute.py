@@ -270,7 +270,9 @@ def test_busy_gpu_is_not_run_for_that_gpu_alone_and_never_touched():
     assert rows[U1]["seen_in_container"] is True
     idle = dict((c["subject"], c["status"]) for c in _checks(record, "compute.gpu.idle"))
     assert idle == {"GPU %s" % U0: "PASS", "GPU %s" % U1: "NOT_RUN"}
-    assert record["status"] == "PASS" and U1 in record["reason"]  # the verdict makes the node INCONCLUSIVE
+    # a requested GPU left unproven is never a PASS of the layer (a JUnit gate would go green); the verdict makes
+    # the node INCONCLUSIVE naming it
+    assert record["status"] == "WARN" and U1 in record["reason"]
     assert calls == [{"only_uuids": [U0], "skip_uuids": [U1]}]
 
 
@@ -393,3 +395,21 @@ def test_cuinit_unknown_without_uvm_keeps_the_uvm_hint_in_the_reason():
     assert record["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN" and record["points_to"] == "runtime"
     assert "/dev/nvidia-uvm absent" in record["reason"]
     assert record["evidence"]["gpus"] == []  # nothing expected, nothing listed
+
+
+MIG_A = "MIG-0a0a0a0a-0000-4000-8000-00000000000a"
+MIG_B = "MIG-0b0b0b0b-0000-4000-8000-00000000000b"
+
+
+@pytest.mark.parametrize("seen", [[U0], [MIG_A]], ids=["whole-parent-gpu", "one-instance"])
+def test_a_mig_request_is_proven_only_by_its_own_instance_and_each_device_proves_one_row(seen):
+    """cuDeviceGetUuid v1 gives a MIG device its parent's UUID: the parent UUID proves no instance, and one seen
+    device never satisfies two expected rows."""
+    expected = [{"uuid": U0, "index": 0, "minor": 0, "name": "NVIDIA H200", "mig_uuid": MIG_A},
+                {"uuid": U0, "index": 0, "minor": 0, "name": "NVIDIA H200", "mig_uuid": MIG_B}]
+    record = _record(fakecuda.FakeCuda(seen), expected)
+    rows = [r for r in record["evidence"]["gpus"] if r["expected"]]
+    assert [r["uuid"] for r in rows] == [MIG_A, MIG_B]
+    assert rows[1]["status"] == "FAIL" and rows[1]["signature"] == "compute.gpu.missing"
+    assert rows[0]["status"] == ("PASS" if seen == [MIG_A] else "FAIL")
+    assert record["status"] == "FAIL"

@@ -110,7 +110,8 @@ def test_counts(report):
     assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
                                  "unreachable": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0,
-                                 "gpus": {"total": 2, "verified": 2, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0}}
+                                 "gpus": {"total": 2, "verified": 2, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0,
+                                          "hosts_with_unknown_gpus": 4}}
 
 
 def test_drift_lists_differing_and_unobservable_pins(report):
@@ -259,10 +260,12 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
              {"name": "n4-ok", "records": _gpu_node(4)},
              {"name": "cpu-only", "records": no_gpu()}]
     report = R.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full"})
-    assert report["summary"]["gpus"] == {"total": 20, "verified": 18, "failed": 1, "not_run": 1, "hosts_with_failed_gpu": 1}
+    assert report["summary"]["gpus"] == {"total": 20, "verified": 18, "failed": 1, "not_run": 1, "hosts_with_failed_gpu": 1,
+                                         "hosts_with_unknown_gpus": 1}
     assert report["hosts"]["n8-one-bad"]["verdict"] == "FAILED_AT_COMPUTE"
     assert report["hosts"]["n8-busy"]["verdict"] == "INCONCLUSIVE" and "GPU 5" in report["hosts"]["n8-busy"]["reason"]
-    want = "18 of 20 GPUs verified; 1 failed on 1 host(s); 1 not verified (busy, or compute did not reach them)"
+    want = ("18 of 20 GPUs verified; 1 failed on 1 host(s); 1 not verified (busy, or compute did not reach them); "
+            "1 host(s) whose GPUs are unknown (not counted)")
     assert R.summary_lines(report)[-1] == want
     md = R.render_markdown(report)
     assert "18 of 20 GPUs verified" in md and "| 3 | GPU-00000003-0000-4000-8000-000000000000 | NVIDIA H200 | true | FAIL |" in md

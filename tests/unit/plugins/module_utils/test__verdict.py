@@ -422,3 +422,24 @@ def test_h200_full_spec_needs_its_per_gpu_row():
         "ordinal": device["ordinal"], "status": PASS, "signature": None, "reason": None}]
     v = node_verdict(records)
     assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"
+
+
+def test_identity_gpus_no_row_proves_are_not_verified(node):
+    """The compute record built without expected_gpus proves what it saw; the cdi identity map still says which
+    GPUs the requested devices give, and one that no row proves keeps the node from COMPUTE_VERIFIED."""
+    records = verified_records(node)
+    extra = {"uuid": "GPU-00000000-1111-2222-3333-444444444444", "index": 1, "minor": 1, "name": "NVIDIA H200",
+             "mig_uuid": None}
+    records["cdi"]["evidence"]["identity"] = {"devices": [], "expected_gpus": [
+        {"uuid": GPU_ROW["uuid"], "index": 0, "minor": 0, "name": "NVIDIA H200", "mig_uuid": None}, extra]}
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE and extra["uuid"] in v["reason"], v
+
+
+def test_a_runtime_warn_without_any_edit_compared_is_not_verified(node):
+    records = verified_records(node)
+    runtime = records["runtime"]
+    runtime["checks"] = [c for c in runtime["checks"] if c["id"] not in _attribution.EDIT_CHECKS]
+    runtime.update(status=WARN, reason="runtime.edits.compared: no CDI edit was compared")
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE and "no CDI edit was compared" in v["reason"], v
