@@ -32,4 +32,10 @@ if [ -f "$status_dir/status.json" ] && grep -q '"report": "failed"' "$status_dir
   echo "verify.sh: the report could not be written (exit 3): $(grep '"error"' "$status_dir/status.json")" >&2
   exit 3
 fi
+if [ "$rc" = 0 ] && [ ! -f "$status_dir/status.json" ]; then
+  # no report play ran: the host pattern and --limit selected no host at all (ansible-playbook says 0 for that)
+  echo "verify.sh: no host was verified and no report written: the host pattern (gpuprobe_hosts) and --limit" \
+       "select no host (exit 2)" >&2
+  exit 2
+fi
 exit "$rc"

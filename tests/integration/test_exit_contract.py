@@ -64,6 +64,8 @@ CASES = [
     ("audit-self-built", ["gpuprobe_mode=audit", "gpuprobe_cdi_source=self-built"], "node", 2,
      "gpuprobe_mode=audit with gpuprobe_cdi_source=self-built", None),
     ("misspelt-mode", ["gpuprobe_mdoe=audit"], "node", 2, "unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode?", None),
+    ("pattern-matches-nothing", ["gpuprobe_mode=postcheck", "gpuprobe_hosts=gpu_nodse"], None, 2,
+     "gpuprobe_hosts 'gpu_nodse' matches no host of the inventory", None),
     ("unreachable-audit", ["gpuprobe_mode=audit"], "node,gone,nopython", 2, "gone could not be verified: host unreachable", None),
     ("unreachable-full", ["gpuprobe_mode=full"], "gone,nopython", 2, "nopython could not be verified: verify run failed", None),
     ("unreachable-postcheck", ["gpuprobe_mode=postcheck"], "gone", 2, "gone could not be verified", None),
@@ -79,8 +81,8 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     if setup:
         setup(reports)
     status_file = tmp_path / "status.json"
-    argv = ["ansible-playbook", "-i", str(lab / "hosts.yml"), PLAYBOOK, "--limit", limit,
-            "-e", "gpuprobe_report_dir=%s" % reports, "-e", "gpuprobe_status_file=%s" % status_file]
+    argv = ["ansible-playbook", "-i", str(lab / "hosts.yml"), PLAYBOOK] + (["--limit", limit] if limit else []) + [
+        "-e", "gpuprobe_report_dir=%s" % reports, "-e", "gpuprobe_status_file=%s" % status_file]
     for item in extra:
         argv += ["-e", item]
     env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
@@ -91,7 +93,7 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
 
     if status == 2 and not setup and not name.startswith("unreachable"):
         # stopped before any node ran: no node task, no report, no status file
-        assert STOPPED in output
+        assert STOPPED in output or "matches no host of the inventory" in output
         assert "Check that the node answers" not in output
         assert not reports.exists() and not status_file.exists()
         return
