@@ -516,6 +516,11 @@ def gpu_rows(runs, expected_gpus, busy=None, timeout=None, skip_uuids=()):  # py
             row.update(ordinal=item["device"].get("ordinal"), model=item["device"].get("name") or gpu.get("name"),
                        status=item["outcome"]["status"], signature=item["outcome"]["signature"],
                        reason=item["outcome"]["reason"], where=item["where"])
+        elif not (gpu.get("mig_uuid") or gpu.get("uuid")):
+            # the host inventory gave no UUID (no NVML): no container GPU can be matched to it, which is not "missing"
+            row.update(status=NOT_RUN, signature=None, where=None,
+                       reason="identity unknown: the host inventory has no UUID for GPU minor %s (no NVML), so no GPU "
+                              "in the container can be matched to it" % gpu.get("minor"))
         elif unlisted is not None and _busy_on(busy, gpu.get("uuid")) and _probe.norm_uuid(gpu.get("uuid")) in skip:
             # busy: it would not have been touched had the probe listed it
             row.update(status=NOT_RUN, signature=None, where=None,
@@ -580,6 +585,9 @@ def _gpu_checks(builder, rows, unlisted, busy, allow_busy_gpu):
             elif unlisted is not None:
                 builder.add("compute.gpu.seen", NOT_RUN, subject=subject, expected="listed by CUDA in the container",
                             observed="the probe could not list devices: %s" % unlisted["reason"])
+            elif row["status"] == NOT_RUN:  # identity unknown: nothing to match it with
+                builder.add("compute.gpu.seen", NOT_RUN, subject=subject, expected="listed by CUDA in the container",
+                            observed=row["reason"])
             else:
                 builder.add("compute.gpu.seen", FAIL, subject=subject, expected="listed by CUDA in the container",
                             observed="missing: %s" % row["reason"])

@@ -318,6 +318,10 @@ def _find_mig(claim, rows):
                     return inst, r, None
         if not known:
             return None, None, (NOT_RUN, "the host record lists no MIG instances (host.evidence.gpus[].mig)")
+        if any(inst["uuid"] is None for r in known for inst in r["mig"]):
+            # procfs lists MIG instances without their UUIDs: the claim can be neither confirmed nor refuted
+            return None, None, (NOT_RUN, "MIG instance UUIDs unknown (no NVML): cannot tell whether %s is one of them"
+                                % claim["mig_uuid"])
         return None, None, (None, "no MIG instance of this host has UUID %s" % claim["mig_uuid"])
     parent = [r for r in rows if r["index"] == claim["gpu"]]
     if not parent:

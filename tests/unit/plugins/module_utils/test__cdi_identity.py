@@ -297,3 +297,13 @@ def test_mig_name_on_a_gpu_the_host_says_has_no_mig_fails(tmp_path):
     ("mig1:2", "type-index"), ("all", "all"), ("GPU-nope", "other"), ("h200-a", "other"), ("mig1", "other")])
 def test_classify_name(name, naming):
     assert _cdi_identity.classify_name(name)[0] == naming
+
+
+def test_mig_uuid_name_on_a_procfs_inventory_without_instance_uuids_is_not_run(tmp_path):
+    # procfs lists MIG instances without UUIDs: a MIG-<uuid> name can be neither confirmed nor refuted
+    root = node(tmp_path, 1, caps=(12, 13, 21, 22))
+    record = mig_host(root)
+    for inst in record["evidence"]["gpus"][0]["mig"]["instances"]:
+        inst["uuid"] = None
+    checks, _unused = run(mig_devices(tmp_path, root), ["%s=%s" % (KIND, MIG_B)], record)
+    assert status(checks, "cdi.identity.mig", "%s=%s" % (KIND, MIG_B)) == NOT_RUN

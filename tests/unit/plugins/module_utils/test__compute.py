@@ -413,3 +413,13 @@ def test_a_mig_request_is_proven_only_by_its_own_instance_and_each_device_proves
     assert rows[1]["status"] == "FAIL" and rows[1]["signature"] == "compute.gpu.missing"
     assert rows[0]["status"] == ("PASS" if seen == [MIG_A] else "FAIL")
     assert record["status"] == "FAIL"
+
+
+def test_an_expected_gpu_without_a_uuid_is_not_run_never_missing():
+    """A host inventory without NVML gives minors only: no container GPU can be matched to such a row, so it is
+    NOT_RUN 'identity unknown' (the node INCONCLUSIVE), never compute.gpu.missing (a false blame)."""
+    expected = [{"uuid": None, "index": None, "minor": 0, "name": None, "mig_uuid": None}]
+    record = _record(fakecuda.FakeCuda([U0]), expected)
+    rows = [r for r in record["evidence"]["gpus"] if r["expected"]]
+    assert [(r["status"], r["signature"]) for r in rows] == [("NOT_RUN", None)] and "identity unknown" in rows[0]["reason"]
+    assert record["status"] != "FAIL"
