@@ -5,7 +5,8 @@
 #   3. list what is left in /var/run/cdi and in podman, run gpuprobe.layers.probe_cleanup (the owner is gone now),
 #      and list again.
 # Usage: interrupt-drill.sh REPORT.txt RUN.log [extra ansible-playbook arguments]
-# Exit status 0 when nothing of the project's is left after the cleanup (no labelled container, no gpuprobe-*.yaml).
+# Exit status 0 when a probe container was running at the interrupt and nothing of the project's is left after
+# the cleanup (no labelled container, no gpuprobe-*.yaml); 1 otherwise (also when the run never got to a probe).
 set -uo pipefail
 report=${1:?usage: interrupt-drill.sh REPORT.txt RUN.log [ansible-playbook args]}
 runlog=${2:?usage: interrupt-drill.sh REPORT.txt RUN.log [ansible-playbook args]}
@@ -21,6 +22,7 @@ polls=0
 while [ "$polls" -lt 600 ] && [ -z "$(podman ps -q --filter label=gpuprobe.run)" ] && kill -0 "$pid" 2>/dev/null; do
   sleep 0.1; polls=$((polls + 1))
 done
+seen=$(podman ps -q --filter label=gpuprobe.run)
 {
   echo "probe container running after $polls polls of 0.1 s:"; leftovers
   kill -INT -- "-$pid" 2>/dev/null
@@ -31,4 +33,5 @@ done
   echo "=== after probe_cleanup"; leftovers
 } >"$report" 2>&1
 cat "$report"
+[ -n "$seen" ] || { echo "interrupt-drill: no probe container ran before the interrupt (see $runlog)" >&2; exit 1; }
 [ -z "$(podman ps -aq --filter label=gpuprobe.run)" ] && ! ls /var/run/cdi/gpuprobe-*.yaml >/dev/null 2>&1
