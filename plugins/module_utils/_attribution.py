@@ -109,6 +109,27 @@ def edits_compared(runtime_record):
             if c.get("id") in EDIT_CHECKS and c.get("status") in (PASS, WARN, FAIL)]
 
 
-def edits_not_applied(runtime_record):
-    """The edit checks of a runtime record that say an edit was not applied as the spec asks."""
-    return [c for c in edits_compared(runtime_record) if c["status"] in EDIT_CHECKS[c["id"]]]
+# Which edits can cause a failure signature: a device the container cannot open or find is about device nodes
+# (and groups), a library the loader cannot use is about mounts and env. A lost edit of another kind (a WARN
+# on the libnvidia-ml mount) does not explain a missing GPU, and is not blamed for it.
+_DEVICE_EDITS = ("runtime.device_node.", "runtime.group.additional")
+_LIBRARY_EDITS = ("runtime.mount.", "runtime.env.value")
+EDITS_THAT_CAN_CAUSE = {
+    "compute.cuda.CUDA_ERROR_NO_DEVICE": _DEVICE_EDITS,
+    "compute.cuda.CUDA_ERROR_UNKNOWN": _DEVICE_EDITS,
+    "compute.gpu.missing": _DEVICE_EDITS,
+    "compute.dlopen.libcuda": _LIBRARY_EDITS,
+    "compute.cuda.CUDA_ERROR_STUB_LIBRARY": _LIBRARY_EDITS,
+    "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER": _LIBRARY_EDITS,
+    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": _LIBRARY_EDITS,
+    "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": _LIBRARY_EDITS,
+    "compute.cuda.SYMBOL_NOT_FOUND": _LIBRARY_EDITS,
+}
+
+
+def edits_not_applied(runtime_record, signature=None):
+    """The edit checks of a runtime record that say an edit was not applied as the spec asks; with a failure
+    ``signature``, only the kinds of edit that can cause it (EDITS_THAT_CAN_CAUSE; every kind for the others)."""
+    kinds = EDITS_THAT_CAN_CAUSE.get(signature)
+    return [c for c in edits_compared(runtime_record) if c["status"] in EDIT_CHECKS[c["id"]]
+            and (kinds is None or c["id"].startswith(kinds))]

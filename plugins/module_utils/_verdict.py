@@ -147,7 +147,7 @@ def attribute(records, layer):
     if host == FAIL:
         return "host", [], "the same probe fails on the host too"
     compared = edits_compared(runtime) if runtime and runtime.get("status") in (PASS, WARN) else []
-    missing = edits_not_applied(runtime) if compared else []
+    missing = edits_not_applied(runtime, signature) if compared else []
     if host == PASS and missing:
         return "runtime", [], "the runtime did not apply %s" % ", ".join(
             "%s %s" % (c["id"], c.get("subject") or "") for c in missing)

@@ -443,3 +443,18 @@ def test_a_runtime_warn_without_any_edit_compared_is_not_verified(node):
     runtime.update(status=WARN, reason="runtime.edits.compared: no CDI edit was compared")
     v = node_verdict(records)
     assert v["verdict"] == INCONCLUSIVE and "no CDI edit was compared" in v["reason"], v
+
+
+def test_a_lost_edit_that_cannot_cause_the_failure_is_not_blamed(node):
+    """A missing GPU (compute.gpu.missing) is about device nodes: a WARN on a library mount the runtime did not
+    apply as asked does not explain it, so the failure is not put on the runtime for that mount."""
+    spec = full_spec()
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640  # a lost device edit: blamed
+    records = layers(node, spec)
+    assert node_verdict(records)["points_to"] == "runtime"
+    mode_warn = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.device_node.mode"][0]
+    mode_warn.update(id="runtime.mount.source", subject="/usr/lib64/libnvidia-ml.so.1")  # now a lost library edit
+    compute = records["compute"]
+    compute.update(signature="compute.gpu.missing")
+    v = node_verdict(records)
+    assert v["points_to"] == "cdi" and "runtime.mount.source" not in v["reason"], v
