@@ -94,6 +94,14 @@ options:
       - Spec files larger than this many bytes are not read and are reported as errors.
     type: int
     default: 1048576
+  runtime:
+    description:
+      - The container runtime that will read the specs (the one the runtime layer uses); the spec versions it can
+        read decide C(cdi.runtime.spec_version). V(auto) judges for the first of podman, docker, containerd, CRI-O
+        that the host record lists.
+    type: str
+    choices: [auto, podman, docker, containerd, crio]
+    default: auto
 requirements:
   - PyYAML on the managed node (without it every spec file is reported unreadable).
 seealso:
@@ -183,6 +191,7 @@ def main():
             host=dict(type="dict"),
             root=dict(type="path", default="/"),
             max_spec_size=dict(type="int", default=1048576),
+            runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker", "containerd", "crio"]),
         ),
         supports_check_mode=True,
     )
@@ -195,7 +204,8 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     record = cdi_layer(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
-                       kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"])
+                       kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
+                       runtime=p["runtime"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_cdi": record})
 
 

@@ -132,7 +132,7 @@ def _public_file(rec):
 
 
 def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
-              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None):
+              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto"):
     """Run the cdi layer and return its record (plugins/module_utils/_result.py contract)."""
     b = LayerBuilder("cdi", CHECKS)
     devices = [str(d) for d in (devices or [])]
@@ -197,7 +197,8 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     identity_devices = [{"name": q, "deviceNodes": merge_edits(registry, [q], root)[0]["deviceNodes"]}
                         for q in sorted(registry) if q.split("=", 1)[0] in requested_kinds]
     identity_checks, identity = _identity.identity_map(identity_devices, resolved, host, requested_kinds)
-    compat_checks, compat = _compat.spec_compat(files, sources, host, runtime_dirs=runtime_dirs, root=root)
+    compat_checks, compat = _compat.spec_compat(files, sources, host, runtime=runtime or "auto", runtime_dirs=runtime_dirs,
+                                                root=root)
     for c in identity_checks + compat_checks:
         b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
     if resolved:

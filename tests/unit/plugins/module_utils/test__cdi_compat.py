@@ -180,3 +180,16 @@ def test_this_machines_podman_is_in_the_table():
         pytest.skip("no podman on this machine")
     row = _cdi_compat.readable_versions("podman", tools["podman"]["version"])
     assert row["status"] in ("known", "no_cdi", "prototype"), row
+
+
+def test_the_cdi_layer_judges_for_the_runtime_the_probe_will_use(tmp_path):
+    """podman 5.2 reads 0.7.0, docker 25 does not: with both installed, the layer's verdict follows its
+    ``runtime`` option (cdi_facts runtime, passed by the verify role from verify_probe_runtime), not 'auto'."""
+    write_spec(tmp_path, RUN, "nvidia.yaml", "0.7.0")
+    host = host_with({"podman": "5.2.0", "docker": "25.0.0"})
+    statuses = {}
+    for runtime in ("auto", "docker"):
+        record = _cdi.cdi_layer(spec_dirs=[ETC, RUN], discover_runtime_dirs_=False, devices=[DEVICE], root=str(tmp_path),
+                                host=host, runtime=runtime)
+        statuses[runtime] = [c["status"] for c in record["checks"] if c["id"] == "cdi.runtime.spec_version"]
+    assert statuses == {"auto": [PASS], "docker": [FAIL]}, statuses
