@@ -31,14 +31,6 @@ def gpu_compute_processes(host_record):
     return out
 
 
-def busy_processes(host_record):
-    """Compute processes the host layer saw (``gpu_compute_processes``): None when there is no NVML
-    evidence to look at, else the list of {gpu_index, gpu_uuid, pid, used_gpu_memory_bytes}."""
-    if not host_record:
-        return None
-    return gpu_compute_processes(host_record)
-
-
 def busy_reason(busy):
     gpus = sorted(set(str(p.get("gpu_uuid") or p.get("gpu_index")) for p in busy))
     return "GPU in use, not preempting: %d compute process(es) on %s" % (len(busy), ", ".join(gpus))
@@ -52,7 +44,7 @@ def busy_plan(host_record, allow_busy_gpu=False):
     """What the probe may touch, from the host's compute processes. Returns dict busy (the processes, None when
     unknown), skip_uuids (busy GPUs: listed in the container, never touched) and skip_reason (compute must not
     run at all: the busy state is unknown, or a busy GPU has no UUID to skip it by)."""
-    busy = busy_processes(host_record)
+    busy = gpu_compute_processes(host_record)
     plan = {"busy": busy, "skip_uuids": [], "skip_reason": None}
     if allow_busy_gpu:
         return plan

@@ -920,11 +920,6 @@ def probe_containers(engine, run_id=None, timeout=30):
             and (run_id is None or c["run_id"] == run_id)]
 
 
-def list_probe_containers(engine, run_id=None, timeout=30):
-    """Names of containers labelled gpuprobe.run (=run_id when given), running or not."""
-    return [c["name"] for c in probe_containers(engine, run_id, timeout)]
-
-
 def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30,
             max_age=_owner.DEFAULT_MAX_AGE, tmp_dir=None):
     """Remove what is provably ours and belongs to a run that is over (_owner.is_over): probe containers

@@ -103,7 +103,7 @@ def test_container_never_ran_is_not_run_with_the_runtime_reason():
 
 @pytest.mark.parametrize("host,expected", [(None, None), (IDLE_HOST, []), ({"evidence": {"nvml": {"ok": False}}}, None)])
 def test_busy_processes(host, expected):
-    assert busy_mod.busy_processes(host) == expected
+    assert busy_mod.gpu_compute_processes(host) == expected
 
 
 def test_host_control_env_adds_the_driver_root(tmp_path):
