@@ -138,19 +138,32 @@ def write_status(path, status):
     write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
 
 
-def collect_hosts(hostvars, names, records_var, pins_var, unreachable_var, error_var, active=None):
+def _from_result(result):
+    """(records, unreachable, error) of a registered verify_node result."""
+    if not isinstance(result, dict) or result.get("skipped"):
+        return None, None, None
+    message = str(result.get("msg") or "").strip() or None
+    if result.get("unreachable"):
+        return result.get("records"), message or "unreachable", None
+    return result.get("records"), None, (message or "the verify task failed") if result.get("failed") else None
+
+
+def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None):
     """The per-host inputs of _report.build_report, read from hostvars.
 
-    A host that is not in ``active`` (when given) left the run before the report (it became unreachable or
-    failed outside the verify role's rescue): its records are incomplete, so only the layers that ran are
-    kept and the host is reported as not verified (LOST).
+    Each host's registered verify_node result (``result_var``) gives its records, or why it has none
+    (unreachable, failed); a host without one may have records in ``records_var`` (the drills). A host that is
+    not in ``active`` (when given) left the run before the report (it became unreachable or failed in a way
+    the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
+    host is reported as not verified (LOST).
     """
     hosts = []
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
-        records = hv.get(records_var)
-        unreachable = hv.get(unreachable_var)
-        error = hv.get(error_var)
+        if records_var:
+            records, unreachable, error = hv.get(records_var), None, None
+        else:
+            records, unreachable, error = _from_result(hv.get(result_var))
         if active is not None and name not in active and not unreachable and not error:
             error = LOST
             records = dict((layer, rec) for layer, rec in (records or {}).items()
@@ -165,6 +178,18 @@ def collect_hosts(hostvars, names, records_var, pins_var, unreachable_var, error
             "pins": _plain(hv.get(pins_var) or {}),
         })
     return hosts
+
+
+def failing_hosts(report, require_verified, where):
+    """Host -> why the run fails it: could not be verified, or (post-check) not COMPUTE_VERIFIED."""
+    failing = {}
+    for name, entry in report["hosts"].items():
+        if entry["unverifiable"]:
+            failing[name] = "%s could not be verified: %s; see %s" % (name, entry["unverifiable"], where)
+        elif require_verified and entry["verdict"] != "COMPUTE_VERIFIED":
+            failing[name] = "%s is %s%s, not COMPUTE_VERIFIED; see %s" % (
+                name, entry["verdict"], " (%s)" % entry["signature"] if entry["signature"] else "", where)
+    return failing
 
 
 def collect_drills(hostvars, names, drills_var):
@@ -193,8 +218,7 @@ class ActionModule(ActionBase):
         hostvars = task_vars.get("hostvars") or {}
         names = list(dict.fromkeys(args["hosts"]))
         active = set(args["active_hosts"]) if args["active_hosts"] is not None else None
-        hosts = collect_hosts(hostvars, names, args["records_var"], args["pins_var"],
-                              args["unreachable_var"], args["error_var"], active)
+        hosts = collect_hosts(hostvars, names, args["result_var"], args["records_var"], args["pins_var"], active)
         drills = collect_drills(hostvars, names, args["drills_var"]) if args["drills_var"] else None
         now = datetime.datetime.now(datetime.timezone.utc)
         run = dict(args["run"])
@@ -240,6 +264,7 @@ class ActionModule(ActionBase):
             signatures=dict((name, entry["signature"]) for name, entry in report["hosts"].items()),
             summary_lines=_report.summary_lines(report),
             unverifiable=unverifiable,
+            failing=failing_hosts(report, args["require_verified"], files.get("html") or "the report"),
         )
         if drills is not None:
             result["drills"] = drills

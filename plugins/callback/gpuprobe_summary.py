@@ -27,7 +27,7 @@ requirements:
 
 from ansible.plugins.callback import CallbackBase
 
-PROGRESS_FACT = "gpuprobe_host_done"
+PROGRESS_KEY = "gpuprobe_host_done"  # a key of gpuprobe.layers.verify_node's result
 
 
 def progress_line(done, total, host, verdict):
@@ -82,14 +82,22 @@ class CallbackModule(CallbackBase):
                 pass
         self._display.display(progress_line(len(self.done), self.total, host, verdict))
 
+    def _progress(self, result):
+        """A verify_node result carries the node's verdict and the play's host count under PROGRESS_KEY (the
+        fault drills set it as a fact)."""
+        data = _data(result)
+        info = data.get(PROGRESS_KEY) or (data.get("ansible_facts") or {}).get(PROGRESS_KEY)
+        if isinstance(info, dict):
+            self._mark_done(_host(result), info.get("verdict", "?"), info.get("total"))
+
     def v2_runner_on_ok(self, result):
         data = _data(result)
-        facts = data.get("ansible_facts") or {}
-        if PROGRESS_FACT in facts:
-            info = facts[PROGRESS_FACT] or {}
-            self._mark_done(_host(result), info.get("verdict", "?"), info.get("total"))
+        self._progress(result)
         if "summary_lines" in data and "verdicts" in data:
             self.report = data
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._progress(result)
 
     def v2_runner_on_unreachable(self, result):
         host = _host(result)

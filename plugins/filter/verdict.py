@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import diff_reports, drill_row, render_diff_markdown
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
@@ -38,26 +39,9 @@ def not_run_record(layer, reason):
 
 
 def layer_gate(records, mode="full"):
-    """Why the runtime and compute layers cannot run on this node ('' when they can).
-
-    They need a container with an injected device: not in audit mode, not after a host or cdi FAIL (no
-    device could be injected), not when host or cdi did not run (the busy-GPU check and the device list
-    come from them), and not when the cdi layer resolved no device.
-    """
-    records = _records(records, "layer_gate")
-    if mode == "audit":
-        return "audit mode: no container is started"
-    for layer in ("host", "cdi"):
-        record = records.get(layer) or {}
-        status = record.get("status") or "NOT_RUN"
-        if status == "FAIL":
-            return "blocked by %s FAIL" % layer
-        if status == "NOT_RUN":
-            return "blocked: the %s layer did not run (%s)" % (layer, record.get("reason") or "no record")
-    devices = ((records.get("cdi") or {}).get("evidence") or {}).get("requested_devices")
-    if not devices:
-        return "blocked: the cdi layer resolved no device to inject"
-    return ""
+    """Why the runtime and compute layers cannot run on this node ('' when they can): _node.layer_gate,
+    the gate gpuprobe.layers.verify_node applies between its two node-side calls."""
+    return _node.layer_gate(_records(records, "layer_gate"), mode)
 
 
 def report_diff(old, new):

@@ -38,9 +38,8 @@ PLAYBOOK_OPTIONS = (
 # present in hostvars when the playbook is imported after another gpuprobe play
 SET_BY_COLLECTION = (
     "gpuprobe_host", "gpuprobe_cdi", "gpuprobe_runtime", "gpuprobe_compute", "gpuprobe_k8s", "gpuprobe_probe",
-    "gpuprobe_unreachable", "gpuprobe_error", "gpuprobe_host_done", "gpuprobe_fleet", "gpuprobe_drills",
-    "gpuprobe_drill_rows", "gpuprobe_drill_predictions", "gpuprobe_drill_records", "gpuprobe_report_diff",
-    "verify_records", "verify_verdict", "verify_error", "verify_spec",
+    "gpuprobe_fleet", "gpuprobe_drills", "gpuprobe_drill_rows", "gpuprobe_drill_predictions", "gpuprobe_drill_records",
+    "gpuprobe_report_diff", "gpuprobe_host_done", "verify_result",
 )
 
 # role options the playbook sets from its own option: setting them directly is ignored (inventory) or

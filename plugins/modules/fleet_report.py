@@ -54,24 +54,32 @@ options:
     elements: str
     choices: [json, markdown, html, junit]
     default: [json, markdown, html, junit]
-  records_var:
-    description: The host variable holding the mapping layer -> record.
+  result_var:
+    description:
+      - >-
+        The host variable holding each node's registered P(gpuprobe.layers.verify_node#module) result (the
+        gpuprobe.layers.verify role registers C(verify_result)): its C(records), or why there are none (the task
+        was unreachable or failed, with its C(msg)).
     type: str
-    default: verify_records
+    default: verify_result
+  records_var:
+    description:
+      - Instead of O(result_var), a host variable holding the mapping layer -> record (the fault drills build theirs).
+        When set, O(result_var) is not read.
+    type: str
   pins_var:
     description:
       - The host variable holding the expected versions (keys C(driver_version), C(cuda_driver_api),
         C(runtime_version), C(cdi_spec_digest)). Every host whose observed value differs is listed as drift.
     type: str
     default: gpuprobe_pins
-  unreachable_var:
-    description: The host variable holding the reason why a host was unreachable.
-    type: str
-    default: gpuprobe_unreachable
-  error_var:
-    description: The host variable holding the reason why the verify run failed on a host.
-    type: str
-    default: gpuprobe_error
+  require_verified:
+    description:
+      - >-
+        A post-check: every node that is not C(COMPUTE_VERIFIED) is listed in RV(failing), with the nodes that
+        could not be verified.
+    type: bool
+    default: false
   drills_var:
     description: When set, the host variable holding fault-drill rows; the report then includes the drills table.
     type: str
@@ -158,6 +166,13 @@ unverifiable:
   returned: always
   type: dict
   sample: {node07: "host unreachable: Failed to connect to the host via ssh"}
+failing:
+  description:
+    - Host -> why the run must fail it, for those hosts only; the message names the report. The hosts of
+      RV(unverifiable), and with O(require_verified) every host that is not C(COMPUTE_VERIFIED).
+  returned: always
+  type: dict
+  sample: {node07: "node07 is FAILED_AT_CDI (cdi.resolve.kind), not COMPUTE_VERIFIED; see /srv/reports/gpuprobe-report-20261203T101500Z.html"}
 summary_lines:
   description: A short fixed-width table (host, verdict, signature, drift) for the end of the run.
   returned: always
@@ -170,15 +185,12 @@ drills:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import FLEET_REPORT_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import documentation_only
 
 
 def main():
-    module = AnsibleModule(argument_spec=FLEET_REPORT_ARGSPEC, supports_check_mode=True)
-    module.fail_json(msg="gpuprobe.layers.fleet_report runs on the controller as an action plugin; "
-                         "this module file only documents it")
+    documentation_only(FLEET_REPORT_ARGSPEC, "fleet_report")
 
 
 if __name__ == "__main__":

@@ -4,11 +4,8 @@ import json
 import os
 
 import pytest
-from ansible.playbook.play_context import PlayContext
-from ansible.playbook.task import Task
-from ansible.template import Templar
-from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import connection_loader
+
+from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder, PASS, FAIL, not_run
@@ -22,34 +19,50 @@ def record(layer, status, check_id=None, **evidence):
 
 
 HOSTVARS = {
-    "ok": {"verify_records": {"host": record("host", PASS), "cdi": record("cdi", PASS),
-                              "runtime": record("runtime", PASS, "runtime.mount.present"),
-                              "compute": record("compute", PASS, container={"executed": True, "cdi_devices": ["a=0"]},
-                                                gpus=[{"index": 0, "uuid": "GPU-a", "model": None, "expected": True,
-                                                       "seen_in_container": True, "ordinal": 0, "status": PASS,
-                                                       "signature": None, "reason": None}])},
+    "ok": {"verify_result": {"records": {
+        "host": record("host", PASS), "cdi": record("cdi", PASS), "runtime": record("runtime", PASS, "runtime.mount.present"),
+        "compute": record("compute", PASS, container={"executed": True, "cdi_devices": ["a=0"]},
+                          gpus=[{"index": 0, "uuid": "GPU-a", "model": None, "expected": True, "seen_in_container": True,
+                                 "ordinal": 0, "status": PASS, "signature": None, "reason": None}])}},
            "gpuprobe_pins": {"driver_version": "580.159.04"}},
-    "broken": {"verify_records": {"host": record("host", FAIL), "runtime": not_run("runtime", "blocked by host FAIL")}},
-    "gone": {"gpuprobe_unreachable": "Failed to connect to the host via ssh"},
-    "crashed": {"gpuprobe_error": "verify role: MODULE FAILURE"},
+    "broken": {"verify_result": {"records": {"host": record("host", FAIL), "runtime": not_run("runtime", "blocked by host FAIL")}}},
+    "gone": {"verify_result": {"unreachable": True, "msg": "Failed to connect to the host via ssh"}},
+    "crashed": {"verify_result": {"failed": True, "msg": "the node-side call (gpuprobe.layers.node_layers, inspect) failed: MODULE FAILURE",
+                                  "records": {"host": not_run("host", "the node-side call failed")}}},
+    "drilled": {"gpuprobe_drill_records": {"host": record("host", PASS)}},
+    "skipped": {"verify_result": {"skipped": True}},
     "silent": {},
 }
 
 
 def test_collect_hosts_marks_hosts_without_records():
-    hosts = A.collect_hosts(HOSTVARS, ["ok", "gone", "silent", "not-in-inventory"], "verify_records",
-                            "gpuprobe_pins", "gpuprobe_unreachable", "gpuprobe_error")
+    hosts = A.collect_hosts(HOSTVARS, ["ok", "gone", "crashed", "silent", "skipped", "not-in-inventory"], "verify_result",
+                            None, "gpuprobe_pins")
     by = dict((h["name"], h) for h in hosts)
     assert by["ok"]["pins"] == {"driver_version": "580.159.04"} and by["ok"]["error"] is None
+    assert by["ok"]["records"]["host"]["status"] == PASS
     assert by["gone"]["unreachable"] == "Failed to connect to the host via ssh" and by["gone"]["records"] is None
+    # a failed node-side call: the task's message is the error, its NOT_RUN records are kept
+    assert by["crashed"]["error"].endswith("inspect) failed: MODULE FAILURE")
+    assert by["crashed"]["records"]["host"]["status"] == "NOT_RUN" and by["crashed"]["unreachable"] is None
     assert by["silent"]["error"] == A.NO_RECORD
+    assert by["skipped"]["error"] == A.NO_RECORD
     assert by["not-in-inventory"]["error"] == A.NO_RECORD
 
 
+def test_collect_hosts_reads_records_var_instead_of_the_result():
+    hv = dict(HOSTVARS, drilled=dict(HOSTVARS["drilled"], verify_result=HOSTVARS["crashed"]["verify_result"]))
+    by = dict((h["name"], h) for h in A.collect_hosts(hv, ["drilled", "ok"], "verify_result", "gpuprobe_drill_records",
+                                                      "gpuprobe_pins"))
+    # the drills' records, not the last drill's verify_result
+    assert by["drilled"]["records"]["host"]["status"] == PASS and by["drilled"]["error"] is None
+    assert by["ok"]["error"] == A.NO_RECORD
+
+
 def test_collect_hosts_marks_hosts_that_left_the_run():
-    hv = dict(HOSTVARS, lost={"verify_records": {"host": record("host", PASS), "cdi": not_run("cdi", "not selected in this run (tags)")}})
-    hosts = A.collect_hosts(hv, ["ok", "lost", "gone"], "verify_records", "gpuprobe_pins", "gpuprobe_unreachable",
-                            "gpuprobe_error", active={"ok"})
+    hv = dict(HOSTVARS, lost={"verify_result": {"records": {"host": record("host", PASS),
+                                                            "cdi": not_run("cdi", "not selected in this run (tags)")}}})
+    hosts = A.collect_hosts(hv, ["ok", "lost", "gone"], "verify_result", None, "gpuprobe_pins", active={"ok"})
     by = dict((h["name"], h) for h in hosts)
     assert by["ok"]["error"] is None
     # the layers that ran are kept, the placeholders are dropped (they would say "not selected")
@@ -82,12 +95,7 @@ def test_write_atomic_failure_keeps_old_file(tmp_path, monkeypatch):
 
 
 def _action(args, check_mode=False):
-    task = Task.load({"action": {"module": "gpuprobe.layers.fleet_report", "args": args}})
-    task.check_mode = check_mode
-    loader = DataLoader()
-    play_context = PlayContext()
-    connection = connection_loader.get("ansible.builtin.local", play_context, os.devnull)
-    return A.ActionModule(task, connection, play_context, loader, Templar(loader=loader), None)
+    return make_action(A, "gpuprobe.layers.fleet_report", args, check_mode)
 
 
 def test_run_writes_every_format_and_returns_summary(tmp_path):
@@ -194,3 +202,16 @@ def test_run_writes_the_status_file_and_fails_with_its_own_message(tmp_path):
     state = json.loads(status.read_text())
     assert state["report"] == "failed" and "not a regular file" in state["error"]
     assert len(os.listdir(str(tmp_path / "r"))) == 8
+
+
+def test_failing_lists_the_unverifiable_and_in_a_postcheck_every_node_not_verified(tmp_path):
+    names = ["ok", "broken", "gone"]
+    result = _action({"hosts": names, "report_dir": str(tmp_path / "a"), "formats": ["json", "html"]}).run(
+        task_vars={"hostvars": HOSTVARS})
+    assert sorted(result["failing"]) == ["gone"]
+    assert result["failing"]["gone"].startswith("gone could not be verified: host unreachable: ")
+    assert result["failing"]["gone"].endswith("see %s" % result["files"]["html"])
+    post = _action({"hosts": names, "report_dir": str(tmp_path / "b"), "formats": ["json"], "require_verified": True}).run(
+        task_vars={"hostvars": HOSTVARS})
+    assert sorted(post["failing"]) == ["broken", "gone"]
+    assert post["failing"]["broken"].startswith("broken is FAILED_AT_HOST") and "not COMPUTE_VERIFIED; see the report" in post["failing"]["broken"]

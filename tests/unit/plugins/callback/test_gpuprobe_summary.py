@@ -30,8 +30,8 @@ def make():
 
 def test_progress_counts_each_host_once():
     cb = make()
-    cb.v2_runner_on_ok(result("n1", {"ansible_facts": {"gpuprobe_host_done": {"verdict": "COMPUTE_VERIFIED", "total": "3"}}}))
-    cb.v2_runner_on_ok(result("n1", {"ansible_facts": {"gpuprobe_host_done": {"verdict": "COMPUTE_VERIFIED", "total": "3"}}}))
+    cb.v2_runner_on_ok(result("n1", {"gpuprobe_host_done": {"verdict": "COMPUTE_VERIFIED", "total": "3"}}))
+    cb.v2_runner_on_ok(result("n1", {"gpuprobe_host_done": {"verdict": "COMPUTE_VERIFIED", "total": "3"}}))
     cb.v2_runner_on_ok(result("n2", {"ansible_facts": {"other": 1}}))
     cb.v2_runner_on_unreachable(result("n3", {"msg": "ssh: no route"}))
     assert cb._display.lines == ["gpuprobe [1/3] n1: COMPUTE_VERIFIED", "gpuprobe [2/3] n3: UNREACHABLE"]
@@ -64,7 +64,7 @@ def test_nothing_printed_for_unrelated_playbooks():
 
 def test_final_table_without_report():
     cb = make()
-    cb.v2_runner_on_ok(result("n1", {"ansible_facts": {"gpuprobe_host_done": {"verdict": "INCONCLUSIVE", "total": 1}}}))
+    cb.v2_runner_on_ok(result("n1", {"gpuprobe_host_done": {"verdict": "INCONCLUSIVE", "total": 1}}))
     cb.v2_playbook_on_stats(None)
     assert cb._display.lines[-1] == "(no fleet report was written in this run)"
     assert "n1    INCONCLUSIVE  -" in cb._display.lines

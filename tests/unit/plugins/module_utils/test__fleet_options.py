@@ -52,9 +52,9 @@ def test_type_errors_come_from_the_role_argument_specs():
 
 
 def test_unrelated_names_and_collection_facts_are_not_errors():
-    names = {"gpu_count": 1, "verity_x": 1, "ansible_host": "x", "gpuprobe_unreachable": "x", "verify_records": {}}
-    assert opts.candidate_names(names) == ["gpuprobe_unreachable", "verify_records", "verity_x"]
-    assert opts.unknown_name_errors({"gpuprobe_unreachable": "x", "verify_records": {}}, ROLE) == []
+    names = {"gpu_count": 1, "verity_x": 1, "ansible_host": "x", "gpuprobe_fleet": "x", "verify_result": {}}
+    assert opts.candidate_names(names) == ["gpuprobe_fleet", "verify_result", "verity_x"]
+    assert opts.unknown_name_errors({"gpuprobe_fleet": "x", "verify_result": {}}, ROLE) == []
 
 
 def test_errors_name_their_hosts():

@@ -1,0 +1,170 @@
+"""What verify-gpu costs on one node against Ansible's own floor, side by side in one run (local connection).
+
+    python benchmarks/bench_node.py OUT.json [--rounds 5] [--gpu] [--fixture] [--baseline DIR] [-e EXTRA ...]
+
+Items, interleaved round by round so that drift hits every item alike:
+  ping        `ansible localhost -c local -m ansible.builtin.ping`: one no-op module, Ansible's floor
+  audit       `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=audit` against the same localhost
+  bare-probe  (--gpu) the probe container alone: `podman run --device <cdi device>` of the probe with compute,
+              the argv the runtime layer builds, run directly (no Ansible, no checks, no host control)
+  full        (--gpu) `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built`
+  *@baseline  (--baseline DIR) audit and full again with the playbook and collection of another checkout DIR
+              (an earlier commit), in the same rounds: what a change bought
+Ratios (issue "Fleet speed"): audit / ping (goal <= 1.5) and full / (bare-probe + ping) (goal <= 2).
+Wall time of each command, and its CPU time (user + sys of the command and everything it waited for, from
+os.wait4). --fixture runs audit against a synthetic node tree (tests/unit/fixtures/host, real mknod devices,
+NVML off) for machines without a GPU; without it the real node is read. Every run must succeed (exit 0 and,
+for the playbooks, a written report with a verdict for localhost), else the benchmark stops with the output.
+Needs the collection importable (source scripts/dev-env.sh) and, with --gpu, podman and the probe image.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLAYBOOK = os.path.join(ROOT, "playbooks", "verify-gpu.yml")
+IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
+DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
+
+
+def timed(argv, env):
+    """(wall ms, cpu ms, rc, output) of one command; CPU from wait4 covers the command and its waited children."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - t0) * 1000.0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return round(wall, 1), round((usage.ru_utime + usage.ru_stime) * 1000.0, 1), proc.returncode, out.decode(errors="replace")
+
+
+def report_verdict(report_dir):
+    latest = os.path.join(report_dir, "gpuprobe-report-latest.json")
+    with open(latest) as f:
+        return json.load(f)["hosts"]["localhost"]["verdict"]
+
+
+def bare_probe(tmp):
+    """The argv of the probe container alone (self-built spec of this benchmark, GPU 0, compute on)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _host, _probe, _runtime
+
+    host = _host.collect_host(driver_root=DRIVER_ROOT)
+    run_id = "bench-%s" % uuid.uuid4().hex[:8]
+    spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
+    _cdi_spec.write_spec(spec, _cdi_spec.DEFAULT_SPEC_DIR, run_id)
+    device = "%s=0" % spec["kind"]
+    cdi = _cdi.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+    engine = _runtime.detect_runtime("podman")
+    _unused, probe_path = _probe.write_probe(directory=tmp)
+    config = _runtime._probe_config(cdi["evidence"]["expected_edits"], True)  # pylint: disable=protected-access
+    argv = _runtime.build_argv(engine, "gpuprobe-%s" % run_id, run_id, IMAGE, [device], probe_path, config)
+
+    def cleanup():
+        _cdi_spec.remove_spec(_cdi_spec.DEFAULT_SPEC_DIR, run_id)
+    return argv, cleanup
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    ap.add_argument("out")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--gpu", action="store_true", help="also the bare probe and the full run (a GPU host)")
+    ap.add_argument("--fixture", action="store_true", help="audit a synthetic node tree (no GPU needed)")
+    ap.add_argument("--baseline", help="another checkout of the collection, run side by side")
+    ap.add_argument("-e", dest="extra", action="append", default=[], help="extra vars for both playbook runs")
+    args = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="gpuprobe-bench-node-")
+    py = sys.executable
+    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    common = ["-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % py]
+    extra = []
+    for item in args.extra:
+        extra += ["-e", item]
+    if args.fixture:
+        sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "host"))
+        from hostfixture import build_node  # pylint: disable=import-outside-toplevel
+        build_node(os.path.join(tmp, "node"), gpus=8, procfs=True)
+        extra += ["-e", "verify_root=%s" % os.path.join(tmp, "node"), "-e", "verify_nvml=false", "-e", "verify_k8s=false"]
+    items = [
+        ("ping", ["ansible", "localhost"] + common + ["-m", "ansible.builtin.ping"], None),
+        ("audit", ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=audit"] + extra, "audit"),
+    ]
+    cleanup = None
+    if args.gpu:
+        argv, cleanup = bare_probe(tmp)
+        items.append(("bare-probe", argv, None))
+        full = ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=full", "-e", "gpuprobe_cdi_source=self-built"]
+        items.append(("full", full + extra, "full"))
+    if args.baseline:
+        base = os.path.abspath(args.baseline)
+        link = os.path.join(tmp, "baseline", "ansible_collections", "gpuprobe")
+        os.makedirs(link)
+        os.symlink(base, os.path.join(link, "layers"))
+        base_env = dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(tmp, "baseline"))
+        for name, argv, report in list(items):
+            if report:
+                items.append((name + "@baseline", [a.replace(PLAYBOOK, os.path.join(base, "playbooks", "verify-gpu.yml")) for a in argv],
+                              report, base_env))
+    items = [item if len(item) == 4 else item + (env,) for item in items]
+    wall = dict((item[0], []) for item in items)
+    cpu = dict((item[0], []) for item in items)
+    verdicts = dict((item[0], set()) for item in items)
+    try:
+        for rnd in range(args.rounds):
+            for name, argv, report, item_env in items:
+                run_argv = list(argv)
+                if report:
+                    report_dir = os.path.join(tmp, "reports-%s-%d" % (name, rnd))
+                    run_argv += ["-e", "gpuprobe_report_dir=%s" % report_dir]
+                w, c, rc, out = timed(run_argv, item_env)
+                if rc != 0:
+                    sys.exit("%s failed (rc %d):\n%s" % (name, rc, out[-4000:]))
+                if report:
+                    verdicts[name].add(report_verdict(report_dir))
+                wall[name].append(w)
+                cpu[name].append(c)
+    finally:
+        if cleanup:
+            cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = dict((k, statistics.median(v)) for k, v in wall.items())
+    med_cpu = dict((k, statistics.median(v)) for k, v in cpu.items())
+    ratios = {"audit / ping": round(med["audit"] / med["ping"], 2),
+              "audit cpu / ping cpu": round(med_cpu["audit"] / med_cpu["ping"], 2)}
+    if args.gpu:
+        ratios["full / (bare-probe + ping)"] = round(med["full"] / (med["bare-probe"] + med["ping"]), 2)
+        ratios["full / ping"] = round(med["full"] / med["ping"], 2)
+    for name in med:
+        if name.endswith("@baseline"):
+            now = name[:-len("@baseline")]
+            ratios["%s / %s" % (now, name)] = round(med[now] / med[name], 2)
+            ratios["%s / ping" % name] = round(med[name] / med["ping"], 2)
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "ansible": subprocess.run(["ansible", "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[0]},
+        "rounds": args.rounds, "fixture": args.fixture, "gpu": args.gpu, "extra_vars": args.extra,
+        "baseline": args.baseline,
+        "wall_ms": wall, "cpu_ms": cpu, "median_wall_ms": med, "median_cpu_ms": med_cpu, "ratios": ratios,
+        "verdicts": dict((k, sorted(v)) for k, v in verdicts.items() if v),
+    }
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    print(json.dumps({"median_wall_ms": med, "median_cpu_ms": med_cpu, "ratios": ratios,
+                      "verdicts": result["verdicts"]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

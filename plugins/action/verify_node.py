@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin gpuprobe.layers.verify_node: every layer of one node in one task, decided on the controller.
+
+On the node: one call of gpuprobe.layers.node_layers for host, cdi and k8s (``inspect``) and, when the probe can
+run, one for runtime and compute (``probe``). On the controller: the layer selection (tags), the gate between
+the two calls, the NOT_RUN records of what did not run, the verdict (_verdict.node_verdict), and the cleanup
+calls that are needed only when a node-side call did not finish its own (the probe container, the self-built
+spec). Documentation: plugins/modules/verify_node.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import time
+
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+
+NODE_MODULE = "gpuprobe.layers.node_layers"
+PROGRESS_KEY = "gpuprobe_host_done"
+
+
+def new_run_id(now=None):
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return "%s-%d" % (now.strftime("%Y%m%d%H%M%S"), random.SystemRandom().randint(0, 999999))
+
+
+def option_errors(args):
+    """What the argument spec cannot say about the options (the role's former preflight)."""
+    errors = []
+    if args["mode"] == "audit" and args["cdi_source"] != "node":
+        errors.append("audit mode is read-only and needs cdi_source=node (got %s)" % args["cdi_source"])
+    for name in ("layer_timeout", "probe_timeout"):
+        if args[name] <= 0:
+            errors.append("%s must be > 0 seconds (got %d)" % (name, args[name]))
+    spec_dir = (args["self_built_spec_dir"] or "").rstrip("/") or "/"
+    if spec_dir == "/etc/cdi" or spec_dir.startswith("/etc/cdi/"):
+        errors.append("self_built_spec_dir %s: a self-built spec is never written under /etc/cdi" % args["self_built_spec_dir"])
+    if args["run_id"] and not _node.RUN_ID_RE.match(args["run_id"]):
+        errors.append("run_id %r: use [a-z0-9-] only, at most 63 characters" % args["run_id"])
+    return errors
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def _call(self, args, task_vars, calls):
+        """One node-side module execution; returns its result (a failed one too). Connection failures propagate."""
+        started = time.monotonic()
+        result = self._execute_module(module_name=args.pop("_module", NODE_MODULE), module_args=args,
+                                      task_vars=task_vars)
+        calls.append({"call": args.get("stage") or args.get("state") or "cleanup",
+                      "wall_ms": round((time.monotonic() - started) * 1000, 1),
+                      "failed": bool(result.get("failed"))})
+        return result
+
+    def run(self, tmp=None, task_vars=None):  # pylint: disable=too-many-locals,too-many-branches,too-many-statements
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        _validation, args = self.validate_argument_spec(argument_spec=_node.VERIFY_NODE_ARGSPEC)
+        errors = option_errors(args)
+        if errors:
+            raise AnsibleActionFail("invalid gpuprobe.layers.verify_node options: %s" % "; ".join(errors))
+
+        if args["layers"] is None:
+            layers = _node.selected_layers(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"), args["k8s"])
+        else:
+            layers = _node.needed_layers(args["layers"])
+        if not args["k8s"] and "k8s" in layers:
+            layers.remove("k8s")
+        run_id = args["run_id"] or new_run_id()
+        records = dict((layer, not_run(layer, _node.NOT_SELECTED)) for layer in LAYERS)
+        if not args["k8s"]:
+            records["k8s"] = not_run("k8s", _node.K8S_DISABLED)
+        calls = []
+        common = dict((name, args[name]) for name in _node.NODE_OPTIONS)
+        common.update(run_id=run_id, runtime=args["probe_runtime"])
+        own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
+        spec = None
+        spec_left = False
+        failure = None
+        try:
+            inspect_layers = [layer for layer in _node.INSPECT_LAYERS if layer in layers]
+            if inspect_layers:
+                out = self._call(dict(common, stage="inspect", layers=inspect_layers), task_vars, calls)
+                if out.get("failed") or not isinstance(out.get("records"), dict):
+                    failure = "the node-side call (%s, inspect) failed: %s" % (NODE_MODULE, _message(out))
+                    for layer in inspect_layers:
+                        records[layer] = not_run(layer, failure)
+                    spec_left = own_spec and "cdi" in inspect_layers
+                else:
+                    records.update((layer, out["records"][layer]) for layer in inspect_layers if layer in out["records"])
+                    spec = out.get("spec")
+                    spec_left = bool(own_spec and spec)
+            if "runtime" in layers or "compute" in layers:
+                gate = failure and "blocked: %s" % failure or _node.layer_gate(records, args["mode"])
+                if gate:
+                    for layer in _node.PROBE_LAYERS:
+                        records[layer] = not_run(layer, gate)
+                else:
+                    spec_left = self._probe(args, common, records, spec_left, task_vars, calls)
+        except AnsibleConnectionFailure as exc:
+            # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN
+            for layer in LAYERS:
+                if records[layer]["status"] == "NOT_RUN" and records[layer]["reason"] == _node.NOT_SELECTED and layer in layers:
+                    records[layer] = not_run(layer, "the node became unreachable: %s" % exc)
+            result.update(unreachable=True, msg=str(exc))
+            spec_left = False  # cannot be reached; the node's next cleanup sweeps it (docs/safety.md)
+        finally:
+            if spec_left:
+                self._remove_spec(run_id, args, task_vars, calls, result)
+
+        verdict = node_verdict(records)
+        result.update(
+            changed=bool(own_spec and spec),
+            records=records,
+            verdict=verdict,
+            run_id=run_id,
+            layers=layers,
+            calls=calls,
+        )
+        result[PROGRESS_KEY] = {"verdict": verdict["verdict"],
+                                "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
+        if spec:
+            result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
+        if failure and not result.get("unreachable"):
+            result.update(failed=True, msg=failure)
+        return result
+
+    def _probe(self, args, common, records, own_spec_left, task_vars, calls):
+        """The probe call; the leftovers of a probe that did not finish (its container) are removed here.
+        Returns whether this run's self-built spec is still to be removed."""
+        out = self._call(dict(common, stage="probe", records={"host": records["host"], "cdi": records["cdi"]},
+                              image=args["probe_image"], timeout=args["probe_timeout"], user=args["probe_user"],
+                              environment=args["probe_environment"], isolation=args["probe_isolation"],
+                              remove_spec=own_spec_left), task_vars, calls)
+        got = out.get("records") if isinstance(out.get("records"), dict) else {}
+        for layer in _node.PROBE_LAYERS:
+            records[layer] = got.get(layer) or not_run(
+                layer, "the node-side call (%s, probe) did not return a record: %s" % (NODE_MODULE, _message(out)))
+        spec_left = own_spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
+        if _container_left(out, records["runtime"]):
+            cleanup = self._call({"_module": "gpuprobe.layers.probe_cleanup", "run_id": common["run_id"], "specs": False,
+                                  "runtime": args["probe_runtime"] if args["probe_runtime"] in ("podman", "docker") else "auto"},
+                                 task_vars, calls)
+            calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
+        return spec_left
+
+    def _remove_spec(self, run_id, args, task_vars, calls, result):
+        out = self._call({"_module": "gpuprobe.layers.cdi_spec", "state": "absent", "run_id": run_id,
+                          "spec_dir": args["self_built_spec_dir"]}, task_vars, calls)
+        if out.get("failed"):
+            result.setdefault("warnings", []).append("the self-built spec of run %s was not removed: %s" % (run_id, _message(out)))
+
+
+def _message(out):
+    text = out.get("msg") or out.get("module_stderr") or out.get("exception") or "no result"
+    return str(text).strip().splitlines()[-1] if str(text).strip() else "no result"
+
+
+def _container_left(out, runtime_record):
+    """Whether the probe call may have left its container: it did not return, or its own removal failed."""
+    if out.get("failed") or not isinstance(out.get("records"), dict):
+        return True
+    container = ((runtime_record or {}).get("evidence") or {}).get("container") or {}
+    cleanup = container.get("cleanup")
+    return bool(cleanup) and cleanup.get("rc") not in (0, None)

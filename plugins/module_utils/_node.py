@@ -1,0 +1,266 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: the layers of one node in as few node-side calls as possible. Not public API.
+
+A node is verified by two groups of layers, each one process on the node (module gpuprobe.layers.node_layers):
+
+* ``inspect``: host, cdi (after writing the self-built spec of the run when asked) and k8s, in that order;
+* ``probe``: runtime and compute in one probe container (and the host control), then the removal of the
+  run's self-built spec.
+
+The controller (action gpuprobe.layers.verify_node) decides between the two calls whether the probe can run
+at all (``layer_gate``), builds the NOT_RUN records of the layers that did not run and the verdict. This
+module holds what both sides share: the option specs, the layer selection from tags, the gate, and the two
+node-side stages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
+
+INSPECT_LAYERS = ("host", "cdi", "k8s")
+PROBE_LAYERS = ("runtime", "compute")
+# a layer runs when any of its tags is selected and none is skipped: a layer's tag also runs the layers it
+# needs (the same tags the verify role's tasks carried: --tags compute runs host, cdi, runtime and compute)
+LAYER_TAGS = {
+    "host": ("host", "cdi", "runtime", "compute"),
+    "cdi": ("cdi", "runtime", "compute"),
+    "runtime": ("runtime", "compute"),
+    "compute": ("runtime", "compute"),
+    "k8s": ("k8s",),
+}
+# a run id names the probe container, the self-built spec file and its CDI class (lower case)
+RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+# what a layer needs to have run first; skipping one of them (--skip-tags) skips the layer too
+NEEDS = {
+    "host": ("host",),
+    "cdi": ("host", "cdi"),
+    "runtime": ("host", "cdi", "runtime", "compute"),
+    "compute": ("host", "cdi", "runtime", "compute"),
+    "k8s": ("k8s",),
+}
+NOT_SELECTED = "not selected in this run (tags)"
+K8S_DISABLED = "disabled (verify_k8s is false)"
+VARIANTS = ["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
+            "missing_hostpath", "stale_library"]
+RUNTIMES = ["auto", "podman", "docker", "containerd", "crio"]
+
+# Options both sides take alike: where the node's files are, and which CDI spec the cdi layer reads.
+NODE_OPTIONS = dict(
+    run_id=dict(type="str", default=""),
+    root=dict(type="path", default="/"),
+    driver_root=dict(type="path"),
+    nvml=dict(type="bool", default=True),
+    cdi_source=dict(type="str", default="node", choices=["node", "self-built"]),
+    cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+    cdi_kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
+    cdi_devices=dict(type="list", elements="str", default=[]),
+    cdi_spec=dict(type="dict", default={}),
+    self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
+    self_built_variant=dict(type="str", default="full", choices=VARIANTS),
+    stub_libcuda=dict(type="path"),
+    allow_busy_gpu=dict(type="bool", default=False),
+    host_control=dict(type="bool", default=True),
+)
+
+# The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
+# their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
+VERIFY_NODE_ARGSPEC = dict(
+    NODE_OPTIONS,
+    mode=dict(type="str", default="full", choices=["full", "audit"]),
+    layers=dict(type="list", elements="str", choices=list(LAYERS)),
+    layer_timeout=dict(type="int", default=300),
+    probe_image=dict(type="str", default="localhost/gpuprobe-probe:local"),
+    probe_runtime=dict(type="str", default="auto", choices=RUNTIMES),
+    probe_timeout=dict(type="int", default=120),
+    probe_user=dict(type="str", default=""),
+    probe_environment=dict(type="dict", default={}),
+    probe_isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
+    k8s=dict(type="bool", default=True),
+)
+
+# The options of the node-side module (gpuprobe.layers.node_layers): the probe's under their short names.
+NODE_LAYERS_ARGSPEC = dict(
+    NODE_OPTIONS,
+    stage=dict(type="str", required=True, choices=["inspect", "probe"]),
+    layers=dict(type="list", elements="str", default=["host", "cdi"], choices=list(INSPECT_LAYERS)),
+    records=dict(type="dict", default={}),
+    runtime=dict(type="str", default="auto", choices=RUNTIMES),
+    image=dict(type="str", default="localhost/gpuprobe-probe:local"),
+    timeout=dict(type="int", default=120),
+    user=dict(type="str", default=""),
+    environment=dict(type="dict", default={}),
+    isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
+    remove_spec=dict(type="bool", default=False),
+)
+
+
+def selected_layers(run_tags=None, skip_tags=None, k8s=True):
+    """The layers a run selects with ``--tags``/``--skip-tags``, in LAYERS order (k8s only when enabled).
+
+    ``--tags L`` runs L and what it needs (LAYER_TAGS); ``--skip-tags L`` skips L and the layers that need it
+    (NEEDS): --skip-tags compute leaves host, cdi and k8s.
+    """
+    run = set(run_tags or ["all"])
+    skip = set(skip_tags or [])
+    chosen = []
+    for layer in LAYERS:
+        wanted = bool(run & ({"all", "tagged"} | set(LAYER_TAGS[layer])))
+        if wanted and not (skip & (set(NEEDS[layer]) | {"tagged"})) and (layer != "k8s" or k8s):
+            chosen.append(layer)
+    return chosen
+
+
+def needed_layers(layers):
+    """``layers`` with what they need: runtime and compute run together and need host and cdi."""
+    chosen = set(layers)
+    if chosen & set(PROBE_LAYERS):
+        chosen |= {"host", "cdi", "runtime", "compute"}
+    elif "cdi" in chosen:
+        chosen.add("host")
+    return [layer for layer in LAYERS if layer in chosen]
+
+
+def layer_gate(records, mode="full"):
+    """Why the runtime and compute layers cannot run on this node ('' when they can).
+
+    They need a container with an injected device: not in audit mode, not after a host or cdi FAIL (no
+    device could be injected), not when host or cdi did not run (the busy-GPU check and the device list
+    come from them), and not when the cdi layer resolved no device.
+    """
+    if mode == "audit":
+        return "audit mode: no container is started"
+    for layer in ("host", "cdi"):
+        record = records.get(layer) or {}
+        status = record.get("status") or "NOT_RUN"
+        if status == "FAIL":
+            return "blocked by %s FAIL" % layer
+        if status == "NOT_RUN":
+            return "blocked: the %s layer did not run (%s)" % (layer, record.get("reason") or "no record")
+    devices = ((records.get("cdi") or {}).get("evidence") or {}).get("requested_devices")
+    if not devices:
+        return "blocked: the cdi layer resolved no device to inject"
+    return ""
+
+
+def _crashed(layer, exc):
+    """A layer whose code raised: NOT_RUN with the error (the next layers still run)."""
+    tail = traceback.format_exc().strip().splitlines()[-3:]
+    return not_run(layer, "the %s layer did not return a record: %s: %s" % (layer, type(exc).__name__, exc),
+                   evidence={"traceback_tail": tail})
+
+
+def self_built_request(spec):
+    """What the cdi layer reads for a self-built spec: its own dir and kind, and one GPU device (not "all")."""
+    devices = list(spec.get("devices") or [])
+    gpus = [d for d in devices if not d.endswith("=all")]
+    return {"spec_dirs": [os.path.dirname(spec["path"])], "kinds": [spec["kind"]], "devices": (gpus or devices)[:1]}
+
+
+def inspect(p, check_mode=False):
+    """The inspect stage: host, cdi (self-built spec written first when asked), k8s. Returns
+    {"records": {layer: record}, "spec": the written spec or None}. ValueError: unusable options."""
+    # imported here, and only what the stage runs: a module's imports are compiled from source on every run
+    # on the node (AnsiballZ ships sources), which is most of a node-side call's own cost
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import cdi_layer  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root  # pylint: disable=import-outside-toplevel
+
+    check_root(p["root"])
+    layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
+    records = {}
+    spec = None
+    if "host" in layers:
+        try:
+            records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"])
+        except Exception as exc:  # pylint: disable=broad-except
+            records["host"] = _crashed("host", exc)
+    if "cdi" in layers:
+        try:
+            request = {"spec_dirs": p["cdi_spec_dirs"], "kinds": p["cdi_kinds"], "devices": p["cdi_devices"], "root": p["root"]}
+            if p["cdi_source"] == "self-built":
+                spec = p["cdi_spec"] or None
+                if not spec:
+                    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+                    spec = _cdi_spec.ensure_spec(
+                        p["run_id"], state="present", spec_dir=p["self_built_spec_dir"], check_mode=check_mode,
+                        variant=p["self_built_variant"], root=p["root"], driver_root=p["driver_root"],
+                        host=records.get("host"), stub_libcuda=p["stub_libcuda"])
+                request = self_built_request(spec)
+                # a self-built spec lives in the real spec dir, its host paths already resolved under root
+                request["root"] = "/"
+            records["cdi"] = cdi_layer(spec_dirs=request["spec_dirs"], devices=request["devices"], kinds=request["kinds"],
+                                       host=records.get("host"), root=request["root"], runtime=p["runtime"])
+        except Exception as exc:  # pylint: disable=broad-except
+            # a self-built spec that could not be written (SpecError, OSError) is no crash of the layer
+            records["cdi"] = not_run("cdi", "the self-built spec of this run could not be written: %s" % exc) \
+                if p["cdi_source"] == "self-built" and spec is None else _crashed("cdi", exc)
+    if "k8s" in layers:
+        try:
+            from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import collect_k8s  # pylint: disable=import-outside-toplevel
+            records["k8s"] = collect_k8s()
+        except Exception as exc:  # pylint: disable=broad-except
+            records["k8s"] = _crashed("k8s", exc)
+    return {"records": records, "spec": spec}
+
+
+def probe(p, check_mode=False):
+    """The probe stage: the probe container with the cdi record's devices (runtime layer), the compute layer
+    from its output and the host control, then this run's self-built spec removed (``remove_spec``).
+
+    Returns {"records": {"runtime", "compute"}, "spec_removed": text or None}, or {"interrupted": message}
+    when SIGINT/SIGTERM/SIGHUP arrived (after the container, and the spec when asked, are gone).
+    ValueError: unusable options.
+    """
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_record  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import (  # pylint: disable=import-outside-toplevel
+        Interrupted, remove_own_spec, runtime_facts)
+
+    records = p["records"] or {}
+    check_record(records.get("host"), "records.host", "host")
+    check_record(records.get("cdi"), "records.cdi", "cdi")
+    cdi = records.get("cdi") or {}
+    evidence = cdi.get("evidence") or {}
+    params = {
+        "runtime": p["runtime"],
+        "image": p["image"], "pull": "never", "cdi_devices": list(evidence.get("requested_devices") or []),
+        "expected_edits": evidence.get("expected_edits") or {}, "run_id": p["run_id"], "timeout": p["timeout"],
+        "compute": True, "isolation": p["isolation"], "allow_busy_gpu": p["allow_busy_gpu"],
+        "host": records.get("host"), "user": p["user"] or None, "owner": None,
+        "spec_dir": p["self_built_spec_dir"] if p["remove_spec"] else None,
+    }
+    for key, value in (p["environment"] or {}).items():
+        os.environ[str(key)] = str(value)
+    out = {"records": {}, "spec_removed": None}
+    try:
+        try:
+            runtime, container_probe = runtime_facts(params, check_mode=check_mode)
+        except (Interrupted, ValueError):
+            raise  # handled below / the caller's error
+        except Exception as exc:  # pylint: disable=broad-except
+            runtime, container_probe = _crashed("runtime", exc), None
+        out["records"]["runtime"] = runtime
+        try:
+            out["records"]["compute"] = compute_record(
+                container_probe, runtime_record=runtime, host_record=records.get("host"),
+                host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
+                timeout=p["timeout"], expected_gpus=(evidence.get("identity") or {}).get("expected_gpus") or [])
+        except Exception as exc:  # pylint: disable=broad-except
+            out["records"]["compute"] = _crashed("compute", exc)
+    except Interrupted as exc:
+        return {"interrupted": "%s: the probe container was removed; %s" % (exc, remove_own_spec(params))}
+    if p["remove_spec"] and not check_mode:
+        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+        try:
+            removed = _cdi_spec.ensure_spec(p["run_id"], state="absent", spec_dir=p["self_built_spec_dir"])
+            out["spec_removed"] = removed["path"] if removed["changed"] else ""
+        except (_cdi_spec.SpecError, OSError) as exc:
+            out["spec_error"] = str(exc)
+    return out

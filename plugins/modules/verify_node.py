@@ -1,0 +1,242 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: verify_node
+short_description: Verify every GPU layer of one node in one task, with the verdict decided on the controller
+version_added: "0.2.0"
+description:
+  - Runs the layers of docs/contract.md on one node in order host -> cdi -> runtime -> compute (+ k8s) with at most
+    two node-side calls of M(gpuprobe.layers.node_layers) (host, cdi and k8s in one process; runtime and compute
+    in another), and returns every layer's record and the node verdict (the collection's single verdict function).
+  - >-
+    Runs on the controller (an action plugin). Between the two calls it decides whether the probe can run at all:
+    runtime and compute are C(NOT_RUN) "audit mode" with O(mode=audit), "blocked by <layer> FAIL" after a host or
+    cdi FAIL (no device could be injected), and "blocked" when host or cdi did not run or no device was resolved.
+    The cdi layer still runs after a host FAIL, for the evidence.
+  - A layer whose code raises on the node is C(NOT_RUN) with the error and the next layers still run. When the
+    node-side call itself fails (no usable Python, a killed module) every layer it was to run is C(NOT_RUN) with
+    that error and the task fails (C(could not be verified)); when the node becomes unreachable the task is
+    unreachable and the records keep what ran.
+  - >-
+    Cleanup costs no call when the node-side call did its own; the controller calls M(gpuprobe.layers.probe_cleanup)
+    only when the probe call did not return or could not remove its container, and M(gpuprobe.layers.cdi_spec)
+    C(state=absent) only when this run's self-built spec is still there (the probe did not run or did not remove it).
+  - "Tags select layers when O(layers) is not given: a layer runs when any of its tags is selected
+    (C(--tags)) and none is skipped (C(--skip-tags)); a layer's tag also runs the layers it needs: host carries
+    host, cdi, runtime and compute; cdi carries cdi, runtime and compute; runtime and compute carry both; k8s only k8s.
+    Layers left out are C(NOT_RUN) C(not selected in this run (tags)). Give the task the tag C(always)."
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - gpuprobe.layers._attributes
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: >-
+      Nothing is written and no container starts: host, cdi and k8s read as usual; runtime and compute are
+      C(NOT_RUN) "check mode".
+options:
+  mode:
+    description:
+      - V(full) runs every layer; V(audit) only host, cdi and k8s (read-only, no container is started, no spec is
+        written; runtime and compute are C(NOT_RUN) "audit mode").
+    type: str
+    choices: [full, audit]
+    default: full
+  layers:
+    description:
+      - The layers to run (with the layers they need). When omitted, the run's tags decide (see the description).
+    type: list
+    elements: str
+    choices: [host, cdi, runtime, compute, k8s]
+  layer_timeout:
+    description:
+      - Seconds the layers of one node may take without the probe; the verify role gives its task the
+        C(timeout) O(layer_timeout) + 2 * O(probe_timeout) + 60.
+    type: int
+    default: 300
+  root:
+    description: Root of the node's filesystem for the host and cdi layers (another directory only for fixture trees).
+    type: path
+    default: /
+  driver_root:
+    description: Where the driver's user-space libraries live; omitted to let the host layer detect it.
+    type: path
+  nvml:
+    description: Read NVML in the host layer.
+    type: bool
+    default: true
+  cdi_source:
+    description:
+      - V(node) checks the node's own CDI specs for O(cdi_kinds).
+      - V(self-built) writes a C(gpuprobe.local/gpu-<run id>) spec (a kind unique to the run, variant
+        O(self_built_variant)) and removes it at the end, or uses the spec given in O(cdi_spec). Only with O(mode=full).
+    type: str
+    choices: [node, self-built]
+    default: node
+  cdi_spec_dirs:
+    description: Spec directories read with O(cdi_source=node), lowest priority first.
+    type: list
+    elements: path
+    default: [/etc/cdi, /var/run/cdi]
+  cdi_kinds:
+    description: CDI kinds checked with O(cdi_source=node).
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
+  cdi_devices:
+    description: Fully-qualified CDI devices to request with O(cdi_source=node); empty requests every device of O(cdi_kinds).
+    type: list
+    elements: str
+    default: []
+  cdi_spec:
+    description:
+      - The registered result of a M(gpuprobe.layers.cdi_spec) task the caller ran itself (keys C(path), C(kind),
+        C(devices)). With O(cdi_source=self-built) that spec is used and its removal is left to the caller.
+    type: dict
+    default: {}
+  self_built_spec_dir:
+    description: Where the self-built spec is written (never under C(/etc/cdi)).
+    type: path
+    default: /var/run/cdi
+  self_built_variant:
+    description: The variant of the self-built spec (see M(gpuprobe.layers.cdi_spec)).
+    type: str
+    choices: [full, no_ptxjit_mount, no_uvm_node, cgroup_read_only, stub_libcuda, file_mode_0000, missing_hostpath, stale_library]
+    default: full
+  stub_libcuda:
+    description: Path of the CUDA toolkit's stub libcuda, for the V(stub_libcuda) variant.
+    type: path
+  run_id:
+    description:
+      - Id of this run (C([a-z0-9-]), it names the self-built spec and labels the probe containers); empty to
+        generate one from the time and a random number.
+    type: str
+    default: ""
+  probe_image:
+    description: The local image the probe container runs (python3 + stdlib; the driver comes through CDI). Never pulled.
+    type: str
+    default: localhost/gpuprobe-probe:local
+  probe_runtime:
+    description:
+      - The container runtime CLI (V(podman), V(docker), or V(auto)); the cdi layer judges the spec versions for it.
+      - V(auto) takes podman when installed, else docker when its daemon answers and CDI is enabled; containerd
+        and CRI-O are reported C(NOT_RUN).
+    type: str
+    choices: [auto, podman, docker, containerd, crio]
+    default: auto
+  probe_timeout:
+    description: Timeout in seconds of each probe (container and host control).
+    type: int
+    default: 120
+  probe_user:
+    description: User (uid[:gid]) the probe runs as in the container; empty for the image's default.
+    type: str
+    default: ""
+  probe_environment:
+    description: Environment of the probe on the node (for example C(CONTAINERS_CONF) for podman).
+    type: dict
+    default: {}
+  probe_isolation:
+    description:
+      - V(shared) verifies every GPU the requested devices give in one probe container; V(per_device) runs one
+        compute container per requested CDI device (each sees exactly its GPU).
+    type: str
+    choices: [shared, per_device]
+    default: shared
+  allow_busy_gpu:
+    description:
+      - Run the compute probe even on GPUs with running compute processes, or when there is no host NVML
+        evidence to tell (without it, compute is C(NOT_RUN) for them).
+    type: bool
+    default: false
+  host_control:
+    description: Also run the compute probe on the host, as the control that says where a container failure points.
+    type: bool
+    default: true
+  k8s:
+    description: Run the optional k8s layer (C(NOT_RUN) by itself without kubectl or a kubeconfig).
+    type: bool
+    default: true
+seealso:
+  - module: gpuprobe.layers.node_layers
+  - module: gpuprobe.layers.fleet_report
+"""
+
+EXAMPLES = r"""
+- name: Verify this node (host, cdi, runtime, compute, k8s)
+  gpuprobe.layers.verify_node:
+  register: verify_result
+  tags: [always]
+
+- name: Stop when the node cannot compute in a container
+  ansible.builtin.assert:
+    that: verify_result.verdict.verdict == 'COMPUTE_VERIFIED'
+    fail_msg: "{{ verify_result.verdict.reason }}"
+
+- name: Read-only audit (no container, no spec written)
+  gpuprobe.layers.verify_node:
+    mode: audit
+    k8s: false
+  register: audit
+"""
+
+RETURN = r"""
+records:
+  description: Every layer's record, layer name -> record (docs/contract.md); the layers that did not run are C(NOT_RUN) with their reason.
+  returned: always
+  type: dict
+verdict:
+  description:
+    - The node verdict (C(verdict), C(layer), C(signature), C(points_to), C(reason), C(because), C(gpus)) from the
+      collection's single verdict function; C(verdict) is one of C(COMPUTE_VERIFIED), C(FAILED_AT_<LAYER>),
+      C(INCONCLUSIVE), C(NOT_RUN).
+  returned: always
+  type: dict
+  sample: {verdict: FAILED_AT_HOST, layer: host, signature: host.driver.missing, points_to: host, reason: "...", because: null, gpus: {}}
+run_id:
+  description: The id of this run.
+  returned: always
+  type: str
+layers:
+  description: The layers this run selected.
+  returned: always
+  type: list
+  elements: str
+calls:
+  description: The node-side calls made (C(call), C(wall_ms), C(failed)), for the cost of a node.
+  returned: always
+  type: list
+  elements: dict
+spec:
+  description: The self-built spec this run wrote and removed (C(path), C(kind), C(devices), C(variant)).
+  returned: when a self-built spec was written
+  type: dict
+gpuprobe_host_done:
+  description: Progress for the gpuprobe.layers.gpuprobe_summary callback (C(verdict), C(total) hosts in the play).
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import documentation_only
+
+
+def main():
+    documentation_only(VERIFY_NODE_ARGSPEC, "verify_node")
+
+
+if __name__ == "__main__":
+    main()

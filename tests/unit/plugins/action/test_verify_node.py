@@ -1,0 +1,171 @@
+"""The verify_node action plugin: what the controller decides between the node-side calls. The node side is
+_node.inspect/_node.probe run for real in this process on synthetic node trees; what is replaced is only the
+transport (ActionBase._execute_module), to inject what a real fleet does to it: a failed module, a node that
+goes away between the two calls. The same plugin runs over real ansible-playbook in tests/integration and on
+the GPU host (scripts/gpu-e2e.sh)."""
+import os
+
+import pytest
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+
+from actionlab import make_action
+from hostfixture import build_node
+
+from ansible_collections.gpuprobe.layers.plugins.action import verify_node as A
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, LayerBuilder
+
+
+def _action(args, check_mode=False):
+    return make_action(A, "gpuprobe.layers.verify_node", args, check_mode)
+
+
+class Node(object):
+    """The node side: node_layers runs _node's stages in this process; ``fail`` maps a call to what goes wrong."""
+
+    def __init__(self, fail=None, probe_records=None):
+        self.calls = []
+        self.fail = fail or {}
+        self.probe_records = probe_records
+
+    def __call__(self, module_name=None, module_args=None, task_vars=None, **_kwargs):
+        call = module_args.get("stage") or module_name.rsplit(".", 1)[-1]
+        self.calls.append((call, dict(module_args)))
+        what = self.fail.get(call)
+        if what == "unreachable":
+            raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
+        if what == "failed":
+            return {"failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "module_stderr": "/usr/bin/python3: not found"}
+        if module_name != A.NODE_MODULE:
+            return {"changed": True}
+        p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+        p.update(module_args)
+        if call == "probe" and self.probe_records is not None:
+            return {"records": self.probe_records, "spec_removed": ""}
+        return (_node.inspect if call == "inspect" else _node.probe)(p)
+
+
+def _passing(layer, **evidence):
+    b = LayerBuilder(layer)
+    b.add("%s.sample" % layer, PASS, observed="x")
+    b.evidence = evidence
+    return b.build()
+
+
+@pytest.fixture(name="tree")
+def _tree(tmp_path):
+    build_node(str(tmp_path / "node"), gpus=1, procfs=True)
+    return str(tmp_path / "node")
+
+
+def run(action, node, tags=None, skip=None):
+    action._execute_module = node  # pylint: disable=protected-access
+    return action.run(task_vars={"inventory_hostname": "n1", "ansible_play_hosts_all": ["n1", "n2"],
+                                 "ansible_run_tags": tags or ["all"], "ansible_skip_tags": skip or []})
+
+
+def test_audit_is_one_node_side_call_and_the_verdict_is_decided_here(tree):
+    node = Node()
+    result = run(_action({"mode": "audit", "root": tree, "nvml": False, "cdi_spec_dirs": ["/etc/cdi"]}), node)
+    assert [c[0] for c in node.calls] == ["inspect"] and node.calls[0][1]["layers"] == ["host", "cdi", "k8s"]
+    assert result["records"]["runtime"]["reason"] == result["records"]["compute"]["reason"] == "audit mode: no container is started"
+    assert result["verdict"]["verdict"] == "FAILED_AT_CDI"
+    assert result["gpuprobe_host_done"] == {"verdict": "FAILED_AT_CDI", "total": 2}
+    assert len(result["calls"]) == 1 and "failed" not in result
+
+
+def test_full_with_a_blocking_failure_makes_no_probe_call(tree):
+    node = Node()
+    result = run(_action({"root": tree, "nvml": False, "k8s": False, "cdi_spec_dirs": ["/etc/cdi"]}), node)
+    assert [c[0] for c in node.calls] == ["inspect"]
+    assert result["records"]["runtime"]["reason"] == "blocked by cdi FAIL"
+    assert result["records"]["k8s"]["reason"] == _node.K8S_DISABLED
+
+
+def test_tags_select_the_layers_of_the_call(tree):
+    node = Node()
+    result = run(_action({"root": tree, "nvml": False}), node, tags=["host"])
+    assert node.calls[0][1]["layers"] == ["host"] and result["layers"] == ["host"]
+    assert result["records"]["cdi"]["reason"] == _node.NOT_SELECTED
+
+
+def test_a_failed_inspect_call_fails_the_task_with_every_layer_not_run(tree):
+    result = run(_action({"root": tree, "k8s": False}), Node(fail={"inspect": "failed"}))
+    assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_layers, inspect) failed")
+    assert result["records"]["host"]["status"] == NOT_RUN and result["records"]["host"]["reason"] == result["msg"]
+    assert result["records"]["compute"]["reason"].startswith("blocked: the node-side call")
+    assert result["verdict"]["verdict"] != "COMPUTE_VERIFIED"
+
+
+def test_a_node_gone_between_the_calls_keeps_what_ran(tree, monkeypatch):
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    result = run(_action({"root": tree, "nvml": False, "k8s": False}), Node(fail={"probe": "unreachable"}))
+    assert result["unreachable"] is True and "Connection refused" in result["msg"]
+    assert result["records"]["host"]["status"] != NOT_RUN
+    assert result["records"]["runtime"]["reason"].startswith("the node became unreachable: ")
+
+
+def test_a_failed_probe_call_is_not_run_and_its_container_is_swept(tree, monkeypatch):
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    node = Node(fail={"probe": "failed"})
+    result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": "podman"}), node)
+    assert [c[0] for c in node.calls] == ["inspect", "probe", "probe_cleanup"]
+    cleanup = node.calls[2][1]
+    assert cleanup["run_id"] == result["run_id"] and cleanup["specs"] is False and cleanup["runtime"] == "podman"
+    assert result["records"]["compute"]["reason"].startswith("the node-side call (gpuprobe.layers.node_layers, probe) did not return a record")
+
+
+def test_a_probe_that_removed_its_container_costs_no_cleanup_call(tree, monkeypatch):
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    runtime = _passing("runtime", container={"cleanup": {"rc": 0, "removed": True}})
+    node = Node(probe_records={"runtime": runtime, "compute": _passing("compute")})
+    result = run(_action({"root": tree, "nvml": False, "k8s": False}), node)
+    assert [c[0] for c in node.calls] == ["inspect", "probe"]
+    assert result["records"]["runtime"] == runtime
+
+
+def _self_built(tmp_path, tree):
+    spec_dir = str(tmp_path / "run-cdi")
+    os.makedirs(spec_dir)
+    return {"root": tree, "nvml": False, "k8s": False, "cdi_source": "self-built", "self_built_spec_dir": spec_dir,
+            "run_id": "t-9"}
+
+
+def test_a_self_built_spec_blocked_before_the_probe_is_removed_by_the_controller(tree, tmp_path, monkeypatch):
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "blocked by cdi FAIL")
+    node = Node()
+    args = _self_built(tmp_path, tree)
+    result = run(_action(args), node)
+    assert [c[0] for c in node.calls] == ["inspect", "cdi_spec"]
+    assert node.calls[1][1] == {"state": "absent", "run_id": "t-9", "spec_dir": args["self_built_spec_dir"]}
+    assert result["spec"]["path"].startswith(args["self_built_spec_dir"]) and result["changed"] is True
+
+
+def test_a_self_built_spec_the_probe_removed_costs_no_call(tree, tmp_path, monkeypatch):
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")})
+    run(_action(_self_built(tmp_path, tree)), node)
+    assert [c[0] for c in node.calls] == ["inspect", "probe"] and node.calls[1][1]["remove_spec"] is True
+
+
+def test_a_spec_given_by_the_caller_is_left_to_the_caller(tree, tmp_path, monkeypatch):
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "blocked by cdi FAIL")
+    args = _self_built(tmp_path, tree)
+    given = {"path": os.path.join(args["self_built_spec_dir"], "gpuprobe-t-9.yaml"), "kind": "gpuprobe.local/gpu-t-9",
+             "devices": ["gpuprobe.local/gpu-t-9=0"]}
+    node = Node()
+    result = run(_action(dict(args, cdi_spec=given)), node)
+    assert [c[0] for c in node.calls] == ["inspect"] and result["changed"] is False
+
+
+@pytest.mark.parametrize("args,text", [
+    ({"mode": "audit", "cdi_source": "self-built"}, "audit mode is read-only"),
+    ({"self_built_spec_dir": "/etc/cdi/x"}, "never written under /etc/cdi"),
+    ({"run_id": "Bad_Id"}, "run_id 'Bad_Id'"),
+    ({"probe_timeout": 0}, "probe_timeout must be > 0"),
+])
+def test_invalid_options_stop_before_any_call(args, text):
+    node = Node()
+    with pytest.raises(AnsibleActionFail, match=text):
+        run(_action(args), node)
+    assert node.calls == []

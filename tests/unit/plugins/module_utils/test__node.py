@@ -1,0 +1,134 @@
+"""_node: the layer selection from tags, the gate between the two node-side calls, and the two stages run for
+real on synthetic node trees (hostfixture.build_node: real files and mknod devices; NVML off)."""
+import os
+
+import pytest
+
+from hostfixture import build_node
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run, validate_record
+
+
+def params(**over):
+    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p.update(nvml=False)
+    p.update(over)
+    return p
+
+
+@pytest.mark.parametrize("run,skip,k8s,expected", [
+    (None, None, True, ["host", "cdi", "runtime", "compute", "k8s"]),
+    (["all"], [], False, ["host", "cdi", "runtime", "compute"]),
+    (["compute"], [], True, ["host", "cdi", "runtime", "compute"]),
+    (["runtime"], [], True, ["host", "cdi", "runtime", "compute"]),
+    (["cdi"], [], True, ["host", "cdi"]),
+    (["host"], [], True, ["host"]),
+    (["k8s"], [], True, ["k8s"]),
+    (["k8s"], [], False, []),
+    (["all"], ["k8s"], True, ["host", "cdi", "runtime", "compute"]),
+    (["all"], ["compute"], True, ["host", "cdi", "k8s"]),
+    (["all"], ["cdi"], True, ["host", "k8s"]),
+    (["all"], ["host"], True, ["k8s"]),
+    (["tagged"], [], True, ["host", "cdi", "runtime", "compute", "k8s"]),
+    (["unrelated"], [], True, []),
+])
+def test_selected_layers_follow_the_tags_the_role_tasks_carried(run, skip, k8s, expected):
+    assert _node.selected_layers(run, skip, k8s) == expected
+
+
+@pytest.mark.parametrize("given,expected", [
+    (["compute"], ["host", "cdi", "runtime", "compute"]),
+    (["runtime", "k8s"], ["host", "cdi", "runtime", "compute", "k8s"]),
+    (["cdi"], ["host", "cdi"]),
+    (["k8s"], ["k8s"]),
+    ([], []),
+])
+def test_needed_layers_add_what_a_layer_needs(given, expected):
+    assert _node.needed_layers(given) == expected
+
+
+def _record(layer, status, **evidence):
+    b = LayerBuilder(layer)
+    b.add("%s.sample" % layer, status, observed="x")
+    b.evidence = evidence
+    return b.build()
+
+
+@pytest.mark.parametrize("records,mode,expected", [
+    ({}, "audit", "audit mode: no container is started"),
+    ({"host": _record("host", FAIL), "cdi": _record("cdi", PASS)}, "full", "blocked by host FAIL"),
+    ({"host": _record("host", PASS), "cdi": _record("cdi", FAIL)}, "full", "blocked by cdi FAIL"),
+    ({"host": not_run("host", "x"), "cdi": _record("cdi", PASS)}, "full", "blocked: the host layer did not run (x)"),
+    ({"host": _record("host", PASS)}, "full", "blocked: the cdi layer did not run (no record)"),
+    ({"host": _record("host", PASS), "cdi": _record("cdi", PASS, requested_devices=[])}, "full",
+     "blocked: the cdi layer resolved no device to inject"),
+    ({"host": _record("host", PASS), "cdi": _record("cdi", PASS, requested_devices=["nvidia.com/gpu=0"])}, "full", ""),
+])
+def test_layer_gate(records, mode, expected):
+    assert _node.layer_gate(records, mode) == expected
+
+
+def test_inspect_runs_host_and_cdi_in_one_call_on_a_node_tree(tmp_path):
+    build_node(str(tmp_path / "node"), gpus=2, procfs=True)
+    out = _node.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
+    assert sorted(out["records"]) == ["cdi", "host"] and out["spec"] is None
+    for record in out["records"].values():
+        assert validate_record(record) == []
+    assert [g["device_node"] for g in out["records"]["host"]["evidence"]["gpus"]] == ["/dev/nvidia0", "/dev/nvidia1"]
+    # no spec in the tree: the cdi layer FAILs, never PASSes without a spec
+    assert out["records"]["cdi"]["status"] == FAIL
+
+
+def test_inspect_runs_only_the_layers_asked_for(tmp_path):
+    build_node(str(tmp_path / "node"))
+    out = _node.inspect(params(root=str(tmp_path / "node"), layers=["cdi"]))
+    assert sorted(out["records"]) == ["cdi"]
+
+
+def test_a_layer_that_raises_is_not_run_with_the_error_and_the_next_layers_run(tmp_path, monkeypatch):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
+
+    def broken(**_kwargs):
+        raise KeyError("driver_version")
+    monkeypatch.setattr(_host, "collect_host", broken)
+    build_node(str(tmp_path / "node"))
+    out = _node.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
+    host = out["records"]["host"]
+    assert host["status"] == NOT_RUN and host["reason"] == "the host layer did not return a record: KeyError: 'driver_version'"
+    assert validate_record(host) == []
+    assert out["records"]["cdi"]["status"] in (PASS, FAIL, "WARN")
+
+
+def test_inspect_refuses_a_root_that_is_not_a_directory(tmp_path):
+    with pytest.raises(ValueError, match="is not a directory"):
+        _node.inspect(params(root=str(tmp_path / "absent")))
+
+
+def test_self_built_spec_is_written_read_and_removed_by_the_probe_stage(tmp_path):
+    build_node(str(tmp_path / "node"), gpus=2)
+    spec_dir = str(tmp_path / "run-cdi")
+    os.makedirs(spec_dir)
+    common = dict(root=str(tmp_path / "node"), cdi_source="self-built", self_built_spec_dir=spec_dir, run_id="t-1")
+    out = _node.inspect(params(**common))
+    spec = out["spec"]
+    assert spec["path"] == os.path.join(spec_dir, _cdi_spec.spec_file_name("t-1")) and os.path.exists(spec["path"])
+    cdi = out["records"]["cdi"]
+    # one GPU device of the run's own kind, never the "all" device
+    assert cdi["evidence"]["requested_devices"] == [spec["kind"] + "=0"]
+    # the probe stage with a runtime that cannot run here: runtime and compute are NOT_RUN, and the spec is gone
+    probed = _node.probe(params(records=out["records"], runtime="containerd", remove_spec=True, **common))
+    assert probed["records"]["runtime"]["status"] == NOT_RUN and probed["records"]["compute"]["status"] == NOT_RUN
+    assert probed["spec_removed"] == spec["path"] and not os.path.exists(spec["path"])
+
+
+def test_probe_in_check_mode_starts_nothing(tmp_path):
+    records = {"host": _record("host", PASS), "cdi": _record("cdi", PASS, requested_devices=["nvidia.com/gpu=0"])}
+    out = _node.probe(params(records=records, run_id="t-2"), check_mode=True)
+    assert out["records"]["runtime"]["reason"] == "check mode: no container was started"
+    assert out["records"]["compute"]["status"] == NOT_RUN
+
+
+def test_probe_refuses_records_that_are_not_records():
+    with pytest.raises(ValueError, match="records.cdi"):
+        _node.probe(params(records={"host": _record("host", PASS), "cdi": {"layer": "cdi", "status": 5}}, run_id="t-3"))
