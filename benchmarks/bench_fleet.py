@@ -31,6 +31,10 @@ Measured per run:
               they run (the remote Python of every module) are children of this script, not of ansible, and are
               NOT counted: only the controller side is. In the local mode (N=1, connection local) there is no
               such split: the module processes are ansible's children and are counted.
+  node_cpu_s  the node side, for information: CPU of the sshd servers and everything they ran (per-connection sshd,
+              shells, the remote module Pythons), read from the listeners' cutime/cstime once the connections ended.
+              Here controller and nodes share this machine's cores, so the wall times include node work that a real
+              fleet spreads over N machines: compare wall with cpu_s and node_cpu_s in mind.
   maxrss_mb   ru_maxrss of the tree: the largest single process (not a sum).
   tree_pss_mb the peak of the summed PSS (proportional set size: shared pages divided among their users) of
               the ansible tree plus its masters, sampled every --pss-interval s (0 disables sampling).
@@ -137,18 +141,25 @@ class Lab(object):
         """Our children that are not sshd servers: ControlPersist masters (and anything else of ansible's tree
         that outlived it), reparented to us as the subreaper."""
         me = os.getpid()
-        found = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) in self.sshd_pids:
-                continue
+        running = self.current.pid if self.current is not None else None
+        return [pid for pid, ppid in _ppids().items() if ppid == me and pid not in self.sshd_pids and pid != running]
+
+    def node_cpu(self, settle=10.0):
+        """CPU seconds of the node side so far: every sshd listener's own and its waited-for children's (cutime, cstime
+        of /proc/PID/stat: the per-connection sshd, the shells and the remote module Pythons, once ended). Waits up to
+        ``settle`` s for the connections just closed to end."""
+        deadline = time.time() + settle
+        while time.time() < deadline and any(ppid in self.sshd_pids for ppid in _ppids().values()):
+            time.sleep(0.05)
+        ticks = 0
+        for p in self.sshd:
             try:
-                with open("/proc/%s/stat" % d) as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == me and (self.current is None or int(d) != self.current.pid):
-                found.append(int(d))
-        return found
+                with open("/proc/%d/stat" % p.pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+            except (OSError, ValueError, IndexError):
+                pass
+        return ticks / float(os.sysconf("SC_CLK_TCK"))
 
     def reap_orphans(self):
         """Terminate and wait for the orphans; returns (user+sys s, maxrss KiB, count)."""
@@ -281,6 +292,7 @@ class Lab(object):
             env["ANSIBLE_COLLECTIONS_PATH"] = self.args.collections_path
         env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
         sampler = PssSampler(self, self.args.pss_interval)
+        node_before = self.node_cpu()
         with open(logfile, "w") as out:
             t0 = time.perf_counter()
             self.current = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
@@ -295,16 +307,18 @@ class Lab(object):
         rc = self.current.returncode
         self.current = None
         m_cpu, m_rss, masters = self.reap_orphans()
+        node = self.node_cpu() - node_before
         with open(logfile) as f:
             text = f.read()
         sample = {"ok": True, "rc": rc, "wall_s": round(wall, 3),
                   "cpu_s": round(ru.ru_utime + ru.ru_stime + m_cpu, 3),
                   "cpu_user_s": round(ru.ru_utime, 3), "cpu_sys_s": round(ru.ru_stime, 3),
-                  "cpu_masters_s": round(m_cpu, 3), "masters": masters,
+                  "cpu_masters_s": round(m_cpu, 3), "masters": masters, "node_cpu_s": round(node, 2),
                   "maxrss_mb": round(max(ru.ru_maxrss, m_rss) / 1024.0, 1),
                   "tree_pss_mb": round(sampler.peak_kb / 1024.0, 1) if sampler.samples else None,
                   "results_per_host": round(len((PING_LINE if argv[0] == "ansible" else RESULT_LINE).findall(text)) / float(n), 2)}
         sample["cpu_per_host_s"] = round(sample["cpu_s"] / n, 4)
+        sample["node_cpu_per_host_s"] = round(node / n, 4)
         try:
             check(rc, text, reports, n, sample)
         except RunFailed as e:
@@ -340,15 +354,8 @@ class PssSampler(object):
         while not self.done.wait(wait):
             wait = self.interval
             children = {}
-            for d in os.listdir("/proc"):
-                if not d.isdigit():
-                    continue
-                try:
-                    with open("/proc/%s/stat" % d) as f:
-                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                children.setdefault(ppid, []).append(int(d))
+            for pid, ppid in _ppids().items():
+                children.setdefault(ppid, []).append(pid)
             todo = [p for p in children.get(me, []) if p not in self.lab.sshd_pids]
             total = 0
             while todo:
@@ -408,9 +415,9 @@ def run_pair(lab, args, n, inventory, local, order, samples):
         else:
             s = lab.measure("audit", audit, n, check_audit)
         samples[name].append(s)
-        log("  N=%s%s %-5s %s wall %.2f s  cpu %.2f s (masters %.2f)  maxrss %.0f MB  tree pss %s MB  results/host %s" % (
+        log("  N=%s%s %-5s %s wall %.2f s  cpu %.2f s (masters %.2f)  node cpu %.2f s  maxrss %.0f MB  tree pss %s MB  results/host %s" % (
             n, " local" if local else "", name, "ok " if s["ok"] else "FAILED", s["wall_s"], s["cpu_s"], s["cpu_masters_s"],
-            s["maxrss_mb"], s["tree_pss_mb"], s["results_per_host"]))
+            s["node_cpu_s"], s["maxrss_mb"], s["tree_pss_mb"], s["results_per_host"]))
 
 
 def med(samples, key):
@@ -422,7 +429,8 @@ def ratio(a, b):
     return round(a / b, 2) if a is not None and b else None
 
 
-MEDIANS = ("wall_s", "cpu_s", "cpu_per_host_s", "cpu_masters_s", "maxrss_mb", "tree_pss_mb", "results_per_host")
+MEDIANS = ("wall_s", "cpu_s", "cpu_per_host_s", "cpu_masters_s", "node_cpu_s", "node_cpu_per_host_s", "maxrss_mb", "tree_pss_mb",
+           "results_per_host")
 
 
 def summarise(samples, n):
@@ -435,6 +443,7 @@ def summarise(samples, n):
     p, a = out["commands"]["ping"]["median"], out["commands"]["audit"]["median"]
     out["audit_over_ping"] = {"wall": ratio(a["wall_s"], p["wall_s"]), "cpu": ratio(a["cpu_s"], p["cpu_s"]),
                               "cpu_per_host": ratio(a["cpu_per_host_s"], p["cpu_per_host_s"]),
+                              "node_cpu": ratio(a["node_cpu_s"], p["node_cpu_s"]),
                               "tree_pss": ratio(a["tree_pss_mb"], p["tree_pss_mb"])}
     return out
 
@@ -447,8 +456,8 @@ def slopes(sizes):
         dn = float(hi["hosts"] - lo["hosts"])
         for cmd in ("ping", "audit"):
             a, b = lo["commands"][cmd]["median"], hi["commands"][cmd]["median"]
-            row[cmd] = {"wall_s_per_host": None if None in (a["wall_s"], b["wall_s"]) else round((b["wall_s"] - a["wall_s"]) / dn, 4),
-                        "cpu_s_per_host": None if None in (a["cpu_s"], b["cpu_s"]) else round((b["cpu_s"] - a["cpu_s"]) / dn, 4)}
+            row[cmd] = dict(("%s_per_host" % k, None if None in (a[k], b[k]) else round((b[k] - a[k]) / dn, 4))
+                            for k in ("wall_s", "cpu_s", "node_cpu_s"))
         row["audit_over_ping"] = {"wall_per_host": ratio(row["audit"]["wall_s_per_host"], row["ping"]["wall_s_per_host"]),
                                   "cpu_per_host": ratio(row["audit"]["cpu_s_per_host"], row["ping"]["cpu_s_per_host"])}
         out.append(row)
@@ -476,23 +485,23 @@ def goals(result):
 
 
 def table(result):
-    lines = ["%-9s %-5s %4s %9s %9s %11s %9s %10s %9s" % ("N", "cmd", "ok", "wall s", "cpu s", "cpu/host s", "maxrss MB",
-                                                          "treePSS MB", "res/host")]
+    lines = ["%-9s %-5s %4s %9s %9s %11s %11s %9s %10s %9s" % ("N", "cmd", "ok", "wall s", "cpu s", "cpu/host s", "node cpu s",
+                                                               "maxrss MB", "treePSS MB", "res/host")]
     rows = ([("1 local", result["local"])] if result.get("local") else []) + [(str(s["hosts"]), s) for s in result["sizes"]]
     for label, s in rows:
         for cmd in ("ping", "audit"):
             c = s["commands"][cmd]
             m = c["median"]
-            lines.append("%-9s %-5s %4s %9s %9s %11s %9s %10s %9s" % (
+            lines.append("%-9s %-5s %4s %9s %9s %11s %11s %9s %10s %9s" % (
                 label, cmd, "%d/%d" % (c["runs"] - c["failed"], c["runs"]), m["wall_s"], m["cpu_s"], m["cpu_per_host_s"],
-                m["maxrss_mb"], m["tree_pss_mb"], m["results_per_host"]))
+                m["node_cpu_s"], m["maxrss_mb"], m["tree_pss_mb"], m["results_per_host"]))
         r = s["audit_over_ping"]
-        lines.append("%-9s audit/ping: wall %sx  cpu %sx  cpu/host %sx  treePSS %sx" % (
-            label, r["wall"], r["cpu"], r["cpu_per_host"], r["tree_pss"]))
+        lines.append("%-9s audit/ping: wall %sx  cpu %sx  cpu/host %sx  node cpu %sx  treePSS %sx" % (
+            label, r["wall"], r["cpu"], r["cpu_per_host"], r["node_cpu"], r["tree_pss"]))
     for sl in result["slopes"]:
-        lines.append("N %d->%d per added host: ping %s s wall, %s s cpu | audit %s s wall, %s s cpu" % (
-            sl["from"], sl["to"], sl["ping"]["wall_s_per_host"], sl["ping"]["cpu_s_per_host"], sl["audit"]["wall_s_per_host"],
-            sl["audit"]["cpu_s_per_host"]))
+        lines.append("N %d->%d per added host: ping %s s wall, %s s cpu, %s s node cpu | audit %s s wall, %s s cpu, %s s node cpu" % (
+            sl["from"], sl["to"], sl["ping"]["wall_s_per_host"], sl["ping"]["cpu_s_per_host"], sl["ping"]["node_cpu_s_per_host"],
+            sl["audit"]["wall_s_per_host"], sl["audit"]["cpu_s_per_host"], sl["audit"]["node_cpu_s_per_host"]))
     for k, v in result["goals"].items():
         lines.append("goal %-45s %s (limit %s): %s" % (k, v["value"], v["limit"], {True: "met", False: "NOT met", None: "n/a"}[v["met"]]))
     return "\n".join(lines)
@@ -538,6 +547,19 @@ pipelining = True
 ssh_args = -C -o ControlMaster=auto -o ControlPersist=300s -o ServerAliveInterval=15
 control_path_dir = {cp}
 """
+
+
+def _ppids():
+    """pid -> parent pid of every process."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    out[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
 
 
 def _write_cdi_spec(tree, gpus):
