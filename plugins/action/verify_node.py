@@ -112,7 +112,7 @@ class ActionModule(ActionBase):
             # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN
             for layer in LAYERS:
                 if records[layer]["status"] == "NOT_RUN" and records[layer]["reason"] == _node.NOT_SELECTED and layer in layers:
-                    records[layer] = not_run(layer, "the node became unreachable: %s" % exc)
+                    records[layer] = not_run(layer, "host unreachable: %s" % exc)
             result.update(unreachable=True, msg=str(exc))
             spec_left = False  # cannot be reached; the node's next cleanup sweeps it (docs/safety.md)
         finally:

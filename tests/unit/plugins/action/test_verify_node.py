@@ -102,7 +102,7 @@ def test_a_node_gone_between_the_calls_keeps_what_ran(tree, monkeypatch):
     result = run(_action({"root": tree, "nvml": False, "k8s": False}), Node(fail={"probe": "unreachable"}))
     assert result["unreachable"] is True and "Connection refused" in result["msg"]
     assert result["records"]["host"]["status"] != NOT_RUN
-    assert result["records"]["runtime"]["reason"].startswith("the node became unreachable: ")
+    assert result["records"]["runtime"]["reason"].startswith("host unreachable: ")
 
 
 def test_a_failed_probe_call_is_not_run_and_its_container_is_swept(tree, monkeypatch):
