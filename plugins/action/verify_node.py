@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin gpuprobe.layers.verify_node: every layer of one node in one task, decided on the controller.
 
-On the node: one call of gpuprobe.layers.node_layers for host, cdi and k8s (``inspect``) and, when the probe can
-run, one for runtime and compute (``probe``). On the controller: the layer selection (tags), the gate between
+On the node: one call of gpuprobe.layers.node_layers for host, cdi and k8s and, when the probe can run, one of
+gpuprobe.layers.node_probe for runtime and compute. On the controller: the layer selection (tags), the gate between
 the two calls, the NOT_RUN records of what did not run, the verdict (_verdict.node_verdict), and the cleanup
 calls that are needed only when a node-side call did not finish its own (the probe container, the self-built
 spec). Documentation: plugins/modules/verify_node.py.
@@ -24,7 +24,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
-NODE_MODULE = "gpuprobe.layers.node_layers"
+INSPECT_MODULE = "gpuprobe.layers.node_layers"
+PROBE_MODULE = "gpuprobe.layers.node_probe"
 PROGRESS_KEY = "gpuprobe_host_done"
 
 
@@ -52,13 +53,11 @@ def option_errors(args):
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
-    def _call(self, args, task_vars, calls):
+    def _call(self, module, args, task_vars, calls):
         """One node-side module execution; returns its result (a failed one too). Connection failures propagate."""
         started = time.monotonic()
-        result = self._execute_module(module_name=args.pop("_module", NODE_MODULE), module_args=args,
-                                      task_vars=task_vars)
-        calls.append({"call": args.get("stage") or args.get("state") or "cleanup",
-                      "wall_ms": round((time.monotonic() - started) * 1000, 1),
+        result = self._execute_module(module_name=module, module_args=args, task_vars=task_vars)
+        calls.append({"module": module, "wall_ms": round((time.monotonic() - started) * 1000, 1),
                       "failed": bool(result.get("failed"))})
         return result
 
@@ -82,8 +81,8 @@ class ActionModule(ActionBase):
         if not args["k8s"]:
             records["k8s"] = not_run("k8s", _node.K8S_DISABLED)
         calls = []
-        common = dict((name, args[name]) for name in _node.NODE_OPTIONS)
-        common.update(run_id=run_id, runtime=args["probe_runtime"])
+        inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC if name in args and name != "layers")
+        inspect_args.update(run_id=run_id, runtime=args["probe_runtime"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         spec = None
         spec_left = False
@@ -91,9 +90,9 @@ class ActionModule(ActionBase):
         try:
             inspect_layers = [layer for layer in _node.INSPECT_LAYERS if layer in layers]
             if inspect_layers:
-                out = self._call(dict(common, stage="inspect", layers=inspect_layers), task_vars, calls)
+                out = self._call(INSPECT_MODULE, dict(inspect_args, layers=inspect_layers), task_vars, calls)
                 if out.get("failed") or not isinstance(out.get("records"), dict):
-                    failure = "the node-side call (%s, inspect) failed: %s" % (NODE_MODULE, _message(out))
+                    failure = "the node-side call (%s) failed: %s" % (INSPECT_MODULE, _message(out))
                     for layer in inspect_layers:
                         records[layer] = not_run(layer, failure)
                     spec_left = own_spec and "cdi" in inspect_layers
@@ -107,7 +106,7 @@ class ActionModule(ActionBase):
                     for layer in _node.PROBE_LAYERS:
                         records[layer] = not_run(layer, gate)
                 else:
-                    spec_left = self._probe(args, common, records, spec_left, task_vars, calls)
+                    spec_left = self._probe(args, run_id, records, spec_left, task_vars, calls)
         except AnsibleConnectionFailure as exc:
             # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN
             for layer in LAYERS:
@@ -136,28 +135,30 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=failure)
         return result
 
-    def _probe(self, args, common, records, own_spec_left, task_vars, calls):
+    def _probe(self, args, run_id, records, own_spec_left, task_vars, calls):  # pylint: disable=too-many-arguments
         """The probe call; the leftovers of a probe that did not finish (its container) are removed here.
         Returns whether this run's self-built spec is still to be removed."""
-        out = self._call(dict(common, stage="probe", records={"host": records["host"], "cdi": records["cdi"]},
-                              image=args["probe_image"], timeout=args["probe_timeout"], user=args["probe_user"],
-                              environment=args["probe_environment"], isolation=args["probe_isolation"],
-                              remove_spec=own_spec_left), task_vars, calls)
+        out = self._call(PROBE_MODULE, {
+            "records": {"host": records["host"], "cdi": records["cdi"]}, "run_id": run_id, "runtime": args["probe_runtime"],
+            "image": args["probe_image"], "timeout": args["probe_timeout"], "user": args["probe_user"],
+            "environment": args["probe_environment"], "isolation": args["probe_isolation"],
+            "allow_busy_gpu": args["allow_busy_gpu"], "host_control": args["host_control"],
+            "self_built_spec_dir": args["self_built_spec_dir"], "remove_spec": own_spec_left}, task_vars, calls)
         got = out.get("records") if isinstance(out.get("records"), dict) else {}
         for layer in _node.PROBE_LAYERS:
             records[layer] = got.get(layer) or not_run(
-                layer, "the node-side call (%s, probe) did not return a record: %s" % (NODE_MODULE, _message(out)))
+                layer, "the node-side call (%s) did not return a record: %s" % (PROBE_MODULE, _message(out)))
         spec_left = own_spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
         if _container_left(out, records["runtime"]):
-            cleanup = self._call({"_module": "gpuprobe.layers.probe_cleanup", "run_id": common["run_id"], "specs": False,
-                                  "runtime": args["probe_runtime"] if args["probe_runtime"] in ("podman", "docker") else "auto"},
-                                 task_vars, calls)
+            cleanup = self._call("gpuprobe.layers.probe_cleanup", {
+                "run_id": run_id, "specs": False,
+                "runtime": args["probe_runtime"] if args["probe_runtime"] in ("podman", "docker") else "auto"}, task_vars, calls)
             calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
         return spec_left
 
     def _remove_spec(self, run_id, args, task_vars, calls, result):
-        out = self._call({"_module": "gpuprobe.layers.cdi_spec", "state": "absent", "run_id": run_id,
-                          "spec_dir": args["self_built_spec_dir"]}, task_vars, calls)
+        out = self._call("gpuprobe.layers.cdi_spec", {"state": "absent", "run_id": run_id,
+                                                      "spec_dir": args["self_built_spec_dir"]}, task_vars, calls)
         if out.get("failed"):
             result.setdefault("warnings", []).append("the self-built spec of run %s was not removed: %s" % (run_id, _message(out)))
 

@@ -4,25 +4,28 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the layers of one node in as few node-side calls as possible. Not public API.
 
-A node is verified by two groups of layers, each one process on the node (module gpuprobe.layers.node_layers):
+A node is verified by two groups of layers, each one process on the node:
 
-* ``inspect``: host, cdi (after writing the self-built spec of the run when asked) and k8s, in that order;
-* ``probe``: runtime and compute in one probe container (and the host control), then the removal of the
-  run's self-built spec.
+* inspect (module gpuprobe.layers.node_layers, ``inspect`` here): host, cdi (after writing the self-built spec
+  of the run when asked) and k8s, in that order;
+* probe (module gpuprobe.layers.node_probe, _node_probe.probe): runtime and compute in one probe container (and
+  the host control), then the removal of the run's self-built spec.
+
+Two modules, not one: AnsiballZ ships every module_utils a module can import and the node compiles what it
+imports from source on each call, so an audit never carries the probe's code (docs/performance.md).
 
 The controller (action gpuprobe.layers.verify_node) decides between the two calls whether the probe can run
 at all (``layer_gate``), builds the NOT_RUN records of the layers that did not run and the verdict. This
-module holds what both sides share: the option specs, the layer selection from tags, the gate, and the two
-node-side stages.
+module holds what both sides share: the option specs, the layer selection from tags, the gate, and the
+inspect stage.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import traceback
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, crashed, not_run
 
 INSPECT_LAYERS = ("host", "cdi", "k8s")
 PROBE_LAYERS = ("runtime", "compute")
@@ -51,8 +54,9 @@ VARIANTS = ["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_
             "missing_hostpath", "stale_library"]
 RUNTIMES = ["auto", "podman", "docker", "containerd", "crio"]
 
-# Options both sides take alike: where the node's files are, and which CDI spec the cdi layer reads.
-NODE_OPTIONS = dict(
+# The options of the node-side inspect module (gpuprobe.layers.node_layers): host, cdi and k8s.
+NODE_LAYERS_ARGSPEC = dict(
+    layers=dict(type="list", elements="str", default=["host", "cdi"], choices=list(INSPECT_LAYERS)),
     run_id=dict(type="str", default=""),
     root=dict(type="path", default="/"),
     driver_root=dict(type="path"),
@@ -65,14 +69,13 @@ NODE_OPTIONS = dict(
     self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
     self_built_variant=dict(type="str", default="full", choices=VARIANTS),
     stub_libcuda=dict(type="path"),
-    allow_busy_gpu=dict(type="bool", default=False),
-    host_control=dict(type="bool", default=True),
+    runtime=dict(type="str", default="auto", choices=RUNTIMES),
 )
 
 # The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
 # their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
 VERIFY_NODE_ARGSPEC = dict(
-    NODE_OPTIONS,
+    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items() if name not in ("layers", "runtime")),
     mode=dict(type="str", default="full", choices=["full", "audit"]),
     layers=dict(type="list", elements="str", choices=list(LAYERS)),
     layer_timeout=dict(type="int", default=300),
@@ -82,22 +85,9 @@ VERIFY_NODE_ARGSPEC = dict(
     probe_user=dict(type="str", default=""),
     probe_environment=dict(type="dict", default={}),
     probe_isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
+    allow_busy_gpu=dict(type="bool", default=False),
+    host_control=dict(type="bool", default=True),
     k8s=dict(type="bool", default=True),
-)
-
-# The options of the node-side module (gpuprobe.layers.node_layers): the probe's under their short names.
-NODE_LAYERS_ARGSPEC = dict(
-    NODE_OPTIONS,
-    stage=dict(type="str", required=True, choices=["inspect", "probe"]),
-    layers=dict(type="list", elements="str", default=["host", "cdi"], choices=list(INSPECT_LAYERS)),
-    records=dict(type="dict", default={}),
-    runtime=dict(type="str", default="auto", choices=RUNTIMES),
-    image=dict(type="str", default="localhost/gpuprobe-probe:local"),
-    timeout=dict(type="int", default=120),
-    user=dict(type="str", default=""),
-    environment=dict(type="dict", default={}),
-    isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
-    remove_spec=dict(type="bool", default=False),
 )
 
 
@@ -149,13 +139,6 @@ def layer_gate(records, mode="full"):
     return ""
 
 
-def _crashed(layer, exc):
-    """A layer whose code raised: NOT_RUN with the error (the next layers still run)."""
-    tail = traceback.format_exc().strip().splitlines()[-3:]
-    return not_run(layer, "the %s layer did not return a record: %s: %s" % (layer, type(exc).__name__, exc),
-                   evidence={"traceback_tail": tail})
-
-
 def self_built_request(spec):
     """What the cdi layer reads for a self-built spec: its own dir and kind, and one GPU device (not "all")."""
     devices = list(spec.get("devices") or [])
@@ -180,7 +163,7 @@ def inspect(p, check_mode=False):
         try:
             records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"])
         except Exception as exc:  # pylint: disable=broad-except
-            records["host"] = _crashed("host", exc)
+            records["host"] = crashed("host", exc)
     if "cdi" in layers:
         try:
             request = {"spec_dirs": p["cdi_spec_dirs"], "kinds": p["cdi_kinds"], "devices": p["cdi_devices"], "root": p["root"]}
@@ -200,67 +183,11 @@ def inspect(p, check_mode=False):
         except Exception as exc:  # pylint: disable=broad-except
             # a self-built spec that could not be written (SpecError, OSError) is no crash of the layer
             records["cdi"] = not_run("cdi", "the self-built spec of this run could not be written: %s" % exc) \
-                if p["cdi_source"] == "self-built" and spec is None else _crashed("cdi", exc)
+                if p["cdi_source"] == "self-built" and spec is None else crashed("cdi", exc)
     if "k8s" in layers:
         try:
             from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import collect_k8s  # pylint: disable=import-outside-toplevel
             records["k8s"] = collect_k8s()
         except Exception as exc:  # pylint: disable=broad-except
-            records["k8s"] = _crashed("k8s", exc)
+            records["k8s"] = crashed("k8s", exc)
     return {"records": records, "spec": spec}
-
-
-def probe(p, check_mode=False):
-    """The probe stage: the probe container with the cdi record's devices (runtime layer), the compute layer
-    from its output and the host control, then this run's self-built spec removed (``remove_spec``).
-
-    Returns {"records": {"runtime", "compute"}, "spec_removed": text or None}, or {"interrupted": message}
-    when SIGINT/SIGTERM/SIGHUP arrived (after the container, and the spec when asked, are gone).
-    ValueError: unusable options.
-    """
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_record  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import (  # pylint: disable=import-outside-toplevel
-        Interrupted, remove_own_spec, runtime_facts)
-
-    records = p["records"] or {}
-    check_record(records.get("host"), "records.host", "host")
-    check_record(records.get("cdi"), "records.cdi", "cdi")
-    cdi = records.get("cdi") or {}
-    evidence = cdi.get("evidence") or {}
-    params = {
-        "runtime": p["runtime"],
-        "image": p["image"], "pull": "never", "cdi_devices": list(evidence.get("requested_devices") or []),
-        "expected_edits": evidence.get("expected_edits") or {}, "run_id": p["run_id"], "timeout": p["timeout"],
-        "compute": True, "isolation": p["isolation"], "allow_busy_gpu": p["allow_busy_gpu"],
-        "host": records.get("host"), "user": p["user"] or None, "owner": None,
-        "spec_dir": p["self_built_spec_dir"] if p["remove_spec"] else None,
-    }
-    for key, value in (p["environment"] or {}).items():
-        os.environ[str(key)] = str(value)
-    out = {"records": {}, "spec_removed": None}
-    try:
-        try:
-            runtime, container_probe = runtime_facts(params, check_mode=check_mode)
-        except (Interrupted, ValueError):
-            raise  # handled below / the caller's error
-        except Exception as exc:  # pylint: disable=broad-except
-            runtime, container_probe = _crashed("runtime", exc), None
-        out["records"]["runtime"] = runtime
-        try:
-            out["records"]["compute"] = compute_record(
-                container_probe, runtime_record=runtime, host_record=records.get("host"),
-                host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
-                timeout=p["timeout"], expected_gpus=(evidence.get("identity") or {}).get("expected_gpus") or [])
-        except Exception as exc:  # pylint: disable=broad-except
-            out["records"]["compute"] = _crashed("compute", exc)
-    except Interrupted as exc:
-        return {"interrupted": "%s: the probe container was removed; %s" % (exc, remove_own_spec(params))}
-    if p["remove_spec"] and not check_mode:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
-        try:
-            removed = _cdi_spec.ensure_spec(p["run_id"], state="absent", spec_dir=p["self_built_spec_dir"])
-            out["spec_removed"] = removed["path"] if removed["changed"] else ""
-        except (_cdi_spec.SpecError, OSError) as exc:
-            out["spec_error"] = str(exc)
-    return out

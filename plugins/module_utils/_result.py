@@ -191,6 +191,16 @@ def not_run(layer, reason, evidence=None, versions=None):
     return builder.build(status=NOT_RUN, reason=reason, not_proven=["everything: this layer did not run"])
 
 
+def crashed(layer, exc):
+    """The record of a layer whose code raised: NOT_RUN with the error (the next layers still run). Call it
+    in the ``except`` block (the tail of the traceback goes into the evidence)."""
+    import traceback  # pylint: disable=import-outside-toplevel
+
+    tail = traceback.format_exc().strip().splitlines()[-3:]
+    return not_run(layer, "the %s layer did not return a record: %s: %s" % (layer, type(exc).__name__, exc),
+                   evidence={"traceback_tail": tail})
+
+
 def validate_record(record):
     """Return a list of contract violations (empty when the record is well-formed)."""
     errors = []

@@ -8,19 +8,14 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_layers
-short_description: Run a group of GPU layers of one node in one process (the node side of verify_node)
+short_description: The host, cdi and k8s layers of one node in one process (the node side of verify_node)
 version_added: "0.2.0"
 description:
-  - Runs several layers of docs/contract.md in one module execution on the node, so that verifying a node costs
-    one round trip per group of layers instead of one per layer. P(gpuprobe.layers.verify_node#module) calls it
-    twice at most; it can also be used alone.
-  - "O(stage=inspect): the host layer (as M(gpuprobe.layers.host_facts)), the cdi layer (as
-    M(gpuprobe.layers.cdi_facts); with O(cdi_source=self-built) it first writes this run's spec as
-    M(gpuprobe.layers.cdi_spec) does) and the k8s layer (as M(gpuprobe.layers.k8s_facts)), the ones listed in O(layers)."
-  - "O(stage=probe): the runtime layer (probe container with the devices the cdi record in O(records) resolved, as
-    M(gpuprobe.layers.runtime_facts) with compute) and the compute layer from its output plus the host control (as
-    M(gpuprobe.layers.compute_facts)); the probe container is removed before the module returns, also on SIGINT,
-    SIGTERM or SIGHUP. With O(remove_spec) this run's self-built spec is removed at the end (also on an interrupt)."
+  - Runs the host layer (as M(gpuprobe.layers.host_facts)), the cdi layer (as M(gpuprobe.layers.cdi_facts); with
+    O(cdi_source=self-built) it first writes this run's spec as M(gpuprobe.layers.cdi_spec) does) and the k8s layer
+    (as M(gpuprobe.layers.k8s_facts)), the ones listed in O(layers), in one module execution on the node, so that
+    they cost one round trip instead of one each. P(gpuprobe.layers.verify_node#module) calls it first;
+    M(gpuprobe.layers.node_probe) runs the runtime and compute layers. It can also be used alone.
   - Each layer is the same code as its own module. A layer whose code raises is recorded C(NOT_RUN) with the error
     and the next layers still run; options that cannot work fail the module without any record.
   - >-
@@ -33,31 +28,16 @@ attributes:
   check_mode:
     support: full
     details: >-
-      inspect only reads (a self-built spec is not written, so its cdi layer finds nothing); probe starts no
-      container and returns runtime and compute C(NOT_RUN) "check mode".
+      Only reads; a self-built spec is not written, so its cdi layer finds nothing.
 options:
-  stage:
-    description: Which group of layers to run.
-    type: str
-    required: true
-    choices: [inspect, probe]
   layers:
-    description: With O(stage=inspect), the layers to run, always in the order host, cdi, k8s.
+    description: The layers to run, always in the order host, cdi, k8s.
     type: list
     elements: str
     choices: [host, cdi, k8s]
     default: [host, cdi]
-  records:
-    description:
-      - With O(stage=probe), the C(host) and C(cdi) records of the inspect stage (the cdi record's
-        C(evidence.requested_devices), C(expected_edits) and C(identity.expected_gpus) drive the probe).
-    type: dict
-    default: {}
   run_id:
-    description:
-      - >-
-        The run's id (letters, digits, C(_ . -)): it names the probe container and the self-built spec and kind.
-      - Required with O(stage=probe) and with O(cdi_source=self-built).
+    description: The run's id (C([a-z0-9-])); it names the self-built spec and its kind. Required with O(cdi_source=self-built).
     type: str
     default: ""
   root:
@@ -110,60 +90,30 @@ options:
     description: As the O(gpuprobe.layers.cdi_spec#module:stub_libcuda) option.
     type: path
   runtime:
-    description:
-      - The container runtime the probe uses, and for which the cdi layer judges the spec versions.
+    description: The container runtime that will read the specs; the cdi layer judges the spec versions for it.
     type: str
     choices: [auto, podman, docker, containerd, crio]
     default: auto
-  image:
-    description: The probe image (O(stage=probe)); never pulled.
-    type: str
-    default: localhost/gpuprobe-probe:local
-  timeout:
-    description: Seconds the probe container and the host control may each take.
-    type: int
-    default: 120
-  user:
-    description: Run the probe as this uid[:gid] or name[:group]; empty for the image's user.
-    type: str
-    default: ""
-  environment:
-    description: Environment variables set for the probe (for example C(CONTAINERS_CONF)).
-    type: dict
-    default: {}
-  isolation:
-    description: As the O(gpuprobe.layers.runtime_facts#module:isolation) option.
-    type: str
-    choices: [shared, per_device]
-    default: shared
-  allow_busy_gpu:
-    description: Probe GPUs that run compute processes of others (never by default).
-    type: bool
-    default: false
-  host_control:
-    description: Run the same probe on the host as the control of the compute layer.
-    type: bool
-    default: true
-  remove_spec:
-    description: With O(stage=probe), remove this run's self-built spec from O(self_built_spec_dir) at the end.
-    type: bool
-    default: false
 seealso:
   - module: gpuprobe.layers.verify_node
+  - module: gpuprobe.layers.node_probe
 """
 
 EXAMPLES = r"""
-- name: Host and cdi layers in one call
+- name: Host, cdi and k8s layers of this node in one call
   gpuprobe.layers.node_layers:
-    stage: inspect
+    layers: [host, cdi, k8s]
   register: inspected
 
-- name: The probe with the devices the cdi layer resolved
+- name: Show the verdict those records give (the probe did not run, so at best INCONCLUSIVE)
+  ansible.builtin.debug:
+    msg: "{{ inspected.records | gpuprobe.layers.node_verdict }}"
+
+- name: The cdi layer of one device of a driver-container node, without NVML
   gpuprobe.layers.node_layers:
-    stage: probe
-    run_id: manual-1
-    records: "{{ inspected.records }}"
-  when: inspected.records.cdi.status != 'FAIL'
+    driver_root: /run/nvidia/driver
+    nvml: false
+    cdi_devices: [nvidia.com/gpu=0]
 """
 
 RETURN = r"""
@@ -172,30 +122,23 @@ records:
   returned: always
   type: dict
 spec:
-  description: With O(stage=inspect) and O(cdi_source=self-built), the spec read (C(path), C(kind), C(devices), ...).
+  description: With O(cdi_source=self-built), the spec read (C(path), C(kind), C(devices), ...).
   returned: when a self-built spec was used
   type: dict
-spec_removed:
-  description: With O(remove_spec), the path of the spec removed (empty when there was none).
-  returned: with stage probe
-  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import NODE_LAYERS_ARGSPEC, inspect, probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import NODE_LAYERS_ARGSPEC, inspect
 
 
 def main():
     module = AnsibleModule(argument_spec=NODE_LAYERS_ARGSPEC, supports_check_mode=True)
-    p = module.params
     try:
-        out = (inspect if p["stage"] == "inspect" else probe)(p, check_mode=module.check_mode)
+        out = inspect(module.params, check_mode=module.check_mode)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    if out.get("interrupted"):
-        module.fail_json(msg=out["interrupted"])
-    module.exit_json(changed=bool(out.get("spec") and not p["cdi_spec"]) or bool(out.get("spec_removed")), **out)
+    module.exit_json(changed=bool(out.get("spec") and not module.params["cdi_spec"] and not module.check_mode), **out)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ short_description: Verify every GPU layer of one node in one task, with the verd
 version_added: "0.2.0"
 description:
   - Runs the layers of docs/contract.md on one node in order host -> cdi -> runtime -> compute (+ k8s) with at most
-    two node-side calls of M(gpuprobe.layers.node_layers) (host, cdi and k8s in one process; runtime and compute
-    in another), and returns every layer's record and the node verdict (the collection's single verdict function).
+    two node-side calls, M(gpuprobe.layers.node_layers) (host, cdi and k8s in one process) and
+    M(gpuprobe.layers.node_probe) (runtime and compute in another), and returns every layer's record and the node
+    verdict (the collection's single verdict function).
   - >-
     Runs on the controller (an action plugin). Between the two calls it decides whether the probe can run at all:
     runtime and compute are C(NOT_RUN) "audit mode" with O(mode=audit), "blocked by <layer> FAIL" after a host or
@@ -172,6 +173,7 @@ options:
     default: true
 seealso:
   - module: gpuprobe.layers.node_layers
+  - module: gpuprobe.layers.node_probe
   - module: gpuprobe.layers.fleet_report
 """
 
@@ -216,7 +218,7 @@ layers:
   type: list
   elements: str
 calls:
-  description: The node-side calls made (C(call), C(wall_ms), C(failed)), for the cost of a node.
+  description: The node-side calls made (C(module), C(wall_ms), C(failed)), for the cost of a node.
   returned: always
   type: list
   elements: dict

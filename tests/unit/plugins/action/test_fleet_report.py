@@ -27,7 +27,7 @@ HOSTVARS = {
            "gpuprobe_pins": {"driver_version": "580.159.04"}},
     "broken": {"verify_result": {"records": {"host": record("host", FAIL), "runtime": not_run("runtime", "blocked by host FAIL")}}},
     "gone": {"verify_result": {"unreachable": True, "msg": "Failed to connect to the host via ssh"}},
-    "crashed": {"verify_result": {"failed": True, "msg": "the node-side call (gpuprobe.layers.node_layers, inspect) failed: MODULE FAILURE",
+    "crashed": {"verify_result": {"failed": True, "msg": "the node-side call (gpuprobe.layers.node_layers) failed: MODULE FAILURE",
                                   "records": {"host": not_run("host", "the node-side call failed")}}},
     "drilled": {"gpuprobe_drill_records": {"host": record("host", PASS)}},
     "skipped": {"verify_result": {"skipped": True}},
@@ -43,7 +43,7 @@ def test_collect_hosts_marks_hosts_without_records():
     assert by["ok"]["records"]["host"]["status"] == PASS
     assert by["gone"]["unreachable"] == "Failed to connect to the host via ssh" and by["gone"]["records"] is None
     # a failed node-side call: the task's message is the error, its NOT_RUN records are kept
-    assert by["crashed"]["error"].endswith("inspect) failed: MODULE FAILURE")
+    assert by["crashed"]["error"].endswith("node_layers) failed: MODULE FAILURE")
     assert by["crashed"]["records"]["host"]["status"] == "NOT_RUN" and by["crashed"]["unreachable"] is None
     assert by["silent"]["error"] == A.NO_RECORD
     assert by["skipped"]["error"] == A.NO_RECORD

@@ -12,7 +12,7 @@ from actionlab import make_action
 from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.action import verify_node as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _node, _node_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, LayerBuilder
 
 
@@ -21,7 +21,8 @@ def _action(args, check_mode=False):
 
 
 class Node(object):
-    """The node side: node_layers runs _node's stages in this process; ``fail`` maps a call to what goes wrong."""
+    """The node side: node_layers and node_probe run _node.inspect and _node_probe.probe in this process; ``fail``
+    maps a call (inspect, probe, probe_cleanup, cdi_spec) to what goes wrong."""
 
     def __init__(self, fail=None, probe_records=None):
         self.calls = []
@@ -29,20 +30,28 @@ class Node(object):
         self.probe_records = probe_records
 
     def __call__(self, module_name=None, module_args=None, task_vars=None, **_kwargs):
-        call = module_args.get("stage") or module_name.rsplit(".", 1)[-1]
+        call = {A.INSPECT_MODULE: "inspect", A.PROBE_MODULE: "probe"}.get(module_name) or module_name.rsplit(".", 1)[-1]
         self.calls.append((call, dict(module_args)))
         what = self.fail.get(call)
         if what == "unreachable":
             raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
         if what == "failed":
             return {"failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "module_stderr": "/usr/bin/python3: not found"}
-        if module_name != A.NODE_MODULE:
-            return {"changed": True}
-        p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
-        p.update(module_args)
-        if call == "probe" and self.probe_records is not None:
-            return {"records": self.probe_records, "spec_removed": ""}
-        return (_node.inspect if call == "inspect" else _node.probe)(p)
+        if call == "inspect":
+            return _node.inspect(_with_defaults(_node.NODE_LAYERS_ARGSPEC, module_args))
+        if call == "probe":
+            if self.probe_records is not None:
+                return {"records": self.probe_records, "spec_removed": ""}
+            return _node_probe.probe(_with_defaults(_node_probe.NODE_PROBE_ARGSPEC, module_args))
+        return {"changed": True}
+
+
+def _with_defaults(argspec, args):
+    p = dict((name, spec.get("default")) for name, spec in argspec.items())
+    p.update(args)
+    unknown = set(args) - set(argspec)
+    assert not unknown, "the action sent options the module does not take: %s" % sorted(unknown)
+    return p
 
 
 def _passing(layer, **evidence):
@@ -91,7 +100,7 @@ def test_tags_select_the_layers_of_the_call(tree):
 
 def test_a_failed_inspect_call_fails_the_task_with_every_layer_not_run(tree):
     result = run(_action({"root": tree, "k8s": False}), Node(fail={"inspect": "failed"}))
-    assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_layers, inspect) failed")
+    assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_layers) failed")
     assert result["records"]["host"]["status"] == NOT_RUN and result["records"]["host"]["reason"] == result["msg"]
     assert result["records"]["compute"]["reason"].startswith("blocked: the node-side call")
     assert result["verdict"]["verdict"] != "COMPUTE_VERIFIED"
@@ -112,7 +121,7 @@ def test_a_failed_probe_call_is_not_run_and_its_container_is_swept(tree, monkeyp
     assert [c[0] for c in node.calls] == ["inspect", "probe", "probe_cleanup"]
     cleanup = node.calls[2][1]
     assert cleanup["run_id"] == result["run_id"] and cleanup["specs"] is False and cleanup["runtime"] == "podman"
-    assert result["records"]["compute"]["reason"].startswith("the node-side call (gpuprobe.layers.node_layers, probe) did not return a record")
+    assert result["records"]["compute"]["reason"].startswith("the node-side call (gpuprobe.layers.node_probe) did not return a record")
 
 
 def test_a_probe_that_removed_its_container_costs_no_cleanup_call(tree, monkeypatch):

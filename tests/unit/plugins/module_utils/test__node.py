@@ -6,13 +6,19 @@ import pytest
 
 from hostfixture import build_node
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _node, _node_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run, validate_record
 
 
 def params(**over):
     p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
     p.update(nvml=False)
+    p.update(over)
+    return p
+
+
+def probe_params(**over):
+    p = dict((name, spec.get("default")) for name, spec in _node_probe.NODE_PROBE_ARGSPEC.items())
     p.update(over)
     return p
 
@@ -117,18 +123,19 @@ def test_self_built_spec_is_written_read_and_removed_by_the_probe_stage(tmp_path
     # one GPU device of the run's own kind, never the "all" device
     assert cdi["evidence"]["requested_devices"] == [spec["kind"] + "=0"]
     # the probe stage with a runtime that cannot run here: runtime and compute are NOT_RUN, and the spec is gone
-    probed = _node.probe(params(records=out["records"], runtime="containerd", remove_spec=True, **common))
+    probed = _node_probe.probe(probe_params(records=out["records"], runtime="containerd", remove_spec=True, run_id="t-1",
+                                            self_built_spec_dir=spec_dir))
     assert probed["records"]["runtime"]["status"] == NOT_RUN and probed["records"]["compute"]["status"] == NOT_RUN
     assert probed["spec_removed"] == spec["path"] and not os.path.exists(spec["path"])
 
 
 def test_probe_in_check_mode_starts_nothing(tmp_path):
     records = {"host": _record("host", PASS), "cdi": _record("cdi", PASS, requested_devices=["nvidia.com/gpu=0"])}
-    out = _node.probe(params(records=records, run_id="t-2"), check_mode=True)
+    out = _node_probe.probe(probe_params(records=records, run_id="t-2"), check_mode=True)
     assert out["records"]["runtime"]["reason"] == "check mode: no container was started"
     assert out["records"]["compute"]["status"] == NOT_RUN
 
 
 def test_probe_refuses_records_that_are_not_records():
     with pytest.raises(ValueError, match="records.cdi"):
-        _node.probe(params(records={"host": _record("host", PASS), "cdi": {"layer": "cdi", "status": 5}}, run_id="t-3"))
+        _node_probe.probe(probe_params(records={"host": _record("host", PASS), "cdi": {"layer": "cdi", "status": 5}}, run_id="t-3"))

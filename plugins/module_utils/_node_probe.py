@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: the probe stage of one node (module gpuprobe.layers.node_probe): runtime and compute in one process.
+Not public API. The inspect stage and what both sides share are in _node.py."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import crashed
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, remove_own_spec, runtime_facts
+
+# The options of the node-side probe module (gpuprobe.layers.node_probe): runtime and compute.
+NODE_PROBE_ARGSPEC = dict(
+    records=dict(type="dict", required=True),
+    run_id=dict(type="str", required=True),
+    runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+    image=dict(type="str", default="localhost/gpuprobe-probe:local"),
+    timeout=dict(type="int", default=120),
+    user=dict(type="str", default=""),
+    environment=dict(type="dict", default={}),
+    isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
+    allow_busy_gpu=dict(type="bool", default=False),
+    host_control=dict(type="bool", default=True),
+    self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
+    remove_spec=dict(type="bool", default=False),
+)
+
+
+def probe(p, check_mode=False):
+    """The probe stage: the probe container with the cdi record's devices (runtime layer), the compute layer
+    from its output and the host control, then this run's self-built spec removed (``remove_spec``).
+
+    Returns {"records": {"runtime", "compute"}, "spec_removed": text or None}, or {"interrupted": message}
+    when SIGINT/SIGTERM/SIGHUP arrived (after the container, and the spec when asked, are gone).
+    ValueError: unusable options.
+    """
+    records = p["records"] or {}
+    check_record(records.get("host"), "records.host", "host")
+    check_record(records.get("cdi"), "records.cdi", "cdi")
+    cdi = records.get("cdi") or {}
+    evidence = cdi.get("evidence") or {}
+    params = {
+        "runtime": p["runtime"],
+        "image": p["image"], "pull": "never", "cdi_devices": list(evidence.get("requested_devices") or []),
+        "expected_edits": evidence.get("expected_edits") or {}, "run_id": p["run_id"], "timeout": p["timeout"],
+        "compute": True, "isolation": p["isolation"], "allow_busy_gpu": p["allow_busy_gpu"],
+        "host": records.get("host"), "user": p["user"] or None, "owner": None,
+        "spec_dir": p["self_built_spec_dir"] if p["remove_spec"] else None,
+    }
+    for key, value in (p["environment"] or {}).items():
+        os.environ[str(key)] = str(value)
+    out = {"records": {}, "spec_removed": None}
+    try:
+        try:
+            runtime, container_probe = runtime_facts(params, check_mode=check_mode)
+        except (Interrupted, ValueError):
+            raise  # handled below / the caller's error
+        except Exception as exc:  # pylint: disable=broad-except
+            runtime, container_probe = crashed("runtime", exc), None
+        out["records"]["runtime"] = runtime
+        try:
+            out["records"]["compute"] = compute_record(
+                container_probe, runtime_record=runtime, host_record=records.get("host"),
+                host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
+                timeout=p["timeout"], expected_gpus=(evidence.get("identity") or {}).get("expected_gpus") or [])
+        except Exception as exc:  # pylint: disable=broad-except
+            out["records"]["compute"] = crashed("compute", exc)
+    except Interrupted as exc:
+        return {"interrupted": "%s: the probe container was removed; %s" % (exc, remove_own_spec(params))}
+    if p["remove_spec"] and not check_mode:
+        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+        try:
+            removed = _cdi_spec.ensure_spec(p["run_id"], state="absent", spec_dir=p["self_built_spec_dir"])
+            out["spec_removed"] = removed["path"] if removed["changed"] else ""
+        except (_cdi_spec.SpecError, OSError) as exc:
+            out["spec_error"] = str(exc)
+    return out
