@@ -171,7 +171,7 @@ class Lab(object):
                 pass
         for pid in pids:
             try:
-                _, _, ru = _wait4_timeout(pid, 5.0)
+                ru = _wait4_timeout(pid, 5.0)[2]
             except ChildProcessError:
                 continue
             cpu += ru.ru_utime + ru.ru_stime
@@ -299,7 +299,7 @@ class Lab(object):
                                             cwd=self.tmp, start_new_session=True)
             sampler.start()
             try:
-                _, status, ru = os.wait4(self.current.pid, 0)
+                status, ru = os.wait4(self.current.pid, 0)[1:]
             finally:
                 sampler.stop()
             wall = time.perf_counter() - t0
@@ -650,7 +650,7 @@ def machine(args):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", help="JSON file to write")
     ap.add_argument("--sizes", default="10,50,200", help="comma-separated host counts (default 10,50,200)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (ping + audit) per size (default 3)")
