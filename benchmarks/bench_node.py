@@ -12,8 +12,8 @@ Items, interleaved round by round so that drift hits every item alike:
               (an earlier commit), in the same rounds: what a change bought
 Ratios (issue "Fleet speed"): audit / ping (goal <= 1.5) and full / (bare-probe + ping) (goal <= 2).
 Wall time of each command, and its CPU time (user + sys of the command and everything it waited for, from
-os.wait4). --fixture runs audit against a synthetic node tree (tests/unit/fixtures/host, real mknod devices,
-NVML off) for machines without a GPU; without it the real node is read. Every run must succeed (exit 0 and,
+os.wait4). --fixture runs audit against a synthetic node tree (tests/unit/fixtures/host, real mknod devices, NVML off,
+8 GPUs and their nvidia.com/gpu spec as benchmarks/bench_fleet.py writes it) for machines without a GPU; without it the real node is read. Every run must succeed (exit 0 and,
 for the playbooks, a written report with a verdict for localhost), else the benchmark stops with the output.
 Needs the collection importable (source scripts/dev-env.sh) and, with --gpu, podman and the probe image.
 """
@@ -94,7 +94,9 @@ def main():
     if args.fixture:
         sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "host"))
         from hostfixture import build_node  # pylint: disable=import-outside-toplevel
+        from bench_fleet import _write_cdi_spec  # pylint: disable=import-outside-toplevel
         build_node(os.path.join(tmp, "node"), gpus=8, procfs=True)
+        _write_cdi_spec(os.path.join(tmp, "node"), 8)  # the cdi layer does real work: an nvidia.com/gpu spec in the tree
         extra += ["-e", "verify_root=%s" % os.path.join(tmp, "node"), "-e", "verify_nvml=false", "-e", "verify_k8s=false"]
     items = [
         ("ping", ["ansible", "localhost"] + common + ["-m", "ansible.builtin.ping"], None),
