@@ -97,7 +97,9 @@ class ActionModule(ActionBase):
                         records[layer] = not_run(layer, failure)
                     spec_left = own_spec and "cdi" in inspect_layers
                 else:
-                    records.update((layer, out["records"][layer]) for layer in inspect_layers if layer in out["records"])
+                    for layer in inspect_layers:
+                        records[layer] = out["records"].get(layer) or not_run(
+                            layer, "the node-side call (%s) returned no record for this layer" % INSPECT_MODULE)
                     spec = out.get("spec")
                     spec_left = bool(own_spec and spec)
             if "runtime" in layers or "compute" in layers:
