@@ -13,8 +13,9 @@ Items, interleaved round by round so that drift hits every item alike:
 Ratios (issue "Fleet speed"): audit / ping (goal <= 1.5) and full / (bare-probe + ping) (goal <= 2).
 Wall time of each command, and its CPU time (user + sys of the command and everything it waited for, from
 os.wait4). --fixture runs audit against a synthetic node tree (tests/unit/fixtures/host, real mknod devices, NVML off,
-8 GPUs and their nvidia.com/gpu spec as benchmarks/bench_fleet.py writes it) for machines without a GPU; without it the real node is read. Every run must succeed (exit 0 and,
-for the playbooks, a written report with a verdict for localhost), else the benchmark stops with the output.
+8 GPUs and their nvidia.com/gpu spec as benchmarks/bench_fleet.py writes it) for machines without a GPU;
+without it the real node is read. Every run must succeed (exit 0 and, for the playbooks, a written report with a
+verdict for localhost), else the benchmark stops with the output.
 Needs the collection importable (source scripts/dev-env.sh) and, with --gpu, podman and the probe image.
 """
 import argparse
