@@ -77,48 +77,51 @@ class ActionModule(ActionBase):
         if not args["k8s"] and "k8s" in layers:
             layers.remove("k8s")
         run_id = args["run_id"] or new_run_id()
-        records = dict((layer, not_run(layer, _node.NOT_SELECTED)) for layer in LAYERS)
+        not_selected = _node.NOT_SELECTED if args["layers"] is None else "not selected in this run (option layers)"
+        records = dict((layer, not_run(layer, not_selected)) for layer in LAYERS)
         if not args["k8s"]:
             records["k8s"] = not_run("k8s", _node.K8S_DISABLED)
         calls = []
+        problems = []  # why the node could not be verified, or what its run left behind: the task fails
         inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC if name in args and name != "layers")
         inspect_args.update(run_id=run_id, runtime=args["probe_runtime"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         spec = None
         spec_left = False
-        failure = None
         try:
             inspect_layers = [layer for layer in _node.INSPECT_LAYERS if layer in layers]
             if inspect_layers:
                 out = self._call(INSPECT_MODULE, dict(inspect_args, layers=inspect_layers), task_vars, calls)
                 if out.get("failed") or not isinstance(out.get("records"), dict):
-                    failure = "the node-side call (%s) failed: %s" % (INSPECT_MODULE, _message(out))
+                    problems.append("the node-side call (%s) failed: %s" % (INSPECT_MODULE, _message(out)))
                     for layer in inspect_layers:
-                        records[layer] = not_run(layer, failure)
-                    spec_left = own_spec and "cdi" in inspect_layers
+                        records[layer] = not_run(layer, problems[0])
+                    spec_left = own_spec and "cdi" in inspect_layers and not self._task.check_mode
                 else:
                     for layer in inspect_layers:
                         records[layer] = out["records"].get(layer) or not_run(
                             layer, "the node-side call (%s) returned no record for this layer" % INSPECT_MODULE)
                     spec = out.get("spec")
-                    spec_left = bool(own_spec and spec)
+                    spec_left = bool(own_spec and spec) and not self._task.check_mode
             if "runtime" in layers or "compute" in layers:
-                gate = failure and "blocked: %s" % failure or _node.layer_gate(records, args["mode"])
+                gate = problems and "blocked: %s" % problems[0] or _node.layer_gate(records, args["mode"])
                 if gate:
                     for layer in _node.PROBE_LAYERS:
                         records[layer] = not_run(layer, gate)
                 else:
-                    spec_left = self._probe(args, run_id, records, spec_left, task_vars, calls)
+                    spec_left = self._probe(args, run_id, records, spec_left, task_vars, calls, problems)
         except AnsibleConnectionFailure as exc:
-            # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN
-            for layer in LAYERS:
-                if records[layer]["status"] == "NOT_RUN" and records[layer]["reason"] == _node.NOT_SELECTED and layer in layers:
+            # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN; what this
+            # run left there is removed by the node's next sweep (probe_cleanup, or the next spec write)
+            for layer in layers:
+                if records[layer]["status"] == "NOT_RUN" and records[layer]["reason"] == not_selected:
                     records[layer] = not_run(layer, "host unreachable: %s" % exc)
             result.update(unreachable=True, msg=str(exc))
-            spec_left = False  # cannot be reached; the node's next cleanup sweeps it (docs/safety.md)
-        finally:
-            if spec_left:
-                self._remove_spec(run_id, args, task_vars, calls, result)
+            spec_left = False
+        # not in a finally: after a task timeout or an internal error no further call is made (it could hang
+        # as long as the one that timed out); the node-side interrupt handling and the next sweep remove the spec
+        if spec_left:
+            self._remove_spec(run_id, args, task_vars, calls, problems)
 
         verdict = node_verdict(records)
         result.update(
@@ -133,36 +136,44 @@ class ActionModule(ActionBase):
                                 "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
         if spec:
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
-        if failure and not result.get("unreachable"):
-            result.update(failed=True, msg=failure)
+        if problems and not result.get("unreachable"):
+            result.update(failed=True, msg="; ".join(problems))
         return result
 
-    def _probe(self, args, run_id, records, own_spec_left, task_vars, calls):  # pylint: disable=too-many-arguments
+    def _probe(self, args, run_id, records, own_spec_left, task_vars, calls, problems):  # pylint: disable=too-many-arguments
         """The probe call; the leftovers of a probe that did not finish (its container) are removed here.
-        Returns whether this run's self-built spec is still to be removed."""
+        Returns whether this run's self-built spec is still to be removed; appends to ``problems``."""
         out = self._call(PROBE_MODULE, {
             "records": {"host": records["host"], "cdi": records["cdi"]}, "run_id": run_id, "runtime": args["probe_runtime"],
             "image": args["probe_image"], "timeout": args["probe_timeout"], "user": args["probe_user"],
             "environment": args["probe_environment"], "isolation": args["probe_isolation"],
             "allow_busy_gpu": args["allow_busy_gpu"], "host_control": args["host_control"],
             "self_built_spec_dir": args["self_built_spec_dir"], "remove_spec": own_spec_left}, task_vars, calls)
-        got = out.get("records") if isinstance(out.get("records"), dict) else {}
+        returned = not out.get("failed") and isinstance(out.get("records"), dict)
+        if not returned:
+            # a probe that did not return (killed, interrupted, refused its options) proves nothing: the node
+            # could not be verified, as when the inspect call fails
+            problems.append("the node-side call (%s) failed: %s" % (PROBE_MODULE, _message(out)))
+        got = out.get("records") if returned else {}
         for layer in _node.PROBE_LAYERS:
             records[layer] = got.get(layer) or not_run(
                 layer, "the node-side call (%s) did not return a record: %s" % (PROBE_MODULE, _message(out)))
         spec_left = own_spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
-        if _container_left(out, records["runtime"]):
+        # per_device runs one container per device and reports only their outcome: swept every time
+        if not returned or args["probe_isolation"] == "per_device" or _container_left(records["runtime"]):
             cleanup = self._call("gpuprobe.layers.probe_cleanup", {
-                "run_id": run_id, "specs": False,
+                "run_id": run_id, "specs": False, "environment": args["probe_environment"],
                 "runtime": args["probe_runtime"] if args["probe_runtime"] in ("podman", "docker") else "auto"}, task_vars, calls)
             calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
+            if cleanup.get("failed"):
+                problems.append("the probe container(s) of run %s may be left on the node: %s" % (run_id, _message(cleanup)))
         return spec_left
 
-    def _remove_spec(self, run_id, args, task_vars, calls, result):
+    def _remove_spec(self, run_id, args, task_vars, calls, problems):
         out = self._call("gpuprobe.layers.cdi_spec", {"state": "absent", "run_id": run_id,
                                                       "spec_dir": args["self_built_spec_dir"]}, task_vars, calls)
         if out.get("failed"):
-            result.setdefault("warnings", []).append("the self-built spec of run %s was not removed: %s" % (run_id, _message(out)))
+            problems.append("the self-built spec of run %s was not removed: %s" % (run_id, _message(out)))
 
 
 def _message(out):
@@ -170,10 +181,8 @@ def _message(out):
     return str(text).strip().splitlines()[-1] if str(text).strip() else "no result"
 
 
-def _container_left(out, runtime_record):
-    """Whether the probe call may have left its container: it did not return, or its own removal failed."""
-    if out.get("failed") or not isinstance(out.get("records"), dict):
-        return True
+def _container_left(runtime_record):
+    """Whether the probe's own removal of its container failed."""
     container = ((runtime_record or {}).get("evidence") or {}).get("container") or {}
     cleanup = container.get("cleanup")
     return bool(cleanup) and cleanup.get("rc") not in (0, None)

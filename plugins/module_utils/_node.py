@@ -139,6 +139,45 @@ def layer_gate(records, mode="full"):
     return ""
 
 
+def _k8s(layers):
+    """The k8s record when asked for (the last layer of the inspect stage)."""
+    if "k8s" not in layers:
+        return {}
+    try:
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import collect_k8s  # pylint: disable=import-outside-toplevel
+        return {"k8s": collect_k8s()}
+    except Exception as exc:  # pylint: disable=broad-except
+        return {"k8s": crashed("k8s", exc)}
+
+
+def _cdi_record(p, host, check_mode, cdi_layer):
+    """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first)."""
+    if p["cdi_source"] != "self-built":
+        try:
+            return cdi_layer(spec_dirs=p["cdi_spec_dirs"], devices=p["cdi_devices"], kinds=p["cdi_kinds"], host=host,
+                             root=p["root"], runtime=p["runtime"]), None
+        except Exception as exc:  # pylint: disable=broad-except
+            return crashed("cdi", exc), None
+    spec = p["cdi_spec"] or None
+    if spec is None:
+        if check_mode:
+            return not_run("cdi", "check mode: the self-built spec of this run is not written"), None
+        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+        try:
+            spec = _cdi_spec.ensure_spec(p["run_id"], state="present", spec_dir=p["self_built_spec_dir"],
+                                         variant=p["self_built_variant"], root=p["root"], driver_root=p["driver_root"],
+                                         host=host, stub_libcuda=p["stub_libcuda"])
+        except Exception as exc:  # pylint: disable=broad-except
+            return not_run("cdi", "the self-built spec of this run could not be written: %s" % exc), None
+    request = self_built_request(spec)
+    try:
+        # a self-built spec lives in the real spec dir, its host paths already resolved under root
+        return cdi_layer(spec_dirs=request["spec_dirs"], devices=request["devices"], kinds=request["kinds"], host=host,
+                         root="/", runtime=p["runtime"]), spec
+    except Exception as exc:  # pylint: disable=broad-except
+        return crashed("cdi", exc), spec
+
+
 def self_built_request(spec):
     """What the cdi layer reads for a self-built spec: its own dir and kind, and one GPU device (not "all")."""
     devices = list(spec.get("devices") or [])
@@ -165,29 +204,6 @@ def inspect(p, check_mode=False):
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
     if "cdi" in layers:
-        try:
-            request = {"spec_dirs": p["cdi_spec_dirs"], "kinds": p["cdi_kinds"], "devices": p["cdi_devices"], "root": p["root"]}
-            if p["cdi_source"] == "self-built":
-                spec = p["cdi_spec"] or None
-                if not spec:
-                    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
-                    spec = _cdi_spec.ensure_spec(
-                        p["run_id"], state="present", spec_dir=p["self_built_spec_dir"], check_mode=check_mode,
-                        variant=p["self_built_variant"], root=p["root"], driver_root=p["driver_root"],
-                        host=records.get("host"), stub_libcuda=p["stub_libcuda"])
-                request = self_built_request(spec)
-                # a self-built spec lives in the real spec dir, its host paths already resolved under root
-                request["root"] = "/"
-            records["cdi"] = cdi_layer(spec_dirs=request["spec_dirs"], devices=request["devices"], kinds=request["kinds"],
-                                       host=records.get("host"), root=request["root"], runtime=p["runtime"])
-        except Exception as exc:  # pylint: disable=broad-except
-            # a self-built spec that could not be written (SpecError, OSError) is no crash of the layer
-            records["cdi"] = not_run("cdi", "the self-built spec of this run could not be written: %s" % exc) \
-                if p["cdi_source"] == "self-built" and spec is None else crashed("cdi", exc)
-    if "k8s" in layers:
-        try:
-            from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import collect_k8s  # pylint: disable=import-outside-toplevel
-            records["k8s"] = collect_k8s()
-        except Exception as exc:  # pylint: disable=broad-except
-            records["k8s"] = crashed("k8s", exc)
+        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer)
+    records.update(_k8s(layers))
     return {"records": records, "spec": spec}

@@ -53,6 +53,12 @@ options:
     description: Seconds each runtime command may take; must be > 0.
     type: int
     default: 30
+  environment:
+    description:
+      - Environment variables for the runtime commands (for example C(CONTAINERS_CONF) or C(DOCKER_HOST)), the
+        same as the probe's, so that the sweep looks where the probe's containers live.
+    type: dict
+    default: {}
 seealso:
   - module: gpuprobe.layers.runtime_facts
 """
@@ -104,6 +110,8 @@ skipped:
   elements: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup
@@ -118,10 +126,13 @@ def main():
             specs=dict(type="bool", default=True),
             max_age=dict(type="int", default=3600),
             timeout=dict(type="int", default=30),
+            environment=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     p = module.params
+    for key, value in p["environment"].items():
+        os.environ[str(key)] = str(value)
     try:
         result = cleanup(run_id=p["run_id"], runtime=p["runtime"], spec_dir=p["spec_dir"], specs=p["specs"],
                          check_mode=module.check_mode, timeout=p["timeout"], max_age=p["max_age"])

@@ -20,10 +20,11 @@ description:
     runtime and compute are C(NOT_RUN) "audit mode" with O(mode=audit), "blocked by <layer> FAIL" after a host or
     cdi FAIL (no device could be injected), and "blocked" when host or cdi did not run or no device was resolved.
     The cdi layer still runs after a host FAIL, for the evidence.
-  - A layer whose code raises on the node is C(NOT_RUN) with the error and the next layers still run. When the
-    node-side call itself fails (no usable Python, a killed module) every layer it was to run is C(NOT_RUN) with
-    that error and the task fails (C(could not be verified)); when the node becomes unreachable the task is
-    unreachable and the records keep what ran.
+  - A layer whose code raises on the node is C(NOT_RUN) with the error and the next layers still run. When a
+    node-side call itself fails (no usable Python, a killed or interrupted module, either call) every layer it was to
+    run is C(NOT_RUN) with that error and the task fails (the node could not be verified); when the node becomes
+    unreachable the task is unreachable and the records keep what ran. A probe container or self-built spec that
+    the cleanup calls could not remove also fails the task.
   - >-
     Cleanup costs no call when the node-side call did its own; the controller calls M(gpuprobe.layers.probe_cleanup)
     only when the probe call did not return or could not remove its container, and M(gpuprobe.layers.cdi_spec)
@@ -46,8 +47,8 @@ attributes:
   check_mode:
     support: full
     details: >-
-      Nothing is written and no container starts: host, cdi and k8s read as usual; runtime and compute are
-      C(NOT_RUN) "check mode".
+      Nothing is written and no container starts: host, cdi and k8s read as usual (with O(cdi_source=self-built)
+      the cdi layer is C(NOT_RUN), since the spec is not written); runtime and compute are C(NOT_RUN) "check mode".
 options:
   mode:
     description:
@@ -64,8 +65,9 @@ options:
     choices: [host, cdi, runtime, compute, k8s]
   layer_timeout:
     description:
-      - Seconds the layers of one node may take without the probe; the verify role gives its task the
-        C(timeout) O(layer_timeout) + 2 * O(probe_timeout) + 60.
+      - Seconds host, cdi and k8s are given in the verify role's task C(timeout), which is O(layer_timeout) +
+        2 * O(probe_timeout) + 60 for the whole node (the task keyword is the bound; inside, NVML and kubectl
+        have their own 30 s limits and the probe O(probe_timeout)). A node past it could not be verified.
     type: int
     default: 300
   root:

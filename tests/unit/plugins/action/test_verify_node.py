@@ -114,14 +114,28 @@ def test_a_node_gone_between_the_calls_keeps_what_ran(tree, monkeypatch):
     assert result["records"]["runtime"]["reason"].startswith("host unreachable: ")
 
 
-def test_a_failed_probe_call_is_not_run_and_its_container_is_swept(tree, monkeypatch):
+def test_a_failed_probe_call_fails_the_task_and_its_container_is_swept(tree, monkeypatch):
     monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
     node = Node(fail={"probe": "failed"})
-    result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": "podman"}), node)
+    env = {"CONTAINERS_CONF": "/etc/gpuprobe/containers.conf"}
+    result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": "podman", "probe_environment": env}), node)
     assert [c[0] for c in node.calls] == ["inspect", "probe", "probe_cleanup"]
     cleanup = node.calls[2][1]
     assert cleanup["run_id"] == result["run_id"] and cleanup["specs"] is False and cleanup["runtime"] == "podman"
+    # the sweep looks where the probe's containers live
+    assert cleanup["environment"] == env
     assert result["records"]["compute"]["reason"].startswith("the node-side call (gpuprobe.layers.node_probe) did not return a record")
+    # a probe that did not return proves nothing: the node could not be verified (exit 2 in the fleet play)
+    assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_probe) failed")
+    assert result["records"]["host"]["status"] != NOT_RUN
+
+
+def test_per_device_probes_are_always_swept_and_a_failed_sweep_fails_the_task(tree, monkeypatch):
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")}, fail={"probe_cleanup": "failed"})
+    result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_isolation": "per_device"}), node)
+    assert [c[0] for c in node.calls] == ["inspect", "probe", "probe_cleanup"]
+    assert result["failed"] is True and "may be left on the node" in result["msg"]
 
 
 def test_a_probe_that_removed_its_container_costs_no_cleanup_call(tree, monkeypatch):
