@@ -21,12 +21,12 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import verify_value_errors
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
 PROBE_MODULE = "gpuprobe.layers.node_probe"
-PROGRESS_KEY = "gpuprobe_host_done"
 
 
 def new_run_id(now=None):
@@ -35,18 +35,10 @@ def new_run_id(now=None):
 
 
 def option_errors(args):
-    """What the argument spec cannot say about the options (the role's former preflight)."""
-    errors = []
+    """What the argument spec cannot say about the options (the rules the fleet playbook checks too)."""
+    errors = verify_value_errors(args)
     if args["mode"] == "audit" and args["cdi_source"] != "node":
         errors.append("audit mode is read-only and needs cdi_source=node (got %s)" % args["cdi_source"])
-    for name in ("layer_timeout", "probe_timeout"):
-        if args[name] <= 0:
-            errors.append("%s must be > 0 seconds (got %d)" % (name, args[name]))
-    spec_dir = (args["self_built_spec_dir"] or "").rstrip("/") or "/"
-    if spec_dir == "/etc/cdi" or spec_dir.startswith("/etc/cdi/"):
-        errors.append("self_built_spec_dir %s: a self-built spec is never written under /etc/cdi" % args["self_built_spec_dir"])
-    if args["run_id"] and not _node.RUN_ID_RE.match(args["run_id"]):
-        errors.append("run_id %r: use [a-z0-9-] only, at most 63 characters" % args["run_id"])
     return errors
 
 
@@ -132,8 +124,8 @@ class ActionModule(ActionBase):
             layers=layers,
             calls=calls,
         )
-        result[PROGRESS_KEY] = {"verdict": verdict["verdict"],
-                                "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
+        result[_node.PROGRESS_KEY] = {"verdict": verdict["verdict"],
+                                      "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
         if spec:
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
         if problems and not result.get("unreachable"):

@@ -27,7 +27,7 @@ requirements:
 
 from ansible.plugins.callback import CallbackBase
 
-PROGRESS_KEY = "gpuprobe_host_done"  # a key of gpuprobe.layers.verify_node's result
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import PROGRESS_KEY
 
 
 def progress_line(done, total, host, verdict):

@@ -46,13 +46,15 @@ SET_BY_COLLECTION = (
 # overrides the playbook's mode (extra vars), both wrong
 SET_BY_PLAYBOOK = {"verify_mode": "gpuprobe_mode", "verify_cdi_source": "gpuprobe_cdi_source"}
 
-TIMEOUTS = ("verify_layer_timeout", "verify_probe_timeout")
+TIMEOUTS = ("layer_timeout", "probe_timeout")
 
 # role options that only a self-built spec uses, with their "not used" value
 SELF_BUILT_ONLY = {"verify_cdi_spec": ({}, None, ""), "verify_self_built_variant": ("full", None, ""),
                    "verify_stub_libcuda": ("", None)}
 
-RUN_ID = re.compile(r"^[a-z0-9-]*$")
+# a run id names the probe container, the self-built spec file and its CDI class: empty (generated) or 1-63 of
+# a-z, 0-9 and '-', starting with a letter or digit (what _runtime and _cdi_spec accept, lower case)
+RUN_ID = re.compile(r"^([a-z0-9][a-z0-9-]{0,62})?$")
 ETC_CDI = re.compile(r"^/etc/cdi(/|$)")
 
 
@@ -126,15 +128,26 @@ def value_errors(values, role_options):
     result = ArgumentSpecValidator(_validator_spec(role_options)).validate(params)
     errors.extend(str(e) for e in result.error_messages)
     checked = result.validated_parameters
+    errors.extend(verify_value_errors(dict((k[len("verify_"):], v) for k, v in checked.items()
+                                           if k.startswith("verify_") and k in params), prefix="verify_"))
+    return errors
+
+
+def verify_value_errors(values, prefix=""):
+    """What the argument spec of the verify options cannot say: timeouts > 0, never /etc/cdi, the run id's
+    characters. ``values``: option name without the ``verify_`` prefix -> value; messages name ``prefix`` + name.
+    Shared by the fleet playbook's option check and gpuprobe.layers.verify_node."""
+    errors = []
     for name in TIMEOUTS:
-        if name in params and isinstance(checked.get(name), int) and checked[name] <= 0:
-            errors.append("%s is %s: must be a whole number of seconds greater than 0" % (name, params[name]))
-    spec_dir = checked.get("verify_self_built_spec_dir")
+        value = values.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            errors.append("%s%s is %s: must be a whole number of seconds greater than 0" % (prefix, name, value))
+    spec_dir = values.get("self_built_spec_dir")
     if isinstance(spec_dir, str) and ETC_CDI.search(spec_dir):
-        errors.append("verify_self_built_spec_dir is %s: a self-built spec is never written to /etc/cdi" % spec_dir)
-    run_id = checked.get("verify_run_id")
+        errors.append("%sself_built_spec_dir is %s: a self-built spec is never written to /etc/cdi" % (prefix, spec_dir))
+    run_id = values.get("run_id")
     if isinstance(run_id, str) and not RUN_ID.match(run_id):
-        errors.append("verify_run_id is %r: only a-z, 0-9 and '-'" % run_id)
+        errors.append("%srun_id is %r: only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)" % (prefix, run_id))
     return errors
 
 

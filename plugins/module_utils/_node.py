@@ -23,7 +23,6 @@ inspect stage.
 from __future__ import annotations
 
 import os
-import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, crashed, not_run
 
@@ -38,8 +37,6 @@ LAYER_TAGS = {
     "compute": ("runtime", "compute"),
     "k8s": ("k8s",),
 }
-# a run id names the probe container, the self-built spec file and its CDI class (lower case)
-RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # what a layer needs to have run first; skipping one of them (--skip-tags) skips the layer too
 NEEDS = {
     "host": ("host",),
@@ -48,6 +45,8 @@ NEEDS = {
     "compute": ("host", "cdi", "runtime", "compute"),
     "k8s": ("k8s",),
 }
+# the key of verify_node's result that the gpuprobe_summary callback reads for its progress line
+PROGRESS_KEY = "gpuprobe_host_done"
 NOT_SELECTED = "not selected in this run (tags)"
 K8S_DISABLED = "disabled (verify_k8s is false)"
 VARIANTS = ["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",

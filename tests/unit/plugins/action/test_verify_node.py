@@ -183,9 +183,10 @@ def test_a_spec_given_by_the_caller_is_left_to_the_caller(tree, tmp_path, monkey
 
 @pytest.mark.parametrize("args,text", [
     ({"mode": "audit", "cdi_source": "self-built"}, "audit mode is read-only"),
-    ({"self_built_spec_dir": "/etc/cdi/x"}, "never written under /etc/cdi"),
-    ({"run_id": "Bad_Id"}, "run_id 'Bad_Id'"),
-    ({"probe_timeout": 0}, "probe_timeout must be > 0"),
+    ({"self_built_spec_dir": "/etc/cdi/x"}, "never written to /etc/cdi"),
+    ({"run_id": "Bad_Id"}, "run_id is 'Bad_Id'"),
+    ({"run_id": "a" * 64}, "at most 63"),
+    ({"probe_timeout": 0}, "probe_timeout is 0: must be a whole number of seconds greater than 0"),
 ])
 def test_invalid_options_stop_before_any_call(args, text):
     node = Node()

@@ -37,7 +37,9 @@ ROLE = role_options()
      ["verify_self_built_variant is only used with gpuprobe_cdi_source=self-built (the source is node)"]),
     ({"gpuprobe_cdi_source": "self-built", "verify_self_built_spec_dir": "/etc/cdi/x"},
      ["verify_self_built_spec_dir is /etc/cdi/x: a self-built spec is never written to /etc/cdi"]),
-    ({"verify_run_id": "Run 1"}, ["verify_run_id is 'Run 1': only a-z, 0-9 and '-'"]),
+    ({"verify_run_id": "Run 1"}, ["verify_run_id is 'Run 1': only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"]),
+    ({"verify_run_id": "-x"}, ["verify_run_id is '-x': only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"]),
+    ({"verify_layer_timeout": 0}, ["verify_layer_timeout is 0: must be a whole number of seconds greater than 0"]),
 ])
 def test_value_and_name_errors(values, expected):
     errors = opts.unknown_name_errors(values, ROLE) + opts.value_errors(values, ROLE)
