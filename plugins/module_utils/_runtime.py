@@ -927,7 +927,8 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     run's items (the caller's own run: over by definition); without it, every item whose owner is gone or
     that is older than ``max_age``. Items of other runs that are not over are listed in ``live``, never
     removed. Probe temp dirs of processes that are gone are removed too. Returns a dict: changed, containers,
-    specs, probe_dirs, live, errors, skipped (runtimes that could not be listed under runtime=auto)."""
+    specs, probe_dirs, live, errors, not_listed (runtimes that could not be listed under runtime=auto; not
+    ``skipped``, which Ansible reserves)."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
 
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
@@ -937,7 +938,7 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
     if not isinstance(spec_dir, str) or not spec_dir.startswith("/"):
         raise ValueError("spec_dir %r must be an absolute path" % (spec_dir,))
-    out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "skipped": []}
+    out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "not_listed": []}
     engines = []
     candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
     for name in candidates:
@@ -953,7 +954,7 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         except RuntimeError as exc:
             # with runtime=auto an installed CLI whose daemon is not running (docker here) holds nothing we
             # could remove: say so instead of failing the cleanup; a runtime named explicitly must answer
-            (out["skipped"] if runtime in (None, "auto") else out["errors"]).append(str(exc))
+            (out["not_listed"] if runtime in (None, "auto") else out["errors"]).append(str(exc))
             continue
         for c in found:
             over, why = _owner.is_over(c["run_id"], c["owner"], c["created"], run_id=run_id, max_age=max_age, now=now)

@@ -101,10 +101,11 @@ live:
   returned: always
   type: list
   elements: dict
-skipped:
+not_listed:
   description:
     - With O(runtime=auto), the runtimes whose containers could not be listed (for example a docker CLI whose
-      daemon is not running); they are reported as warnings, not failures.
+      daemon is not running); they are reported as warnings, not failures. (Formerly C(skipped), a key that
+      Ansible reserves, so that the task showed as skipped.)
   returned: always
   type: list
   elements: str
@@ -142,8 +143,8 @@ def main():
         module.fail_json(msg="cleanup failed: %s" % exc)
     if result["errors"]:
         module.fail_json(msg="cleanup incomplete: %s" % "; ".join(result["errors"]), **result)
-    for skipped in result["skipped"]:
-        module.warn("not swept: %s" % skipped)
+    for why in result["not_listed"]:
+        module.warn("not swept: %s" % why)
     module.exit_json(**result)
 
 

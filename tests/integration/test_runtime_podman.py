@@ -416,7 +416,7 @@ def test_runtime_facts_module_main(lab, capsys):
 
 
 def test_cleanup_with_auto_skips_a_runtime_whose_daemon_is_down(tmp_path, monkeypatch):
-    """runtime=auto: a docker CLI that cannot reach its daemon is reported as skipped, not a failed cleanup;
+    """runtime=auto: a docker CLI that cannot reach its daemon is reported as not_listed, not a failed cleanup;
     named explicitly, the same runtime must answer and its failure is an error."""
     fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n")
@@ -426,6 +426,6 @@ def test_cleanup_with_auto_skips_a_runtime_whose_daemon_is_down(tmp_path, monkey
     run_id = "cleanup-%s" % uuid.uuid4().hex[:8]
     out = _runtime.cleanup(run_id=run_id, runtime="auto", specs=False)
     assert out["errors"] == []
-    assert any("docker ps failed" in s and "Cannot connect" in s for s in out["skipped"]), out
+    assert any("docker ps failed" in s and "Cannot connect" in s for s in out["not_listed"]), out
     out = _runtime.cleanup(run_id=run_id, runtime="docker", specs=False)
     assert out["errors"] and "Cannot connect" in out["errors"][0]
