@@ -11,8 +11,9 @@ recycled pid is not taken for the owner. Written as ``host:pid:started`` (``-`` 
 spec's env (``GPUPROBE_OWNER``) and the container's label (``gpuprobe.owner``).
 
 The rule (``is_over``): an item of ours is over when it belongs to the caller's own run (exact run id), or
-its owner is on this host and that process is gone (or is another process with the same pid), or it is
-older than ``max_age`` seconds. Anything else is live: reported, never removed.
+its owner is on this host and that process is gone (or is another process with the same pid), or its owner
+cannot be checked from here (another host, unknown) and it is older than ``max_age`` seconds. An owner that is
+running on this host is never over, whatever the age. Anything else is live: reported, never removed.
 """
 
 from __future__ import annotations
@@ -162,11 +163,12 @@ def is_over(item_run_id, owner, created, run_id=None, max_age=DEFAULT_MAX_AGE, n
     state = alive(owner)
     if state is False:
         return True, "its owner %s is gone" % format_owner(owner)
+    if state is True:
+        # a live owner is never over, whatever the item's age (max_age=0 must not remove a running probe)
+        return False, "its owner %s is running" % format_owner(owner)
     now = time.time() if now is None else now
     if created is not None and max_age is not None and now - created > max_age:
         return True, "older than %ds (created %ds ago)" % (max_age, now - created)
-    if state is True:
-        return False, "its owner %s is running" % format_owner(owner)
     return False, "owner %s cannot be checked from here and it is younger than %ss" % (format_owner(owner), max_age)
 
 

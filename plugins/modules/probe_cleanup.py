@@ -17,8 +17,9 @@ description:
     run id. Specs of other kinds and anything under C(/etc/cdi) are never touched.
   - With O(run_id), that run's container(s) and spec (the caller's own run, over by definition). Without it, every
     item of ours whose owner (label C(gpuprobe.owner), spec env C(GPUPROBE_OWNER), C(host:pid:started)) is a process
-    of this host that is gone, or that is older than O(max_age). Anything else, such as the live probe of another
-    operator's run, is reported in C(live) and never removed.
+    of this host that is gone, or whose owner cannot be checked from here (another host, unknown) and that is older
+    than O(max_age). An owner that runs on this host is never over, whatever the age. Anything else, such as the
+    live probe of another operator's run, is reported in C(live) and never removed.
   - Looks in every supported runtime that is installed (podman, docker) with O(runtime=auto).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -45,8 +46,8 @@ options:
     type: bool
     default: true
   max_age:
-    description: Seconds after which an item of ours counts as over whoever owns it (a run on another host, or one
-      whose owner is unknown).
+    description: Seconds after which an item of ours whose owner cannot be checked from here (a run on another host,
+      or one whose owner is unknown) counts as over. An item whose owner runs on this host is never over.
     type: int
     default: 3600
   timeout:

@@ -266,6 +266,23 @@ def test_cleanup_beside_a_live_probe_of_another_run_never_touches_it(hung_probe)
     assert hung_probe.states() == {}
 
 
+def test_max_age_0_beside_a_live_probe_never_touches_it(hung_probe):
+    """issue 19.4: with the age checked before liveness, max_age=0 (as docs/safety.md suggested) listed a running
+    probe for removal and removed it. A live owner is never over, whatever the age."""
+    name = hung_probe.name
+    time.sleep(1.1)  # older than max_age=0 by any clock
+    for check_mode in (True, False):
+        out = _runtime.cleanup(runtime="podman", specs=False, max_age=0, tmp_dir=hung_probe.tmp_dir, check_mode=check_mode)
+        assert "podman:%s" % name not in out["containers"], out
+        live = [x for x in out["live"] if x.get("container") == "podman:%s" % name]
+        assert live and "is running" in live[0]["why"], out
+        assert hung_probe.states() == {name: "running"}
+        assert len(os.listdir(hung_probe.tmp_dir)) == 1
+    hung_probe.proc.send_signal(signal.SIGINT)
+    hung_probe.proc.communicate(timeout=60)
+    assert hung_probe.states() == {}
+
+
 PLAYBOOK = """
 - hosts: localhost
   connection: local

@@ -251,3 +251,28 @@ def test_a_file_of_our_name_that_is_not_this_runs_spec_is_never_overwritten_or_r
         out = _main(cdi_spec, dict(args, state=state), capsys)
         assert out["failed"] is True and "is not the self-built spec of run m1" in out["msg"], out
     assert (d / "gpuprobe-m1.yaml").read_text() == content
+
+
+@pytest.mark.parametrize("max_age", [0, 5])
+def test_a_spec_of_a_live_owner_is_never_swept_by_age(host_root, tmp_path, max_age):
+    """issue 19.4: sweep_specs (and cdi_spec's sweep before writing, and probe_cleanup) really deleted the spec of a
+    running run once it was older than max_age; docs/safety.md suggested max_age=0."""
+    import subprocess
+    import sys
+    import time
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _runtime
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        d = tmp_path / "run-cdi"
+        owner = _owner.normalize({"pid": proc.pid})
+        path = _cdi_spec.write_spec(_cdi_spec.build_spec("busy", root=str(host_root), driver_root="/usr/local/nvidia",
+                                                         owner=owner, created=int(time.time()) - 10000), str(d), "busy")
+        out = _cdi_spec.sweep_specs(str(d), max_age=max_age)
+        assert out["removed"] == [] and [x["run_id"] for x in out["live"]] == ["busy"] and os.path.exists(path)
+        swept = _runtime.cleanup(runtime="podman", spec_dir=str(d), max_age=max_age, tmp_dir=str(tmp_path))
+        assert swept["specs"] == [] and os.path.exists(path)
+        assert [x for x in swept["live"] if x.get("spec") == path][0]["why"].endswith("is running")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _cdi_spec.sweep_specs(str(d), max_age=max_age)["removed"] == [path]  # its owner is gone now

@@ -134,3 +134,27 @@ def test_malformed_module_options_fail_with_one_clear_message(module, args, msg,
     out = _main(module, args, capsys)
     assert out.get("failed") is True and msg in out["msg"], out
     assert "Traceback" not in json.dumps(out)
+
+
+@pytest.fixture
+def live_process():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("max_age", [0, 1, 5, 3600])
+@pytest.mark.parametrize("age", [0, 6, 10 ** 6])
+def test_a_live_owner_is_never_over_whatever_its_age(live_process, max_age, age):
+    """issue 19.4: the age rule was checked before liveness, so max_age=5 listed a running run's items for removal."""
+    now = time.time()
+    owner = _owner.normalize({"pid": live_process.pid})
+    over, why = _owner.is_over("r2", owner, now - age, max_age=max_age, now=now)
+    assert (over, why) == (False, "its owner %s is running" % _owner.format_owner(owner))
+    # an owner that cannot be checked from here is still judged by its age
+    far = {"host": "controller.example", "pid": live_process.pid, "started": owner["started"]}
+    assert _owner.is_over("r2", far, now - age, max_age=max_age, now=now)[0] is (age > max_age)
+    live_process.kill()
+    live_process.wait()
+    assert _owner.is_over("r2", owner, now - age, max_age=max_age, now=now)[0] is True  # gone: over at once
