@@ -95,7 +95,7 @@ def test_runtime_version_is_parsed_or_unknown(text, parsed):
 @pytest.mark.parametrize("params, msg", [
     ({"timeout": 0}, "timeout must be a number of seconds > 0"),
     ({"timeout": -5}, "timeout must be a number of seconds > 0"),
-    ({"cdi_devices": ["gpu0"]}, "cdi_devices must be fully qualified"),
+    ({"cdi_devices": ["gpu0"]}, "is not a fully qualified CDI device name"),
     ({"expected_edits": {"deviceNodes": "x"}}, "expected_edits.deviceNodes must be a list"),
     ({"expected_edits": {"mounts": ["x"]}}, "expected_edits.mounts must be a list of dicts"),
     ({"user": "0; rm"}, "user '0; rm' must be uid[:gid]"),
@@ -126,6 +126,9 @@ def _main(module, args, capsys):
     (host_facts, {"root": "/nonexistent/gpuprobe-root"}, "root /nonexistent/gpuprobe-root is not a directory"),
     (host_facts, {"nvml_timeout": -1}, "nvml_timeout must be a number of seconds > 0"),
     (runtime_facts, {"image": "i", "run_id": "r1", "timeout": 0}, "timeout must be a number of seconds > 0"),
+    (runtime_facts, {"image": "i", "run_id": "r1", "cdi_devices": ["/tmp/x:/dev/y=z"]}, "is not a fully qualified CDI device name"),
+    (runtime_facts, {"image": "i", "run_id": "r1", "cdi_devices": ["/dev/sda"]}, "is not a fully qualified CDI device name"),
+    (runtime_facts, {"image": "--privileged", "run_id": "r1", "cdi_devices": ["k.example/c=0"]}, "is not an image reference"),
     (probe_cleanup, {"max_age": -1}, "max_age must be an integer >= 0"),
     (probe_cleanup, {"timeout": 0}, "timeout must be a number of seconds > 0"),
     (probe_cleanup, {"run_id": "../x"}, "run_id '../x'"),

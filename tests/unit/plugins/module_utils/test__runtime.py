@@ -265,3 +265,71 @@ def test_edits_compared_check():
     b = _builder()
     _runtime.edits_compared_check(b)
     assert b.checks[-1]["status"] == WARN and b.build()["status"] == WARN
+
+
+# issue 19.8: values that are not fully qualified CDI names, each of which podman's --device would read as something
+# else (a host device mapped in, an option, a second device), or that the CDI library refuses to parse
+HOSTILE_DEVICES = [
+    "/tmp/x:/dev/y=z", "/dev/sda", "/dev/sda:/dev/xvda:rwm", "/dev/nvidia0", "--privileged", "-v=/:/host",
+    "nvidia.com/gpu=0 --privileged", "nvidia.com/gpu=0\n", "nvidia.com/gpu=0\x00", "nvidia.com/gpu=", "nvidia.com/=0",
+    "/gpu=0", "nvidia.com/gpu", "nvidia.com/gpu=a=b", "nvidia.com/gpu/x=0", "1vendor.com/gpu=0", "nvidia.com/gpu-=0",
+    "nvidia.com/gpu=-0", "nvidia.com/gpu=0:", "nvidia.com/gpu=a/b", "nvidia.com/gpu=0,nvidia.com/gpu=1",
+    "nvidia.com/gpu=é", "", " nvidia.com/gpu=0", "vendor.com/class=../../dev/sda", 0, None, ["nvidia.com/gpu=0"],
+]
+GOOD_DEVICES = ["nvidia.com/gpu=0", "nvidia.com/gpu=all", "gpuprobe.local/gpu-r1=0", "k8s.gpu.nvidia.com/claim=a_b.c:d-1",
+                "a/b=c", "nvidia.com/mig=GPU-0b4e7f2c-1:3", "x/y=MIG-1"]
+
+
+@pytest.mark.parametrize("device", HOSTILE_DEVICES)
+def test_only_qualified_cdi_names_reach_the_runtimes_argv(device):
+    engine = {"name": "podman", "path": "/usr/bin/podman"}
+    with pytest.raises(ValueError, match="fully qualified CDI device name"):
+        _runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["nvidia.com/gpu=0", device], "/tmp/p.py", {})
+    with pytest.raises(ValueError, match="fully qualified CDI device name"):
+        _runtime.runtime_facts({"run_id": "r1", "image": "img:1", "cdi_devices": [device], "runtime": "podman"})
+
+
+@pytest.mark.parametrize("device", GOOD_DEVICES)
+def test_qualified_cdi_names_are_passed_as_they_are(device):
+    argv = _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1", [device],
+                               "/tmp/p.py", {})
+    assert argv[argv.index("--device") + 1] == device
+
+
+@pytest.mark.parametrize("device", [d for d in HOSTILE_DEVICES + GOOD_DEVICES if isinstance(d, str)])
+def test_the_runtimes_name_rule_is_the_cdi_layers(device):
+    """The runtime layer's compact rule gives the same answer as the cdi layer's port of pkg/parser."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import parse_qualified_name
+    try:
+        parse_qualified_name(device)
+        cdi_ok = True
+    except ValueError:
+        cdi_ok = False
+    assert bool(_runtime.QUALIFIED_DEVICE_RE.fullmatch(device)) is cdi_ok
+
+
+@pytest.mark.parametrize("image", ["--privileged", "-v", "", "img:1 --privileged", "img\n", None, 5])
+def test_an_image_that_is_not_an_image_reference_never_reaches_the_argv(image):
+    with pytest.raises(ValueError, match="is not an image reference"):
+        _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", image,
+                            ["nvidia.com/gpu=0"], "/tmp/p.py", {})
+
+
+@pytest.mark.parametrize("spelling,observed,status", [
+    ("c", {"type": "c", "major": 195, "minor": 0}, "PASS"),
+    ("u", {"type": "c", "major": 195, "minor": 0}, "PASS"),    # issue 18.6: unbuffered char device = c
+    ("", {"type": "c", "major": 195, "minor": 0}, "PASS"),     # the host node's type (none on this machine: c)
+    (None, {"type": "c", "major": 195, "minor": 0}, "PASS"),
+    ("b", {"type": "b", "major": 195, "minor": 0}, "PASS"),
+    ("u", {"type": "b", "major": 195, "minor": 0}, "FAIL"),
+    ("b", {"type": "c", "major": 195, "minor": 0}, "FAIL"),
+    ("u", {"type": "c", "major": 195, "minor": 1}, "FAIL"),
+    ("p", {"type": "file"}, "NOT_RUN"),                          # the probe cannot tell a FIFO from a file
+    ("p", {"type": "c", "major": 195, "minor": 0}, "FAIL"),
+])
+def test_every_node_type_spelling_the_cdi_library_accepts(spelling, observed, status):
+    b = LayerBuilder("runtime", _runtime.CHECKS)
+    node = dict(observed, present=True, open="OK", mode="0666")
+    entry = {"path": "/dev/gpuprobe-test-node", "type": spelling, "major": 195, "minor": 0}
+    _runtime.compare_nodes(b, [entry], {"/dev/gpuprobe-test-node": node})
+    assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.type"] == [status]
