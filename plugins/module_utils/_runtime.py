@@ -296,11 +296,50 @@ def _describe_node(node):
     return text
 
 
-def compare_nodes(builder, expected_nodes, observed_nodes):
+def clean_path(path):
+    """A container path as runc cleans it before use (Go's filepath.Clean of an absolute path): '.', '..', repeated
+    and trailing '/' removed; '/opt/y/' is '/opt/y' and '/opt/a/../x' is '/opt/x'."""
+    if not isinstance(path, str) or not path:
+        return path
+    return "/" + posixpath.normpath("/" + path).lstrip("/")
+
+
+def container_path(path, resolved=None):
+    """Where the runtime put what a spec names at ``path`` (a deviceNode path, a mount's containerPath, a directory
+    of its LD_LIBRARY_PATH): the probe's realpath of it inside the container (``resolved``: the inventory's
+    resolved_paths), since runc resolves the container's own symlinks (a spec's /lib64/x on a merged-/usr image is
+    mounted at /usr/lib64/x); without it, the path as runc cleans it. Every path comparison of the runtime layer
+    goes through here."""
+    real = (resolved or {}).get(path) if isinstance(path, str) else None
+    if isinstance(real, str) and real.startswith("/"):
+        return real
+    return clean_path(path)
+
+
+def resolve_request(expected_edits):
+    """The spec paths whose place in the container the probe resolves (its config key resolve_paths)."""
+    edits = expected_edits or {}
+    paths = [n.get("path") for n in edits.get("deviceNodes") or []]
+    paths += [m.get("containerPath") for m in edits.get("mounts") or []]
+    paths += _ld_library_dirs(edits)
+    return sorted(set(p for p in paths if isinstance(p, str) and p.startswith("/")))
+
+
+def _ld_library_dirs(expected_edits):
+    dirs = []
+    for item in (expected_edits or {}).get("env") or []:
+        key, _sep, value = str(item).partition("=")
+        if key == "LD_LIBRARY_PATH":
+            dirs += [d for d in value.split(":") if d]
+    return dirs
+
+
+def compare_nodes(builder, expected_nodes, observed_nodes, resolved=None):
     for entry in expected_nodes:
         exp = expected_node(entry)
         path = exp["path"]
-        node = observed_nodes.get(path) or {"present": False}
+        node = (observed_nodes.get(container_path(path, resolved)) or observed_nodes.get(clean_path(path))
+                or observed_nodes.get(path) or {"present": False})
         want_type = NODE_TYPES.get(exp["type"] or "c", exp["type"])
         want = "%s %s:%s" % (want_type, exp["major"], exp["minor"]) if exp["major"] is not None else want_type
         if not node.get("present"):
@@ -347,15 +386,16 @@ def _mounts_by_point(mounts):
     return by_point
 
 
-def compare_mounts(builder, expected_mounts, observed_mounts):
+def compare_mounts(builder, expected_mounts, observed_mounts, resolved=None):
     by_point = _mounts_by_point(observed_mounts)
     for entry in expected_mounts:
         point = entry.get("containerPath")
         host_path = entry.get("hostPath")
-        m = by_point.get(point)
+        where = container_path(point, resolved)
+        m = by_point.get(where)
         if m is None:
             builder.add("runtime.mount.present", FAIL, subject=point, expected="mounted from %s" % host_path,
-                        observed="not a mount point in the container")
+                        observed="not a mount point in the container%s" % (" (looked at %s)" % where if where != point else ""))
             continue
         builder.add("runtime.mount.present", PASS, subject=point, expected="mounted from %s" % host_path,
                     observed="%s %s (%s)" % (m.get("fstype"), m.get("root"), ",".join(m.get("options") or [])))
@@ -388,10 +428,11 @@ def compare_env(builder, expected_env, observed_env):
 def compare_edits(builder, expected_edits, inventory, start):
     expected_edits = expected_edits or {}
     nodes = inventory.get("nodes") or {}
+    resolved = inventory.get("resolved_paths") or {}
     for node in nodes.values():
         node["as_uid"] = (start or {}).get("uid")
-    compare_nodes(builder, expected_edits.get("deviceNodes") or [], nodes)
-    compare_mounts(builder, expected_edits.get("mounts") or [], inventory.get("mounts") or [])
+    compare_nodes(builder, expected_edits.get("deviceNodes") or [], nodes, resolved)
+    compare_mounts(builder, expected_edits.get("mounts") or [], inventory.get("mounts") or [], resolved)
     compare_env(builder, expected_edits.get("env") or [], inventory.get("env") or {})
     groups = inventory.get("groups") or []
     for gid in expected_edits.get("additionalGids") or []:
@@ -405,31 +446,16 @@ def compare_edits(builder, expected_edits, inventory, start):
 _STUB_LIBCUDA = re.compile(r"/stubs?/libcuda\.so")
 
 
-def _same_file(a, b):
-    """Container paths naming the same file, /lib and /usr/lib alike (merged /usr)."""
-    def norm(path):
-        path = posixpath.normpath(path or "")
-        return path[4:] if path.startswith("/usr/") else path
-    return bool(a and b) and norm(a) == norm(b)
-
-
-def _on_dirs(path, dirs):
-    return any(d and _same_file(posixpath.dirname(path or ""), d) for d in dirs)
-
-
-def _spec_put_first(path, expected_edits):
-    """Whether the spec itself put ``path`` where the loader finds it: its env's LD_LIBRARY_PATH names the
-    file's directory, or one of its mounts is that file or a directory holding it."""
-    dirs = []
-    for item in (expected_edits or {}).get("env") or []:
-        key, _sep, value = str(item).partition("=")
-        if key == "LD_LIBRARY_PATH":
-            dirs += [d for d in value.split(":") if d]
+def _spec_put_first(path, expected_edits, resolved=None):
+    """Whether the spec itself put ``path`` (a file the loader mapped: a real path in the container) where the
+    loader finds it: its env's LD_LIBRARY_PATH names the file's directory, or one of its mounts is that file or a
+    directory holding it."""
     for m in (expected_edits or {}).get("mounts") or []:
-        point = m.get("containerPath") or ""
-        if _same_file(point, path) or (point and (path or "").startswith(point.rstrip("/") + "/")):
+        point = container_path(m.get("containerPath"), resolved)
+        if point and (point == path or (path or "").startswith(point.rstrip("/") + "/")):
             return True
-    return _on_dirs(path, dirs)
+    directory = posixpath.dirname(path or "")
+    return any(container_path(d, resolved) == directory for d in _ld_library_dirs(expected_edits))
 
 
 def loader_check(builder, expected_edits, inventory):
@@ -441,9 +467,11 @@ def loader_check(builder, expected_edits, inventory):
     if not isinstance(lib, dict):
         builder.add("runtime.loader.libcuda", NOT_RUN, subject, observed="the probe reported no loader result")
         return None
+    in_container = inventory.get("resolved_paths") or {}
     mounted = [m for m in (expected_edits or {}).get("mounts") or []
-               if posixpath.basename(m.get("containerPath") or "").startswith("libcuda.so")]
+               if posixpath.basename(clean_path(m.get("containerPath") or "")).startswith("libcuda.so")]
     points = [m.get("containerPath") for m in mounted]
+    where = [container_path(p, in_container) for p in points]
     sources = _mounts_by_point(inventory.get("mounts"))
     cache = (((inventory.get("ldconfig") or {}).get("found") or {}).get(_probe.LIBCUDA)) or []
     context = "LD_LIBRARY_PATH %s; ld.so cache %s" % (
@@ -451,7 +479,7 @@ def loader_check(builder, expected_edits, inventory):
     want = "the CDI-mounted driver library %s" % ", ".join(points) if points else "the driver's libcuda (no CDI mount)"
     if not lib.get("ok"):
         error = lib.get("error") or "dlopen failed"
-        hit = next((p for p in points if p in error), None)
+        hit = next((p for p, w in zip(points, where) if p in error or w in error), None)
         if hit:  # the loader found the mounted file; whether it loads is the compute layer's answer
             builder.add("runtime.loader.libcuda", PASS, subject, want, "resolved to %s (dlopen refused it: %s); %s"
                         % (hit, error, context))
@@ -471,11 +499,11 @@ def loader_check(builder, expected_edits, inventory):
     resolved = "%s%s%s" % (path, " -> %s" % real if real and real != path else "",
                            " (mounted from %s)" % source if source else "")
     stub = any(p and _STUB_LIBCUDA.search(p) for p in (path, real))
-    mine = any(_same_file(p, path) or _same_file(p, real) for p in points)
+    mine = any(w in (path, real) for w in where)
     if stub or (points and not mine):
         why = "the CUDA toolkit stub" if stub else "another file than the mounted driver library"
         builder.add("runtime.loader.libcuda", FAIL, subject, want, "%s resolved first: %s; %s" % (why, resolved, context))
-        return "cdi" if _spec_put_first(path, expected_edits) else "runtime"
+        return "cdi" if _spec_put_first(path, expected_edits, in_container) else "runtime"
     if mine and _STUB_LIBCUDA.search(source):
         # the runtime applied the mount as asked and the loader found it: the spec mounted the stub (cdi's
         # cdi.nvidia.libcuda says so; CUDA answers CUDA_ERROR_STUB_LIBRARY in the compute layer)
@@ -615,8 +643,12 @@ def remove_container(engine, name, timeout=30):
 def _probe_config(expected_edits, compute, plan=None):
     """The probe's config; ``plan`` (_busy.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
     must not run at all (skip_reason: the busy state is unknown)."""
-    nodes = [n.get("path") for n in (expected_edits or {}).get("deviceNodes") or [] if n.get("path")]
-    config = {"nodes": nodes, "compute": bool(compute)}
+    nodes = []
+    for n in (expected_edits or {}).get("deviceNodes") or []:
+        for path in (n.get("path"), clean_path(n.get("path"))):  # '/dev/x/' cannot be lstat'ed; runc makes /dev/x
+            if isinstance(path, str) and path and path not in nodes:
+                nodes.append(path)
+    config = {"nodes": nodes, "compute": bool(compute), "resolve_paths": resolve_request(expected_edits)}
     plan = plan or {}
     if plan.get("skip_reason"):
         config["skip_compute_reason"] = plan["skip_reason"]
@@ -630,8 +662,8 @@ def _relevant_env(env, expected_env):
     return dict((k, v) for k, v in (env or {}).items() if k in keys or ENV_KEEP.match(k))
 
 
-def _relevant_mounts(mounts, expected_mounts):
-    points = set(m.get("containerPath") for m in expected_mounts or [])
+def _relevant_mounts(mounts, expected_mounts, resolved=None):
+    points = set(container_path(m.get("containerPath"), resolved) for m in expected_mounts or [])
     return [m for m in mounts or [] if m.get("mount_point") in points or "nvidia" in (m.get("mount_point") or "")
             or "cuda" in (m.get("mount_point") or "")]
 
@@ -856,7 +888,8 @@ def runtime_facts(params, check_mode=False):
     loader_points_to = observed_checks(builder, expected, inventory, parsed["start"])
     evidence["observed"] = {
         "nodes": inventory.get("nodes"),
-        "mounts": _relevant_mounts(inventory.get("mounts"), expected.get("mounts")),
+        "mounts": _relevant_mounts(inventory.get("mounts"), expected.get("mounts"), inventory.get("resolved_paths")),
+        "resolved_paths": inventory.get("resolved_paths"),
         "env": _relevant_env(inventory.get("env"), expected.get("env")),
         "groups": inventory.get("groups"),
         "libraries": inventory.get("libraries"),

@@ -1,6 +1,7 @@
 """Pure parts of the runtime layer: start-error classification (real podman 4.3.1/runc 1.1.5 messages),
 edit-by-edit comparison, the loader's libcuda, argv."""
 import os
+import posixpath
 
 import pytest
 
@@ -167,7 +168,7 @@ def test_bad_run_id(run_id):
 def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
     config = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
-    assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True}, **expect)
+    assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True, "resolve_paths": ["/dev/nvidia0"]}, **expect)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -333,3 +334,78 @@ def test_every_node_type_spelling_the_cdi_library_accepts(spelling, observed, st
     entry = {"path": "/dev/gpuprobe-test-node", "type": spelling, "major": 195, "minor": 0}
     _runtime.compare_nodes(b, [entry], {"/dev/gpuprobe-test-node": node})
     assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.type"] == [status]
+
+
+# issues 18.5/19.5: the runtime resolves a spec's paths in the container (runc: cleaned, and the rootfs's own symlinks
+# followed; seen with podman 4.3.1 + runc 1.1.5 in mountinfo: /lib64/x -> /usr/lib64/x, /opt/y/ -> /opt/y,
+# /opt/a/../x -> /opt/x, //opt/./w -> /opt/w, /opt/link/z -> /opt/real/z). (spec path, probe's realpath or None,
+# where runc put it)
+MERGED_USR = {"/lib64": "/usr/lib64", "/lib": "/usr/lib", "/opt/link": "/opt/real"}
+SPEC_PATHS = [
+    ("/lib64/x", "/usr/lib64/x", "/usr/lib64/x"),
+    ("/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+    ("/opt/link/z", "/opt/real/z", "/opt/real/z"),
+    ("/opt/y/", "/opt/y", "/opt/y"),
+    ("/opt/a/../x", "/opt/x", "/opt/x"),
+    ("//opt/./w", "/opt/w", "/opt/w"),
+    ("/opt/y/", None, "/opt/y"),          # no resolution from the probe: cleaned as runc cleans
+    ("/opt/a/../x", None, "/opt/x"),
+    ("/usr/lib/x", "/usr/lib/x", "/usr/lib/x"),
+]
+
+
+@pytest.mark.parametrize("spec_path,real,where", SPEC_PATHS)
+def test_one_path_rule_for_mounts(spec_path, real, where):
+    b = _builder()
+    resolved = {spec_path: real}
+    mounts = [{"mount_point": where, "root": "/host/lib/x", "fstype": "ext4", "options": ["ro"]}]
+    _runtime.compare_mounts(b, [{"hostPath": "/nonexistent/lib/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
+                            mounts, resolved)
+    assert [(c["id"], c["status"]) for c in b.checks] == [("runtime.mount.present", PASS), ("runtime.mount.source", PASS)]
+    # a mount that is really missing still FAILs, whatever the spelling
+    b = _builder()
+    _runtime.compare_mounts(b, [{"hostPath": "/h/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
+                            [{"mount_point": "/elsewhere", "root": "/h/x", "fstype": "ext4", "options": ["ro"]}], resolved)
+    assert [c["status"] for c in b.checks] == [FAIL]
+
+
+@pytest.mark.parametrize("spec_path,real,where", SPEC_PATHS)
+def test_one_path_rule_for_device_nodes(spec_path, real, where):
+    b = _builder()
+    _runtime.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {where: _node()}, {spec_path: real})
+    assert [(c["id"], c["status"]) for c in b.checks] == [
+        ("runtime.device_node.present", PASS), ("runtime.device_node.type", PASS), ("runtime.device_node.open", PASS)]
+    b = _builder()
+    _runtime.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {"/elsewhere": _node()},
+                           {spec_path: real})
+    assert [c["status"] for c in b.checks] == [FAIL]
+
+
+@pytest.mark.parametrize("spec_path,real,where", [p for p in SPEC_PATHS if p[1]])
+def test_one_path_rule_for_the_loader(spec_path, real, where):
+    """The mapped file (/proc/self/maps: a real path) is the mounted one when the mount point resolves to it."""
+    spec_path = posixpath.join(posixpath.dirname(spec_path), "libcuda.so.1")
+    where = posixpath.join(posixpath.dirname(where), "libcuda.so.1")
+    real = posixpath.join(posixpath.dirname(real), "libcuda.so.1")
+    edits = {"mounts": [{"hostPath": "/h/libcuda.so.1", "containerPath": spec_path, "options": ["ro", "bind"]}]}
+    inventory = {"libraries": {"libcuda.so.1": {"ok": True, "path": where, "realpath": where}},
+                 "mounts": [{"mount_point": where, "root": "/h/libcuda.so.1"}], "resolved_paths": {spec_path: real}}
+    checks, _points_to = _loader(edits, inventory)
+    assert [c["status"] for c in checks] == [PASS], checks
+    inventory["libraries"]["libcuda.so.1"] = {"ok": True, "path": "/image/libcuda.so.1", "realpath": "/image/libcuda.so.1"}
+    checks, _points_to = _loader(edits, inventory)
+    assert [c["status"] for c in checks] == [FAIL]
+
+
+def test_the_probe_config_asks_for_every_spec_path_and_the_probe_resolves_them(tmp_path):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    edits = {"deviceNodes": [{"path": "/dev/x/"}], "mounts": [{"containerPath": "/lib64/x"}],
+             "env": ["LD_LIBRARY_PATH=/lib64:/opt/l", "A=1"]}
+    config = _runtime._probe_config(edits, False)  # pylint: disable=protected-access
+    assert config["nodes"] == ["/dev/x/", "/dev/x"]
+    assert config["resolve_paths"] == ["/dev/x/", "/lib64", "/lib64/x", "/opt/l"]
+    (tmp_path / "usr" / "lib64").mkdir(parents=True)
+    os.symlink("usr/lib64", str(tmp_path / "lib64"))
+    paths = [str(tmp_path / "lib64" / "x"), str(tmp_path / "a") + "/../lib64/", "relative", 5]
+    assert _probe.resolve_paths(paths) == {paths[0]: str(tmp_path / "usr" / "lib64" / "x"),
+                                           paths[1]: str(tmp_path / "usr" / "lib64")}
