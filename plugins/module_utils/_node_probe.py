@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import crashed
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, remove_own_spec, runtime_facts
 
@@ -52,6 +52,7 @@ def probe(p, check_mode=False):
         "host": records.get("host"), "user": p["user"] or None, "owner": None,
         "spec_dir": p["self_built_spec_dir"] if p["remove_spec"] else None,
     }
+    check_environment(p["environment"] or {})
     for key, value in (p["environment"] or {}).items():
         os.environ[str(key)] = str(value)
     out = {"records": {}, "spec_removed": None}

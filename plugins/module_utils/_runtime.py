@@ -27,6 +27,9 @@ import uuid as uuidlib
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import edits_compared
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import (
+    check_absolute, check_device, check_image, check_timeout, check_user,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
 )
@@ -40,13 +43,6 @@ PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
 UNSUPPORTED = ("containerd", "crio")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-# A fully qualified CDI device name, exactly as the CDI library's pkg/parser ParseQualifiedName accepts it:
-# vendor and class start with a letter, end with a letter or digit, and hold letters, digits, '_', '.', '-'; the
-# name starts and ends with a letter or digit and also holds ':'. (The cdi layer's _cdi.names is the same rule as
-# code; it is not imported here because the probe stage would then ship and compile the whole cdi layer.
-# tests/unit/plugins/module_utils/test__runtime.py holds the two to the same answers.)
-_VENDOR_OR_CLASS = r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
-QUALIFIED_DEVICE_RE = re.compile(r"%s/%s=[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?" % (_VENDOR_OR_CLASS, _VENDOR_OR_CLASS))
 # CDI deviceNode types the CDI library accepts ("" = the host node's type) -> the file type the probe reports:
 # 'u' is an unbuffered character device, which is a character device ('c') for mknod and stat
 NODE_TYPES = {"c": "c", "u": "c", "b": "b", "p": "fifo"}
@@ -596,23 +592,6 @@ def container_name(run_id):
     return "gpuprobe-%s-%s" % (run_id, uuidlib.uuid4().hex[:8])
 
 
-def check_device(device):
-    """``device`` when it is a fully qualified CDI name (vendor/class=name), else ValueError: nothing else (a host
-    path, ``/dev/sda``, ``src:dst`` or an option) may reach the runtime's --device."""
-    if not isinstance(device, str) or not QUALIFIED_DEVICE_RE.fullmatch(device):
-        raise ValueError("cdi_devices: %r is not a fully qualified CDI device name vendor/class=name (as the CDI "
-                         "library parses it); host paths and options are refused" % (device,))
-    return device
-
-
-def check_image(image):
-    """``image`` when it can only be read as an image reference (not empty, not an option, no whitespace or
-    control characters), else ValueError."""
-    if not isinstance(image, str) or not image or image.startswith("-") or re.search(r"[\s\x00-\x1f\x7f]", image):
-        raise ValueError("image %r is not an image reference (empty, an option, or with whitespace)" % (image,))
-    return image
-
-
 def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, user=None, pull="never", owner=None,
                created=None):
     """The probe container's argv. Raises ValueError for a device that is not a qualified CDI name or an image
@@ -754,9 +733,8 @@ def check_params(params):
     run_id = params.get("run_id")
     if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
         raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
-    timeout = params.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
+    if params.get("timeout") is not None:
+        check_timeout(params["timeout"])
     devices = params.get("cdi_devices") or []
     if not isinstance(devices, list):
         raise ValueError("cdi_devices must be a list of fully qualified CDI names vendor/class=name (got %r)" % (devices,))
@@ -773,9 +751,7 @@ def check_params(params):
     for key in ("deviceNodes", "mounts", "hooks"):
         if any(not isinstance(e, dict) for e in (expected or {}).get(key) or []):
             raise ValueError("expected_edits.%s must be a list of dicts" % key)
-    user = params.get("user")
-    if user and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$", str(user)):
-        raise ValueError("user %r must be uid[:gid] or name[:group]" % (user,))
+    check_user(params.get("user"))
     _owner.normalize(params.get("owner"))
 
 
@@ -1006,10 +982,8 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
         raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
     _owner.check_max_age(max_age)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
-    if not isinstance(spec_dir, str) or not spec_dir.startswith("/"):
-        raise ValueError("spec_dir %r must be an absolute path" % (spec_dir,))
+    check_timeout(timeout)
+    check_absolute(spec_dir, "spec_dir")
     out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "not_listed": []}
     engines = []
     candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)

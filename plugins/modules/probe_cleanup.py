@@ -116,6 +116,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup
 
 
@@ -133,9 +134,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    for key, value in p["environment"].items():
-        os.environ[str(key)] = str(value)
     try:
+        check_environment(p["environment"])
+        for key, value in p["environment"].items():
+            os.environ[str(key)] = str(value)
         result = cleanup(run_id=p["run_id"], runtime=p["runtime"], spec_dir=p["spec_dir"], specs=p["specs"],
                          check_mode=module.check_mode, timeout=p["timeout"], max_age=p["max_age"])
     except ValueError as exc:

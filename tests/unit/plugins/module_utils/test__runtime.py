@@ -5,7 +5,7 @@ import posixpath
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _options, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 # Messages observed on this machine (podman 4.3.1, runc 1.1.5) and on the H200.
@@ -306,7 +306,7 @@ def test_the_runtimes_name_rule_is_the_cdi_layers(device):
         cdi_ok = True
     except ValueError:
         cdi_ok = False
-    assert bool(_runtime.QUALIFIED_DEVICE_RE.fullmatch(device)) is cdi_ok
+    assert bool(_options.QUALIFIED_DEVICE_RE.fullmatch(device)) is cdi_ok
 
 
 @pytest.mark.parametrize("image", ["--privileged", "-v", "", "img:1 --privileged", "img\n", None, 5])
