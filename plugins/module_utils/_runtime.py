@@ -994,6 +994,7 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         if path:
             engines.append({"name": name, "path": path})
     now = time.time()
+    caller = _owner.resolve(None, fallback_pid=os.getpid()) if run_id else None
     for engine in engines:
         try:
             found = probe_containers(engine, run_id, timeout)
@@ -1003,7 +1004,8 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
             (out["not_listed"] if runtime in (None, "auto") else out["errors"]).append(str(exc))
             continue
         for c in found:
-            over, why = _owner.is_over(c["run_id"], c["owner"], c["created"], run_id=run_id, max_age=max_age, now=now)
+            over, why = _owner.is_over(c["run_id"], c["owner"], c["created"], run_id=run_id, max_age=max_age, now=now,
+                                       caller=caller)
             if not over:
                 out["live"].append({"container": "%s:%s" % (engine["name"], c["name"]), "run_id": c["run_id"],
                                     "state": c["state"], "why": why})
@@ -1018,7 +1020,10 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         if run_id:
             path = _cdi_spec.spec_path(spec_dir, run_id)
             info = _cdi_spec.spec_owner_info(path) if os.path.lexists(path) else None
-            if info and info["ours"] and info["run_id"] == run_id:
+            if info and info["ours"] and info["run_id"] == run_id and _owner.other_live_owner(info["owner"], caller):
+                out["live"].append({"spec": path, "run_id": run_id, "why": "run id %s is also used by the live run of %s"
+                                    % (run_id, _owner.format_owner(info["owner"]))})
+            elif info and info["ours"] and info["run_id"] == run_id:
                 if not check_mode:
                     _cdi_spec.remove_spec(spec_dir, run_id)
                 out["specs"].append(path)

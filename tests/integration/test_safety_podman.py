@@ -266,6 +266,22 @@ def test_cleanup_beside_a_live_probe_of_another_run_never_touches_it(hung_probe)
     assert hung_probe.states() == {}
 
 
+def test_a_second_run_with_the_same_run_id_never_removes_the_first_ones_live_probe(hung_probe):
+    """issue 19 (also-check): a cleanup given the run id (the caller's own run) removed every container of that id,
+    also the live probe of another run given the same fixed verify_run_id."""
+    name = hung_probe.name
+    for check_mode in (True, False):
+        out = _runtime.cleanup(run_id=hung_probe.lab.run_id, runtime="podman", specs=False, tmp_dir=hung_probe.tmp_dir,
+                               check_mode=check_mode)
+        assert "podman:%s" % name not in out["containers"], out
+        live = [x for x in out["live"] if x.get("container") == "podman:%s" % name]
+        assert live and "also used by the live run" in live[0]["why"], out
+        assert hung_probe.states() == {name: "running"}
+    hung_probe.proc.send_signal(signal.SIGINT)
+    hung_probe.proc.communicate(timeout=60)
+    assert hung_probe.states() == {}
+
+
 def test_max_age_0_beside_a_live_probe_never_touches_it(hung_probe):
     """issue 19.4: with the age checked before liveness, max_age=0 (as docs/safety.md suggested) listed a running
     probe for removal and removed it. A live owner is never over, whatever the age."""
