@@ -21,6 +21,7 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import time
 import uuid as uuidlib
 
@@ -690,6 +691,41 @@ def interruptible():
     return _Signals(_raise_interrupted)
 
 
+class ControllerWatch(object):
+    """While the block runs, watch the run's controller (``owner``: the ansible-playbook process among this module's
+    ancestors) and interrupt this process as a SIGHUP would (Interrupted, then the cleanup of ``finally``) when it
+    is gone. Ansible's worker puts the module in a session of its own, so a SIGHUP to the controller's group (a
+    closed terminal) or a SIGKILL of the controller never reaches the module, which would otherwise run to its
+    timeout with its container. A no-op when the owner is this process or cannot be checked from here."""
+
+    POLL_S = 0.5
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.stop = threading.Event()
+        self.thread = None
+
+    def __enter__(self):
+        owner = self.owner or {}
+        if owner.get("pid") not in (None, os.getpid()) and _owner.alive(owner) is True:
+            self.thread = threading.Thread(target=self._watch, name="gpuprobe-controller-watch")
+            self.thread.daemon = True
+            self.thread.start()
+        return self
+
+    def _watch(self):
+        while not self.stop.wait(self.POLL_S):
+            if _owner.alive(self.owner) is False:
+                os.kill(os.getpid(), signal.SIGHUP)
+                return
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(2 * self.POLL_S)
+        return False
+
+
 def deferred_signals():
     """SIGINT/SIGTERM/SIGHUP are ignored inside the block: cleanup is not itself interrupted."""
     return _Signals(signal.SIG_IGN)
@@ -812,7 +848,7 @@ def runtime_facts(params, check_mode=False):
     name = container_name(run_id)
     owner = _owner.resolve(params.get("owner"), fallback_pid=os.getpid())
     evidence["owner"] = owner
-    with interruptible():
+    with interruptible(), ControllerWatch(owner):
         probe_dir = probe_parent_dir()
         _unused, probe_path = _probe.write_probe(directory=probe_dir)
         cleanup = None

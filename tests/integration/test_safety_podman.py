@@ -224,7 +224,7 @@ def hung_probe(tmp_path, probe_image):  # noqa: F811
     probe.lab.cleanup()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_interrupt_in_the_middle_of_a_probe_leaves_nothing(hung_probe, sig):
     t0 = time.monotonic()
     hung_probe.proc.send_signal(sig)
@@ -325,11 +325,14 @@ PLAYBOOK = """
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
 def test_ansible_playbook_interrupted_during_a_probe(tmp_path, probe_image, sig):  # noqa: F811
     """Ctrl-C (SIGINT to the foreground process group) or SIGTERM to the group (a CI job cancelled): the
     module removes its container and this run's self-built spec (runtime_facts spec_dir), which the play's
-    always-cleanup never gets to remove; nothing is left for a later sweep."""
+    always-cleanup never gets to remove; nothing is left for a later sweep. SIGHUP (a closed terminal) and SIGKILL
+    reach only ansible-playbook (Ansible's worker runs the module in a session of its own): the module sees its
+    controller gone and does the same (it ran on to its timeout before)."""
     lab = Lab(tmp_path / "lab")
     root = synthetic_node(tmp_path / "node")
     tmp_dir = str(tmp_path / "tmp")
