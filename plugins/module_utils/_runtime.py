@@ -73,12 +73,14 @@ CHECKS = {
         "next": "the container's stderr in evidence.container.stderr",
     },
     "runtime.device_node.present": {
-        "title": "each expected device node exists inside the container",
+        "title": "each expected device node exists inside the container (its path cleaned and the container's symlinks "
+                 "resolved, as runc creates it)",
         "fail": "the runtime did not create a device node the CDI edits ask for",
         "next": "the runtime's CDI support and the spec's deviceNodes",
     },
     "runtime.device_node.type": {
-        "title": "each expected device node has the expected type and major:minor inside the container",
+        "title": "each expected device node has the expected type and major:minor inside the container (every type the "
+                 "CDI library accepts: c and u are character devices, b block; p, a FIFO, is not compared: NOT_RUN)",
         "fail": "the node exists but is not the device the spec names",
         "next": "the spec's type/major/minor vs the host node (cdi layer); stale nodes in the image",
     },
@@ -95,7 +97,9 @@ CHECKS = {
         "next": "EPERM: the deviceNodes' permissions (need rw); EACCES: fileMode/uid/gid vs the container user",
     },
     "runtime.mount.present": {
-        "title": "each expected mount's containerPath is a mount point in the container (/proc/self/mountinfo)",
+        "title": "each expected mount's containerPath is a mount point in the container (/proc/self/mountinfo), at the place "
+                 "the runtime puts it: the path cleaned and the container's own symlinks resolved, as runc does (a spec's "
+                 "/lib64/x is /usr/lib64/x on a merged-/usr image)",
         "fail": "the runtime did not apply a mount the CDI edits ask for",
         "next": "the spec's mounts; the runtime's CDI support",
     },
