@@ -288,14 +288,37 @@ def qualified_devices(spec):
     return ["%s=%s" % (spec["kind"], d["name"]) for d in spec["devices"]]
 
 
+def _identity(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _ancestors(path):
+    path = posixpath.normpath(path)
+    out = [path]
+    while path != "/":
+        path = posixpath.dirname(path)
+        out.append(path)
+    return out
+
+
 def refuses(spec_dir):
-    """Why ``spec_dir`` is refused (it is /etc/cdi or resolves under it), else None."""
+    """Why ``spec_dir`` is refused (it is /etc/cdi or lies under it, by name, through symlinks, or through another
+    path to the same directory such as a bind mount: every existing ancestor is compared by (st_dev, st_ino)),
+    else None."""
     protected = os.path.realpath(PROTECTED_SPEC_DIR)
+    protected_id = _identity(PROTECTED_SPEC_DIR)
+    why = "refusing to write CDI specs under %s (%s): static specs belong to the administrator; use %s" % (
+        PROTECTED_SPEC_DIR, spec_dir, DEFAULT_SPEC_DIR)
     for candidate in (posixpath.normpath(spec_dir), os.path.realpath(spec_dir)):
         for p in (protected, PROTECTED_SPEC_DIR):
             if candidate == p or candidate.startswith(p.rstrip("/") + "/"):
-                return "refusing to write CDI specs under %s (%s): static specs belong to the administrator; use %s" % (
-                    PROTECTED_SPEC_DIR, spec_dir, DEFAULT_SPEC_DIR)
+                return why
+        if protected_id is not None and any(_identity(a) == protected_id for a in _ancestors(candidate)):
+            return why
     return None
 
 
@@ -343,6 +366,18 @@ def not_ours_reason(path, run_id):
         return None
     return "%s exists and is not the self-built spec of run %s (kind %s, run id %s%s): left alone" % (
         path, run_id, info["kind"], info["run_id"], ", %s" % info["error"] if info["error"] else "")
+
+
+def in_use_reason(path, run_id, owner):
+    """Why this run may not write or remove ``path``: it is the spec of another live run given the same run id
+    (its owner is a running process of this host that is not ``owner``), else None."""
+    if not os.path.lexists(path):
+        return None
+    info = spec_owner_info(path)
+    if info["ours"] and info["run_id"] == run_id and _owner.other_live_owner(info["owner"], owner):
+        return ("run id %s is in use by a live run (owner %s, spec %s): two runs must not share a run id; give this "
+                "run another verify_run_id, or leave it empty to generate one" % (run_id, _owner.format_owner(info["owner"]), path))
+    return None
 
 
 def remove_spec(spec_dir, run_id):
@@ -466,6 +501,9 @@ def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=F
     out = {"changed": False, "path": path, "kind": run_kind(run_id), "devices": [], "variant": variant, "spec": None,
            "prediction": prediction(variant) if variant in VARIANTS else None, "owner": owner,
            "swept": [], "live": []}
+    why = in_use_reason(path, run_id, owner)
+    if why:
+        raise SpecError(why)
     if state == "absent":
         why = not_ours_reason(path, run_id)
         if why:

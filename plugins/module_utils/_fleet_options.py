@@ -19,9 +19,15 @@ silently runs the default mode.
 from __future__ import annotations
 
 import difflib
+import posixpath
 import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _options
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import RUNTIMES, VARIANTS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS
 
 PREFIXES = ("gpuprobe", "verify")
 
@@ -45,8 +51,6 @@ SET_BY_COLLECTION = (
 # role options the playbook sets from its own option: setting them directly is ignored (inventory) or
 # overrides the playbook's mode (extra vars), both wrong
 SET_BY_PLAYBOOK = {"verify_mode": "gpuprobe_mode", "verify_cdi_source": "gpuprobe_cdi_source"}
-
-TIMEOUTS = ("layer_timeout", "probe_timeout")
 
 # role options that only a self-built spec uses, with their "not used" value
 SELF_BUILT_ONLY = {"verify_cdi_spec": ({}, None, ""), "verify_self_built_variant": ("full", None, ""),
@@ -124,31 +128,183 @@ def value_errors(values, role_options):
             if name in values and values[name] not in unused:
                 errors.append("%s is only used with gpuprobe_cdi_source=self-built (the source is %s)" % (name, source))
 
+    errors.extend(playbook_value_errors(values))
     params = dict((k, v) for k, v in values.items() if k in (role_options or {}) and k not in SET_BY_PLAYBOOK)
     result = ArgumentSpecValidator(_validator_spec(role_options)).validate(params)
     errors.extend(str(e) for e in result.error_messages)
     checked = result.validated_parameters
+    # a value the argument spec refused (its type) is reported once, by the spec
+    refused = set(k for k in params if any("'%s'" % k in m for m in result.error_messages))
     errors.extend(verify_value_errors(dict((k[len("verify_"):], v) for k, v in checked.items()
-                                           if k.startswith("verify_") and k in params), prefix="verify_"))
+                                           if k.startswith("verify_") and k in params and k not in refused), prefix="verify_"))
     return errors
+
+
+# ---- the domain of every option: a function value -> None (valid) or what the value must be ----------------------
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _timeout(value):
+    if not (_is_int(value) and 0 < value <= _options.MAX_TIMEOUT):
+        return "must be a whole number of seconds greater than 0 and at most %d" % _options.MAX_TIMEOUT
+    return None
+
+
+def _raises(check, *args):
+    """A domain from one of _options' checks (ValueError -> the part of its message after the value)."""
+    def domain(value):
+        try:
+            check(value, *args)
+        except ValueError as exc:
+            return "must be valid: %s" % exc
+        return None
+    return domain
+
+
+def _one_of(choices):
+    return lambda value: None if value in choices else "must be one of %s" % ", ".join(str(c) for c in choices)
+
+
+def _boolean(value):
+    return None if isinstance(value, bool) else "must be true or false"
+
+
+def _text(value):
+    if not isinstance(value, str) or not value.strip() or "\x00" in value or "\n" in value:
+        return "must be a non-empty text on one line"
+    return None
+
+
+def _list_of(domain, non_empty=True):
+    def check(value):
+        if not isinstance(value, list) or (non_empty and not value):
+            return "must be a %slist" % ("non-empty " if non_empty else "")
+        for item in value:
+            why = domain(item)
+            if why:
+                return "%r %s" % (item, why)
+        return None
+    return check
+
+
+def _abs(empty_ok=False):
+    return _raises(lambda v, name: _options.check_absolute(v, name, empty_ok), "the path")
+
+
+def _spec_dir(value):
+    why = _abs()(value)
+    if why is None and ETC_CDI.search(posixpath.normpath(value)):
+        return "a self-built spec is never written to /etc/cdi"
+    return why
+
+
+def _run_id(value):
+    if not isinstance(value, str) or not RUN_ID.match(value):
+        return "only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"
+    return None
+
+
+def _cdi_spec(value):
+    """{} or the result of a gpuprobe.layers.cdi_spec task: path (absolute), kind, devices (qualified names)."""
+    if value in ({}, None):
+        return None
+    if not isinstance(value, dict):
+        return "must be {} or the registered result of a gpuprobe.layers.cdi_spec task"
+    for key, domain in (("path", _abs()), ("kind", _raises(_options.check_kind, "kind")),
+                        ("devices", _list_of(_raises(_options.check_device, "device")))):
+        why = domain(value.get(key))
+        if why:
+            return "must be the result of a gpuprobe.layers.cdi_spec task: %s %s" % (key, why)
+    return None
+
+
+def _pins(value):
+    if not isinstance(value, dict):
+        return "must be a dict of pin name -> expected value"
+    unknown = sorted(str(k) for k in value if k not in PINS)
+    if unknown:
+        return "has unknown pin names %s (known: %s)" % (", ".join(unknown), ", ".join(sorted(PINS)))
+    bad = sorted(k for k, v in value.items() if isinstance(v, (dict, list)))
+    return "values must be text or numbers (not %s)" % ", ".join(bad) if bad else None
+
+
+def _flag(value):
+    """A bool, or the text an extra var gives (-e gpuprobe_dedicated_node=true), as Ansible's bool filter reads it."""
+    if isinstance(value, bool) or str(value).lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+        return None
+    return "must be true or false"
+
+
+# the verify options (role option verify_<name>, verify_node option <name>) -> domain; every option has one
+VERIFY_DOMAINS = {
+    "mode": _one_of(("full", "audit")),
+    "layers": lambda v: None if v is None else _list_of(_one_of(LAYERS), non_empty=False)(v),
+    "layer_timeout": _timeout,
+    "probe_timeout": _timeout,
+    "root": _abs(),
+    "driver_root": _abs(empty_ok=True),
+    "nvml": _boolean,
+    "cdi_source": _one_of(CDI_SOURCES),
+    "cdi_spec_dirs": _list_of(_abs()),
+    "cdi_kinds": _list_of(_raises(_options.check_kind, "kind")),
+    "cdi_devices": _list_of(_raises(_options.check_device, "device"), non_empty=False),
+    "cdi_spec": _cdi_spec,
+    "self_built_spec_dir": _spec_dir,
+    "self_built_variant": _one_of(VARIANTS),
+    "stub_libcuda": _abs(empty_ok=True),
+    "run_id": lambda v: None if v in ("", None) else _run_id(v),
+    "probe_image": _raises(_options.check_image, "probe_image"),
+    "probe_runtime": _one_of(RUNTIMES),
+    "probe_user": _raises(_options.check_user, "probe_user"),
+    "probe_environment": _raises(_options.check_environment, "probe_environment"),
+    "probe_isolation": _one_of(("shared", "per_device")),
+    "allow_busy_gpu": _boolean,
+    "host_control": _boolean,
+    "k8s": _boolean,
+}
+
+# the playbooks' own options -> domain (gpuprobe_mode and gpuprobe_cdi_source: value_errors says more)
+PLAYBOOK_DOMAINS = {
+    "gpuprobe_mode": lambda v: None,
+    "gpuprobe_cdi_source": lambda v: None,
+    "gpuprobe_hosts": _text,
+    "gpuprobe_report_dir": _text,
+    "gpuprobe_status_file": _text,
+    "gpuprobe_pins": _pins,
+    "gpuprobe_dedicated_node": _flag,
+    "gpuprobe_drill_variants": _list_of(_one_of(VARIANTS)),
+}
 
 
 def verify_value_errors(values, prefix=""):
-    """What the argument spec of the verify options cannot say: timeouts > 0, never /etc/cdi, the run id's
-    characters. ``values``: option name without the ``verify_`` prefix -> value; messages name ``prefix`` + name.
-    Shared by the fleet playbook's option check and gpuprobe.layers.verify_node."""
+    """Every verify option's value against its domain (VERIFY_DOMAINS): what the argument spec cannot say
+    (timeouts from 1 s to a day, never /etc/cdi, the run id's characters, qualified CDI names, an image that is not
+    an option, ...). ``values``: option name without the ``verify_`` prefix -> value (only the options set);
+    messages name ``prefix`` + name. Shared by the fleet playbook's option check and gpuprobe.layers.verify_node."""
     errors = []
-    for name in TIMEOUTS:
-        value = values.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
-            errors.append("%s%s is %s: must be a whole number of seconds greater than 0" % (prefix, name, value))
-    spec_dir = values.get("self_built_spec_dir")
-    if isinstance(spec_dir, str) and ETC_CDI.search(spec_dir):
-        errors.append("%sself_built_spec_dir is %s: a self-built spec is never written to /etc/cdi" % (prefix, spec_dir))
-    run_id = values.get("run_id")
-    if isinstance(run_id, str) and not RUN_ID.match(run_id):
-        errors.append("%srun_id is %r: only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)" % (prefix, run_id))
+    for name in sorted(values):
+        domain = VERIFY_DOMAINS.get(name)
+        why = domain(values[name]) if domain else None
+        if why:
+            errors.append("%s%s is %s: %s" % (prefix, name, _show(values[name]), why))
     return errors
+
+
+def playbook_value_errors(values):
+    """The playbooks' own options (PLAYBOOK_DOMAINS) that are set in ``values``."""
+    errors = []
+    for name in sorted(PLAYBOOK_DOMAINS):
+        if name in values:
+            why = PLAYBOOK_DOMAINS[name](values[name])
+            if why:
+                errors.append("%s is %s: %s" % (name, _show(values[name]), why))
+    return errors
+
+
+def _show(value):
+    return str(value) if _is_int(value) or (isinstance(value, str) and value.startswith("/") and "\n" not in value) else repr(value)
 
 
 def option_errors(host_values, role_options):

@@ -7,11 +7,13 @@ Not public API. The inspect stage and what both sides share are in _node.py."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import crashed
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment, check_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import crashed, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, remove_own_spec, runtime_facts
 
 # The options of the node-side probe module (gpuprobe.layers.node_probe): runtime and compute.
@@ -29,6 +31,93 @@ NODE_PROBE_ARGSPEC = dict(
     self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
     remove_spec=dict(type="bool", default=False),
 )
+
+
+MAX_SPEC_READ = 1024 * 1024 + 1  # the cdi layer's spec size cap (+1: a longer file is changed, whatever it holds)
+SPEC_CHANGED = "spec changed since the cdi layer read it"
+
+
+def _file_sha256(path):
+    """sha256 of a regular file (never blocks on a FIFO or a device; bounded), or why it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return None, "cannot be opened (%s)" % (exc.strerror or exc)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "is no longer a regular file"
+        chunks, size = [], 0
+        while size < MAX_SPEC_READ:
+            data = os.read(fd, min(65536, MAX_SPEC_READ - size))
+            if not data:
+                break
+            chunks.append(data)
+            size += len(data)
+        return hashlib.sha256(b"".join(chunks)).hexdigest(), None
+    except OSError as exc:
+        return None, "cannot be read (%s)" % (exc.strerror or exc)
+    finally:
+        os.close(fd)
+
+
+def spec_changes(cdi_evidence):
+    """The spec files that provide the requested devices (the cdi record's device_sources) whose content is not
+    what the cdi layer read (its files[].sha256): one line each. Empty when every such file is unchanged; a
+    cdi record without that evidence gives one line saying so (nothing proves which spec the runtime reads)."""
+    evidence = cdi_evidence or {}
+    sources = evidence.get("device_sources") or {}
+    digests = dict((f.get("path"), f.get("sha256")) for f in evidence.get("files") or [] if isinstance(f, dict))
+    paths = sorted(set(v for k, v in sources.items() if k in (evidence.get("requested_devices") or [])))
+    if not paths:
+        return ["the cdi record names no spec file providing the requested devices (evidence.device_sources)"]
+    changes = []
+    for path in paths:
+        want = digests.get(path)
+        got, why = _file_sha256(path)
+        if not want:
+            changes.append("%s: the cdi layer recorded no digest" % path)
+        elif why:
+            changes.append("%s %s" % (path, why))
+        elif got != want:
+            changes.append("%s: sha256 %s, the cdi layer read %s" % (path, got[:12], want[:12]))
+    return changes
+
+
+def _spec_changed_records(changes, when):
+    reason = "%s (%s): %s; the cdi verdict does not speak for this spec" % (SPEC_CHANGED, when, "; ".join(changes))
+    return {"runtime": not_run("runtime", reason, {"spec_changes": changes}),
+            "compute": not_run("compute", "blocked: %s" % reason)}
+
+
+def _probe_layers(p, params, records, check_mode):
+    """The runtime and compute records. The spec the cdi layer judged must be the spec the runtime reads: the
+    files that provide the devices are rechecked before the container starts (changed: it is not started) and
+    after it ran (changed: the records are discarded; the runtime read the file at some moment in between)."""
+    evidence = (records.get("cdi") or {}).get("evidence") or {}
+    changes = [] if check_mode or not params["cdi_devices"] else spec_changes(evidence)
+    if changes:
+        return _spec_changed_records(changes, "before the probe container was started")
+    out = {}
+    try:
+        runtime, container_probe = runtime_facts(params, check_mode=check_mode)
+    except (Interrupted, ValueError):
+        raise  # the caller's / the options' error
+    except Exception as exc:  # pylint: disable=broad-except
+        runtime, container_probe = crashed("runtime", exc), None
+    out["runtime"] = runtime
+    try:
+        out["compute"] = compute_record(
+            container_probe, runtime_record=runtime, host_record=records.get("host"),
+            host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
+            timeout=p["timeout"], expected_gpus=(evidence.get("identity") or {}).get("expected_gpus") or [])
+    except Exception as exc:  # pylint: disable=broad-except
+        out["compute"] = crashed("compute", exc)
+    changes = [] if check_mode or container_probe is None else spec_changes(evidence)
+    if changes:
+        discarded = dict((layer, "%s: %s" % (r.get("status"), r.get("reason"))) for layer, r in out.items())
+        out = _spec_changed_records(changes, "while the probe container ran")
+        out["runtime"]["evidence"]["discarded"] = discarded
+    return out
 
 
 def probe(p, check_mode=False):
@@ -52,24 +141,12 @@ def probe(p, check_mode=False):
         "host": records.get("host"), "user": p["user"] or None, "owner": None,
         "spec_dir": p["self_built_spec_dir"] if p["remove_spec"] else None,
     }
+    check_environment(p["environment"] or {})
     for key, value in (p["environment"] or {}).items():
         os.environ[str(key)] = str(value)
     out = {"records": {}, "spec_removed": None}
     try:
-        try:
-            runtime, container_probe = runtime_facts(params, check_mode=check_mode)
-        except (Interrupted, ValueError):
-            raise  # handled below / the caller's error
-        except Exception as exc:  # pylint: disable=broad-except
-            runtime, container_probe = crashed("runtime", exc), None
-        out["records"]["runtime"] = runtime
-        try:
-            out["records"]["compute"] = compute_record(
-                container_probe, runtime_record=runtime, host_record=records.get("host"),
-                host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
-                timeout=p["timeout"], expected_gpus=(evidence.get("identity") or {}).get("expected_gpus") or [])
-        except Exception as exc:  # pylint: disable=broad-except
-            out["records"]["compute"] = crashed("compute", exc)
+        out["records"] = _probe_layers(p, params, records, check_mode)
     except Interrupted as exc:
         return {"interrupted": "%s: the probe container was removed; %s" % (exc, remove_own_spec(params))}
     if p["remove_spec"] and not check_mode:

@@ -10,9 +10,11 @@ caller passes), and its start time in clock ticks since boot (``/proc/<pid>/stat
 recycled pid is not taken for the owner. Written as ``host:pid:started`` (``-`` for unknown) into the
 spec's env (``GPUPROBE_OWNER``) and the container's label (``gpuprobe.owner``).
 
-The rule (``is_over``): an item of ours is over when it belongs to the caller's own run (exact run id), or
-its owner is on this host and that process is gone (or is another process with the same pid), or it is
-older than ``max_age`` seconds. Anything else is live: reported, never removed.
+The rule (``is_over``): an item of ours is over when it belongs to the caller's own run (exact run id, and not
+owned by another live process: two overlapping runs given the same fixed run id never remove each other's), or
+its owner is on this host and that process is gone (or is another process with the same pid), or its owner
+cannot be checked from here (another host, unknown) and it is older than ``max_age`` seconds. An owner that is
+running on this host is never over, whatever the age. Anything else is live: reported, never removed.
 """
 
 from __future__ import annotations
@@ -155,18 +157,34 @@ def alive(owner):
     return True
 
 
-def is_over(item_run_id, owner, created, run_id=None, max_age=DEFAULT_MAX_AGE, now=None):
-    """(over, why) by the ownership rule in this module's docstring; ``created`` is epoch seconds or None."""
+def same(a, b):
+    """Whether two owners are the same process (host, pid and start time)."""
+    return bool(a and b and a.get("pid") is not None) and all(a.get(k) == b.get(k) for k in ("host", "pid", "started"))
+
+
+def other_live_owner(owner, caller):
+    """Whether ``owner`` is a running process of this host that is not ``caller``: another run that uses the same
+    run id (a fixed verify_run_id given to two overlapping runs)."""
+    return caller is not None and alive(owner) is True and not same(owner, caller)
+
+
+def is_over(item_run_id, owner, created, run_id=None, max_age=DEFAULT_MAX_AGE, now=None, caller=None):
+    """(over, why) by the ownership rule in this module's docstring; ``created`` is epoch seconds or None.
+    ``caller``: the owner of the run asking; an item of its run id whose owner is another live process belongs
+    to another run given the same id, and is never over."""
     if run_id is not None and item_run_id == run_id:
+        if other_live_owner(owner, caller):
+            return False, "run id %s is also used by the live run of %s" % (run_id, format_owner(owner))
         return True, "run %s (the caller's own run)" % run_id
     state = alive(owner)
     if state is False:
         return True, "its owner %s is gone" % format_owner(owner)
+    if state is True:
+        # a live owner is never over, whatever the item's age (max_age=0 must not remove a running probe)
+        return False, "its owner %s is running" % format_owner(owner)
     now = time.time() if now is None else now
     if created is not None and max_age is not None and now - created > max_age:
         return True, "older than %ds (created %ds ago)" % (max_age, now - created)
-    if state is True:
-        return False, "its owner %s is running" % format_owner(owner)
     return False, "owner %s cannot be checked from here and it is younger than %ss" % (format_owner(owner), max_age)
 
 

@@ -488,6 +488,25 @@ class Loaded(object):
         return None
 
 
+# ---- resolve_paths: where the container's own symlinks put the spec's paths (the runtime layer's path comparison,
+# _runtime.container_path; issue 18.5/19.5). Added by the safety branch; to be reconciled with the probe helper's version.
+MAX_RESOLVE_PATHS = 1024
+
+
+def resolve_paths(paths):
+    """{path: its realpath inside this container, or None when it cannot be resolved}. runc resolves the rootfs's
+    symlinks when it mounts or creates what a spec names (/lib64/x on a merged-/usr image lands at /usr/lib64/x)."""
+    out = {}
+    for path in list(paths or [])[:MAX_RESOLVE_PATHS]:
+        if isinstance(path, str) and path.startswith("/"):
+            try:
+                out[path] = os.path.realpath(path)
+            except (OSError, ValueError):
+                out[path] = None
+    return out
+# ---- end of resolve_paths
+
+
 def collect_inventory(config, loaded):
     nodes = list(config.get("nodes") or [])
     for path in list_dev_nvidia():
@@ -507,6 +526,7 @@ def collect_inventory(config, loaded):
         "kind": "inventory",
         "nodes": dict((p, inspect_node(p)) for p in nodes),
         "mounts": parse_mountinfo(_read("/proc/self/mountinfo")),
+        "resolved_paths": resolve_paths(config.get("resolve_paths")),
         "env": dict(os.environ) if config.get("capture_env", True) else dict(
             (k, v) for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH")),
         "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),

@@ -9,7 +9,7 @@ layers need, nothing else; anything else raises ForbiddenCommand before a proces
 timeout, kills the whole process group when it expires and when the caller is interrupted (KeyboardInterrupt,
 SystemExit, any exception: the group is killed, then the exception goes on), never raises for a missing
 program or a hang, and keeps at most ``MAX_CAPTURE`` bytes of the head and of the tail of each output stream
-(the rest is counted, not kept).
+(the rest is counted, not kept, except the lines a caller asks to keep: ``keep_prefix``).
 """
 
 from __future__ import annotations
@@ -227,17 +227,34 @@ def check_allowed(argv):
 
 # ---- execution ---------------------------------------------------------------------------------------------------
 
-class _Capture(object):
-    """Keeps the first and the last ``limit`` bytes of a stream and counts the rest."""
+KEEP_LIMIT = 8 * 1024 * 1024   # bytes of kept lines (``keep_prefix``) from the omitted middle of a stream
+KEEP_LINES = 20000             # and lines (the probe prints a few per step and GPU)
 
-    def __init__(self, limit):
+
+class _Capture(object):
+    """Keeps the first and the last ``limit`` bytes of a stream and counts the rest. With ``keep_prefix`` (bytes),
+    every line that starts with it is also kept whole wherever it is (up to ``keep_limit`` bytes of such lines), so
+    that a probe's JSON lines in the middle of a flood of other output are never dropped with that middle."""
+
+    def __init__(self, limit, keep_prefix=None, keep_limit=KEEP_LIMIT):
         self.limit = limit
         self.head = bytearray()
         self.tail = collections.deque()
         self.tail_len = 0
         self.total = 0
+        self.prefix = keep_prefix
+        self.keep_limit = keep_limit
+        self.lines = []          # (start offset, bytes) of the lines that start with keep_prefix
+        self.kept_bytes = 0
+        self.kept_dropped = 0    # such lines not kept: keep_limit reached
+        self.line_start = 0
+        self.cur = None          # the current line while it may be (or is) one to keep
+        self.keep = None         # None: undecided (shorter than the prefix so far)
+        self.at_start = True     # the next byte begins a line
 
     def feed(self, data):
+        if self.prefix and not self.kept_dropped:  # once the keep limit is reached, no more lines are kept
+            self._scan(data)
         self.total += len(data)
         room = self.limit - len(self.head)
         if room > 0:
@@ -249,14 +266,65 @@ class _Capture(object):
             while self.tail_len - len(self.tail[0]) >= self.limit:
                 self.tail_len -= len(self.tail.popleft())
 
+    def _scan(self, data):
+        """Find the lines that start with the prefix (C-speed searches between them; Python work per kept line)."""
+        prefix, n, pos = self.prefix, len(data), 0
+        while pos < n:
+            if self.cur is not None:  # inside a line that starts (or may start) with the prefix
+                nl = data.find(b"\n", pos)
+                end = n if nl < 0 else nl + 1
+                self.cur += data[pos:end]
+                if self.keep is None and len(self.cur) >= len(prefix):
+                    self.keep = self.cur.startswith(prefix)
+                if self.keep and (self.kept_bytes + len(self.cur) > self.keep_limit or len(self.lines) >= KEEP_LINES):
+                    self.kept_dropped += 1
+                    self.cur = None
+                    return
+                if self.keep is False:
+                    self.cur = None
+                if nl < 0:
+                    return
+                if self.cur is not None and self.cur.startswith(prefix):
+                    self.lines.append((self.line_start, bytes(self.cur)))
+                    self.kept_bytes += len(self.cur)
+                self.cur, self.keep, self.at_start, pos = None, None, True, end
+            elif self.at_start:
+                rest = data[pos:pos + len(prefix)]
+                self.at_start = False
+                if rest == prefix or (len(rest) == n - pos and prefix.startswith(rest)):
+                    self.cur, self.keep, self.line_start = bytearray(), None, self.total + pos
+            else:
+                idx = data.find(b"\n" + prefix, pos)
+                if idx >= 0:
+                    pos, self.at_start = idx + 1, True
+                    continue
+                last = data.rfind(b"\n", pos)
+                if last >= 0 and prefix.startswith(data[last + 1:]):  # a line that may start with it at the end
+                    pos, self.at_start = last + 1, True
+                    continue
+                return
+
     def text(self):
         tail = b"".join(self.tail)
         if len(tail) > self.limit:
             tail = tail[-self.limit:]
         omitted = self.total - len(self.head) - len(tail)
         if omitted > 0:
-            return "%s\n[gpuprobe: %d bytes omitted]\n%s" % (
-                bytes(self.head).decode("utf-8", errors="replace"), omitted, tail.decode("utf-8", errors="replace"))
+            tail_start = self.total - len(tail)
+            lines = list(self.lines)
+            if self.cur and self.cur.startswith(self.prefix or b"\0"):  # a last line without its newline
+                lines.append((self.line_start, bytes(self.cur) + b"\n"))
+            # whole lines of the middle: neither entirely in the head nor entirely in the tail
+            middle = [line for start, line in lines if start < tail_start and start + len(line) > len(self.head)]
+            kept = ""
+            if self.prefix:
+                kept = "; %d line(s) starting with %r kept%s" % (len(middle), self.prefix.decode("utf-8", "replace"),
+                                                                 ", later ones not (over %d bytes or %d lines)"
+                                                                 % (self.keep_limit, KEEP_LINES)
+                                                                 if self.kept_dropped else "")
+            return "%s\n[gpuprobe: %d bytes omitted%s]\n%s%s" % (
+                bytes(self.head).decode("utf-8", errors="replace"), omitted, kept,
+                b"".join(middle).decode("utf-8", errors="replace"), tail.decode("utf-8", errors="replace"))
         return (bytes(self.head) + tail).decode("utf-8", errors="replace")
 
     @property
@@ -298,7 +366,8 @@ def _kill_group(proc):
             pass
 
 
-def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, limit=MAX_CAPTURE):
+def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, limit=MAX_CAPTURE, keep_prefix=None,
+             keep_limit=KEEP_LIMIT):
     """Run ``argv`` without the allowlist check (only ``run`` calls this; tests call it for the capture)."""
     result = {"argv": argv, "rc": None, "stdout": "", "stderr": "", "duration_ms": 0.0,
               "timed_out": False, "error": None, "stdout_bytes": 0, "stderr_bytes": 0, "truncated": False}
@@ -316,7 +385,7 @@ def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None,
     except OSError as exc:
         result["error"] = "cannot execute %s: %s" % (argv[0], exc)
         return result
-    out, err = _Capture(limit), _Capture(limit)
+    out, err = _Capture(limit, keep_prefix, keep_limit), _Capture(limit)
     threads = [threading.Thread(target=_reader, args=(proc.stdout, out)),
                threading.Thread(target=_reader, args=(proc.stderr, err))]
     if stdin_data is not None:
@@ -356,17 +425,18 @@ def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None,
     return result
 
 
-def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None):
+def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, keep_prefix=None):
     """Run ``argv`` (a list, never a shell string; one of the allowed SHAPES) and return a dict:
 
     argv, rc (None when it did not run or was killed), stdout, stderr (head and tail, at most MAX_CAPTURE
     bytes each), stdout_bytes, stderr_bytes (total sizes), truncated, duration_ms, timed_out, error (None,
-    or why it did not run / was killed). Raises ForbiddenCommand for any other command and ValueError for a
-    timeout <= 0.
+    or why it did not run / was killed). ``keep_prefix`` (bytes): stdout lines that start with it are kept
+    whole also from the omitted middle (at most KEEP_LIMIT bytes of them): the probe's JSON lines.
+    Raises ForbiddenCommand for any other command and ValueError for a timeout <= 0.
     """
     argv = [str(a) for a in argv]
     check_allowed(argv)
-    return _execute(argv, timeout=timeout, env=env, stdin_data=stdin_data, cwd=cwd)
+    return _execute(argv, timeout=timeout, env=env, stdin_data=stdin_data, cwd=cwd, keep_prefix=keep_prefix)
 
 
 def which(name, extra_dirs=()):

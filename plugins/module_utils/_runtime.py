@@ -21,12 +21,16 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import time
 import uuid as uuidlib
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import edits_compared
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import (
+    check_absolute, check_device, check_image, check_timeout, check_user,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
 )
@@ -37,9 +41,13 @@ OWNER_LABEL = "gpuprobe.owner"      # host:pid:started of the run's owner (_owne
 CREATED_LABEL = "gpuprobe.created"  # epoch seconds
 VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
 PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
+PROBE_LINE_PREFIX = b'{"'  # every line the probe prints is one JSON object (_probe.emit): kept whole by _run
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
 UNSUPPORTED = ("containerd", "crio")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# CDI deviceNode types the CDI library accepts ("" = the host node's type) -> the file type the probe reports:
+# 'u' is an unbuffered character device, which is a character device ('c') for mknod and stat
+NODE_TYPES = {"c": "c", "u": "c", "b": "b", "p": "fifo"}
 # env keys of the container worth keeping in the record besides the expected ones
 ENV_KEEP = re.compile(r"^(NVIDIA_|CUDA_|LD_LIBRARY_PATH$|PATH$)")
 
@@ -65,12 +73,14 @@ CHECKS = {
         "next": "the container's stderr in evidence.container.stderr",
     },
     "runtime.device_node.present": {
-        "title": "each expected device node exists inside the container",
+        "title": "each expected device node exists inside the container (its path cleaned and the container's symlinks "
+                 "resolved, as runc creates it)",
         "fail": "the runtime did not create a device node the CDI edits ask for",
         "next": "the runtime's CDI support and the spec's deviceNodes",
     },
     "runtime.device_node.type": {
-        "title": "each expected device node has the expected type and major:minor inside the container",
+        "title": "each expected device node has the expected type and major:minor inside the container (every type the "
+                 "CDI library accepts: c and u are character devices, b block; p, a FIFO, is not compared: NOT_RUN)",
         "fail": "the node exists but is not the device the spec names",
         "next": "the spec's type/major/minor vs the host node (cdi layer); stale nodes in the image",
     },
@@ -87,7 +97,9 @@ CHECKS = {
         "next": "EPERM: the deviceNodes' permissions (need rw); EACCES: fileMode/uid/gid vs the container user",
     },
     "runtime.mount.present": {
-        "title": "each expected mount's containerPath is a mount point in the container (/proc/self/mountinfo)",
+        "title": "each expected mount's containerPath is a mount point in the container (/proc/self/mountinfo), at the place "
+                 "the runtime puts it: the path cleaned and the container's own symlinks resolved, as runc does (a spec's "
+                 "/lib64/x is /usr/lib64/x on a merged-/usr image)",
         "fail": "the runtime did not apply a mount the CDI edits ask for",
         "next": "the spec's mounts; the runtime's CDI support",
     },
@@ -286,21 +298,65 @@ def _describe_node(node):
     return text
 
 
-def compare_nodes(builder, expected_nodes, observed_nodes):
+def clean_path(path):
+    """A container path as runc cleans it before use (Go's filepath.Clean of an absolute path): '.', '..', repeated
+    and trailing '/' removed; '/opt/y/' is '/opt/y' and '/opt/a/../x' is '/opt/x'."""
+    if not isinstance(path, str) or not path:
+        return path
+    return "/" + posixpath.normpath("/" + path).lstrip("/")
+
+
+def container_path(path, resolved=None):
+    """Where the runtime put what a spec names at ``path`` (a deviceNode path, a mount's containerPath, a directory
+    of its LD_LIBRARY_PATH): the probe's realpath of it inside the container (``resolved``: the inventory's
+    resolved_paths), since runc resolves the container's own symlinks (a spec's /lib64/x on a merged-/usr image is
+    mounted at /usr/lib64/x); without it, the path as runc cleans it. Every path comparison of the runtime layer
+    goes through here."""
+    real = (resolved or {}).get(path) if isinstance(path, str) else None
+    if isinstance(real, str) and real.startswith("/"):
+        return real
+    return clean_path(path)
+
+
+def resolve_request(expected_edits):
+    """The spec paths whose place in the container the probe resolves (its config key resolve_paths)."""
+    edits = expected_edits or {}
+    paths = [n.get("path") for n in edits.get("deviceNodes") or []]
+    paths += [m.get("containerPath") for m in edits.get("mounts") or []]
+    paths += _ld_library_dirs(edits)
+    return sorted(set(p for p in paths if isinstance(p, str) and p.startswith("/")))
+
+
+def _ld_library_dirs(expected_edits):
+    dirs = []
+    for item in (expected_edits or {}).get("env") or []:
+        key, _sep, value = str(item).partition("=")
+        if key == "LD_LIBRARY_PATH":
+            dirs += [d for d in value.split(":") if d]
+    return dirs
+
+
+def compare_nodes(builder, expected_nodes, observed_nodes, resolved=None):
     for entry in expected_nodes:
         exp = expected_node(entry)
         path = exp["path"]
-        node = observed_nodes.get(path) or {"present": False}
-        want = "%s %s:%s" % (exp["type"] or "c", exp["major"], exp["minor"]) if exp["major"] is not None else (exp["type"] or "c")
+        node = (observed_nodes.get(container_path(path, resolved)) or observed_nodes.get(clean_path(path))
+                or observed_nodes.get(path) or {"present": False})
+        want_type = NODE_TYPES.get(exp["type"] or "c", exp["type"])
+        want = "%s %s:%s" % (want_type, exp["major"], exp["minor"]) if exp["major"] is not None else want_type
         if not node.get("present"):
             builder.add("runtime.device_node.present", FAIL, subject=path, expected=want, observed="absent")
             continue
         builder.add("runtime.device_node.present", PASS, subject=path, expected=want, observed=_describe_node(node))
-        type_ok = node.get("type") == (exp["type"] or "c")
-        if exp["major"] is not None and exp["minor"] is not None:
-            type_ok = type_ok and node.get("major") == int(exp["major"]) and node.get("minor") == int(exp["minor"])
-        builder.add("runtime.device_node.type", PASS if type_ok else FAIL, subject=path, expected=want,
-                    observed=_describe_node(node))
+        if want_type == "fifo" and node.get("type") == "file":
+            builder.add("runtime.device_node.type", NOT_RUN, subject=path, expected=want, observed=_describe_node(node),
+                        hint="the probe reports a FIFO and a regular file alike ('file'); not compared")
+        else:
+            type_ok = node.get("type") == want_type
+            if want_type in ("c", "b") and exp["major"] is not None and exp["minor"] is not None:
+                type_ok = type_ok and node.get("major") == int(exp["major"]) and node.get("minor") == int(exp["minor"])
+            builder.add("runtime.device_node.type", PASS if type_ok else FAIL, subject=path, expected=want,
+                        observed=_describe_node(node))
         if exp["fileMode"] is not None:
             applied = node.get("mode") == "%04o" % exp["fileMode"]
             builder.add("runtime.device_node.mode", PASS if applied else WARN, subject=path,
@@ -332,15 +388,16 @@ def _mounts_by_point(mounts):
     return by_point
 
 
-def compare_mounts(builder, expected_mounts, observed_mounts):
+def compare_mounts(builder, expected_mounts, observed_mounts, resolved=None):
     by_point = _mounts_by_point(observed_mounts)
     for entry in expected_mounts:
         point = entry.get("containerPath")
         host_path = entry.get("hostPath")
-        m = by_point.get(point)
+        where = container_path(point, resolved)
+        m = by_point.get(where)
         if m is None:
             builder.add("runtime.mount.present", FAIL, subject=point, expected="mounted from %s" % host_path,
-                        observed="not a mount point in the container")
+                        observed="not a mount point in the container%s" % (" (looked at %s)" % where if where != point else ""))
             continue
         builder.add("runtime.mount.present", PASS, subject=point, expected="mounted from %s" % host_path,
                     observed="%s %s (%s)" % (m.get("fstype"), m.get("root"), ",".join(m.get("options") or [])))
@@ -373,10 +430,11 @@ def compare_env(builder, expected_env, observed_env):
 def compare_edits(builder, expected_edits, inventory, start):
     expected_edits = expected_edits or {}
     nodes = inventory.get("nodes") or {}
+    resolved = inventory.get("resolved_paths") or {}
     for node in nodes.values():
         node["as_uid"] = (start or {}).get("uid")
-    compare_nodes(builder, expected_edits.get("deviceNodes") or [], nodes)
-    compare_mounts(builder, expected_edits.get("mounts") or [], inventory.get("mounts") or [])
+    compare_nodes(builder, expected_edits.get("deviceNodes") or [], nodes, resolved)
+    compare_mounts(builder, expected_edits.get("mounts") or [], inventory.get("mounts") or [], resolved)
     compare_env(builder, expected_edits.get("env") or [], inventory.get("env") or {})
     groups = inventory.get("groups") or []
     for gid in expected_edits.get("additionalGids") or []:
@@ -390,31 +448,16 @@ def compare_edits(builder, expected_edits, inventory, start):
 _STUB_LIBCUDA = re.compile(r"/stubs?/libcuda\.so")
 
 
-def _same_file(a, b):
-    """Container paths naming the same file, /lib and /usr/lib alike (merged /usr)."""
-    def norm(path):
-        path = posixpath.normpath(path or "")
-        return path[4:] if path.startswith("/usr/") else path
-    return bool(a and b) and norm(a) == norm(b)
-
-
-def _on_dirs(path, dirs):
-    return any(d and _same_file(posixpath.dirname(path or ""), d) for d in dirs)
-
-
-def _spec_put_first(path, expected_edits):
-    """Whether the spec itself put ``path`` where the loader finds it: its env's LD_LIBRARY_PATH names the
-    file's directory, or one of its mounts is that file or a directory holding it."""
-    dirs = []
-    for item in (expected_edits or {}).get("env") or []:
-        key, _sep, value = str(item).partition("=")
-        if key == "LD_LIBRARY_PATH":
-            dirs += [d for d in value.split(":") if d]
+def _spec_put_first(path, expected_edits, resolved=None):
+    """Whether the spec itself put ``path`` (a file the loader mapped: a real path in the container) where the
+    loader finds it: its env's LD_LIBRARY_PATH names the file's directory, or one of its mounts is that file or a
+    directory holding it."""
     for m in (expected_edits or {}).get("mounts") or []:
-        point = m.get("containerPath") or ""
-        if _same_file(point, path) or (point and (path or "").startswith(point.rstrip("/") + "/")):
+        point = container_path(m.get("containerPath"), resolved)
+        if point and (point == path or (path or "").startswith(point.rstrip("/") + "/")):
             return True
-    return _on_dirs(path, dirs)
+    directory = posixpath.dirname(path or "")
+    return any(container_path(d, resolved) == directory for d in _ld_library_dirs(expected_edits))
 
 
 def loader_check(builder, expected_edits, inventory):
@@ -426,9 +469,11 @@ def loader_check(builder, expected_edits, inventory):
     if not isinstance(lib, dict):
         builder.add("runtime.loader.libcuda", NOT_RUN, subject, observed="the probe reported no loader result")
         return None
+    in_container = inventory.get("resolved_paths") or {}
     mounted = [m for m in (expected_edits or {}).get("mounts") or []
-               if posixpath.basename(m.get("containerPath") or "").startswith("libcuda.so")]
+               if posixpath.basename(clean_path(m.get("containerPath") or "")).startswith("libcuda.so")]
     points = [m.get("containerPath") for m in mounted]
+    where = [container_path(p, in_container) for p in points]
     sources = _mounts_by_point(inventory.get("mounts"))
     cache = (((inventory.get("ldconfig") or {}).get("found") or {}).get(_probe.LIBCUDA)) or []
     context = "LD_LIBRARY_PATH %s; ld.so cache %s" % (
@@ -436,7 +481,7 @@ def loader_check(builder, expected_edits, inventory):
     want = "the CDI-mounted driver library %s" % ", ".join(points) if points else "the driver's libcuda (no CDI mount)"
     if not lib.get("ok"):
         error = lib.get("error") or "dlopen failed"
-        hit = next((p for p in points if p in error), None)
+        hit = next((p for p, w in zip(points, where) if p in error or w in error), None)
         if hit:  # the loader found the mounted file; whether it loads is the compute layer's answer
             builder.add("runtime.loader.libcuda", PASS, subject, want, "resolved to %s (dlopen refused it: %s); %s"
                         % (hit, error, context))
@@ -456,11 +501,11 @@ def loader_check(builder, expected_edits, inventory):
     resolved = "%s%s%s" % (path, " -> %s" % real if real and real != path else "",
                            " (mounted from %s)" % source if source else "")
     stub = any(p and _STUB_LIBCUDA.search(p) for p in (path, real))
-    mine = any(_same_file(p, path) or _same_file(p, real) for p in points)
+    mine = any(w in (path, real) for w in where)
     if stub or (points and not mine):
         why = "the CUDA toolkit stub" if stub else "another file than the mounted driver library"
         builder.add("runtime.loader.libcuda", FAIL, subject, want, "%s resolved first: %s; %s" % (why, resolved, context))
-        return "cdi" if _spec_put_first(path, expected_edits) else "runtime"
+        return "cdi" if _spec_put_first(path, expected_edits, in_container) else "runtime"
     if mine and _STUB_LIBCUDA.search(source):
         # the runtime applied the mount as asked and the loader found it: the spec mounted the stub (cdi's
         # cdi.nvidia.libcuda says so; CUDA answers CUDA_ERROR_STUB_LIBRARY in the compute layer)
@@ -555,11 +600,15 @@ def container_name(run_id):
 
 def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, user=None, pull="never", owner=None,
                created=None):
+    """The probe container's argv. Raises ValueError for a device that is not a qualified CDI name or an image
+    that is not an image reference: they are checked here, where the argv is built, whoever the caller is."""
+    devices = [check_device(d) for d in cdi_devices]
+    check_image(image)
     argv = [engine["path"], "run", "--rm", "--name", name, "--label", "%s=%s" % (LABEL, run_id),
             "--label", "%s=%s" % (OWNER_LABEL, _owner.format_owner(owner)),
             "--label", "%s=%d" % (CREATED_LABEL, int(time.time() if created is None else created)),
             "--network=none", "--pull=%s" % pull]
-    for device in cdi_devices:
+    for device in devices:
         argv += ["--device", device]
     argv += ["-v", "%s:%s:ro" % (probe_path, PROBE_IN_CONTAINER)]
     if user:
@@ -579,8 +628,12 @@ def remove_container(engine, name, timeout=30):
 def _probe_config(expected_edits, compute, plan=None):
     """The probe's config; ``plan`` (_busy.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
     must not run at all (skip_reason: the busy state is unknown)."""
-    nodes = [n.get("path") for n in (expected_edits or {}).get("deviceNodes") or [] if n.get("path")]
-    config = {"nodes": nodes, "compute": bool(compute)}
+    nodes = []
+    for n in (expected_edits or {}).get("deviceNodes") or []:
+        for path in (n.get("path"), clean_path(n.get("path"))):  # '/dev/x/' cannot be lstat'ed; runc makes /dev/x
+            if isinstance(path, str) and path and path not in nodes:
+                nodes.append(path)
+    config = {"nodes": nodes, "compute": bool(compute), "resolve_paths": resolve_request(expected_edits)}
     plan = plan or {}
     if plan.get("skip_reason"):
         config["skip_compute_reason"] = plan["skip_reason"]
@@ -594,8 +647,8 @@ def _relevant_env(env, expected_env):
     return dict((k, v) for k, v in (env or {}).items() if k in keys or ENV_KEEP.match(k))
 
 
-def _relevant_mounts(mounts, expected_mounts):
-    points = set(m.get("containerPath") for m in expected_mounts or [])
+def _relevant_mounts(mounts, expected_mounts, resolved=None):
+    points = set(container_path(m.get("containerPath"), resolved) for m in expected_mounts or [])
     return [m for m in mounts or [] if m.get("mount_point") in points or "nvidia" in (m.get("mount_point") or "")
             or "cuda" in (m.get("mount_point") or "")]
 
@@ -642,6 +695,41 @@ def interruptible():
     return _Signals(_raise_interrupted)
 
 
+class ControllerWatch(object):
+    """While the block runs, watch the run's controller (``owner``: the ansible-playbook process among this module's
+    ancestors) and interrupt this process as a SIGHUP would (Interrupted, then the cleanup of ``finally``) when it
+    is gone. Ansible's worker puts the module in a session of its own, so a SIGHUP to the controller's group (a
+    closed terminal) or a SIGKILL of the controller never reaches the module, which would otherwise run to its
+    timeout with its container. A no-op when the owner is this process or cannot be checked from here."""
+
+    POLL_S = 0.5
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.stop = threading.Event()
+        self.thread = None
+
+    def __enter__(self):
+        owner = self.owner or {}
+        if owner.get("pid") not in (None, os.getpid()) and _owner.alive(owner) is True:
+            self.thread = threading.Thread(target=self._watch, name="gpuprobe-controller-watch")
+            self.thread.daemon = True
+            self.thread.start()
+        return self
+
+    def _watch(self):
+        while not self.stop.wait(self.POLL_S):
+            if _owner.alive(self.owner) is False:
+                os.kill(os.getpid(), signal.SIGHUP)
+                return
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(2 * self.POLL_S)
+        return False
+
+
 def deferred_signals():
     """SIGINT/SIGTERM/SIGHUP are ignored inside the block: cleanup is not itself interrupted."""
     return _Signals(signal.SIG_IGN)
@@ -686,13 +774,15 @@ def check_params(params):
     run_id = params.get("run_id")
     if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
         raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
-    timeout = params.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
+    if params.get("timeout") is not None:
+        check_timeout(params["timeout"])
     devices = params.get("cdi_devices") or []
-    if not isinstance(devices, list) or not all(isinstance(d, str) and re.match(r"^[^=\s]+/[^=\s]+=[^=\s]+$", d)
-                                                for d in devices):
-        raise ValueError("cdi_devices must be fully qualified CDI names vendor/class=name (got %r)" % (devices,))
+    if not isinstance(devices, list):
+        raise ValueError("cdi_devices must be a list of fully qualified CDI names vendor/class=name (got %r)" % (devices,))
+    for device in devices:
+        check_device(device)
+    if "image" in params:
+        check_image(params.get("image"))
     expected = params.get("expected_edits")
     if expected is not None and not isinstance(expected, dict):
         raise ValueError("expected_edits must be a dict (got %s)" % type(expected).__name__)
@@ -702,9 +792,7 @@ def check_params(params):
     for key in ("deviceNodes", "mounts", "hooks"):
         if any(not isinstance(e, dict) for e in (expected or {}).get(key) or []):
             raise ValueError("expected_edits.%s must be a list of dicts" % key)
-    user = params.get("user")
-    if user and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$", str(user)):
-        raise ValueError("user %r must be uid[:gid] or name[:group]" % (user,))
+    check_user(params.get("user"))
     _owner.normalize(params.get("owner"))
 
 
@@ -764,7 +852,7 @@ def runtime_facts(params, check_mode=False):
     name = container_name(run_id)
     owner = _owner.resolve(params.get("owner"), fallback_pid=os.getpid())
     evidence["owner"] = owner
-    with interruptible():
+    with interruptible(), ControllerWatch(owner):
         probe_dir = probe_parent_dir()
         _unused, probe_path = _probe.write_probe(directory=probe_dir)
         cleanup = None
@@ -772,7 +860,7 @@ def runtime_facts(params, check_mode=False):
             argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
                               _probe_config(expected, params.get("compute"), plan),
                               user=params.get("user"), pull=params.get("pull") or "never", owner=owner)
-            result = run(argv, timeout=timeout)
+            result = run(argv, timeout=timeout, keep_prefix=PROBE_LINE_PREFIX)
         finally:
             # also on an interrupt (SIGINT/SIGTERM/SIGHUP raise Interrupted; _run killed the runtime client's
             # group): the container lives on in the runtime's monitor, so remove it by name, then the probe dir
@@ -817,7 +905,8 @@ def runtime_facts(params, check_mode=False):
     loader_points_to = observed_checks(builder, expected, inventory, parsed["start"])
     evidence["observed"] = {
         "nodes": inventory.get("nodes"),
-        "mounts": _relevant_mounts(inventory.get("mounts"), expected.get("mounts")),
+        "mounts": _relevant_mounts(inventory.get("mounts"), expected.get("mounts"), inventory.get("resolved_paths")),
+        "resolved_paths": inventory.get("resolved_paths"),
         "env": _relevant_env(inventory.get("env"), expected.get("env")),
         "groups": inventory.get("groups"),
         "libraries": inventory.get("libraries"),
@@ -927,17 +1016,16 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     run's items (the caller's own run: over by definition); without it, every item whose owner is gone or
     that is older than ``max_age``. Items of other runs that are not over are listed in ``live``, never
     removed. Probe temp dirs of processes that are gone are removed too. Returns a dict: changed, containers,
-    specs, probe_dirs, live, errors, skipped (runtimes that could not be listed under runtime=auto)."""
+    specs, probe_dirs, live, errors, not_listed (runtimes that could not be listed under runtime=auto; not
+    ``skipped``, which Ansible reserves)."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
 
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
         raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
     _owner.check_max_age(max_age)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError("timeout must be a number of seconds > 0 (got %r)" % (timeout,))
-    if not isinstance(spec_dir, str) or not spec_dir.startswith("/"):
-        raise ValueError("spec_dir %r must be an absolute path" % (spec_dir,))
-    out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "skipped": []}
+    check_timeout(timeout)
+    check_absolute(spec_dir, "spec_dir")
+    out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "not_listed": []}
     engines = []
     candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
     for name in candidates:
@@ -947,16 +1035,18 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         if path:
             engines.append({"name": name, "path": path})
     now = time.time()
+    caller = _owner.resolve(None, fallback_pid=os.getpid()) if run_id else None
     for engine in engines:
         try:
             found = probe_containers(engine, run_id, timeout)
         except RuntimeError as exc:
             # with runtime=auto an installed CLI whose daemon is not running (docker here) holds nothing we
             # could remove: say so instead of failing the cleanup; a runtime named explicitly must answer
-            (out["skipped"] if runtime in (None, "auto") else out["errors"]).append(str(exc))
+            (out["not_listed"] if runtime in (None, "auto") else out["errors"]).append(str(exc))
             continue
         for c in found:
-            over, why = _owner.is_over(c["run_id"], c["owner"], c["created"], run_id=run_id, max_age=max_age, now=now)
+            over, why = _owner.is_over(c["run_id"], c["owner"], c["created"], run_id=run_id, max_age=max_age, now=now,
+                                       caller=caller)
             if not over:
                 out["live"].append({"container": "%s:%s" % (engine["name"], c["name"]), "run_id": c["run_id"],
                                     "state": c["state"], "why": why})
@@ -971,7 +1061,10 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
         if run_id:
             path = _cdi_spec.spec_path(spec_dir, run_id)
             info = _cdi_spec.spec_owner_info(path) if os.path.lexists(path) else None
-            if info and info["ours"] and info["run_id"] == run_id:
+            if info and info["ours"] and info["run_id"] == run_id and _owner.other_live_owner(info["owner"], caller):
+                out["live"].append({"spec": path, "run_id": run_id, "why": "run id %s is also used by the live run of %s"
+                                    % (run_id, _owner.format_owner(info["owner"]))})
+            elif info and info["ours"] and info["run_id"] == run_id:
                 if not check_mode:
                     _cdi_spec.remove_spec(spec_dir, run_id)
                 out["specs"].append(path)

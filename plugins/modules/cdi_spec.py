@@ -16,8 +16,8 @@ description:
     Because the kind is unique to the run, concurrent runs and specs left by crashed runs never resolve the same
     device names (no CDI conflict between them).
   - The spec's env records its owner (C(GPUPROBE_RUN_ID), C(GPUPROBE_OWNER=host:pid:started), C(GPUPROBE_CREATED)).
-    Before writing, specs of this collection's kind whose run is over (owner process gone on this host, or older
-    than O(max_age)) are removed (C(swept)); the others are listed in C(live) and left alone. Specs of any other
+    Before writing, specs of this collection's kind whose run is over (owner process gone on this host, or an
+    owner that cannot be checked here and older than O(max_age)) are removed (C(swept)); the others are listed in C(live) and left alone. Specs of any other
     kind are never touched.
   - The spec has one device per GPU named by its index (C(0), C(1), ...) holding that GPU's node, and a device
     C(all) holding every selected GPU node. Spec-level edits hold C(/dev/nvidiactl), C(/dev/nvidia-uvm) and
@@ -51,7 +51,8 @@ options:
         (then only O(max_age) can make the spec over for another run's sweep).
     type: dict
   max_age:
-    description: Seconds after which a spec of this collection's kind counts as over whoever owns it.
+    description: Seconds after which a spec of this collection's kind whose owner cannot be checked from here counts
+      as over (a spec whose owner runs on this host is never over).
     type: int
     default: 3600
   state:

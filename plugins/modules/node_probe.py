@@ -15,8 +15,12 @@ description:
     M(gpuprobe.layers.runtime_facts) with compute) and builds the compute layer from its output plus the host control
     (as M(gpuprobe.layers.compute_facts)), in one module execution on the node. P(gpuprobe.layers.verify_node#module)
     calls it after M(gpuprobe.layers.node_layers) when a device can be injected; it can also be used alone.
-  - The probe container is removed before the module returns, also on SIGINT, SIGTERM or SIGHUP (the module then
-    fails saying so). With O(remove_spec) this run's self-built spec is removed at the end, also on an interrupt.
+  - The probe container is removed before the module returns, also on SIGINT, SIGTERM or SIGHUP, and when the
+    C(ansible-playbook) process that runs it on this host is gone (the module then fails saying so). With
+    O(remove_spec) this run's self-built spec is removed at the end, also on an interrupt.
+  - The spec files that provide the requested devices are read again before the container starts and after it
+    ran; when one is not what the cdi layer read (its sha256 in the cdi record), the runtime layer is C(NOT_RUN)
+    "spec changed since the cdi layer read it" and no container is started (docs/safety.md).
   - GPUs with compute processes of others are not probed unless O(allow_busy_gpu) (docs/safety.md).
   - A layer whose code raises is recorded C(NOT_RUN) with the error; options that cannot work fail the module.
 extends_documentation_fragment:

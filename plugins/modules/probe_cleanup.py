@@ -17,8 +17,9 @@ description:
     run id. Specs of other kinds and anything under C(/etc/cdi) are never touched.
   - With O(run_id), that run's container(s) and spec (the caller's own run, over by definition). Without it, every
     item of ours whose owner (label C(gpuprobe.owner), spec env C(GPUPROBE_OWNER), C(host:pid:started)) is a process
-    of this host that is gone, or that is older than O(max_age). Anything else, such as the live probe of another
-    operator's run, is reported in C(live) and never removed.
+    of this host that is gone, or whose owner cannot be checked from here (another host, unknown) and that is older
+    than O(max_age). An owner that runs on this host is never over, whatever the age. Anything else, such as the
+    live probe of another operator's run, is reported in C(live) and never removed.
   - Looks in every supported runtime that is installed (podman, docker) with O(runtime=auto).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -45,8 +46,8 @@ options:
     type: bool
     default: true
   max_age:
-    description: Seconds after which an item of ours counts as over whoever owns it (a run on another host, or one
-      whose owner is unknown).
+    description: Seconds after which an item of ours whose owner cannot be checked from here (a run on another host,
+      or one whose owner is unknown) counts as over. An item whose owner runs on this host is never over.
     type: int
     default: 3600
   timeout:
@@ -101,10 +102,11 @@ live:
   returned: always
   type: list
   elements: dict
-skipped:
+not_listed:
   description:
     - With O(runtime=auto), the runtimes whose containers could not be listed (for example a docker CLI whose
-      daemon is not running); they are reported as warnings, not failures.
+      daemon is not running); they are reported as warnings, not failures. (Formerly C(skipped), a key that
+      Ansible reserves, so that the task showed as skipped.)
   returned: always
   type: list
   elements: str
@@ -114,6 +116,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup
 
 
@@ -131,9 +134,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    for key, value in p["environment"].items():
-        os.environ[str(key)] = str(value)
     try:
+        check_environment(p["environment"])
+        for key, value in p["environment"].items():
+            os.environ[str(key)] = str(value)
         result = cleanup(run_id=p["run_id"], runtime=p["runtime"], spec_dir=p["spec_dir"], specs=p["specs"],
                          check_mode=module.check_mode, timeout=p["timeout"], max_age=p["max_age"])
     except ValueError as exc:
@@ -142,8 +146,8 @@ def main():
         module.fail_json(msg="cleanup failed: %s" % exc)
     if result["errors"]:
         module.fail_json(msg="cleanup incomplete: %s" % "; ".join(result["errors"]), **result)
-    for skipped in result["skipped"]:
-        module.warn("not swept: %s" % skipped)
+    for why in result["not_listed"]:
+        module.warn("not swept: %s" % why)
     module.exit_json(**result)
 
 

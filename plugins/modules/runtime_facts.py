@@ -28,7 +28,9 @@ description:
   - The container runs with C(--network=none), is labelled C(gpuprobe.run=<run_id>), C(gpuprobe.owner=<host:pid:started>)
     and C(gpuprobe.created=<epoch>), named C(gpuprobe-<run_id>-<random>), and is removed afterwards, also after a
     timeout and when the module is interrupted by SIGINT, SIGTERM or SIGHUP (the runtime client's process group is
-    killed, the container force-removed and the probe's temporary directory deleted before the module fails).
+    killed, the container force-removed and the probe's temporary directory deleted before the module fails), or
+    when the C(ansible-playbook) process that runs it on this host is gone (a SIGHUP or SIGKILL to the controller
+    never reaches the module, which Ansible's worker runs in a session of its own).
     A module killed with SIGKILL leaves the container; M(gpuprobe.layers.probe_cleanup) removes it once its owner
     is gone.
   - A runtime version string that is not a version is recorded as C(unknown) (check C(runtime.engine.version)

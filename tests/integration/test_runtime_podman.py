@@ -416,7 +416,7 @@ def test_runtime_facts_module_main(lab, capsys):
 
 
 def test_cleanup_with_auto_skips_a_runtime_whose_daemon_is_down(tmp_path, monkeypatch):
-    """runtime=auto: a docker CLI that cannot reach its daemon is reported as skipped, not a failed cleanup;
+    """runtime=auto: a docker CLI that cannot reach its daemon is reported as not_listed, not a failed cleanup;
     named explicitly, the same runtime must answer and its failure is an error."""
     fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n")
@@ -426,6 +426,77 @@ def test_cleanup_with_auto_skips_a_runtime_whose_daemon_is_down(tmp_path, monkey
     run_id = "cleanup-%s" % uuid.uuid4().hex[:8]
     out = _runtime.cleanup(run_id=run_id, runtime="auto", specs=False)
     assert out["errors"] == []
-    assert any("docker ps failed" in s and "Cannot connect" in s for s in out["skipped"]), out
+    assert any("docker ps failed" in s and "Cannot connect" in s for s in out["not_listed"]), out
     out = _runtime.cleanup(run_id=run_id, runtime="docker", specs=False)
     assert out["errors"] and "Cannot connect" in out["errors"][0]
+
+
+MERGED_USR_IMAGE = "localhost/gpuprobe-probe-merged-usr:test"
+
+
+@pytest.fixture(scope="session")
+def merged_usr_image(probe_image, tmp_path_factory):
+    """The probe image laid out as Fedora/RHEL images are (merged /usr): /lib64 -> usr/lib64, /lib -> usr/lib, plus a
+    symlinked directory /opt/link -> real. Built from the probe image's own tree (podman export | podman import)."""
+    env = _podman_env()
+    root = tmp_path_factory.mktemp("merged-usr-rootfs")
+    name = "gpuprobe-export-%s" % uuid.uuid4().hex[:8]
+    subprocess.run(["podman", "create", "--name", name, probe_image], env=env, check=True, capture_output=True)
+    try:
+        exported = subprocess.run(["podman", "export", name], env=env, check=True, capture_output=True).stdout
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], env=env, check=False, capture_output=True)
+    subprocess.run(["tar", "-C", str(root), "-x"], input=exported, check=True)
+    for top in ("lib", "lib64"):
+        if os.path.isdir(str(root / top)) and not os.path.islink(str(root / top)):
+            os.makedirs(str(root / "usr" / top), exist_ok=True)
+            subprocess.run(["cp", "-a", "%s/." % (root / top), str(root / "usr" / top)], check=True)
+            shutil.rmtree(str(root / top))
+        os.symlink("usr/" + top, str(root / top))
+    os.makedirs(str(root / "opt" / "real"))
+    os.symlink("real", str(root / "opt" / "link"))
+    os.chmod(str(root), 0o755)
+    tar = subprocess.run(["tar", "-C", str(root), "-c", "."], check=True, capture_output=True).stdout
+    subprocess.run(["podman", "import", "-q", "--change", 'CMD ["/usr/bin/python3"]', "-", MERGED_USR_IMAGE], input=tar,
+                   env=env, check=True, capture_output=True)
+    return MERGED_USR_IMAGE
+
+
+# spec paths as a Fedora/RHEL nvidia-ctk writes them (/lib64) and spelt untidily; runc puts each where the container's
+# own symlinks lead (mountinfo: /usr/lib64/..., /opt/real/z, /opt/y, /opt/x)
+MESSY_MOUNTS = ["/lib64/libnvidia-ml.so.1", "/lib64/x", "/opt/y/", "/opt/a/../x", "/opt/link/z", "//opt/./w"]
+MESSY_NODES = ["/dev/../dev/gpuprobe-a", "/dev/gpuprobe-b/", "/lib64/gpuprobe-c", "/opt/link/gpuprobe-d"]
+
+
+def test_merged_usr_image_and_messy_spec_paths_pass_and_a_missing_mount_still_fails(lab, merged_usr_image):
+    """issues 18.5/19.5: runtime.mount.present compared the literal containerPath with mountinfo, so a healthy node
+    FAILed on a merged-/usr image (/lib64/x is mounted at /usr/lib64/x) and on /opt/y/ or /opt/a/../x."""
+    host_file = lab.library("libnvidia-ml.so.1", "synthetic library\n")
+    nodes = []
+    for i, path in enumerate(MESSY_NODES):
+        host = lab.node("messy%d" % i, 1, 3)["hostPath"]
+        nodes.append({"path": path, "hostPath": host, "type": "c", "major": 1, "minor": 3})
+    edits = {"deviceNodes": nodes,
+             "mounts": [{"hostPath": host_file, "containerPath": p, "options": ["ro", "nosuid", "nodev", "bind"]}
+                        for p in MESSY_MOUNTS]}
+    lab.write_spec(edits)
+    record, probe = lab.run(edits, compute=False, image=merged_usr_image)
+    assert [c["status"] for c in _checks(record, "runtime.mount.present")] == ["PASS"] * len(MESSY_MOUNTS), record["checks"]
+    assert [c["status"] for c in _checks(record, "runtime.mount.source")] == ["PASS"] * len(MESSY_MOUNTS)
+    assert [c["status"] for c in _checks(record, "runtime.device_node.present")] == ["PASS"] * len(MESSY_NODES)
+    assert [c["status"] for c in _checks(record, "runtime.device_node.type")] == ["PASS"] * len(MESSY_NODES)
+    assert record["status"] == "PASS", record["reason"]
+    resolved = probe["inventory"]["resolved_paths"]
+    assert resolved["/lib64/x"] == "/usr/lib64/x" and resolved["/opt/link/z"] == "/opt/real/z"
+    assert resolved["/opt/a/../x"] == "/opt/x" and resolved["/opt/y/"] == "/opt/y"
+    points = set(m["mount_point"] for m in probe["inventory"]["mounts"])
+    assert {"/usr/lib64/x", "/usr/lib64/libnvidia-ml.so.1", "/opt/real/z", "/opt/x", "/opt/y", "/opt/w"} <= points
+    assert "/lib64/x" not in points  # what the old literal comparison looked for
+
+    # a mount the runtime did not apply still FAILs, under every spelling
+    missing = dict(edits, mounts=edits["mounts"] + [{"hostPath": host_file, "containerPath": "/lib64/absent/../gone",
+                                                     "options": ["ro", "bind"]}])
+    record, _probe = lab.run(missing, compute=False, image=merged_usr_image)
+    failed = _checks(record, "runtime.mount.present", "FAIL")
+    assert [c["subject"] for c in failed] == ["/lib64/absent/../gone"] and "/usr/lib64/gone" in failed[0]["observed"]
+    assert record["status"] == "FAIL" and record["signature"] == "runtime.mount.present"

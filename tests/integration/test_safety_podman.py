@@ -224,7 +224,7 @@ def hung_probe(tmp_path, probe_image):  # noqa: F811
     probe.lab.cleanup()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_interrupt_in_the_middle_of_a_probe_leaves_nothing(hung_probe, sig):
     t0 = time.monotonic()
     hung_probe.proc.send_signal(sig)
@@ -266,6 +266,39 @@ def test_cleanup_beside_a_live_probe_of_another_run_never_touches_it(hung_probe)
     assert hung_probe.states() == {}
 
 
+def test_a_second_run_with_the_same_run_id_never_removes_the_first_ones_live_probe(hung_probe):
+    """issue 19 (also-check): a cleanup given the run id (the caller's own run) removed every container of that id,
+    also the live probe of another run given the same fixed verify_run_id."""
+    name = hung_probe.name
+    for check_mode in (True, False):
+        out = _runtime.cleanup(run_id=hung_probe.lab.run_id, runtime="podman", specs=False, tmp_dir=hung_probe.tmp_dir,
+                               check_mode=check_mode)
+        assert "podman:%s" % name not in out["containers"], out
+        live = [x for x in out["live"] if x.get("container") == "podman:%s" % name]
+        assert live and "also used by the live run" in live[0]["why"], out
+        assert hung_probe.states() == {name: "running"}
+    hung_probe.proc.send_signal(signal.SIGINT)
+    hung_probe.proc.communicate(timeout=60)
+    assert hung_probe.states() == {}
+
+
+def test_max_age_0_beside_a_live_probe_never_touches_it(hung_probe):
+    """issue 19.4: with the age checked before liveness, max_age=0 (as docs/safety.md suggested) listed a running
+    probe for removal and removed it. A live owner is never over, whatever the age."""
+    name = hung_probe.name
+    time.sleep(1.1)  # older than max_age=0 by any clock
+    for check_mode in (True, False):
+        out = _runtime.cleanup(runtime="podman", specs=False, max_age=0, tmp_dir=hung_probe.tmp_dir, check_mode=check_mode)
+        assert "podman:%s" % name not in out["containers"], out
+        live = [x for x in out["live"] if x.get("container") == "podman:%s" % name]
+        assert live and "is running" in live[0]["why"], out
+        assert hung_probe.states() == {name: "running"}
+        assert len(os.listdir(hung_probe.tmp_dir)) == 1
+    hung_probe.proc.send_signal(signal.SIGINT)
+    hung_probe.proc.communicate(timeout=60)
+    assert hung_probe.states() == {}
+
+
 PLAYBOOK = """
 - hosts: localhost
   connection: local
@@ -292,11 +325,14 @@ PLAYBOOK = """
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
 def test_ansible_playbook_interrupted_during_a_probe(tmp_path, probe_image, sig):  # noqa: F811
     """Ctrl-C (SIGINT to the foreground process group) or SIGTERM to the group (a CI job cancelled): the
     module removes its container and this run's self-built spec (runtime_facts spec_dir), which the play's
-    always-cleanup never gets to remove; nothing is left for a later sweep."""
+    always-cleanup never gets to remove; nothing is left for a later sweep. SIGHUP (a closed terminal) and SIGKILL
+    reach only ansible-playbook (Ansible's worker runs the module in a session of its own): the module sees its
+    controller gone and does the same (it ran on to its timeout before)."""
     lab = Lab(tmp_path / "lab")
     root = synthetic_node(tmp_path / "node")
     tmp_dir = str(tmp_path / "tmp")

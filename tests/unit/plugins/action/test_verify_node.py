@@ -186,7 +186,7 @@ def test_a_spec_given_by_the_caller_is_left_to_the_caller(tree, tmp_path, monkey
     ({"self_built_spec_dir": "/etc/cdi/x"}, "never written to /etc/cdi"),
     ({"run_id": "Bad_Id"}, "run_id is 'Bad_Id'"),
     ({"run_id": "a" * 64}, "at most 63"),
-    ({"probe_timeout": 0}, "probe_timeout is 0: must be a whole number of seconds greater than 0"),
+    ({"probe_timeout": 0}, "probe_timeout is 0: must be a whole number of seconds greater than 0 and at most 86400"),
 ])
 def test_invalid_options_stop_before_any_call(args, text):
     node = Node()

@@ -251,3 +251,103 @@ def test_a_file_of_our_name_that_is_not_this_runs_spec_is_never_overwritten_or_r
         out = _main(cdi_spec, dict(args, state=state), capsys)
         assert out["failed"] is True and "is not the self-built spec of run m1" in out["msg"], out
     assert (d / "gpuprobe-m1.yaml").read_text() == content
+
+
+@pytest.mark.parametrize("max_age", [0, 5])
+def test_a_spec_of_a_live_owner_is_never_swept_by_age(host_root, tmp_path, max_age):
+    """issue 19.4: sweep_specs (and cdi_spec's sweep before writing, and probe_cleanup) really deleted the spec of a
+    running run once it was older than max_age; docs/safety.md suggested max_age=0."""
+    import subprocess
+    import sys
+    import time
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _runtime
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        d = tmp_path / "run-cdi"
+        owner = _owner.normalize({"pid": proc.pid})
+        path = _cdi_spec.write_spec(_cdi_spec.build_spec("busy", root=str(host_root), driver_root="/usr/local/nvidia",
+                                                         owner=owner, created=int(time.time()) - 10000), str(d), "busy")
+        out = _cdi_spec.sweep_specs(str(d), max_age=max_age)
+        assert out["removed"] == [] and [x["run_id"] for x in out["live"]] == ["busy"] and os.path.exists(path)
+        swept = _runtime.cleanup(runtime="podman", spec_dir=str(d), max_age=max_age, tmp_dir=str(tmp_path))
+        assert swept["specs"] == [] and os.path.exists(path)
+        assert [x for x in swept["live"] if x.get("spec") == path][0]["why"].endswith("is running")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _cdi_spec.sweep_specs(str(d), max_age=max_age)["removed"] == [path]  # its owner is gone now
+
+
+def test_two_live_runs_given_the_same_run_id_never_share_or_remove_a_spec(host_root, tmp_path):
+    """issue 19 (also-check): two overlapping runs given the same fixed verify_run_id wrote one spec file and each
+    run's cleanup could remove the other's. The second run is refused while the first one's owner lives."""
+    import subprocess
+    import sys
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _runtime
+    d = str(tmp_path / "run-cdi")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        first = _owner.normalize({"pid": other.pid})
+        path = _cdi_spec.ensure_spec("fixed", spec_dir=d, root=str(host_root), driver_root="/usr/local/nvidia",
+                                     owner=first)["path"]
+        with open(path) as f:
+            text = f.read()
+        for state in ("present", "absent"):
+            with pytest.raises(_cdi_spec.SpecError, match="run id fixed is in use by a live run"):
+                _cdi_spec.ensure_spec("fixed", state=state, spec_dir=d, root=str(host_root), driver_root="/usr/local/nvidia")
+        swept = _runtime.cleanup(run_id="fixed", runtime="podman", spec_dir=d, tmp_dir=str(tmp_path))
+        assert swept["specs"] == [] and "also used by the live run" in swept["live"][-1]["why"]
+        with open(path) as f:
+            assert f.read() == text  # neither rewritten nor removed
+        # its own owner still removes it
+        assert _cdi_spec.ensure_spec("fixed", state="absent", spec_dir=d, owner=first)["changed"] is True
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_run_id_whose_previous_owner_is_gone_is_free_again(host_root, tmp_path):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
+    d = str(tmp_path / "run-cdi")
+    gone = {"host": _owner.this_host(), "pid": _dead_pid(), "started": 1}
+    _cdi_spec.ensure_spec("fixed", spec_dir=d, root=str(host_root), driver_root="/usr/local/nvidia", owner=gone)
+    out = _cdi_spec.ensure_spec("fixed", spec_dir=d, root=str(host_root), driver_root="/usr/local/nvidia")
+    assert out["owner"]["pid"] != gone["pid"]
+
+
+@pytest.fixture
+def protected(tmp_path, monkeypatch):
+    """A stand-in for /etc/cdi (the real one is never written, nor created, by a test) reached through other paths:
+    a bind mount of it, a bind mount of its parent, a symlink, untidy spellings."""
+    import subprocess
+    etc = tmp_path / "etc"
+    (etc / "cdi").mkdir(parents=True)
+    monkeypatch.setattr(_cdi_spec, "PROTECTED_SPEC_DIR", str(etc / "cdi"))
+    mounts = []
+    if os.geteuid() == 0:
+        for src, dst in ((etc / "cdi", tmp_path / "bind-of-cdi"), (etc, tmp_path / "bind-of-etc")):
+            dst.mkdir()
+            if subprocess.run(["mount", "--bind", str(src), str(dst)], capture_output=True, check=False).returncode == 0:
+                mounts.append(dst)
+    os.symlink(str(etc / "cdi"), str(tmp_path / "link-to-cdi"))
+    yield tmp_path, mounts
+    for dst in mounts:
+        subprocess.run(["umount", str(dst)], check=False)
+
+
+def test_the_protected_dir_is_refused_by_every_path_to_it(protected):
+    """issue 19 (also-check): refuses() compared path strings, so /etc/cdi reached through a bind mount passed."""
+    base, mounts = protected
+    cdi = str(base / "etc" / "cdi")
+    candidates = [cdi, cdi + "/", cdi + "/sub", str(base / "etc" / "." / "cdi"), str(base / "etc" / "x" / ".." / "cdi"),
+                  str(base / "link-to-cdi"), str(base / "link-to-cdi" / "sub" / "deeper")]
+    if os.geteuid() == 0:
+        assert len(mounts) == 2, "bind mounts are needed for this test as root"
+        candidates += [str(mounts[0]), str(mounts[0] / "new-sub"), str(mounts[1] / "cdi"), str(mounts[1] / "cdi" / "x")]
+    for candidate in candidates:
+        assert _cdi_spec.refuses(candidate), candidate
+        with pytest.raises(_cdi_spec.SpecError, match="refusing to write CDI specs under"):
+            _cdi_spec.check_options(candidate)
+    assert os.listdir(cdi) == []
+    for fine in (str(base / "run-cdi"), str(base / "etc"), str(base / "etc" / "cdi2")):
+        assert _cdi_spec.refuses(fine) is None, fine

@@ -23,8 +23,8 @@ ROLE = role_options()
     ({"gpuprobe_mode": "audit", "gpuprobe_cdi_source": "self-built"},
      ["gpuprobe_mode=audit with gpuprobe_cdi_source=self-built: audit is read-only and writes no spec; "
       "use gpuprobe_mode=full (or postcheck) with a self-built spec"]),
-    ({"verify_layer_timeout": "0"}, ["verify_layer_timeout is 0: must be a whole number of seconds greater than 0"]),
-    ({"verify_probe_timeout": -5}, ["verify_probe_timeout is -5: must be a whole number of seconds greater than 0"]),
+    ({"verify_layer_timeout": "0"}, ["verify_layer_timeout is 0: must be a whole number of seconds greater than 0 and at most 86400"]),
+    ({"verify_probe_timeout": -5}, ["verify_probe_timeout is -5: must be a whole number of seconds greater than 0 and at most 86400"]),
     ({"gpuprobe_mdoe": "audit"}, ["unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode? (gpuprobe_* and verify_* "
                                   "variables must be options of playbooks/verify-gpu.yml or of the gpuprobe.layers.verify role)"]),
     ({"verify_probe_timout": 10}, ["unknown variable verify_probe_timout: did you mean verify_probe_timeout? (gpuprobe_* "
@@ -39,7 +39,7 @@ ROLE = role_options()
      ["verify_self_built_spec_dir is /etc/cdi/x: a self-built spec is never written to /etc/cdi"]),
     ({"verify_run_id": "Run 1"}, ["verify_run_id is 'Run 1': only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"]),
     ({"verify_run_id": "-x"}, ["verify_run_id is '-x': only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"]),
-    ({"verify_layer_timeout": 0}, ["verify_layer_timeout is 0: must be a whole number of seconds greater than 0"]),
+    ({"verify_layer_timeout": 0}, ["verify_layer_timeout is 0: must be a whole number of seconds greater than 0 and at most 86400"]),
 ])
 def test_value_and_name_errors(values, expected):
     errors = opts.unknown_name_errors(values, ROLE) + opts.value_errors(values, ROLE)
@@ -62,7 +62,7 @@ def test_unrelated_names_and_collection_facts_are_not_errors():
 def test_errors_name_their_hosts():
     errors = opts.option_errors({"a": {"gpuprobe_mode": "bogus"}, "b": {"gpuprobe_mode": "bogus", "verify_probe_timeout": 0}}, ROLE)
     assert errors == ["gpuprobe_mode is 'bogus': must be one of audit, full, postcheck [every host]",
-                      "verify_probe_timeout is 0: must be a whole number of seconds greater than 0 [b]"]
+                      "verify_probe_timeout is 0: must be a whole number of seconds greater than 0 and at most 86400 [b]"]
 
 
 def test_filter_reads_hostvars_and_play_level_variables():
@@ -73,7 +73,7 @@ def test_filter_reads_hostvars_and_play_level_variables():
         "gpuprobe_mode is 'bogus': must be one of audit, full, postcheck [every host]",
         "unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode? (gpuprobe_* and verify_* variables must be "
         "options of playbooks/verify-gpu.yml or of the gpuprobe.layers.verify role) [b]",
-        "verify_probe_timeout is 0: must be a whole number of seconds greater than 0 [a]"]
+        "verify_probe_timeout is 0: must be a whole number of seconds greater than 0 and at most 86400 [a]"]
 
 
 def _yaml_files(*dirs):
@@ -95,3 +95,65 @@ def test_every_variable_the_playbooks_and_roles_use_is_known():
     not_variables = {"verify_gpu"}  # the collection's playbook name gpuprobe.layers.verify_gpu
     unknown = sorted(n for n in used - not_variables if n not in opts.known_names(ROLE))
     assert unknown == []
+
+
+def test_every_option_has_a_domain():
+    """issue 19.7: every option of the playbooks, of the verify role and of verify_node is checked against its
+    whole domain before any node runs (a new option without a domain fails here)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
+    assert set(opts.VERIFY_DOMAINS) == set(VERIFY_NODE_ARGSPEC)
+    assert set(n[len("verify_"):] for n in ROLE) <= set(opts.VERIFY_DOMAINS)
+    assert set(opts.PLAYBOOK_DOMAINS) == set(opts.PLAYBOOK_OPTIONS)
+
+
+def test_the_defaults_are_in_their_domains():
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
+    defaults = dict((n, spec.get("default")) for n, spec in VERIFY_NODE_ARGSPEC.items())
+    assert opts.verify_value_errors(defaults) == []
+    role_defaults = dict((n, o.get("default")) for n, o in ROLE.items() if n not in opts.SET_BY_PLAYBOOK)
+    assert opts.value_errors(role_defaults, ROLE) == []
+
+
+BAD = [
+    ("verify_probe_timeout", 99999999999), ("verify_probe_timeout", 86401), ("verify_probe_timeout", 0),
+    ("verify_layer_timeout", 2 ** 31), ("verify_layer_timeout", -1),
+    ("verify_root", "relative/dir"), ("verify_root", ""), ("verify_driver_root", "lib64"),
+    ("verify_cdi_spec_dirs", []), ("verify_cdi_spec_dirs", ["etc/cdi"]),
+    ("verify_cdi_kinds", []), ("verify_cdi_kinds", ["nvidia.com"]), ("verify_cdi_kinds", ["nvidia.com/gpu=0"]),
+    ("verify_cdi_devices", ["/tmp/x:/dev/y=z"]), ("verify_cdi_devices", ["/dev/sda"]), ("verify_cdi_devices", ["gpu0"]),
+    ("verify_cdi_spec", {"path": "x.yaml"}), ("verify_cdi_spec", {"path": "/var/run/cdi/x.yaml", "kind": "k", "devices": []}),
+    ("verify_self_built_spec_dir", "/etc/cdi"), ("verify_self_built_spec_dir", "/etc/./cdi/x"),
+    ("verify_self_built_spec_dir", "/var/../etc/cdi"), ("verify_self_built_spec_dir", "run/cdi"),
+    ("verify_self_built_variant", "nope"), ("verify_stub_libcuda", "stubs/libcuda.so"),
+    ("verify_run_id", "Run 1"), ("verify_run_id", "x" * 64),
+    ("verify_probe_image", "--privileged"), ("verify_probe_image", ""), ("verify_probe_image", "img --privileged"),
+    ("verify_probe_runtime", "runc"), ("verify_probe_user", "0; rm -rf /"), ("verify_probe_user", "-u"),
+    ("verify_probe_environment", {"A B": "1"}), ("verify_probe_environment", {"X": {"nested": 1}}),
+    ("gpuprobe_report_dir", ""), ("gpuprobe_report_dir", "  "), ("gpuprobe_report_dir", ["a"]),
+    ("gpuprobe_status_file", ""), ("gpuprobe_hosts", ""), ("gpuprobe_pins", ["driver_version"]),
+    ("gpuprobe_pins", {"driver_verison": "580"}), ("gpuprobe_dedicated_node", "maybe"),
+    ("gpuprobe_drill_variants", ["full", "nope"]), ("gpuprobe_drill_variants", []),
+]
+GOOD = [
+    ("verify_probe_timeout", 1), ("verify_probe_timeout", 86400), ("verify_layer_timeout", "600"),
+    ("verify_driver_root", ""), ("verify_driver_root", "/run/nvidia/driver"), ("verify_cdi_kinds", ["k8s.gpu.nvidia.com/claim"]),
+    ("verify_cdi_devices", []), ("verify_cdi_devices", ["nvidia.com/gpu=all", "nvidia.com/gpu=GPU-0b4e:1"]),
+    ("verify_probe_image", "registry.example/gpuprobe-probe@sha256:" + "a" * 64), ("verify_probe_user", "1000:1000"),
+    ("verify_probe_environment", {"CONTAINERS_CONF": "/etc/c.conf", "N": 3}), ("verify_run_id", ""),
+    ("gpuprobe_report_dir", "reports"), ("gpuprobe_pins", {"driver_version": "580.159.04"}),
+    ("gpuprobe_dedicated_node", "true"), ("gpuprobe_drill_variants", ["full", "no_uvm_node"]),
+]
+
+
+@pytest.mark.parametrize("name,value", BAD)
+def test_each_option_outside_its_domain_is_refused_before_any_node_runs(name, value):
+    values = {name: value}
+    if name in opts.SELF_BUILT_ONLY or name == "verify_self_built_spec_dir":
+        values["gpuprobe_cdi_source"] = "self-built"
+    errors = opts.value_errors(values, ROLE)
+    assert [e for e in errors if e.startswith(name)], errors
+
+
+@pytest.mark.parametrize("name,value", GOOD)
+def test_values_inside_the_domain_pass(name, value):
+    assert opts.value_errors({name: value}, ROLE) == []

@@ -139,3 +139,89 @@ def test_probe_in_check_mode_starts_nothing(tmp_path):
 def test_probe_refuses_records_that_are_not_records():
     with pytest.raises(ValueError, match="records.cdi"):
         _node_probe.probe(probe_params(records={"host": _record("host", PASS), "cdi": {"layer": "cdi", "status": 5}}, run_id="t-3"))
+
+
+def _rewrite(path):
+    with open(path, "a") as f:
+        f.write("# rewritten\n")
+
+
+def _remove(path):
+    os.unlink(path)
+
+
+def _fifo(path):
+    os.unlink(path)
+    os.mkfifo(path)  # a read would block: the recheck must not
+
+
+def _grow(path):
+    with open(path, "a") as f:
+        f.write("#" * (2 * 1024 * 1024) + "\n")
+
+
+def _same_content_new_file(path):
+    with open(path) as f:
+        text = f.read()
+    os.unlink(path)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _self_built(tmp_path, run_id):
+    build_node(str(tmp_path / "node"), gpus=1)
+    spec_dir = str(tmp_path / "run-cdi")
+    os.makedirs(spec_dir)
+    common = dict(root=str(tmp_path / "node"), cdi_source="self-built", self_built_spec_dir=spec_dir, run_id=run_id)
+    out = _node.inspect(params(**common))
+    return out, spec_dir
+
+
+@pytest.mark.parametrize("change", [_rewrite, _remove, _fifo, _grow])
+def test_a_spec_changed_between_the_inspect_and_the_probe_call_is_never_probed(tmp_path, change):
+    """issue 18 (suspicion confirmed): the probe call used the cdi record of the inspect call without rechecking the
+    spec; a spec rewritten in between was probed under the cdi verdict of another content."""
+    out, spec_dir = _self_built(tmp_path, "t-9")
+    path = out["spec"]["path"]
+    sources = out["records"]["cdi"]["evidence"]["device_sources"]
+    assert set(sources.values()) == {path}
+    change(path)
+    probed = _node_probe.probe(probe_params(records=out["records"], runtime="podman", remove_spec=True, run_id="t-9",
+                                            self_built_spec_dir=spec_dir, image="no-such-image:never-started"))
+    runtime, compute = probed["records"]["runtime"], probed["records"]["compute"]
+    assert runtime["status"] == NOT_RUN and runtime["reason"].startswith(_node_probe.SPEC_CHANGED), runtime["reason"]
+    assert path in runtime["reason"] and "before the probe container was started" in runtime["reason"]
+    assert "container" not in runtime["evidence"]  # no container was started
+    assert compute["status"] == NOT_RUN and _node_probe.SPEC_CHANGED in compute["reason"]
+    assert validate_record(runtime) == [] and validate_record(compute) == []
+    assert not os.path.lexists(path) or change is _fifo  # this run's spec is still removed (a FIFO is not ours)
+
+
+def test_a_spec_with_the_same_content_is_the_same_spec(tmp_path):
+    out, _spec_dir = _self_built(tmp_path, "t-10")
+    _same_content_new_file(out["spec"]["path"])
+    assert _node_probe.spec_changes(out["records"]["cdi"]["evidence"]) == []
+
+
+def test_a_spec_changed_while_the_probe_ran_discards_the_records(tmp_path, monkeypatch):
+    out, spec_dir = _self_built(tmp_path, "t-11")
+    path = out["spec"]["path"]
+
+    def runtime_that_sees_a_rewrite(params, check_mode=False):  # the spec is rewritten while the container runs
+        _rewrite(path)
+        return _record("runtime", PASS), {"executed": True, "steps": []}
+
+    monkeypatch.setattr(_node_probe, "runtime_facts", runtime_that_sees_a_rewrite)
+    probed = _node_probe.probe(probe_params(records=out["records"], run_id="t-11", self_built_spec_dir=spec_dir,
+                                            host_control=False))
+    runtime = probed["records"]["runtime"]
+    assert runtime["status"] == NOT_RUN and "while the probe container ran" in runtime["reason"]
+    assert runtime["evidence"]["discarded"]["runtime"].startswith("PASS")
+    assert probed["records"]["compute"]["status"] == NOT_RUN
+
+
+def test_a_cdi_record_without_its_sources_is_not_probed():
+    records = {"host": _record("host", PASS), "cdi": _record("cdi", PASS, requested_devices=["nvidia.com/gpu=0"])}
+    out = _node_probe.probe(probe_params(records=records, run_id="t-12", runtime="podman", image="no-such-image:x"))
+    assert out["records"]["runtime"]["status"] == NOT_RUN
+    assert "names no spec file providing the requested devices" in out["records"]["runtime"]["reason"]

@@ -95,7 +95,7 @@ def test_runtime_version_is_parsed_or_unknown(text, parsed):
 @pytest.mark.parametrize("params, msg", [
     ({"timeout": 0}, "timeout must be a number of seconds > 0"),
     ({"timeout": -5}, "timeout must be a number of seconds > 0"),
-    ({"cdi_devices": ["gpu0"]}, "cdi_devices must be fully qualified"),
+    ({"cdi_devices": ["gpu0"]}, "is not a fully qualified CDI device name"),
     ({"expected_edits": {"deviceNodes": "x"}}, "expected_edits.deviceNodes must be a list"),
     ({"expected_edits": {"mounts": ["x"]}}, "expected_edits.mounts must be a list of dicts"),
     ({"user": "0; rm"}, "user '0; rm' must be uid[:gid]"),
@@ -126,6 +126,17 @@ def _main(module, args, capsys):
     (host_facts, {"root": "/nonexistent/gpuprobe-root"}, "root /nonexistent/gpuprobe-root is not a directory"),
     (host_facts, {"nvml_timeout": -1}, "nvml_timeout must be a number of seconds > 0"),
     (runtime_facts, {"image": "i", "run_id": "r1", "timeout": 0}, "timeout must be a number of seconds > 0"),
+    (runtime_facts, {"image": "i", "run_id": "r1", "cdi_devices": ["/tmp/x:/dev/y=z"]}, "is not a fully qualified CDI device name"),
+    (runtime_facts, {"image": "i", "run_id": "r1", "cdi_devices": ["/dev/sda"]}, "is not a fully qualified CDI device name"),
+    (runtime_facts, {"image": "--privileged", "run_id": "r1", "cdi_devices": ["k.example/c=0"]}, "is not an image reference"),
+    # issue 19.7: above Ansible's limit (and any sane one): refused before anything runs
+    (runtime_facts, {"image": "i", "run_id": "r1", "timeout": 99999999999}, "timeout must be a number of seconds > 0 and at most 86400"),
+    (compute_facts, {"timeout": 86401}, "timeout must be a number of seconds > 0 and at most 86400"),
+    (host_facts, {"nvml_timeout": 2 ** 31}, "nvml_timeout must be a number of seconds > 0 and at most 86400"),
+    (probe_cleanup, {"timeout": 99999999999}, "timeout must be a number of seconds > 0 and at most 86400"),
+    (probe_cleanup, {"environment": {"A B": "1"}}, "environment: 'A B' is not an environment variable name"),
+    (probe_cleanup, {"spec_dir": "relative"}, "spec_dir 'relative' must be an absolute path"),
+    (runtime_facts, {"image": "i", "run_id": "r1", "user": "-u"}, "user '-u' must be uid[:gid]"),
     (probe_cleanup, {"max_age": -1}, "max_age must be an integer >= 0"),
     (probe_cleanup, {"timeout": 0}, "timeout must be a number of seconds > 0"),
     (probe_cleanup, {"run_id": "../x"}, "run_id '../x'"),
@@ -134,3 +145,27 @@ def test_malformed_module_options_fail_with_one_clear_message(module, args, msg,
     out = _main(module, args, capsys)
     assert out.get("failed") is True and msg in out["msg"], out
     assert "Traceback" not in json.dumps(out)
+
+
+@pytest.fixture
+def live_process():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("max_age", [0, 1, 5, 3600])
+@pytest.mark.parametrize("age", [0, 6, 10 ** 6])
+def test_a_live_owner_is_never_over_whatever_its_age(live_process, max_age, age):
+    """issue 19.4: the age rule was checked before liveness, so max_age=5 listed a running run's items for removal."""
+    now = time.time()
+    owner = _owner.normalize({"pid": live_process.pid})
+    over, why = _owner.is_over("r2", owner, now - age, max_age=max_age, now=now)
+    assert (over, why) == (False, "its owner %s is running" % _owner.format_owner(owner))
+    # an owner that cannot be checked from here is still judged by its age
+    far = {"host": "controller.example", "pid": live_process.pid, "started": owner["started"]}
+    assert _owner.is_over("r2", far, now - age, max_age=max_age, now=now)[0] is (age > max_age)
+    live_process.kill()
+    live_process.wait()
+    assert _owner.is_over("r2", owner, now - age, max_age=max_age, now=now)[0] is True  # gone: over at once

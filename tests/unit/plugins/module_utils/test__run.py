@@ -148,3 +148,47 @@ def test_forbidden_programs_are_refused(argv):
 
 def test_read_only_nvidia_smi_query_allowed():
     assert _run.check_allowed(["nvidia-smi", "--query-gpu=name", "--format=csv"]) == "nvidia-smi query"
+
+
+# issue 19 (also-check): the probe's JSON lines in the middle of more than 2 x MAX_CAPTURE of other output were
+# dropped with that middle. (where the probe line goes, how the other output looks)
+FLOOD = textwrap.dedent("""
+    import json, sys
+    w = sys.stdout.write
+    size, where, shape = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    lines = [json.dumps({"kind": "start", "n": 1}), json.dumps({"kind": "inventory", "payload": "y" * 100000}),
+             json.dumps({"kind": "done"})]
+    junk = {"lines": "x" * 99 + "\\n", "one-line": "x" * 100, "json-like": '{x' * 50 + "\\n", "crlf": "ab\\r\\n" * 25}[shape]
+    n = size // len(junk)
+    w("HEAD\\n")
+    for i in range(n):
+        if where == "middle" and i == n // 2 or where == "chunk-edge" and i == n // 3:
+            if shape == "one-line":
+                w("\\n")
+            for line in lines:
+                w(line + "\\n")
+        w(junk)
+    w("\\nTAIL\\n")
+""")
+
+
+@pytest.mark.parametrize("where", ["middle", "chunk-edge"])
+@pytest.mark.parametrize("shape", ["lines", "one-line", "json-like", "crlf"])
+def test_the_probes_lines_in_the_middle_of_a_flood_are_kept(where, shape):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    r = _run._execute([sys.executable, "-c", FLOOD, str(9 * 1024 * 1024), where, shape], timeout=60, limit=1024 * 1024,
+                      keep_prefix=b'{"')
+    assert r["truncated"] and r["stdout"].startswith("HEAD") and r["stdout"].rstrip().endswith("TAIL")
+    parsed = _probe.parse_output(r["stdout"])
+    assert parsed["start"] == {"kind": "start", "n": 1} and parsed["complete"] is True
+    assert parsed["inventory"]["payload"] == "y" * 100000
+    assert "3 line(s) starting with '{\"' kept" in r["stdout"]
+    assert len(r["stdout"]) < 2 * 1024 * 1024 + 200000
+
+
+def test_without_keep_the_middle_is_dropped_and_the_kept_lines_are_bounded():
+    r = _run._execute([sys.executable, "-c", FLOOD, str(9 * 1024 * 1024), "middle", "lines"], timeout=60, limit=1024 * 1024)
+    assert '"kind": "start"' not in r["stdout"]  # what the capture did before keep_prefix
+    code = "import sys\nfor i in range(40000): sys.stdout.write('{\"k\": \"%s\"}\\n' % ('z' * 1000))\n"
+    r = _run._execute([sys.executable, "-c", code], timeout=60, limit=1024 * 1024, keep_prefix=b'{"', keep_limit=4 * 1024 * 1024)
+    assert "later ones not (over 4194304 bytes or 20000 lines)" in r["stdout"] and len(r["stdout"]) < 6 * 1024 * 1024 + 1000

@@ -1,10 +1,11 @@
 """Pure parts of the runtime layer: start-error classification (real podman 4.3.1/runc 1.1.5 messages),
 edit-by-edit comparison, the loader's libcuda, argv."""
 import os
+import posixpath
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _options, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 # Messages observed on this machine (podman 4.3.1, runc 1.1.5) and on the H200.
@@ -167,7 +168,7 @@ def test_bad_run_id(run_id):
 def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
     config = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
-    assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True}, **expect)
+    assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True, "resolve_paths": ["/dev/nvidia0"]}, **expect)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -265,3 +266,146 @@ def test_edits_compared_check():
     b = _builder()
     _runtime.edits_compared_check(b)
     assert b.checks[-1]["status"] == WARN and b.build()["status"] == WARN
+
+
+# issue 19.8: values that are not fully qualified CDI names, each of which podman's --device would read as something
+# else (a host device mapped in, an option, a second device), or that the CDI library refuses to parse
+HOSTILE_DEVICES = [
+    "/tmp/x:/dev/y=z", "/dev/sda", "/dev/sda:/dev/xvda:rwm", "/dev/nvidia0", "--privileged", "-v=/:/host",
+    "nvidia.com/gpu=0 --privileged", "nvidia.com/gpu=0\n", "nvidia.com/gpu=0\x00", "nvidia.com/gpu=", "nvidia.com/=0",
+    "/gpu=0", "nvidia.com/gpu", "nvidia.com/gpu=a=b", "nvidia.com/gpu/x=0", "1vendor.com/gpu=0", "nvidia.com/gpu-=0",
+    "nvidia.com/gpu=-0", "nvidia.com/gpu=0:", "nvidia.com/gpu=a/b", "nvidia.com/gpu=0,nvidia.com/gpu=1",
+    "nvidia.com/gpu=é", "", " nvidia.com/gpu=0", "vendor.com/class=../../dev/sda", 0, None, ["nvidia.com/gpu=0"],
+]
+GOOD_DEVICES = ["nvidia.com/gpu=0", "nvidia.com/gpu=all", "gpuprobe.local/gpu-r1=0", "k8s.gpu.nvidia.com/claim=a_b.c:d-1",
+                "a/b=c", "nvidia.com/mig=GPU-0b4e7f2c-1:3", "x/y=MIG-1"]
+
+
+@pytest.mark.parametrize("device", HOSTILE_DEVICES)
+def test_only_qualified_cdi_names_reach_the_runtimes_argv(device):
+    engine = {"name": "podman", "path": "/usr/bin/podman"}
+    with pytest.raises(ValueError, match="fully qualified CDI device name"):
+        _runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["nvidia.com/gpu=0", device], "/tmp/p.py", {})
+    with pytest.raises(ValueError, match="fully qualified CDI device name"):
+        _runtime.runtime_facts({"run_id": "r1", "image": "img:1", "cdi_devices": [device], "runtime": "podman"})
+
+
+@pytest.mark.parametrize("device", GOOD_DEVICES)
+def test_qualified_cdi_names_are_passed_as_they_are(device):
+    argv = _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1", [device],
+                               "/tmp/p.py", {})
+    assert argv[argv.index("--device") + 1] == device
+
+
+@pytest.mark.parametrize("device", [d for d in HOSTILE_DEVICES + GOOD_DEVICES if isinstance(d, str)])
+def test_the_runtimes_name_rule_is_the_cdi_layers(device):
+    """The runtime layer's compact rule gives the same answer as the cdi layer's port of pkg/parser."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import parse_qualified_name
+    try:
+        parse_qualified_name(device)
+        cdi_ok = True
+    except ValueError:
+        cdi_ok = False
+    assert bool(_options.QUALIFIED_DEVICE_RE.fullmatch(device)) is cdi_ok
+
+
+@pytest.mark.parametrize("image", ["--privileged", "-v", "", "img:1 --privileged", "img\n", None, 5])
+def test_an_image_that_is_not_an_image_reference_never_reaches_the_argv(image):
+    with pytest.raises(ValueError, match="is not an image reference"):
+        _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", image,
+                            ["nvidia.com/gpu=0"], "/tmp/p.py", {})
+
+
+@pytest.mark.parametrize("spelling,observed,status", [
+    ("c", {"type": "c", "major": 195, "minor": 0}, "PASS"),
+    ("u", {"type": "c", "major": 195, "minor": 0}, "PASS"),    # issue 18.6: unbuffered char device = c
+    ("", {"type": "c", "major": 195, "minor": 0}, "PASS"),     # the host node's type (none on this machine: c)
+    (None, {"type": "c", "major": 195, "minor": 0}, "PASS"),
+    ("b", {"type": "b", "major": 195, "minor": 0}, "PASS"),
+    ("u", {"type": "b", "major": 195, "minor": 0}, "FAIL"),
+    ("b", {"type": "c", "major": 195, "minor": 0}, "FAIL"),
+    ("u", {"type": "c", "major": 195, "minor": 1}, "FAIL"),
+    ("p", {"type": "file"}, "NOT_RUN"),                          # the probe cannot tell a FIFO from a file
+    ("p", {"type": "c", "major": 195, "minor": 0}, "FAIL"),
+])
+def test_every_node_type_spelling_the_cdi_library_accepts(spelling, observed, status):
+    b = LayerBuilder("runtime", _runtime.CHECKS)
+    node = dict(observed, present=True, open="OK", mode="0666")
+    entry = {"path": "/dev/gpuprobe-test-node", "type": spelling, "major": 195, "minor": 0}
+    _runtime.compare_nodes(b, [entry], {"/dev/gpuprobe-test-node": node})
+    assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.type"] == [status]
+
+
+# issues 18.5/19.5: the runtime resolves a spec's paths in the container (runc: cleaned, and the rootfs's own symlinks
+# followed; seen with podman 4.3.1 + runc 1.1.5 in mountinfo: /lib64/x -> /usr/lib64/x, /opt/y/ -> /opt/y,
+# /opt/a/../x -> /opt/x, //opt/./w -> /opt/w, /opt/link/z -> /opt/real/z). (spec path, probe's realpath or None,
+# where runc put it)
+MERGED_USR = {"/lib64": "/usr/lib64", "/lib": "/usr/lib", "/opt/link": "/opt/real"}
+SPEC_PATHS = [
+    ("/lib64/x", "/usr/lib64/x", "/usr/lib64/x"),
+    ("/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+    ("/opt/link/z", "/opt/real/z", "/opt/real/z"),
+    ("/opt/y/", "/opt/y", "/opt/y"),
+    ("/opt/a/../x", "/opt/x", "/opt/x"),
+    ("//opt/./w", "/opt/w", "/opt/w"),
+    ("/opt/y/", None, "/opt/y"),          # no resolution from the probe: cleaned as runc cleans
+    ("/opt/a/../x", None, "/opt/x"),
+    ("/usr/lib/x", "/usr/lib/x", "/usr/lib/x"),
+]
+
+
+@pytest.mark.parametrize("spec_path,real,where", SPEC_PATHS)
+def test_one_path_rule_for_mounts(spec_path, real, where):
+    b = _builder()
+    resolved = {spec_path: real}
+    mounts = [{"mount_point": where, "root": "/host/lib/x", "fstype": "ext4", "options": ["ro"]}]
+    _runtime.compare_mounts(b, [{"hostPath": "/nonexistent/lib/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
+                            mounts, resolved)
+    assert [(c["id"], c["status"]) for c in b.checks] == [("runtime.mount.present", PASS), ("runtime.mount.source", PASS)]
+    # a mount that is really missing still FAILs, whatever the spelling
+    b = _builder()
+    _runtime.compare_mounts(b, [{"hostPath": "/h/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
+                            [{"mount_point": "/elsewhere", "root": "/h/x", "fstype": "ext4", "options": ["ro"]}], resolved)
+    assert [c["status"] for c in b.checks] == [FAIL]
+
+
+@pytest.mark.parametrize("spec_path,real,where", SPEC_PATHS)
+def test_one_path_rule_for_device_nodes(spec_path, real, where):
+    b = _builder()
+    _runtime.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {where: _node()}, {spec_path: real})
+    assert [(c["id"], c["status"]) for c in b.checks] == [
+        ("runtime.device_node.present", PASS), ("runtime.device_node.type", PASS), ("runtime.device_node.open", PASS)]
+    b = _builder()
+    _runtime.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {"/elsewhere": _node()},
+                           {spec_path: real})
+    assert [c["status"] for c in b.checks] == [FAIL]
+
+
+@pytest.mark.parametrize("spec_path,real,where", [p for p in SPEC_PATHS if p[1]])
+def test_one_path_rule_for_the_loader(spec_path, real, where):
+    """The mapped file (/proc/self/maps: a real path) is the mounted one when the mount point resolves to it."""
+    spec_path = posixpath.join(posixpath.dirname(spec_path), "libcuda.so.1")
+    where = posixpath.join(posixpath.dirname(where), "libcuda.so.1")
+    real = posixpath.join(posixpath.dirname(real), "libcuda.so.1")
+    edits = {"mounts": [{"hostPath": "/h/libcuda.so.1", "containerPath": spec_path, "options": ["ro", "bind"]}]}
+    inventory = {"libraries": {"libcuda.so.1": {"ok": True, "path": where, "realpath": where}},
+                 "mounts": [{"mount_point": where, "root": "/h/libcuda.so.1"}], "resolved_paths": {spec_path: real}}
+    checks, _points_to = _loader(edits, inventory)
+    assert [c["status"] for c in checks] == [PASS], checks
+    inventory["libraries"]["libcuda.so.1"] = {"ok": True, "path": "/image/libcuda.so.1", "realpath": "/image/libcuda.so.1"}
+    checks, _points_to = _loader(edits, inventory)
+    assert [c["status"] for c in checks] == [FAIL]
+
+
+def test_the_probe_config_asks_for_every_spec_path_and_the_probe_resolves_them(tmp_path):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    edits = {"deviceNodes": [{"path": "/dev/x/"}], "mounts": [{"containerPath": "/lib64/x"}],
+             "env": ["LD_LIBRARY_PATH=/lib64:/opt/l", "A=1"]}
+    config = _runtime._probe_config(edits, False)  # pylint: disable=protected-access
+    assert config["nodes"] == ["/dev/x/", "/dev/x"]
+    assert config["resolve_paths"] == ["/dev/x/", "/lib64", "/lib64/x", "/opt/l"]
+    (tmp_path / "usr" / "lib64").mkdir(parents=True)
+    os.symlink("usr/lib64", str(tmp_path / "lib64"))
+    paths = [str(tmp_path / "lib64" / "x"), str(tmp_path / "a") + "/../lib64/", "relative", 5]
+    assert _probe.resolve_paths(paths) == {paths[0]: str(tmp_path / "usr" / "lib64" / "x"),
+                                           paths[1]: str(tmp_path / "usr" / "lib64")}

@@ -39,3 +39,39 @@ def test_module_docs_parse_and_match_the_argument_spec(name):
             except ValueError:  # a name (a module constant): the doc states its value
                 continue
             assert default == documented.get("default"), option
+
+
+def _reserved_result_keys():
+    """Keys of a task result that Ansible itself interprets (issue 19.3: probe_cleanup's ``skipped`` made the task
+    show as skipped): those the task result strips or keeps (ansible.executor.task_result) and those the task
+    executor reads (rc sets failed, results is a loop's, unreachable, ...)."""
+    from ansible.executor import task_result  # pylint: disable=import-outside-toplevel
+
+    keys = set(task_result._IGNORE) | set(task_result._PRESERVE)  # pylint: disable=protected-access
+    keys |= {"failed", "skipped", "changed", "unreachable", "rc", "results", "skip_reason", "invocation", "diff",
+             "attempts", "retries", "exception", "warnings", "deprecations", "item", "ansible_loop_var"}
+    return keys
+
+
+def test_the_reserved_key_list_is_ansibles():
+    reserved = _reserved_result_keys()
+    assert {"skipped", "failed", "changed", "warnings"} <= reserved
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_module_returns_a_key_ansible_reserves(name):
+    module = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.modules.%s" % name)
+    returned = set(yaml.safe_load(module.RETURN) or {})
+    clash = sorted(k for k in returned if k in _reserved_result_keys() or k.startswith("_ansible")
+                   or (k.startswith("ansible_") and k != "ansible_facts"))
+    assert clash == [], "%s returns keys Ansible reserves: %s" % (name, clash)
+
+
+def test_probe_cleanup_result_has_no_reserved_key(tmp_path):
+    """The real cleanup result (runtime=auto: every installed runtime is listed; a spec dir of its own)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup  # pylint: disable=import-outside-toplevel
+
+    out = cleanup(runtime="auto", spec_dir=str(tmp_path), check_mode=True, tmp_dir=str(tmp_path))
+    module = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.modules.probe_cleanup")
+    assert set(out) - {"changed"} == set(yaml.safe_load(module.RETURN))
+    assert not (set(out) - {"changed"}) & _reserved_result_keys()
