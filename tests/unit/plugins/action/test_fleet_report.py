@@ -114,7 +114,7 @@ def test_run_writes_every_format_and_returns_summary(tmp_path):
                                   "ok": "COMPUTE_VERIFIED", "silent": "INCONCLUSIVE"}
     assert result["summary"]["unreachable"] == 1
     data = json.loads(open(result["files"]["json"]).read())
-    assert data["schema_version"] == 1 and data["run"]["mode"] == "full"
+    assert data["schema_version"] == 2 and data["run"]["mode"] == "full"
     assert data["hosts"]["broken"]["layers"]["runtime"]["reason"] == "blocked by host FAIL"
     assert data["hosts"]["broken"]["layers"]["cdi"]["status"] == "NOT_RUN"
     assert data["hosts"]["silent"]["layers"]["host"]["reason"].startswith("verify run failed before this layer: no verify record")

@@ -33,7 +33,9 @@ def hook(name):
     if name == pause_at:
         sys.stdout.write("paused %s\n" % name)
         sys.stdout.flush()
-        time.sleep(60)
+        # short sleeps: a signal that lands before a long sleep starts would run its Python handler only after it
+        for _ in range(600):
+            time.sleep(0.1)
 W._STEP_HOOK = hook
 texts = dict((sfx, tag + sfx + "\n" + "x" * int(size)) for sfx in (".json", ".md", ".html", ".junit.xml"))
 sys.stdout.write("writing\n")
