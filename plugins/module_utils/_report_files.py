@@ -91,8 +91,25 @@ def _link_atomic(target, path):
         raise
 
 
+def _points_at(link, directory):
+    try:
+        return os.readlink(link) == os.path.basename(directory)
+    except OSError:
+        return False
+
+
 def _remove_tree(path):
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _discard(path):
+    """Remove a visible directory without ever showing it half removed: renamed to a hidden temporary first."""
+    hidden = _hidden(os.path.dirname(path), os.path.basename(path))
+    try:
+        os.rename(path, hidden)
+    except OSError:
+        return
+    _remove_tree(hidden)
 
 
 _TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{12}\.tmp$")
@@ -110,7 +127,8 @@ def _pid_alive(pid):
 
 def sweep_temporaries(report_dir, basename):
     """Remove what an interrupted writer left in ``report_dir``: hidden .<basename>-….<pid>.<random>.tmp entries
-    (a set not yet renamed into place, a symlink not yet swapped) whose process is gone. Returns the removed names."""
+    (a set not yet renamed into place, a symlink not yet swapped) whose process is gone, or is this one (an earlier,
+    interrupted call). Returns the removed names."""
     removed = []
     try:
         names = os.listdir(report_dir)
@@ -118,7 +136,9 @@ def sweep_temporaries(report_dir, basename):
         return removed
     for name in names:
         match = _TEMP_NAME.match(name)
-        if not match or not match.group("name").startswith(basename + "-") or _pid_alive(int(match.group("pid"))):
+        pid = int(match.group("pid")) if match else None
+        # this process's own are stale too: one process writes one set at a time
+        if not match or not match.group("name").startswith(basename + "-") or (pid != os.getpid() and _pid_alive(pid)):
             continue
         path = os.path.join(report_dir, name)
         if os.path.isdir(path) and not os.path.islink(path):
@@ -221,15 +241,16 @@ def write_report_set(report_dir, basename, stamp, texts):
         _step("latest_files")
         _link_atomic(os.path.basename(run_dir), paths["latest"])
     except BaseException:
-        # before the switch: nothing of this run is kept (after it, this run's directory is the latest set)
+        # before the switch nothing of this run is kept; an exception raised just after the rename (a KeyboardInterrupt
+        # lands after the call returns) finds latest already pointing at this run's directory, which then stays
         _remove_tree(tmp)
-        if run_dir:
-            _remove_tree(run_dir)
+        if run_dir and not _points_at(paths["latest"], run_dir):
+            _discard(run_dir)
         raise
     _step("latest")
     for name in os.listdir(report_dir):
         # the previous version's set, once nothing points at it (also one an interrupted migration left)
         if re.match(r"^%s-previous-[0-9a-f]{8}$" % re.escape(basename), name) or (previous and name == os.path.basename(previous)):
-            _remove_tree(os.path.join(report_dir, name))
+            _discard(os.path.join(report_dir, name))
     _fsync_dir(report_dir)
     return run_dir, dict(paths["files"])

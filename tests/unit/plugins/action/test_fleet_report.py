@@ -257,10 +257,9 @@ def test_sweep_removes_only_temporaries_of_dead_writers(tmp_path):
     child = subprocess.Popen(["true"])
     child.wait()
     gone = child.pid
-    mine = os.getpid()
     names = [".gpuprobe-report-20261203T000000Z.%d.0123456789ab.tmp" % gone,
              ".gpuprobe-report-latest.%d.0123456789ab.tmp" % gone,
-             ".gpuprobe-report-20261203T000000Z.%d.0123456789ab.tmp" % mine,   # a live writer's
+             ".gpuprobe-report-20261203T000000Z.%d.0123456789ab.tmp" % os.getppid(),   # a live writer's
              ".other-20261203T000000Z.%d.0123456789ab.tmp" % gone]             # another basename's
     os.mkdir(str(tmp_path / names[0]))
     (tmp_path / names[0] / "gpuprobe-report.json").write_text("partial")

@@ -148,3 +148,33 @@ def test_kill_at_random_moments_leaves_the_old_set_or_the_new_one(tmp_path):
         previous = now
     assert seen["old"] >= 1   # kills did land inside writes (the rest landed after the switch)
     _next_run_cleans_up(reports)
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["previous-set", "previous-version-flat-files"])
+@pytest.mark.parametrize("nth", range(1, 12))
+def test_keyboard_interrupt_just_after_any_rename_leaves_the_old_set_or_the_new_one(tmp_path, monkeypatch, nth, flat):
+    """Python raises KeyboardInterrupt after a call returns: a rename that happened must not be undone as if it had not
+    (the switch to latest done, then this run's directory removed, left latest dangling)."""
+    if flat:
+        for sfx in SUFFIXES:
+            (tmp_path / (BASE + "-latest" + sfx)).write_text("old" + sfx + "\n")
+    else:
+        W.write_report_set(str(tmp_path), BASE, "20261202T000000Z", _texts("old"))
+    calls = []
+
+    def after(real):
+        def call(src, dst):
+            real(src, dst)
+            calls.append(dst)
+            if len(calls) == nth:
+                raise KeyboardInterrupt()
+        return call
+    monkeypatch.setattr(W.os, "replace", after(os.replace))
+    monkeypatch.setattr(W.os, "rename", after(os.rename))
+    try:
+        W.write_report_set(str(tmp_path), BASE, "20261203T000000Z", _texts("new"))
+    except KeyboardInterrupt:
+        pass
+    monkeypatch.undo()
+    _assert_invariant(tmp_path, "old", "new", 0)
+    _next_run_cleans_up(tmp_path)
