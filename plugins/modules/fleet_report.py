@@ -29,7 +29,7 @@ description:
     C(<basename>-latest) that is not a symlink) is refused before anything is written. Regular
     C(<basename>-latest.<ext>) files of an earlier version are taken over as the previous set.
   - Files and directories get the mode the controller's umask leaves (0644 and 0755 under 022, 0600 and 0700 under
-    077): the reports name hosts, GPU UUIDs and process owners, so run with the umask their readers need.
+    077), as the reports name hosts, GPU UUIDs and process owners; run with the umask their readers need.
   - The JSON schema is versioned (C(schema_version)) and documented in docs/usage.md ("Reading the report").
   - Run it once per play, for example with C(run_once) and C(delegate_to=localhost).
 options:
