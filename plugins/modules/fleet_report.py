@@ -148,7 +148,7 @@ generated_at:
 summary:
   description:
     - Numbers of hosts, COMPUTE_VERIFIED, failed, inconclusive, unreachable and drifted hosts.
-    - C(gpus) counts physical GPUs (C(total), C(verified), C(failed), C(not_run)): a GPU with MIG counts once, verified
+    - C(gpus) counts physical GPUs (C(total), C(verified), C(failed), C(not_run)); a GPU with MIG counts once, verified
       when every MIG instance requested on it passed; C(mig_instances) counts the requested MIG instances the same way
       and C(mig_gpus) the GPUs they are on.
   returned: always
