@@ -787,6 +787,13 @@ def crosscheck_html(findings):
     return out + ["</table>"]
 
 
+def _gpu_tr(depth, row):
+    """One row of a host's GPU table: a GPU, or (class mig) one of its MIG instances under it."""
+    cells = "".join(('<td class="s-%s">%s</td>' % (_h(row.get(k)), _h(row.get(k))) if k == "status"
+                     else "<td>%s</td>" % _h(_gpu_cell(row, k, depth))) for k in GPU_COLUMNS)
+    return '<tr%s>%s</tr>' % (' class="mig"' if depth else "", cells)
+
+
 def render_html(report):
     run = report.get("run") or {}
     s = report["summary"]
@@ -847,12 +854,8 @@ def render_html(report):
             out.append("<p>because:</p><ul>%s</ul>" % "".join(
                 "<li><code>%s</code> (%s)</li>" % (_h(because_text(b)), _h(b.get("status"))) for b in e["because"]))
         if e.get("gpus"):
-            out.append("<table><tr>%s</tr>%s</table>" % (
-                "".join("<th>%s</th>" % _h(k) for k in GPU_COLUMNS),
-                "".join('<tr%s>%s</tr>' % (' class="mig"' if depth else "", "".join(
-                    ('<td class="s-%s">%s</td>' % (_h(r.get(k)), _h(r.get(k))) if k == "status"
-                     else "<td>%s</td>" % _h(_gpu_cell(r, k, depth))) for k in GPU_COLUMNS))
-                        for depth, r in gpu_tree(e["gpus"]))))
+            out.append("<table><tr>%s</tr>%s</table>" % ("".join("<th>%s</th>" % _h(k) for k in GPU_COLUMNS),
+                                                         "".join(_gpu_tr(depth, r) for depth, r in gpu_tree(e["gpus"]))))
         for layer in LAYERS:
             rec = e["layers"][layer]
             out.append("<details%s><summary>%s %s %s</summary>" % (
