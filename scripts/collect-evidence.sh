@@ -20,15 +20,15 @@ for f in "$ev"/variants/*.json; do
   case $(basename "$f") in h200-cdi.json) cp "$f" "$dest/h200-runtime-compute/cdi-test-records.json" ;; *) cp "$f" "$dest/h200-runtime-compute/" ;; esac
 done
 for ext in json html md junit.xml; do
-  files=("$ev"/reports/gpuprobe-report-2*."$ext"); cp "${files[0]}" "$dest/h200-verify-gpu/"
+  files=("$ev"/reports/gpuprobe-report-2*/gpuprobe-report."$ext"); cp "${files[0]}" "$dest/h200-verify-gpu/$(basename "$(dirname "${files[0]}")").$ext"
 done
 if [ -d "$ev/reports-node" ]; then  # the node's own nvidia.com/gpu spec as node source, post-check
   for ext in json html md junit.xml; do
-    files=("$ev"/reports-node/gpuprobe-report-2*."$ext"); cp "${files[0]}" "$dest/h200-verify-gpu-node/"
+    files=("$ev"/reports-node/gpuprobe-report-2*/gpuprobe-report."$ext"); cp "${files[0]}" "$dest/h200-verify-gpu-node/$(basename "$(dirname "${files[0]}")").$ext"
   done
 fi
 [ -f "$ev/interrupt.txt" ] && cp "$ev/interrupt.txt" "$dest/h200-interrupt.txt"
 for ext in json html md; do
-  files=("$ev"/drills/gpuprobe-drills-2*."$ext"); cp "${files[0]}" "$dest/h200-fault-drills/"
+  files=("$ev"/drills/gpuprobe-drills-2*/gpuprobe-drills."$ext"); cp "${files[0]}" "$dest/h200-fault-drills/$(basename "$(dirname "${files[0]}")").$ext"
 done
 find "$dest" -type f | sort

@@ -6,23 +6,20 @@
 
 Runs on the controller, reads the layer records of every host from hostvars, builds the report with
 module_utils/_report.py (verdicts from _verdict.node_verdict) and writes its files as one set: all of them
-or none, latest.* replaced only after every timestamped file is in place. Documentation:
+or none, <basename>-latest switched to it in one atomic step. Documentation:
 plugins/modules/fleet_report.py."""
 
 from __future__ import annotations
 
 import datetime
-import errno
 import json
 import os
-import tempfile
-import uuid
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.text.converters import to_bytes
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
 LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
@@ -33,102 +30,6 @@ NO_RECORD = ("no verify record for this host: it failed or became unreachable du
 def _plain(value):
     """Template-free, JSON-clean copy of a hostvar (drops Ansible's tagged/lazy types)."""
     return json.loads(json.dumps(value, default=str))
-
-
-def _fsync_dir(directory):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _temp(directory, name, text, mode):
-    """A temporary file next to ``name`` holding ``text`` (flushed and fsync'ed); returns its path."""
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(to_bytes(text))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-    except BaseException:
-        _unlink(tmp)
-        raise
-    return tmp
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def write_atomic(path, text, mode=0o644):
-    """Write ``text`` to ``path`` through a temporary file in the same directory and os.replace()."""
-    tmp = _temp(os.path.dirname(path), os.path.basename(path), text, mode)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def write_report_set(files, latest, mode=0o644):
-    """Write the files of one report so that they appear together or not at all.
-
-    ``files``: final path -> text (the timestamped files); ``latest``: latest path -> text. Every text is
-    first written to a temporary file in the target's directory and fsync'ed; then every timestamped file is
-    renamed into place, and only then every latest file. A failure at any step removes the temporary files
-    and the timestamped files of this run already renamed, and puts back the latest files already replaced,
-    so the previous run's latest.* stay as they were; the OSError is raised again.
-    """
-    temps = {}
-    renamed = []
-    backups = {}
-    replaced = []
-    try:
-        for path in list(files) + list(latest):
-            if os.path.isdir(path) or (os.path.lexists(path) and not os.path.isfile(path)):
-                raise OSError(errno.EISDIR if os.path.isdir(path) else errno.EEXIST,
-                              "not a regular file, refusing to replace it", path)
-        for path, text in list(files.items()) + list(latest.items()):
-            temps[path] = _temp(os.path.dirname(path), os.path.basename(path), text, mode)
-        for path in files:
-            os.replace(temps[path], path)
-            del temps[path]
-            renamed.append(path)
-        for path in latest:
-            if os.path.lexists(path):
-                backup = os.path.join(os.path.dirname(path), ".%s.%s.bak" % (os.path.basename(path), uuid.uuid4().hex))
-                os.link(path, backup)
-                backups[path] = backup
-            os.replace(temps[path], path)
-            del temps[path]
-            replaced.append(path)
-        for directory in set(os.path.dirname(p) for p in list(files) + list(latest)):
-            _fsync_dir(directory)
-    except BaseException:
-        for path in reversed(replaced):
-            if path in backups:
-                os.replace(backups.pop(path), path)
-            else:
-                _unlink(path)
-        for path in renamed:
-            _unlink(path)
-        for tmp in temps.values():
-            _unlink(tmp)
-        raise
-    finally:
-        for backup in backups.values():
-            _unlink(backup)
-    return sorted(files)
 
 
 def write_status(path, status):
@@ -232,19 +133,9 @@ class ActionModule(ActionBase):
             report_dir = args["report_dir"]
             try:
                 os.makedirs(report_dir, exist_ok=True)
-                stamp = now.strftime("%Y%m%dT%H%M%SZ")
-                base = os.path.join(report_dir, "%s-%s" % (args["basename"], stamp))
-                n = 1
-                while any(os.path.lexists(base + _report.RENDERERS[f][0]) for f in args["formats"]):
-                    n += 1
-                    base = os.path.join(report_dir, "%s-%s-%d" % (args["basename"], stamp, n))
-                texts = dict((fmt, _report.RENDERERS[fmt][1](report)) for fmt in args["formats"])
-                suffix = dict((fmt, _report.RENDERERS[fmt][0]) for fmt in args["formats"])
-                write_report_set(
-                    dict((base + suffix[fmt], texts[fmt]) for fmt in texts),
-                    dict((os.path.join(report_dir, "%s-latest%s" % (args["basename"], suffix[fmt])), texts[fmt])
-                         for fmt in texts))
-                files = dict((fmt, base + suffix[fmt]) for fmt in texts)
+                texts = dict((_report.RENDERERS[fmt][0], _report.RENDERERS[fmt][1](report)) for fmt in args["formats"])
+                _run_dir, written = write_report_set(report_dir, args["basename"], now.strftime("%Y%m%dT%H%M%SZ"), texts)
+                files = dict((fmt, written[_report.RENDERERS[fmt][0]]) for fmt in args["formats"])
             except OSError as exc:
                 message = "%s: %s" % (REPORT_NOT_WRITTEN % report_dir, exc)
                 self._status(args, {"report": "failed", "error": message, "unverifiable": unverifiable})

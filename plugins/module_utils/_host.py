@@ -465,7 +465,8 @@ def _nvml_row(gpu, table):
     else:
         current = pending = None
     instances = [{"uuid": dev.get("uuid"), "gi": dev.get("gi"), "ci": dev.get("ci"), "profile": dev.get("profile"),
-                  "caps_minors": _caps_minors(table, minor, dev.get("gi"), dev.get("ci"))}
+                  "caps_minors": _caps_minors(table, minor, dev.get("gi"), dev.get("ci")),
+                  "compute_processes": dev.get("compute_processes")}
                  for dev in gpu.get("mig_devices") or []]
     return _row("nvml", gpu.get("index"), gpu.get("uuid"), minor, gpu.get("pci_bus_id"), gpu.get("name"),
                 gpu.get("memory_total_bytes"), gpu.get("compute_processes"), current, pending, instances)
@@ -475,7 +476,8 @@ def _procfs_row(root, entry, table):
     minor = entry["minor"]
     found = read_procfs_mig(root, minor) if minor is not None else None
     instances = [{"uuid": None, "gi": inst["gi"], "ci": inst["ci"], "profile": None,
-                  "caps_minors": _caps_minors(table, minor, inst["gi"], inst["ci"], inst)} for inst in found or []]
+                  "caps_minors": _caps_minors(table, minor, inst["gi"], inst["ci"], inst), "compute_processes": None}
+                 for inst in found or []]
     return _row("procfs", None, entry["uuid"], minor, entry["pci_bus_id"], entry["name"], None, None, None, None, instances)
 
 
@@ -682,12 +684,20 @@ def _check_gpu_modes(b, subject, gpu, errors):
         observed = "current %s, pending %s" % (mig["current"], mig["pending"])
         b.add("host.nvml.mig_mode", PASS if (mig["current"], mig["pending"]) == (0, 0) else WARN, subject,
               "disabled (current 0, pending 0)", observed)
-    procs = gpu["compute_processes"]
+    _check_processes(b, subject, gpu["compute_processes"], errors)
+    for dev in gpu.get("mig_devices") or []:
+        # a MIG instance's own list (its MIG device handle): what says whether that instance is busy
+        _check_processes(b, "%s MIG %s" % (subject, dev.get("uuid") or "slot %s" % dev.get("slot")), dev.get("compute_processes"),
+                         dev.get("errors") or {})
+
+
+def _check_processes(b, subject, procs, errors):
     if procs is None:
-        b.add("host.nvml.compute_processes", NOT_RUN, subject, "process list", "not read: %s" % errors.get("compute_processes"))
-    else:
-        b.add("host.nvml.compute_processes", PASS, subject, "process list",
-              "%d running%s" % (len(procs), (" (pids %s)" % ", ".join(str(p["pid"]) for p in procs)) if procs else ""))
+        b.add("host.nvml.compute_processes", NOT_RUN, subject, "process list",
+              "not read: %s" % (errors.get("compute_processes") or errors.get("handle")))
+        return
+    b.add("host.nvml.compute_processes", PASS, subject, "process list",
+          "%d running%s" % (len(procs), (" (pids %s)" % ", ".join(str(p["pid"]) for p in procs)) if procs else ""))
 
 
 def _gpu_label(row):

@@ -98,13 +98,27 @@ def cuda_version_text(value):
     return "%d.%d" % (value // 1000, (value % 1000) // 10)
 
 
+NOT_AVAILABLE_UINT = 0xFFFFFFFF     # NVML_VALUE_NOT_AVAILABLE_uint: an instance id of a process not on a MIG instance
+
+
+def _instance_id(proc, field):
+    """gpuInstanceId/computeInstanceId of a process info (v2/v3 structures), None when NVML gives none (an older
+    structure without the field, or NVML_VALUE_NOT_AVAILABLE: the process is not known to run on an instance)."""
+    value = getattr(proc, field, None)
+    return value if isinstance(value, int) and value != NOT_AVAILABLE_UINT else None
+
+
 def _processes(raw):
+    """The compute processes of nvmlDeviceGetComputeRunningProcesses: pid, used_gpu_memory_bytes and, on a MIG
+    GPU, the GPU and compute instance each runs on (gpu_instance_id/compute_instance_id, None when not given)."""
     if raw is None:
         return None
     out = []
     for proc in raw:
         used = getattr(proc, "usedGpuMemory", None)
-        out.append({"pid": getattr(proc, "pid", None), "used_gpu_memory_bytes": used if isinstance(used, int) else None})
+        out.append({"pid": getattr(proc, "pid", None), "used_gpu_memory_bytes": used if isinstance(used, int) else None,
+                    "gpu_instance_id": _instance_id(proc, "gpuInstanceId"),
+                    "compute_instance_id": _instance_id(proc, "computeInstanceId")})
     return out
 
 
@@ -127,11 +141,14 @@ def _read_mig_device(nv, handle, slot):
         if _is_not_found(nv, exc):   # slots are sparse: NOT_FOUND is an empty slot, not an error
             return None
         return {"slot": slot, "uuid": None, "name": None, "profile": None, "gi": None, "ci": None,
-                "errors": {"handle": error_text(nv, exc)}}
+                "compute_processes": None, "errors": {"handle": error_text(nv, exc)}}
     name = _text(_call(nv, errors, "name", nv.nvmlDeviceGetName, mig))
+    # the processes of this instance alone (None when NVML does not give them, e.g. NVML_ERROR_NOT_SUPPORTED)
+    procs = _processes(_call(nv, errors, "compute_processes", nv.nvmlDeviceGetComputeRunningProcesses, mig))
     return {"slot": slot, "uuid": _text(_call(nv, errors, "uuid", nv.nvmlDeviceGetUUID, mig)), "name": name,
             "profile": mig_profile(name), "gi": _call(nv, errors, "gi", nv.nvmlDeviceGetGpuInstanceId, mig),
-            "ci": _call(nv, errors, "ci", nv.nvmlDeviceGetComputeInstanceId, mig), "errors": errors}
+            "ci": _call(nv, errors, "ci", nv.nvmlDeviceGetComputeInstanceId, mig), "compute_processes": procs,
+            "errors": errors}
 
 
 def _read_mig_devices(nv, errors, handle):

@@ -27,7 +27,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
     COMPUTE_VERIFIED, INCONCLUSIVE, node_verdict,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2          # 2: hosts.<name>.gpus are physical GPUs, MIG instance rows under their parent
 
 # pin name -> (layer, where the observed value lives in that layer's record)
 PINS = {
@@ -130,7 +130,7 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
         "points_to": verdict["points_to"],
         "reason": verdict["reason"],
         "because": verdict["because"],
-        "gpus": verdict["gpus"],
+        "gpus": physical_gpus(layers, verdict["gpus"]),
         "reachable": not unreachable,
         "error": error,
         "unverifiable": unverifiable_reason(unreachable, error),
@@ -230,22 +230,137 @@ def _count(values):
     return dict(sorted(out.items()))
 
 
+def _uuid_key(uuid):
+    """A GPU or MIG UUID compared as NVML and CUDA share it: lower case, without its 'GPU-'/'MIG-' prefix."""
+    text = str(uuid or "").strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text or None
+
+
+def _mig_parents(layers):
+    """MIG instance (uuid key) -> its physical GPU {index, uuid, model}: from the host inventory (evidence.gpus[].mig.
+    instances) and the cdi identity (evidence.identity.expected_gpus: mig_uuid with the parent's uuid and index)."""
+    parents = {}
+    for gpu in ((layers.get("host") or {}).get("evidence") or {}).get("gpus") or []:
+        if not isinstance(gpu, dict):
+            continue
+        for inst in (gpu.get("mig") or {}).get("instances") or []:
+            if isinstance(inst, dict) and _uuid_key(inst.get("uuid")):
+                parents[_uuid_key(inst["uuid"])] = {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "model": gpu.get("name")}
+    identity = (((layers.get("cdi") or {}).get("evidence") or {}).get("identity") or {})
+    for gpu in identity.get("expected_gpus") or []:
+        if isinstance(gpu, dict) and _uuid_key(gpu.get("mig_uuid")) and _uuid_key(gpu.get("uuid")):
+            parents.setdefault(_uuid_key(gpu["mig_uuid"]), {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "model": None})
+    return parents
+
+
+def _host_gpu_by_index(layers):
+    gpus = ((layers.get("host") or {}).get("evidence") or {}).get("gpus") or []
+    return dict((g.get("index"), g) for g in gpus if isinstance(g, dict) and g.get("index") is not None)
+
+
+def _mig_parent_of(row, parents, by_index):
+    """The physical GPU of a compute row that is a MIG instance, else None (the row is a GPU of its own)."""
+    parent = parents.get(_uuid_key(row.get("uuid")))
+    if parent is not None:
+        return parent
+    if str(row.get("uuid") or "").upper().startswith("MIG-"):
+        # an instance the inventory does not list: its parent by the index the cdi identity gave it, else unknown
+        gpu = by_index.get(row.get("index")) or {}
+        return {"index": row.get("index"), "uuid": gpu.get("uuid"), "model": gpu.get("name")}
+    return None
+
+
+def _instance_name(row):
+    return row.get("uuid") or "#%s" % row.get("ordinal")
+
+
+def _mig_gpu(parent, instances):
+    """The row of a physical GPU with MIG from its instance rows: verified when every instance requested on it passed,
+    failed when one failed, not run when one requested was not run (busy, or compute did not reach it); with no
+    instance requested on it (the container saw one it did not ask for), the instances' worst status."""
+    requested = [r for r in instances if r.get("expected")]
+    failed = [r for r in requested if r.get("status") == FAIL]
+    not_passed = [r for r in requested if r.get("status") != PASS]
+    if failed:
+        status, why = FAIL, failed
+    elif requested and not not_passed:
+        status, why = PASS, []
+    elif requested:
+        status, why = NOT_RUN, not_passed
+    else:
+        status = min((r.get("status") for r in instances), key=lambda st: _ROW_RANK.get(st, 9))
+        why = instances
+    if status == PASS:
+        reason = "MIG: %d of %d requested instance(s) verified" % (len(requested), len(requested))
+    else:
+        reason = "MIG: %d of %d requested instance(s) verified; %s" % (
+            len(requested) - len(not_passed), len(requested),
+            "; ".join("%s: %s" % (_instance_name(r), r.get("reason") or r.get("status")) for r in why))
+    return {"index": parent.get("index"), "uuid": parent.get("uuid"), "model": parent.get("model"),
+            "expected": bool(requested), "seen_in_container": all(r.get("seen_in_container") for r in requested) if requested else None,
+            "ordinal": None, "status": status, "signature": next((r.get("signature") for r in why if r.get("signature")), None),
+            "reason": reason, "mig": True, "instances": instances}
+
+
+_ROW_RANK = {FAIL: 0, WARN: 1, NOT_RUN: 2, PASS: 3}
+
+
+def physical_gpus(layers, rows):
+    """The per-GPU rows of a host entry (schema 2): one per physical GPU the compute rows speak of, in index order;
+    a GPU without MIG is its compute row (mig false, instances []); a GPU with MIG is one row (mig true) holding the
+    compute rows of its MIG instances under ``instances``, its status from the instances requested on it."""
+    parents = _mig_parents(layers)
+    by_index = _host_gpu_by_index(layers)
+    out = []
+    groups = {}
+    for row in rows or []:
+        if not isinstance(row, dict):
+            continue
+        parent = _mig_parent_of(row, parents, by_index)
+        if parent is None:
+            out.append(dict(row, mig=False, instances=[]))
+            continue
+        key = _uuid_key(parent.get("uuid")) or "index:%s" % parent.get("index")
+        if key not in groups:
+            groups[key] = (parent, [])
+            out.append(key)
+        groups[key][1].append(row)
+    out = [_mig_gpu(*groups[item]) if isinstance(item, str) else item for item in out]
+    return sorted(out, key=lambda g: (g.get("index") is None, g.get("index") if g.get("index") is not None else 0,
+                                      str(g.get("uuid") or "")))
+
+
 def gpu_counts(entry):
-    """Per-GPU counts of one host entry: total (the host inventory's GPUs, and any expected GPU of the compute
-    rows it does not list), verified (expected rows that PASSed: a kernel verified on that GPU in the container),
-    failed (expected rows that FAILed), not_run (the rest: busy, or compute did not reach it)."""
+    """Per-GPU counts of one host entry, in physical GPUs: total (the host inventory's GPUs, and any GPU of the rows
+    it does not list), verified (requested GPUs that PASSed: a kernel verified in the container on the GPU, or on
+    every MIG instance requested on it), failed (requested GPUs that FAILed: the GPU, or one instance on it), not_run
+    (the rest: busy, or compute did not reach them, or not requested). ``mig_instances`` counts the requested MIG
+    instances the same way (total, verified, failed, not_run)."""
     host_gpus = ((entry["layers"].get("host") or {}).get("evidence") or {}).get("gpus") or []
-    rows = [r for r in entry.get("gpus") or [] if isinstance(r, dict) and r.get("expected")]
-    keys = set(g.get("uuid") or "index:%s" % g.get("index") for g in host_gpus if isinstance(g, dict))
-    keys.update(r.get("uuid") or "index:%s" % r.get("index") for r in rows)
+    gpus = [g for g in entry.get("gpus") or [] if isinstance(g, dict)]
+    rows = [g for g in gpus if g.get("expected")]
+
+    def key(g):
+        return _uuid_key(g.get("uuid")) or "index:%s" % g.get("index")
+    keys = set(key(g) for g in host_gpus if isinstance(g, dict))
+    keys.update(key(g) for g in gpus)
     # a PASS row counts unless an earlier layer failed: a kernel that ran on a GPU the node's spec lies about
     # (FAILED_AT_CDI) or that the runtime did not inject as asked proves the GPU, not that a container asking
     # for it gets it. (On a node with one failing GPU, its other GPUs were proven: they count.)
     trusted = entry.get("failing_layer") in (None, "compute")
     verified = sum(1 for r in rows if r.get("status") == PASS) if trusted else 0
     failed = sum(1 for r in rows if r.get("status") == FAIL)
+    instances = [i for g in gpus for i in g.get("instances") or [] if i.get("expected")]
+    inst_verified = sum(1 for i in instances if i.get("status") == PASS) if trusted else 0
+    inst_failed = sum(1 for i in instances if i.get("status") == FAIL)
     return {"total": len(keys), "verified": verified, "failed": failed, "not_run": max(len(keys) - verified - failed, 0),
-            "unknown": not keys}
+            "unknown": not keys,
+            "mig_instances": {"total": len(instances), "verified": inst_verified, "failed": inst_failed,
+                              "not_run": len(instances) - inst_verified - inst_failed},
+            "mig_gpus": sum(1 for g in gpus if g.get("mig"))}
 
 
 def build_report(hosts, generated_at, run=None, drills=None):
@@ -302,6 +417,8 @@ def build_report(hosts, generated_at, run=None, drills=None):
         "failed": sum(c["failed"] for c in per_host), "not_run": sum(c["not_run"] for c in per_host),
         "hosts_with_failed_gpu": sum(1 for c in per_host if c["failed"]),
         "hosts_with_unknown_gpus": sum(1 for c in per_host if c["unknown"]),
+        "mig_gpus": sum(c["mig_gpus"] for c in per_host),
+        "mig_instances": dict((k, sum(c["mig_instances"][k] for c in per_host)) for k in ("total", "verified", "failed", "not_run")),
     }
     if drills is not None:
         report["drills"] = list(drills)
@@ -362,7 +479,8 @@ def summary_lines(report):
 
 
 def gpu_line(gpus):
-    """'1,598 of 1,600 GPUs verified; 2 failed on 2 hosts; 0 not run' (the fleet in GPUs, not only in nodes)."""
+    """'1,598 of 1,600 GPUs verified; 2 failed on 2 hosts; 0 not run' (the fleet in physical GPUs, not only in nodes;
+    a GPU with MIG counts once, then '; MIG: 2 of 2 requested instance(s) verified on 1 GPU(s)')."""
     gpus = gpus or {}
     line = "{verified:,} of {total:,} GPUs verified; {failed:,} failed on {hosts:,} host(s); {not_run:,} not verified " \
            "(busy, or compute did not reach them)".format(verified=gpus.get("verified", 0), total=gpus.get("total", 0),
@@ -371,6 +489,10 @@ def gpu_line(gpus):
                                                           not_run=gpus.get("not_run", 0))
     if gpus.get("hosts_with_unknown_gpus"):
         line += "; {0:,} host(s) whose GPUs are unknown (not counted)".format(gpus["hosts_with_unknown_gpus"])
+    mig = gpus.get("mig_instances") or {}
+    if mig.get("total"):
+        line += "; MIG: {verified:,} of {total:,} requested instance(s) verified on {gpus:,} GPU(s)".format(
+            verified=mig.get("verified", 0), total=mig["total"], gpus=gpus.get("mig_gpus", 0))
     return line
 
 
@@ -520,7 +642,8 @@ def render_markdown(report):
         lines += because_markdown(e.get("because"))
         if e.get("gpus"):
             lines += ["| GPU index | UUID | model | expected | status | signature | reason |", "|---|---|---|---|---|---|---|"]
-            lines += ["| %s |" % " | ".join(_md(r.get(k)) for k in GPU_COLUMNS) for r in e["gpus"]] + [""]
+            lines += ["| %s |" % " | ".join(_md(_gpu_cell(r, k, depth)) for k in GPU_COLUMNS) for depth, r in gpu_tree(e["gpus"])]
+            lines.append("")
         for layer in LAYERS:
             rec = e["layers"][layer]
             lines.append("#### %s: %s" % (layer, rec["status"]))
@@ -540,6 +663,24 @@ def render_markdown(report):
 
 
 GPU_COLUMNS = ("index", "uuid", "model", "expected", "status", "signature", "reason")
+MIG_MARK = "\u21b3 MIG "      # an instance row, under its GPU: "↳ MIG MIG-…"
+
+
+def gpu_tree(gpus):
+    """(depth, row) of a host entry's GPUs in reading order: each physical GPU (depth 0), then its MIG instances (1)."""
+    for gpu in gpus or []:
+        yield 0, gpu
+        for inst in gpu.get("instances") or []:
+            yield 1, inst
+
+
+def _gpu_cell(row, key, depth):
+    """A GPU table cell: an instance row leaves the index to its GPU's row and marks its UUID as a MIG instance."""
+    if depth and key == "index":
+        return ""
+    if depth and key == "uuid":
+        return MIG_MARK + _text(row.get("uuid") or "#%s" % row.get("ordinal"))
+    return row.get(key)
 
 
 def because_markdown(because):
@@ -621,7 +762,7 @@ td.s-PASS{background:#dafbe1}td.s-FAIL{background:#ffebe9}td.s-WARN{background:#
 td.s-NOT_RUN{background:#eaeef2;color:#57606a}
 .badge{color:#fff;border-radius:4px;padding:1px 6px;font-size:12px;font-weight:600}
 .counts{display:flex;gap:32px;flex-wrap:wrap}details{margin:6px 0}summary{cursor:pointer}
-code{font-size:12px}
+code{font-size:12px}tr.mig td:nth-child(2){padding-left:24px}
 """
 
 
@@ -644,6 +785,13 @@ def crosscheck_html(findings):
                    % (_h(f["host"]), _h(f["k8s_node"]), _h(f["finding"]), _h(f["severity"]), _h(f["severity"]),
                       _h(f["observed"]), _h(f["message"])))
     return out + ["</table>"]
+
+
+def _gpu_tr(depth, row):
+    """One row of a host's GPU table: a GPU, or (class mig) one of its MIG instances under it."""
+    cells = "".join(('<td class="s-%s">%s</td>' % (_h(row.get(k)), _h(row.get(k))) if k == "status"
+                     else "<td>%s</td>" % _h(_gpu_cell(row, k, depth))) for k in GPU_COLUMNS)
+    return '<tr%s>%s</tr>' % (' class="mig"' if depth else "", cells)
 
 
 def render_html(report):
@@ -706,11 +854,8 @@ def render_html(report):
             out.append("<p>because:</p><ul>%s</ul>" % "".join(
                 "<li><code>%s</code> (%s)</li>" % (_h(because_text(b)), _h(b.get("status"))) for b in e["because"]))
         if e.get("gpus"):
-            out.append("<table><tr>%s</tr>%s</table>" % (
-                "".join("<th>%s</th>" % _h(k) for k in GPU_COLUMNS),
-                "".join("<tr>%s</tr>" % "".join(('<td class="s-%s">%s</td>' % (_h(r.get(k)), _h(r.get(k))) if k == "status"
-                                                 else "<td>%s</td>" % _h(r.get(k))) for k in GPU_COLUMNS)
-                        for r in e["gpus"])))
+            out.append("<table><tr>%s</tr>%s</table>" % ("".join("<th>%s</th>" % _h(k) for k in GPU_COLUMNS),
+                                                         "".join(_gpu_tr(depth, r) for depth, r in gpu_tree(e["gpus"]))))
         for layer in LAYERS:
             rec = e["layers"][layer]
             out.append("<details%s><summary>%s %s %s</summary>" % (
@@ -746,6 +891,21 @@ def _check_lines(record, statuses):
                 _text(c.get("observed")) or "-",
                 ("; next: %s" % c["hint"]) if c.get("hint") else ""))
     return "\n".join(lines)
+
+
+def gpu_properties(gpus):
+    """The GPUs of a host as JUnit properties, each MIG instance under its GPU: ("gpu <index>", "<uuid> <status>[
+    <signature>][: reason]"), then ("gpu <index> mig <MIG uuid>", "<status>[ <signature>][: reason]")."""
+    out = []
+    for depth, row in gpu_tree(gpus):
+        text = "%s%s%s" % (row.get("status"), " %s" % row["signature"] if row.get("signature") else "",
+                           ": %s" % row["reason"] if row.get("reason") else "")
+        if depth:
+            out.append(("%s mig %s" % (parent_name, _instance_name(row)), text))
+        else:
+            parent_name = "gpu %s" % (row.get("index") if row.get("index") is not None else row.get("uuid") or "?")
+            out.append((parent_name, "%s %s" % (row.get("uuid") or "?", text)))
+    return out
 
 
 def render_junit(report):
@@ -789,6 +949,8 @@ def render_junit(report):
             ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
         if e.get("because"):
             ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
+        for name_, value in gpu_properties(e.get("gpus")):
+            ET.SubElement(props, "property", name=name_, value=value)
         suite.insert(0, props)
         for key, value in counts.items():
             suite.set(key, str(value))

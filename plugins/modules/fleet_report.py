@@ -20,11 +20,16 @@ description:
     failed, or the layer was not selected); never missing, never PASS.
   - A host that could not be verified (unreachable, no usable Python, the verify run stopped on it) is
     listed in RV(unverifiable); in JUnit its layers without a result are C(<error>), not C(<skipped>).
-  - The files of one report appear together or not at all, as C(<basename>-<UTC timestamp>.<ext>) and
-    C(<basename>-latest.<ext>). Every file is first written to a temporary file in O(report_dir) and
-    fsync'ed, then every timestamped file is renamed into place, and only then the latest files. When
-    any step fails, the temporary files and this run's timestamped files are removed, the latest files
-    already replaced are put back, and the task fails with C(gpuprobe report not written to ...).
+  - The files of one report are written into a new directory C(<basename>-<UTC timestamp>/) (files
+    C(<basename>.<ext>)), which appears whole or not at all; then C(<basename>-latest), a symlink to the newest
+    run's directory, is switched to it in one atomic rename. C(<basename>-latest.<ext>) are symlinks through
+    C(<basename>-latest), so whatever stops the run (an error, Ctrl-C, SIGTERM, SIGKILL) they all read the
+    previous set or all the new one. When a step before the switch fails, nothing of this run is kept and the
+    task fails with C(gpuprobe report not written to ...); a path it would replace that is a directory (or
+    C(<basename>-latest) that is not a symlink) is refused before anything is written. Regular
+    C(<basename>-latest.<ext>) files of an earlier version are taken over as the previous set.
+  - Files and directories get the mode the controller's umask leaves (0644 and 0755 under 022, 0600 and 0700 under
+    077), as the reports name hosts, GPU UUIDs and process owners; run with the umask their readers need.
   - The JSON schema is versioned (C(schema_version)) and documented in docs/usage.md ("Reading the report").
   - Run it once per play, for example with C(run_once) and C(delegate_to=localhost).
 options:
@@ -132,16 +137,20 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: Paths of the timestamped files written, by format (empty in check mode).
+  description: Paths of the files written (in the run's directory), by format (empty in check mode).
   returned: always
   type: dict
-  sample: {json: /srv/reports/gpuprobe-report-20261202T183000Z.json}
+  sample: {json: /srv/reports/gpuprobe-report-20261202T183000Z/gpuprobe-report.json}
 generated_at:
   description: UTC time of the report.
   returned: always
   type: str
 summary:
-  description: Numbers of hosts, COMPUTE_VERIFIED, failed, inconclusive, unreachable and drifted hosts.
+  description:
+    - Numbers of hosts, COMPUTE_VERIFIED, failed, inconclusive, unreachable and drifted hosts.
+    - C(gpus) counts physical GPUs (C(total), C(verified), C(failed), C(not_run)); a GPU with MIG counts once, verified
+      when every MIG instance requested on it passed; C(mig_instances) counts the requested MIG instances the same way
+      and C(mig_gpus) the GPUs they are on.
   returned: always
   type: dict
 counts:

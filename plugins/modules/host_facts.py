@@ -100,9 +100,12 @@ ansible_facts:
         - C(evidence.gpus) is the per-GPU inventory, sorted by index, one row per GPU with C(index) (null for procfs
           rows), C(uuid), C(minor), C(pci_bus_id) (Linux form C(0000:06:00.0)), C(name), C(memory_total_bytes),
           C(device_node) (C(/dev/nvidiaN) when that character device exists, else null), C(source) (C(nvml) or
-          C(procfs)), C(compute_processes) (list of C(pid), C(used_gpu_memory_bytes); null when unknown) and C(mig)
-          (C(mode_current), C(mode_pending) (C(enabled), C(disabled) or null) and C(instances), each with C(uuid),
-          C(gi), C(ci), C(profile) and C(caps_minors) (C(gi) and C(ci), the minor N of each one's C(/dev/nvidia-caps/nvidia-cap<N>))).
+          C(procfs)), C(compute_processes) (list of C(pid), C(used_gpu_memory_bytes), C(gpu_instance_id) and
+          C(compute_instance_id) (the MIG instance NVML places the process on, null when it gives none); null when
+          unknown) and C(mig) (C(mode_current), C(mode_pending) (C(enabled), C(disabled) or null) and C(instances),
+          each with C(uuid), C(gi), C(ci), C(profile), C(caps_minors) (C(gi) and C(ci), the minor N of each one's
+          C(/dev/nvidia-caps/nvidia-cap<N>)) and C(compute_processes) (the list NVML gives for that MIG device, null
+          when it gives none)).
         - C(versions) holds C(driver), C(nvml), C(cuda_driver_api) and C(kernel_module).
       returned: always
       type: dict

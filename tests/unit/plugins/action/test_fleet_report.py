@@ -8,6 +8,7 @@ import pytest
 from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _report_files as W
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder, PASS, FAIL, not_run
 
 
@@ -70,24 +71,29 @@ def test_collect_hosts_marks_hosts_that_left_the_run():
     assert by["gone"]["unreachable"] and by["gone"]["error"] is None
 
 
-def test_write_atomic_replaces_and_leaves_no_temporary(tmp_path):
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o027, 0o640)])
+def test_write_atomic_replaces_and_follows_the_umask(tmp_path, umask, mode):
     path = str(tmp_path / "r.json")
-    A.write_atomic(path, "one")
-    A.write_atomic(path, "two")
+    old = os.umask(umask)
+    try:
+        W.write_atomic(path, "one")
+        W.write_atomic(path, "two")
+    finally:
+        os.umask(old)
     assert open(path).read() == "two"
     assert os.listdir(str(tmp_path)) == ["r.json"]
-    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+    assert os.stat(path).st_mode & 0o777 == mode
 
 
 def test_write_atomic_failure_keeps_old_file(tmp_path, monkeypatch):
     path = str(tmp_path / "r.json")
-    A.write_atomic(path, "old")
+    W.write_atomic(path, "old")
 
     def boom(src, dst):
         raise OSError("disk full")
-    monkeypatch.setattr(A.os, "replace", boom)
+    monkeypatch.setattr(W.os, "replace", boom)
     with pytest.raises(OSError):
-        A.write_atomic(path, "new")
+        W.write_atomic(path, "new")
     assert open(path).read() == "old"
     assert os.listdir(str(tmp_path)) == ["r.json"]
 
@@ -108,7 +114,7 @@ def test_run_writes_every_format_and_returns_summary(tmp_path):
                                   "ok": "COMPUTE_VERIFIED", "silent": "INCONCLUSIVE"}
     assert result["summary"]["unreachable"] == 1
     data = json.loads(open(result["files"]["json"]).read())
-    assert data["schema_version"] == 1 and data["run"]["mode"] == "full"
+    assert data["schema_version"] == 2 and data["run"]["mode"] == "full"
     assert data["hosts"]["broken"]["layers"]["runtime"]["reason"] == "blocked by host FAIL"
     assert data["hosts"]["broken"]["layers"]["cdi"]["status"] == "NOT_RUN"
     assert data["hosts"]["silent"]["layers"]["host"]["reason"].startswith("verify run failed before this layer: no verify record")
@@ -144,47 +150,124 @@ def test_run_rejects_unknown_format(tmp_path):
         action.run(task_vars={"hostvars": HOSTVARS})
 
 
-def _previous_latest(directory):
-    for suffix in (".json", ".md", ".html", ".junit.xml"):
-        (directory / ("gpuprobe-report-latest" + suffix)).write_text("previous" + suffix)
+SUFFIXES = (".json", ".md", ".html", ".junit.xml")
 
 
-@pytest.mark.parametrize("fail_at", [1, 4, 5, 7])
-def test_write_report_set_failure_half_way_keeps_nothing_and_restores_latest(tmp_path, monkeypatch, fail_at):
-    """os.replace fails at its n-th call: 1 and 4 while renaming the timestamped files, 5 and 7 while
-    replacing the latest files (the ones already replaced are put back)."""
-    _previous_latest(tmp_path)
-    before = dict((p.name, p.read_text()) for p in tmp_path.iterdir())
-    real_replace = os.replace
-    calls = []
+def _texts(tag):
+    return dict((sfx, "%s%s" % (tag, sfx)) for sfx in SUFFIXES)
 
-    def flaky(src, dst):
-        calls.append(dst)
-        if len(calls) == fail_at:
+
+def _latest(directory, base="gpuprobe-report"):
+    """What a reader of <base>-latest<suffix> gets, per suffix (None: absent or dangling)."""
+    out = {}
+    for sfx in SUFFIXES:
+        path = directory / (base + "-latest" + sfx)
+        out[sfx] = path.read_text() if path.exists() else None
+    return out
+
+
+def _flat_previous(directory):
+    """The layout of the previous version: regular gpuprobe-report-latest.* files."""
+    for sfx in SUFFIXES:
+        (directory / ("gpuprobe-report-latest" + sfx)).write_text("previous" + sfx)
+
+
+def _tree(directory):
+    out = {}
+    for root, dirs, files in os.walk(str(directory)):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, str(directory))
+            out[rel] = ("link", os.readlink(path)) if os.path.islink(path) else (
+                ("dir",) if os.path.isdir(path) else ("file", open(path).read()))
+    return out
+
+
+@pytest.mark.parametrize("umask,file_mode,dir_mode", [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+def test_write_report_set_layout_and_modes(tmp_path, umask, file_mode, dir_mode):
+    old = os.umask(umask)
+    try:
+        run1, files1 = W.write_report_set(str(tmp_path), "gpuprobe-report", "20261203T000000Z", _texts("one"))
+        run2, files2 = W.write_report_set(str(tmp_path), "gpuprobe-report", "20261203T000000Z", _texts("two"))
+    finally:
+        os.umask(old)
+    assert run1 == str(tmp_path / "gpuprobe-report-20261203T000000Z")
+    assert run2 == str(tmp_path / "gpuprobe-report-20261203T000000Z-2")   # same second: its own directory
+    assert files2 == dict((sfx, os.path.join(run2, "gpuprobe-report" + sfx)) for sfx in SUFFIXES)
+    assert os.readlink(str(tmp_path / "gpuprobe-report-latest")) == "gpuprobe-report-20261203T000000Z-2"
+    assert _latest(tmp_path) == _texts("two")
+    assert open(files1[".json"]).read() == "one.json"
+    for sfx in SUFFIXES:
+        assert os.readlink(str(tmp_path / ("gpuprobe-report-latest" + sfx))) == "gpuprobe-report-latest/gpuprobe-report" + sfx
+        assert os.stat(files2[sfx]).st_mode & 0o777 == file_mode
+    assert os.stat(run2).st_mode & 0o777 == dir_mode
+    assert not [n for n in os.listdir(str(tmp_path)) if n.startswith(".")]
+
+
+def test_write_report_set_takes_over_the_flat_latest_files_of_the_previous_version(tmp_path):
+    _flat_previous(tmp_path)
+    run, _files = W.write_report_set(str(tmp_path), "gpuprobe-report", "20261203T000000Z", _texts("new"))
+    assert _latest(tmp_path) == _texts("new")
+    assert sorted(os.listdir(str(tmp_path))) == sorted(["gpuprobe-report-latest", os.path.basename(run)] + [
+        "gpuprobe-report-latest" + sfx for sfx in SUFFIXES])
+
+
+STEPS = ["temp_dir", "file.json", "file.md", "file.html", "file.junit.xml", "run_dir", "migrated", "latest_files"]
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["previous-set", "previous-version-flat-files"])
+@pytest.mark.parametrize("step", STEPS)
+def test_write_report_set_failure_at_any_step_keeps_the_previous_set(tmp_path, monkeypatch, step, flat):
+    """A failure (disk full...) at any step before the switch: nothing of this run is kept, every latest file still
+    reads the previous set."""
+    if flat:
+        _flat_previous(tmp_path)
+        before = _texts("previous")
+    else:
+        W.write_report_set(str(tmp_path), "gpuprobe-report", "20261202T000000Z", _texts("previous"))
+        before = _texts("previous")
+        tree = _tree(tmp_path)
+
+    def hook(name):
+        if name == step:
             raise OSError(28, "No space left on device")
-        return real_replace(src, dst)
-    monkeypatch.setattr(A.os, "replace", flaky)
-    suffixes = (".json", ".md", ".html", ".junit.xml")
-    files = dict((str(tmp_path / ("gpuprobe-report-20261203T000000Z" + s)), "new" + s) for s in suffixes)
-    latest = dict((str(tmp_path / ("gpuprobe-report-latest" + s)), "new" + s) for s in suffixes)
+    monkeypatch.setattr(W, "_STEP_HOOK", hook)
     with pytest.raises(OSError, match="No space left"):
-        A.write_report_set(files, latest)
-    monkeypatch.setattr(A.os, "replace", real_replace)
-    assert dict((p.name, p.read_text()) for p in tmp_path.iterdir()) == before
+        W.write_report_set(str(tmp_path), "gpuprobe-report", "20261203T000000Z", _texts("new"))
+    assert _latest(tmp_path) == before
+    assert not [n for n in os.listdir(str(tmp_path)) if "20261203" in n or n.startswith(".")]
+    if not flat:
+        assert _tree(tmp_path) == tree
 
 
-def test_write_report_set_refuses_a_directory_before_touching_anything(tmp_path):
-    _previous_latest(tmp_path)
-    (tmp_path / "gpuprobe-report-latest.junit.xml").unlink()
-    (tmp_path / "gpuprobe-report-latest.junit.xml").mkdir()
-    files = {str(tmp_path / "gpuprobe-report-1.json"): "new"}
-    latest = {str(tmp_path / "gpuprobe-report-latest.json"): "new",
-              str(tmp_path / "gpuprobe-report-latest.junit.xml"): "new"}
-    with pytest.raises(OSError, match="not a regular file"):
-        A.write_report_set(files, latest)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpuprobe-report-latest.html", "gpuprobe-report-latest.json",
-                                                          "gpuprobe-report-latest.junit.xml", "gpuprobe-report-latest.md"]
-    assert (tmp_path / "gpuprobe-report-latest.json").read_text() == "previous.json"
+@pytest.mark.parametrize("blocker", ["gpuprobe-report-latest.junit.xml", "gpuprobe-report-latest"])
+def test_write_report_set_refuses_a_directory_before_touching_anything(tmp_path, blocker):
+    _flat_previous(tmp_path)
+    if (tmp_path / blocker).exists():
+        (tmp_path / blocker).unlink()
+    (tmp_path / blocker).mkdir()
+    before = _tree(tmp_path)
+    with pytest.raises(OSError, match="refusing to replace it"):
+        W.write_report_set(str(tmp_path), "gpuprobe-report", "20261203T000000Z", _texts("new"))
+    assert _tree(tmp_path) == before
+
+
+def test_sweep_removes_only_temporaries_of_dead_writers(tmp_path):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    child = subprocess.Popen(["true"])
+    child.wait()
+    gone = child.pid
+    names = [".gpuprobe-report-20261203T000000Z.%d.0123456789ab.tmp" % gone,
+             ".gpuprobe-report-latest.%d.0123456789ab.tmp" % gone,
+             ".gpuprobe-report-20261203T000000Z.%d.0123456789ab.tmp" % os.getppid(),   # a live writer's
+             ".other-20261203T000000Z.%d.0123456789ab.tmp" % gone]             # another basename's
+    os.mkdir(str(tmp_path / names[0]))
+    (tmp_path / names[0] / "gpuprobe-report.json").write_text("partial")
+    os.symlink("x", str(tmp_path / names[1]))
+    os.mkdir(str(tmp_path / names[2]))
+    os.mkdir(str(tmp_path / names[3]))
+    assert sorted(W.sweep_temporaries(str(tmp_path), "gpuprobe-report")) == sorted(names[:2])
+    assert sorted(os.listdir(str(tmp_path))) == sorted(names[2:])
 
 
 def test_run_writes_the_status_file_and_fails_with_its_own_message(tmp_path):
@@ -197,11 +280,12 @@ def test_run_writes_the_status_file_and_fails_with_its_own_message(tmp_path):
     assert result["unverifiable"]["gone"].startswith("host unreachable: ")
     (tmp_path / "r" / "gpuprobe-report-latest.md").unlink()
     (tmp_path / "r" / "gpuprobe-report-latest.md").mkdir()
+    before = sorted(os.listdir(str(tmp_path / "r")))
     with pytest.raises(Exception, match="gpuprobe report not written to"):
         action.run(task_vars={"hostvars": HOSTVARS})
     state = json.loads(status.read_text())
-    assert state["report"] == "failed" and "not a regular file" in state["error"]
-    assert len(os.listdir(str(tmp_path / "r"))) == 8
+    assert state["report"] == "failed" and "refusing to replace it" in state["error"]
+    assert sorted(os.listdir(str(tmp_path / "r"))) == before and len(before) == 6
 
 
 def test_failing_lists_the_unverifiable_and_in_a_postcheck_every_node_not_verified(tmp_path):

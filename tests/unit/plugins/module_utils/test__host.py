@@ -508,7 +508,8 @@ def test_mig_instances_with_caps_minors_and_nodes(tmp_path):
     rows = record["evidence"]["gpus"]
     assert rows[0]["mig"] == {"mode_current": "enabled", "mode_pending": "enabled", "instances": [
         {"uuid": d["uuid"], "gi": d["gi"], "ci": d["ci"], "profile": d["profile"],
-         "caps_minors": {"gi": table["gpu0/gi%d/access" % d["gi"]], "ci": table["gpu0/gi%d/ci%d/access" % (d["gi"], d["ci"])]}}
+         "caps_minors": {"gi": table["gpu0/gi%d/access" % d["gi"]], "ci": table["gpu0/gi%d/ci%d/access" % (d["gi"], d["ci"])]},
+         "compute_processes": []}
         for d in MIG[0]]}
     assert rows[5]["mig"]["instances"][0]["caps_minors"] == {"gi": table["gpu5/gi7/access"], "ci": table["gpu5/gi7/ci1/access"]}
     assert all(r["mig"]["instances"] == [] and r["mig"]["mode_current"] == "disabled" for i, r in enumerate(rows) if i not in MIG)
@@ -549,7 +550,7 @@ def test_mig_instances_from_procfs_when_nvml_is_absent(tmp_path):
     table = hf.mig_minors_table(2)
     assert record["evidence"]["gpus"][1]["mig"] == {"mode_current": None, "mode_pending": None, "instances": [
         {"uuid": None, "gi": 3, "ci": 0, "profile": None,
-         "caps_minors": {"gi": table["gpu1/gi3/access"], "ci": table["gpu1/gi3/ci0/access"]}}]}
+         "caps_minors": {"gi": table["gpu1/gi3/access"], "ci": table["gpu1/gi3/ci0/access"]}, "compute_processes": None}]}
     assert one(record, "host.mig.instance", "GPU 0000:07:00.0 gi3/ci0")["status"] == PASS
 
 
@@ -574,7 +575,8 @@ def test_mig_read_errors_are_not_run_and_keep_the_gpu(tmp_path, fail, status, ob
 
 def test_compute_processes_per_row(h200):
     record = host(h200, fake=hf.fake_pynvml([hf.gpu(0, processes=[4242])]))
-    assert record["evidence"]["gpus"][0]["compute_processes"] == [{"pid": 4242, "used_gpu_memory_bytes": 1 << 20}]
+    assert record["evidence"]["gpus"][0]["compute_processes"] == [{"pid": 4242, "used_gpu_memory_bytes": 1 << 20,
+                                                                   "gpu_instance_id": None, "compute_instance_id": None}]
     failing = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetComputeRunningProcesses"): nv.NVML_ERROR_NOT_SUPPORTED})
     assert host(h200, fake=failing)["evidence"]["gpus"][0]["compute_processes"] is None
 
@@ -615,7 +617,8 @@ def test_procfs_gpu_instance_without_compute_instance_warns(tmp_path):
     os.rmdir(ci_dir)
     record = _host.collect_host(root=str(root), use_nvml=False)
     assert record["evidence"]["gpus"][0]["mig"]["instances"] == [
-        {"uuid": None, "gi": 4, "ci": None, "profile": None, "caps_minors": {"gi": hf.mig_minors_table(1)["gpu0/gi4/access"], "ci": None}}]
+        {"uuid": None, "gi": 4, "ci": None, "profile": None, "caps_minors": {"gi": hf.mig_minors_table(1)["gpu0/gi4/access"], "ci": None},
+         "compute_processes": None}]
     c = one(record, "host.mig.instance", "GPU 0000:06:00.0 gi4")
     assert c["status"] == WARN and c["observed"] == "GPU instance without a compute instance: not usable by CUDA"
 

@@ -18,7 +18,8 @@ def test_reads_every_attribute_and_shuts_down():
     assert g0 == {"index": 0, "name": "NVIDIA H200", "uuid": hf.gpu(0)["uuid"], "pci_bus_id": "00000000:06:00.0", "minor_number": 0,
                   "mig_mode": {"current": 0, "pending": 0}, "mig_devices": [], "persistence_mode": True, "compute_mode": "Default",
                   "memory_total_bytes": hf.H200_MEMORY, "errors": {},
-                  "compute_processes": [{"pid": 11, "used_gpu_memory_bytes": 1 << 20}, {"pid": 12, "used_gpu_memory_bytes": 1 << 20}]}
+                  "compute_processes": [{"pid": 11, "used_gpu_memory_bytes": 1 << 20, "gpu_instance_id": None, "compute_instance_id": None},
+                                        {"pid": 12, "used_gpu_memory_bytes": 1 << 20, "gpu_instance_id": None, "compute_instance_id": None}]}
     assert (g1["persistence_mode"], g1["compute_mode"], g1["mig_mode"], g1["mig_devices"]) == (False, "Exclusive_Process", None, None)
     assert "mig_mode" in g1["errors"]
     assert "nvmlDeviceGetMaxMigDeviceCount" not in fake.calls  # MIG disabled / not supported: no MIG device is asked for
@@ -114,8 +115,10 @@ def test_reads_mig_devices_of_a_mig_enabled_gpu():
     g0, g1 = _nvml.read_nvml(fake)["gpus"]
     assert g0["mig_mode"] == {"current": 1, "pending": 1} and g0["errors"] == {}
     assert g0["mig_devices"] == [
-        {"slot": 0, "uuid": devs[0]["uuid"], "name": "NVIDIA H200 MIG 1g.18gb", "profile": "1g.18gb", "gi": 1, "ci": 0, "errors": {}},
-        {"slot": 1, "uuid": devs[1]["uuid"], "name": "NVIDIA H200 MIG 3g.71gb", "profile": "3g.71gb", "gi": 2, "ci": 0, "errors": {}}]
+        {"slot": 0, "uuid": devs[0]["uuid"], "name": "NVIDIA H200 MIG 1g.18gb", "profile": "1g.18gb", "gi": 1, "ci": 0,
+         "compute_processes": [], "errors": {}},
+        {"slot": 1, "uuid": devs[1]["uuid"], "name": "NVIDIA H200 MIG 3g.71gb", "profile": "3g.71gb", "gi": 2, "ci": 0,
+         "compute_processes": [], "errors": {}}]
     # the empty slots 2..6 answered NOT_FOUND: not an error, not a device
     assert fake.calls.count("nvmlDeviceGetMigDeviceHandleByIndex") == 7
     # MIG pending but not current: no MIG device to ask for

@@ -22,6 +22,7 @@ def rec(layer, status, check_id=None, signature=None, points_to=None, evidence=N
     return b.build(signature=signature, points_to=points_to)
 
 
+NO_MIG = {"total": 0, "verified": 0, "failed": 0, "not_run": 0}
 GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "model": "NVIDIA H200", "expected": True,
            "seen_in_container": True, "ordinal": 0, "status": PASS, "signature": None, "reason": None}
 
@@ -111,7 +112,7 @@ def test_counts(report):
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
                                  "unreachable": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0,
                                  "gpus": {"total": 2, "verified": 2, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0,
-                                          "hosts_with_unknown_gpus": 4}}
+                                          "hosts_with_unknown_gpus": 4, "mig_gpus": 0, "mig_instances": NO_MIG}}
 
 
 def test_drift_lists_differing_and_unobservable_pins(report):
@@ -137,7 +138,7 @@ def test_host_drift(pins, expected):
 
 def test_json_roundtrip_and_schema_version(report):
     data = json.loads(R.render_json(report))
-    assert data["schema_version"] == R.SCHEMA_VERSION == 1
+    assert data["schema_version"] == R.SCHEMA_VERSION == 2
     assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
 
 
@@ -261,7 +262,7 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
              {"name": "cpu-only", "records": no_gpu()}]
     report = R.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full"})
     assert report["summary"]["gpus"] == {"total": 20, "verified": 18, "failed": 1, "not_run": 1, "hosts_with_failed_gpu": 1,
-                                         "hosts_with_unknown_gpus": 1}
+                                         "hosts_with_unknown_gpus": 1, "mig_gpus": 0, "mig_instances": NO_MIG}
     assert report["hosts"]["n8-one-bad"]["verdict"] == "FAILED_AT_COMPUTE"
     assert report["hosts"]["n8-busy"]["verdict"] == "INCONCLUSIVE" and "GPU 5" in report["hosts"]["n8-busy"]["reason"]
     want = ("18 of 20 GPUs verified; 1 failed on 1 host(s); 1 not verified (busy, or compute did not reach them); "
@@ -401,10 +402,105 @@ def test_label_driver_version(labels, version):
 def test_because_is_rendered_for_a_spec_attributed_failure():
     entry_report = R.build_report([{"name": "n", "records": healthy()}], "t")
     entry = entry_report["hosts"]["n"]
-    assert entry["because"] == [] and entry["gpus"] == [GPU_ROW]
+    assert entry["because"] == [] and entry["gpus"] == [dict(GPU_ROW, mig=False, instances=[])]
     entry["because"] = [{"check": "cdi.nvidia.nvidiactl", "status": WARN, "subject": "/dev/nvidiactl",
                          "observed": "absent", "hint": None}]
     assert "- cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)" in R.render_markdown(entry_report)
     assert "cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in R.render_html(entry_report)
     props = ET.fromstring(R.render_junit(entry_report).split("\n", 1)[1]).find("testsuite/properties")
     assert {p.get("name"): p.get("value") for p in props}["because"] == "cdi.nvidia.nvidiactl /dev/nvidiactl: absent"
+
+
+# ---------------------------------------------------------------------------------------------------
+# MIG: instance rows sit under their physical GPU, and the GPU counts count physical GPUs
+
+P0, P1 = "GPU-6b1d2c3e-0000-4000-8000-000000000000", "GPU-6b1d2c3e-0000-4000-8000-000000000001"
+
+
+def _mig(gpu, gi):
+    return "MIG-6b1d2c3e-%04d-%04d-0000-000000000000" % (gpu, gi)
+
+
+def _inst_row(gpu, gi, status=PASS, expected=True, uuid=None, reason=None):
+    return dict(GPU_ROW, index=gpu if expected else None, uuid=uuid or _mig(gpu, gi), model="NVIDIA H200 MIG 1g.18gb",
+                expected=expected, status=status, ordinal=gi, signature="compute.verify.mismatch" if status == FAIL else None,
+                reason=reason or ({FAIL: "wrong values", NOT_RUN: "GPU in use, not preempting: pid 7"}.get(status)
+                                  if expected else "the container sees a GPU it did not ask for (kernel PASS)"))
+
+
+def _mig_node(rows, inventory=None, identity=True):
+    """A node whose GPU 0 (and 1) has MIG instances gi 1..3, and whose compute rows are ``rows``."""
+    inventory = inventory if inventory is not None else {0: [1, 2, 3], 1: []}
+    gpus = [{"index": i, "uuid": (P0, P1)[i], "name": "NVIDIA H200",
+             "mig": {"mode_current": "enabled" if gis else "disabled", "instances": [{"uuid": _mig(i, g)} for g in gis]}}
+            for i, gis in sorted(inventory.items())]
+    expected = [{"uuid": (P0, P1)[r["index"]], "index": r["index"], "mig_uuid": r["uuid"] if r["uuid"].startswith("MIG-") else None}
+                for r in rows if r["expected"]] if identity else []
+    r = healthy()
+    r["host"] = rec("host", PASS, evidence={"gpus": gpus}, versions={"driver": "580.159.04"})
+    r["cdi"] = rec("cdi", PASS, evidence={"spec_digest": "sha256:aa", "identity": {"expected_gpus": expected}})
+    status = FAIL if any(x["status"] == FAIL for x in rows) else PASS
+    r["compute"] = rec("compute", status, "compute.kernel.verify", signature="compute.verify.mismatch" if status == FAIL else None,
+                       evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/mig=all"]}, "gpus": rows})
+    return r
+
+
+def _counts(summary):
+    g = summary["gpus"]
+    return (g["total"], g["verified"], g["failed"], g["not_run"]), (
+        g["mig_instances"]["total"], g["mig_instances"]["verified"], g["mig_instances"]["failed"], g["mig_instances"]["not_run"])
+
+
+@pytest.mark.parametrize("rows,inventory,identity,gpus,instances,parent_status", [
+    # both requested instances passed: 1 GPU verified (was "2 of 3 GPUs verified")
+    ([_inst_row(0, 1), _inst_row(0, 2)], {0: [1, 2]}, True, (1, 1, 0, 0), (2, 2, 0, 0), PASS),
+    # one of two failed: the GPU failed
+    ([_inst_row(0, 1), _inst_row(0, 2, FAIL)], {0: [1, 2]}, True, (1, 0, 1, 0), (2, 1, 1, 0), FAIL),
+    # one busy: the GPU is not verified
+    ([_inst_row(0, 1), _inst_row(0, 2, NOT_RUN)], {0: [1, 2]}, True, (1, 0, 0, 1), (2, 1, 0, 1), NOT_RUN),
+    # one of three instances requested, and it passed: the GPU is verified (the others were not asked for)
+    ([_inst_row(0, 1)], {0: [1, 2, 3]}, True, (1, 1, 0, 0), (1, 1, 0, 0), PASS),
+    # a MIG GPU beside a GPU without MIG
+    ([_inst_row(0, 1), _inst_row(0, 3), dict(GPU_ROW, index=1, uuid=P1)], {0: [1, 3], 1: []}, True, (2, 2, 0, 0), (2, 2, 0, 0), PASS),
+    # the host inventory lists no instance (host layer without NVML): the parent comes from the cdi identity
+    ([_inst_row(0, 1), _inst_row(0, 2)], {}, True, (1, 1, 0, 0), (2, 2, 0, 0), PASS),
+    # an instance the container saw but did not ask for (its UUID as the probe prints it): under its GPU, not requested
+    ([_inst_row(0, 1), _inst_row(0, 2, expected=False, uuid="GPU-" + _mig(0, 2)[4:])], {0: [1, 2]}, True,
+     (1, 1, 0, 0), (1, 1, 0, 0), PASS),
+])
+def test_mig_instances_are_counted_under_their_physical_gpu(rows, inventory, identity, gpus, instances, parent_status):
+    report = R.build_report([{"name": "n", "records": _mig_node(rows, inventory, identity)}], "t")
+    assert _counts(report["summary"]) == (gpus, instances)
+    entry = report["hosts"]["n"]
+    parent = [g for g in entry["gpus"] if g["mig"]]
+    assert len(parent) == 1 and parent[0]["uuid"] == P0 and parent[0]["index"] == 0
+    assert parent[0]["status"] == parent_status
+    assert [i["uuid"] for i in parent[0]["instances"]] == [r["uuid"] for r in rows if r["uuid"] != P1]
+    assert not [g for g in entry["gpus"] if g["uuid"] and g["uuid"].upper().startswith("MIG-")]   # no instance at GPU level
+    line = R.summary_lines(report)[-1]
+    assert line.startswith("%d of %d GPUs verified" % (gpus[1], gpus[0]))
+    assert "MIG: %d of %d requested instance(s) verified on 1 GPU(s)" % (instances[1], instances[0]) in line
+
+
+def test_mig_instances_are_listed_under_their_gpu_in_every_format():
+    rows = [_inst_row(0, 1), _inst_row(0, 2, FAIL), dict(GPU_ROW, index=1, uuid=P1)]
+    report = R.build_report([{"name": "n", "records": _mig_node(rows, {0: [1, 2], 1: []})}], "t")
+    data = json.loads(R.render_json(report))
+    gpus = data["hosts"]["n"]["gpus"]
+    assert [(g["index"], g["uuid"], g["mig"], [i["uuid"] for i in g["instances"]]) for g in gpus] == [
+        (0, P0, True, [_mig(0, 1), _mig(0, 2)]), (1, P1, False, [])]
+    assert gpus[0]["reason"].startswith("MIG: 1 of 2 requested instance(s) verified; %s: wrong values" % _mig(0, 2))
+    md = R.render_markdown(report).splitlines()
+    at = md.index(next(x for x in md if x.startswith("| 0 | %s |" % P0)))
+    assert md[at + 1].startswith("|  | \u21b3 MIG %s |" % _mig(0, 1).replace("_", "\\_"))
+    assert md[at + 2].startswith("|  | \u21b3 MIG %s |" % _mig(0, 2)) and "| FAIL |" in md[at + 2]
+    assert md[at + 3].startswith("| 1 | %s |" % P1)
+    page = R.render_html(report)
+    assert page.index(P0) < page.index('<tr class="mig"><td></td><td>\u21b3 MIG %s' % _mig(0, 1)) < page.index(
+        '<tr class="mig"><td></td><td>\u21b3 MIG %s' % _mig(0, 2)) < page.index("<td>%s</td>" % P1)
+    props = ET.fromstring(R.render_junit(report).split("\n", 1)[1]).find("testsuite/properties")
+    names = [p.get("name") for p in props]
+    assert names[-4:] == ["gpu 0", "gpu 0 mig %s" % _mig(0, 1), "gpu 0 mig %s" % _mig(0, 2), "gpu 1"]
+    values = dict((p.get("name"), p.get("value")) for p in props)
+    assert values["gpu 0"].startswith("%s FAIL compute.verify.mismatch: MIG: 1 of 2" % P0)
+    assert values["gpu 0 mig %s" % _mig(0, 2)] == "FAIL compute.verify.mismatch: wrong values"
