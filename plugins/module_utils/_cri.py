@@ -28,11 +28,11 @@ import time
 
 try:
     import grpc
-    from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+    from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message, message_factory
     HAS_CRI_LIBS = True
     CRI_IMPORT_ERROR = None
 except ImportError as _exc:  # pragma: no cover - depends on the target host
-    grpc = descriptor_pb2 = descriptor_pool = json_format = message_factory = None
+    grpc = descriptor_pb2 = descriptor_pool = json_format = message = message_factory = None
     HAS_CRI_LIBS = False
     CRI_IMPORT_ERROR = _exc
 
@@ -119,19 +119,23 @@ class CRIClient:
         try:
             with open(path, "rb") as f:
                 fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
-        except (OSError, ValueError) as exc:
-            raise CRIUnavailable("cannot read the CRI API descriptor %s: %s" % (path, exc))
+        except (OSError, message.DecodeError) as exc:
+            raise CRIUnavailable("cannot read the CRI API descriptor %s: %s" % (path, exc)) from None
         self.endpoint = endpoint
         self.timeout = timeout
         self._pool = descriptor_pool.DescriptorPool()
-        for fd in fds.file:
-            self._pool.Add(fd)
-        self._channel = grpc.insecure_channel(endpoint_target(endpoint))
         self._calls = {}
-        for service in (SERVICE, IMAGE_SERVICE):
-            for m in self._pool.FindServiceByName(service).methods:
+        try:
+            for fd in fds.file:
+                self._pool.Add(fd)
+            services = [self._pool.FindServiceByName(name) for name in (SERVICE, IMAGE_SERVICE)]
+        except (KeyError, TypeError) as exc:
+            raise CRIUnavailable("the descriptor %s is not the CRI API (%s, %s): %s" % (path, SERVICE, IMAGE_SERVICE, exc)) from None
+        self._channel = grpc.insecure_channel(endpoint_target(endpoint))
+        for service in services:
+            for m in service.methods:
                 req, resp = _message_class(self._pool, m.input_type.full_name), _message_class(self._pool, m.output_type.full_name)
-                call = self._channel.unary_unary("/%s/%s" % (service, m.name), request_serializer=req.SerializeToString,
+                call = self._channel.unary_unary("/%s/%s" % (service.full_name, m.name), request_serializer=req.SerializeToString,
                                                  response_deserializer=resp.FromString)
                 self._calls[m.name] = (req, call)
 
