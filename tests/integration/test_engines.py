@@ -10,9 +10,11 @@ Skipped only when the engines were not fetched (scripts/engines.sh fetch; script
 """
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -129,14 +131,20 @@ def _assert_not_injected(seen):
 # ---- containerd over the CRI -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def cri():
+def descriptor():
+    """The CRI API descriptor set, built from the fetched api.proto by this interpreter's grpcio-tools."""
     r = subprocess.run(["bash", SCRIPT, "stubs"], capture_output=True, text=True, timeout=120, check=False,
                        env=dict(os.environ, PYTHON=sys.executable))
     assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def cri(descriptor):
     r = _engines("start", "containerd")
     try:
         assert r.returncode == 0, r.stderr
-        client = _cri.CRIClient("unix://" + CRI_SOCKET, os.path.join(ENGINES, "cri", "api.desc"))
+        client = _cri.CRIClient("unix://" + CRI_SOCKET, descriptor)
         try:
             yield client
         finally:
@@ -164,6 +172,20 @@ def _cri_run(cri, spec, run_id, tmp_path, cdi_via):
         return json.loads(stdout)
     finally:
         cri.remove_sandbox_tree(sandbox, timeout=60)
+
+
+def test_cri_call_on_a_silent_socket_times_out(descriptor, tmp_path):
+    """A runtime that accepts the connection and never answers: the call ends at its timeout, as a CRIError."""
+    path = str(tmp_path / "silent.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+        with _cri.CRIClient(path, descriptor, timeout=0.5) as client:
+            t0 = time.monotonic()
+            with pytest.raises(_cri.CRIError) as err:
+                client.version()
+            assert time.monotonic() - t0 < 5
+    assert err.value.timeout, err.value
 
 
 def test_cri_version(cri):
