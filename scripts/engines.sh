@@ -52,7 +52,7 @@ fetch() {
   local a=$eng/apt
   mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/preferences.d" "$eng/debs"
   # signed-by: trixie's InRelease is verified against the Debian archive keyring (Debian 12's
-  # debian-archive-keyring 2023.3+deb12u1 and later carry the trixie keys)
+  # debian-archive-keyring 2023.3+deb12u2 carries the trixie keys)
   echo "deb [signed-by=$keyring] $mirror $suite main" > "$a/sources.list"
   local missing=() p
   for p in "${want[@]}"; do [ -f "$eng/$p/.deb" ] || missing+=("$p"); done
