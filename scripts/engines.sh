@@ -162,10 +162,22 @@ save_probe_image() {  # the project's probe image as a docker archive (podman bu
   echo "$f"
 }
 
+already_running() {  # NAME BINARY: dies when BINARY is not fetched; true (and says so) when NAME runs already
+  [ -x "$2" ] || die "$1 is not fetched: run '$0 fetch'"
+  alive "$run/$1/pid" || return 1
+  log "$1 already running (pid $(cat "$run/$1/pid"))"
+}
+
+launch() {  # NAME CLIENT BINARY ARGS...: BINARY in a session of its own, log and pid under run/NAME, until CLIENT answers
+  local name=$1 client=$2; shift 2
+  PATH=$(engine_path) setsid "$@" >"$run/$name/$name.log" 2>&1 < /dev/null &
+  echo $! > "$run/$name/pid"
+  wait_for 60 "$client" version || { tail -n 20 "$run/$name/$name.log" >&2; die "$name did not answer on its socket"; }
+}
+
 start_containerd() {
   local c=$run/containerd
-  [ -x "$eng/containerd/usr/bin/containerd" ] || die "containerd is not fetched: run '$0 fetch'"
-  if alive "$c/pid"; then log "containerd already running (pid $(cat "$c/pid"))"; return; fi
+  already_running containerd "$eng/containerd/usr/bin/containerd" && return
   local runc_bin t0=$SECONDS
   runc_bin=$(pick_runc)
   rm -rf "$c/state" && mkdir -p "$c/root" "$c/state" "$c/opt" "$c/cni/bin" "$c/cni/conf"
@@ -203,10 +215,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         BinaryName = "$runc_bin"
         SystemdCgroup = false
 TOML
-  PATH=$(engine_path) setsid "$eng/containerd/usr/bin/containerd" --config "$c/config.toml" \
-    >"$c/containerd.log" 2>&1 < /dev/null &
-  echo $! > "$c/pid"
-  wait_for 30 ctr_ version || { tail -n 20 "$c/containerd.log" >&2; die "containerd did not answer on $c/containerd.sock"; }
+  launch containerd ctr_ "$eng/containerd/usr/bin/containerd" --config "$c/config.toml"
   local img
   img=$(build_pause)
   ctr_ -n k8s.io images ls -q | grep -qx "$sandbox_image" \
@@ -222,8 +231,7 @@ TOML
 
 start_dockerd() {
   local d=$run/dockerd
-  [ -x "$eng/docker.io/usr/sbin/dockerd" ] || die "dockerd is not fetched: run '$0 fetch'"
-  if alive "$d/pid"; then log "dockerd already running (pid $(cat "$d/pid"))"; return; fi
+  already_running dockerd "$eng/docker.io/usr/sbin/dockerd" && return
   local runc_bin t0=$SECONDS
   runc_bin=$(pick_runc)
   rm -rf "$d/exec" && mkdir -p "$d/data" "$d/exec"
@@ -248,10 +256,7 @@ start_dockerd() {
 }
 JSON
   # dockerd starts its own containerd (from PATH: the fetched 1.7.24) under exec-root and data-root
-  PATH=$(engine_path) setsid "$eng/docker.io/usr/sbin/dockerd" --config-file "$d/daemon.json" \
-    >"$d/dockerd.log" 2>&1 < /dev/null &
-  echo $! > "$d/pid"
-  wait_for 60 docker_ version || { tail -n 20 "$d/dockerd.log" >&2; die "dockerd did not answer on $d/docker.sock"; }
+  launch dockerd docker_ "$eng/docker.io/usr/sbin/dockerd" --config-file "$d/daemon.json"
   if [ -z "${GPUPROBE_ENGINES_NO_PROBE_IMAGE:-}" ]; then
     local img
     img=$(save_probe_image)
@@ -272,7 +277,7 @@ kill_pidfile() {  # TERM, then KILL after 15 s, the process in pidfile $1 (start
 kill_shims() {  # the runc shims of our containerd (they outlive it on purpose): found by our socket path
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q -- "-address $1" || continue
+    tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -q -- "-address $1" || continue
     kill -KILL "${p#/proc/}" 2>/dev/null || true
   done
 }
