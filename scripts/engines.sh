@@ -3,7 +3,8 @@
 #
 #   scripts/engines.sh fetch [--podman]   download Debian 13 (trixie) packages with a PRIVATE apt configuration
 #                                         (the system's sources, lists and cache are never read or written) and
-#                                         unpack each with dpkg -x into .build/engines/<package>; cached, idempotent
+#                                         unpack each with dpkg -x into .build/engines/<package>; cached, idempotent;
+#                                         --podman adds podman 5.4.2, conmon and libsubid5 (glibc >= 2.38 only)
 #   scripts/engines.sh stubs              generate the CRI API descriptor set from the fetched api.proto
 #                                         (grpcio-tools, at build time) into .build/engines/cri/
 #   scripts/engines.sh start containerd   containerd 1.7 with its CRI plugin (enable_cdi, native snapshotter,
@@ -45,7 +46,7 @@ apt_private() {  # apt-get with a private sources list, lists and cache: the sys
 
 fetch() {
   local want=("${packages[@]}")
-  [ "${1:-}" = "--podman" ] && want+=(podman conmon)
+  [ "${1:-}" = "--podman" ] && want+=(podman conmon libsubid5)
   command -v apt-get >/dev/null || die "fetch needs apt-get and dpkg (Debian/Ubuntu)"
   command -v dpkg >/dev/null || die "fetch needs apt-get and dpkg (Debian/Ubuntu)"
   [ -r "$keyring" ] || die "no Debian archive keyring at $keyring (package debian-archive-keyring)"
@@ -55,22 +56,24 @@ fetch() {
   # debian-archive-keyring 2023.3+deb12u2 carries the trixie keys)
   echo "deb [signed-by=$keyring] $mirror $suite main" > "$a/sources.list"
   local missing=() p
-  for p in "${want[@]}"; do [ -f "$eng/$p/.deb" ] || missing+=("$p"); done
+  for p in "${want[@]}"; do [ -f "$eng/$p/.version" ] || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
     local t0=$SECONDS
     # one update per fetch that has something to download, into the private lists only
+    for p in "${missing[@]}"; do rm -f "$eng/debs/${p}_"*.deb; done
     apt_private update >/dev/null || die "apt-get update of $suite failed (network, mirror $mirror or key)"
     (cd "$eng/debs" && apt_private download "${missing[@]}" >/dev/null) || die "apt-get download ${missing[*]} failed"
     for p in "${missing[@]}"; do
       local deb
-      deb=$(find "$eng/debs" -maxdepth 1 -name "${p}_*.deb" | sort | tail -n 1)
+      deb=$(find "$eng/debs" -maxdepth 1 -name "${p}_*.deb")
       [ -n "$deb" ] || die "no .deb for $p after download"
       rm -rf "${eng:?}/$p" && mkdir -p "$eng/$p" && dpkg -x "$deb" "$eng/$p"
       basename "$deb" > "$eng/$p/.deb"
+      dpkg-deb -f "$deb" Version > "$eng/$p/.version"
     done
     log "fetched ${missing[*]} in $((SECONDS - t0)) s"
   fi
-  for p in "${want[@]}"; do echo "$p $(cut -d_ -f2 "$eng/$p/.deb")"; done
+  for p in "${want[@]}"; do echo "$p $(cat "$eng/$p/.version")"; done
   if runc_ok "$eng/runc/usr/sbin/runc"; then
     log "runc from Debian 13 runs here"
   else
@@ -92,7 +95,7 @@ stubs() {
   grep -v -e '^import "github.com/gogo/protobuf/gogoproto/gogo.proto";' -e '^option (gogoproto\.' "$proto" \
     > "$out/src/api.proto"
   "$py" -m grpc_tools.protoc -I "$out/src" --descriptor_set_out="$out/api.desc" "$out/src/api.proto"
-  cut -d_ -f2 "$eng/golang-github-kubernetes-cri-api-dev/.deb" > "$out/VERSION"
+  cp "$eng/golang-github-kubernetes-cri-api-dev/.version" "$out/VERSION"
   echo "$out/api.desc"
 }
 

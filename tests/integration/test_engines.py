@@ -248,4 +248,3 @@ def test_docker_run_device(docker, cdi_spec, run_id, with_device):
         _assert_not_injected(seen)
     r = docker("ps", "-aq", "--filter", "label=%s=%s" % (LABEL, run_id))
     assert r.returncode == 0 and r.stdout.strip() == "", r
-
