@@ -186,9 +186,11 @@ class CRIClient:
         return self.call("RunPodSandbox", {"config": config, "runtime_handler": runtime_handler}, timeout)["pod_sandbox_id"]
 
     def create_container(self, sandbox_id, sandbox_config, name, image, command, args=(), env=None, cdi_devices=(),
-                         cdi_via=("field", "annotations"), labels=None, annotations=None, log_path=None, timeout=None):
+                         cdi_via=("field", "annotations"), labels=None, annotations=None, log_path=None, mounts=(),
+                         user=None, timeout=None):
         """Create a container in the sandbox; its id. ``cdi_devices`` are fully qualified CDI names given as the
-        CRI CDIDevices field ("field") and/or as a cdi.k8s.io/ annotation ("annotations"), per ``cdi_via``."""
+        CRI CDIDevices field ("field") and/or as a cdi.k8s.io/ annotation ("annotations"), per ``cdi_via``.
+        ``mounts``: (host_path, container_path) pairs, bound read-only; ``user``: (uid, gid) to run as."""
         ann = dict(annotations or {})
         if "annotations" in cdi_via:
             ann.update(cdi_annotations(list(cdi_devices)))
@@ -197,6 +199,11 @@ class CRIClient:
                   "envs": [{"key": k, "value": v} for k, v in sorted((env or {}).items())],
                   "labels": dict(labels or {}), "annotations": ann,
                   "linux": {"security_context": {"namespace_options": {"network": "NODE", "pid": "CONTAINER"}}}}
+        if mounts:
+            config["mounts"] = [{"host_path": h, "container_path": c, "readonly": True} for h, c in mounts]
+        if user is not None:
+            config["linux"]["security_context"].update({"run_as_user": {"value": int(user[0])},
+                                                        "run_as_group": {"value": int(user[1])}})
         if "field" in cdi_via and cdi_devices:
             config["CDI_devices"] = [{"name": d} for d in cdi_devices]
         if log_path:

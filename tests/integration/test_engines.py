@@ -49,6 +49,7 @@ try:
 except OSError as exc:
     out["file"] = str(exc)
 out["mounted"] = any(line.split()[4] == %(file)r for line in open("/proc/self/mountinfo"))
+out["uid"] = [os.getuid(), os.getgid()]
 print(json.dumps(out))
 """ % {"dev": DEV_IN_CONTAINER, "file": FILE_IN_CONTAINER}
 
@@ -155,15 +156,21 @@ def cri(descriptor):
         _assert_stopped("containerd")
 
 
-def _cri_run(cri, spec, run_id, tmp_path, cdi_via):
+def _cri_run(cri, spec, run_id, tmp_path, cdi_via, user=None):
+    """One sandbox and one container running the probe script, mounted read-only as the runtime adapter does."""
     labels = {LABEL: run_id}
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    script.chmod(0o644)
+    tmp_path.chmod(0o755)
     config = cri.sandbox_config("gpuprobe-%s" % uuid.uuid4().hex[:8], str(uuid.uuid4()), labels=labels,
                                 log_directory=str(tmp_path / "logs"))
     sandbox = cri.run_pod_sandbox(config, timeout=60)
     try:
-        cid = cri.create_container(sandbox, config, "probe", IMAGE, ["/usr/bin/python3", "-c", PROBE],
+        cid = cri.create_container(sandbox, config, "probe", IMAGE, ["/usr/bin/python3", "/gpuprobe/probe.py"],
                                    cdi_devices=[spec["device"]] if cdi_via else [], cdi_via=cdi_via, labels=labels,
-                                   log_path="probe.log", timeout=60)
+                                   log_path="probe.log", mounts=[(str(script), "/gpuprobe/probe.py")], user=user,
+                                   timeout=60)
         cri.start_container(cid, timeout=60)
         status = cri.wait_container(cid, 60)
         assert status["state"] == _cri.STATE_EXITED, status
@@ -196,9 +203,12 @@ def test_cri_version(cri):
     assert cri.image_present(IMAGE)
 
 
-@pytest.mark.parametrize("cdi_via", [("field",), ("annotations",)], ids=["CDIDevices-field", "cdi.k8s.io-annotation"])
-def test_cri_container_gets_cdi_device(cri, cdi_spec, run_id, tmp_path, cdi_via):
-    _assert_injected(_cri_run(cri, cdi_spec, run_id, tmp_path, cdi_via), cdi_spec)
+@pytest.mark.parametrize("cdi_via,user", [(("field",), None), (("annotations",), None), (("field", "annotations"), (1000, 1000))],
+                         ids=["CDIDevices-field", "cdi.k8s.io-annotation", "both-as-1000"])
+def test_cri_container_gets_cdi_device(cri, cdi_spec, run_id, tmp_path, cdi_via, user):
+    seen = _cri_run(cri, cdi_spec, run_id, tmp_path, cdi_via, user)
+    _assert_injected(seen, cdi_spec)
+    assert seen["uid"] == list(user or (0, 0))
     assert cri.list_pod_sandboxes({LABEL: run_id}) == []
     assert cri.list_containers({LABEL: run_id}) == []
 
