@@ -16,7 +16,12 @@ command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)
 command -v conmon >/dev/null || [ -x /usr/libexec/podman/conmon ] || missing+=(conmon)
 # with --test (scripts/test.sh): what the test suite needs beyond that (ansible-test sanity's shellcheck)
-if [ "${1:-}" = "--test" ]; then command -v shellcheck >/dev/null || missing+=(shellcheck); fi
+# and gcc with libc6-dev for the engines lab's static sandbox (pause) binary (scripts/engines.sh)
+if [ "${1:-}" = "--test" ]; then
+  command -v shellcheck >/dev/null || missing+=(shellcheck)
+  command -v gcc >/dev/null || missing+=(gcc)
+  [ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
+fi
 # a bare Debian python3 has no venv/ensurepip until python3-venv is installed
 py=${PYTHON:-python3}
 [ -x "$venv/bin/python" ] || "$py" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
@@ -47,6 +52,17 @@ rm -rf "$build/dist" "$build/collections"
 mkdir -p "$build/dist" "$build/collections"
 "$venv/bin/ansible-galaxy" collection build --force --output-path "$build/dist" . >/dev/null
 "$venv/bin/ansible-galaxy" collection install --force -p "$build/collections" "$build/dist"/gpuprobe-layers-*.tar.gz >/dev/null
+
+# 3b. with --test: the engines lab (containerd and dockerd from Debian 13, docs/runtimes.md), cached under
+#     .build/engines; without network the engines tests skip and say so
+if [ "${1:-}" = "--test" ]; then
+  t0=$SECONDS
+  if bash scripts/engines.sh fetch >/dev/null && PYTHON=$venv/bin/python bash scripts/engines.sh stubs >/dev/null; then
+    echo "bootstrap: engines ready in $((SECONDS - t0)) s (.build/engines)" >&2
+  else
+    echo "bootstrap: the engines could not be fetched; tests/integration/test_engines.py will skip" >&2
+  fi
+fi
 
 # 4. podman settings for development/CI machines without systemd (see docs/lab.md);
 #    used through CONTAINERS_CONF by the tests only, never written to /etc

@@ -51,7 +51,7 @@ ANSIBLE_COLLECTIONS_PATH=$root/.build/ee-introspect \
 deps=$("$venv/bin/python" "$context/_build/scripts/introspect.py" introspect "$root/.build/ee-introspect")
 echo "$deps"
 # (PyYAML is declared too; the introspection drops it as ansible-core already brings it)
-for want in "nvidia-ml-py" "kubernetes-client"; do
+for want in "nvidia-ml-py" "grpcio" "protobuf" "kubernetes-client"; do
   grep -q -- "$want" <<<"$deps" || fail "introspection of the collection does not list $want"
 done
 echo "ee-check: build context in $context (base $base, collection $version); build it with" \
