@@ -146,7 +146,8 @@ def attribute(records, layer):  # pylint: disable=too-many-return-statements
       the same step or earlier -> host; host control PASS and an edit not applied -> runtime; edits applied and
       a cdi check explains the signature, or one spec edit does (``spec_edit_named``) -> cdi; a setting of the
       image does (``image_setting``) -> image; a host control that failed differently -> compute (neither side
-      is shown); else the record's own points_to.
+      is shown); edits applied, host control PASS and nothing explains it -> compute (never the spec by
+      elimination); else the record's own points_to.
     """
     record = records[layer]
     signature = record.get("signature")
@@ -183,8 +184,9 @@ def attribute(records, layer):  # pylint: disable=too-many-return-statements
         return "compute", [], "the host control failed differently (%s) than the container (%s): neither side is " \
                               "shown to be the cause" % (where_text(host), where_text(failure))
     if compared and not missing and host["status"] == PASS:
-        return own, [], "the runtime applied every spec edit and the host control passes, but no spec edit or image " \
-                        "setting explains %s" % where_text(failure)
+        # not the runtime (it applied every edit), not the spec nor the image (nothing of theirs explains it)
+        return "compute", [], "the runtime applied every spec edit (%d compared) and the host control passes, but no " \
+                              "spec edit or image setting explains %s" % (len(compared), where_text(failure))
     return own, [], None
 
 
