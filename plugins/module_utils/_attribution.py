@@ -300,6 +300,15 @@ def _edit_paths(edits):
         yield "hooks", h, h.get("path"), False
 
 
+def _in_rootfs(word, path):
+    """``word`` is the container path ``path`` under a container's root directory (…/rootfs/P, …/merged/P)."""
+    word = posixpath.normpath(word)
+    for form in set((posixpath.normpath(path), _norm(path), "/usr" + _norm(path))):
+        if word.endswith(form) and word[:-len(form)].endswith(("/rootfs", "/merged")):
+            return True
+    return False
+
+
 def edits_named_in(text, edits):
     """The edits whose paths the runtime's words name: a host path word for word, a container path also under
     the container's root directory (runc names "<rootfs>/usr/lib/..." or the path inside)."""
@@ -308,8 +317,7 @@ def edits_named_in(text, edits):
         for kind, edit, path, inside in _edit_paths(edits):
             if not path or path == "/":
                 continue
-            hit = _same(word, path) or (inside and _norm(word).endswith(_norm(path)) and
-                                        _norm(word)[:-len(_norm(path))].endswith(("/rootfs", "/merged")))
+            hit = _same(word, path) or (inside and _in_rootfs(word, path))
             if hit and (kind, edit) not in found:
                 found.append((kind, edit))
     return found
