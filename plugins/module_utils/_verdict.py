@@ -196,7 +196,11 @@ def _failed(records, layer):
     points_to, because, why = attribute(records, layer)
     reason = record.get("reason")
     if why:
-        reason = "%s; points to %s: %s" % (_short(reason), points_to, why)
+        base = _short(reason)
+        head, _sep, tail = base.partition(": ")
+        if tail and tail in why:  # the runtime's words, quoted by the why: once is enough
+            base = head
+        reason = "%s; points to %s: %s" % (base, points_to, why)
         if because:
             reason += "; because %s" % "; ".join(because_text(b) for b in because)
     return _verdict("FAILED_AT_" + layer.upper(), reason, layer, signature, points_to, because, _gpu_rows(records))
