@@ -38,7 +38,7 @@ EXPLAINED_BY = {
     "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER": ["cdi.host.library_version"],
     "compute.cuda.CUDA_ERROR_NO_DEVICE": ["cdi.nvidia.nvidiactl", "cdi.nvidia.uvm", "cdi.nvidia.cgroup_write",
                                           "cdi.host.device_node", "cdi.host.device_number", "cdi.identity.gives_gpu"],
-    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit"],
+    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit", "cdi.host.mount_source"],
     "compute.cuda.CUDA_ERROR_SYSTEM_NOT_READY": [],
     "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": ["cdi.host.library_version", "cdi.nvidia.libcuda"],
     "compute.cuda.CUDA_ERROR_UNKNOWN": ["cdi.nvidia.uvm", "cdi.nvidia.nvidiactl", "cdi.nvidia.cgroup_write"],
@@ -399,15 +399,19 @@ def _env_explains(key, value, failure, libcuda, edits):
     return True
 
 
+# The failures the libcuda file itself causes (not another library: a PTX JIT failure is the JIT compiler's).
+LIBCUDA_CAUSED = ("compute.dlopen.libcuda", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER",
+                  "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")
+
+
 def spec_edit_named(records, failure):
     """The spec edit that explains a compute failure (``container_failure``), as {edit, words}, or None:
-    - the libcuda that answered (or that dlopen refused) is a file the spec mounted, and the failure is one a
-      library causes (EDITS_THAT_CAN_CAUSE: mounts);
+    - the libcuda that answered (or that dlopen refused) is a file the spec mounted, and the failure is one the
+      libcuda file causes (LIBCUDA_CAUSED);
     - an env edit of the spec sets a variable (ENV_BREAKS) that can break the step that failed."""
     edits = spec_edits(records)
     libcuda = loaded_libcuda(records.get("compute"))
-    kinds = EDITS_THAT_CAN_CAUSE.get(failure.get("signature")) or ()
-    mount = mount_of(libcuda, edits) if libcuda and "runtime.mount." in kinds else None
+    mount = mount_of(libcuda, edits) if libcuda and failure.get("signature") in LIBCUDA_CAUSED else None
     if mount is not None:
         return {"edit": describe_edit("mounts", mount), "words": "the container's libcuda %s is this mount" % libcuda}
     for key in ENV_BREAKS:
@@ -426,8 +430,7 @@ def image_setting(records, failure):
     for key in ENV_BREAKS:
         if key in env and env_edit(key, edits) is None and _env_explains(key, env[key], failure, libcuda, edits):
             return "the image sets %s=%s (no spec edit sets it), which can fail %s" % (key, env[key], failure["step"])
-    kinds = EDITS_THAT_CAN_CAUSE.get(failure.get("signature")) or ()
-    if libcuda and "runtime.mount." in kinds and mount_of(libcuda, edits) is None:
+    if libcuda and failure.get("signature") in LIBCUDA_CAUSED and mount_of(libcuda, edits) is None:
         return "the libcuda that answered, %s, is the image's own (no spec mount put it there)" % libcuda
     return None
 

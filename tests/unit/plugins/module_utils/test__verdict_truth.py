@@ -371,3 +371,16 @@ def test_image_is_a_points_to_value_and_an_unknown_one_is_malformed(node):
     record = _start_failure("Error: boom")
     assert validate_record(dict(record, points_to="image")) == []
     assert validate_record(dict(record, points_to="spec")) == ["unknown points_to 'spec'"]
+
+
+def test_a_ptx_failure_is_not_put_on_the_libcuda_mount_but_on_the_jit_library_the_spec_mounted(node):
+    """The spec mounts a PTX JIT 'library' that is no ELF file: the cdi layer WARNs on that mount before any
+    container, and the PTX load failure names it, not the (good) libcuda mount."""
+    with open(node.under("/usr/local/nvidia/lib64/libnvidia-ptxjitcompiler.so.%s" % node.host["versions"]["driver"]),
+              "w") as f:
+        f.write("not an ELF file\n")
+    records = records_of(node, fail=JIT)
+    v = node_verdict(records)
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_COMPUTE", "cdi"), v["reason"]
+    assert [(b["check"], b["status"]) for b in v["because"]] == [("cdi.host.mount_source", WARN)]
+    assert "libnvidia-ptxjitcompiler" in v["because"][0]["subject"] and "libcuda.so.1 ->" not in v["reason"]
