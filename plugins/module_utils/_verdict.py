@@ -251,7 +251,6 @@ def _runtime_unproven(records):
     return None
 
 
-
 BINDING_CHECK = "compute.driver.binding"
 
 
@@ -282,7 +281,7 @@ def _binding_unproven(compute):
     bad = [c for c in checks if c.get("status") != PASS]
     if bad:
         return "; ".join("%s %s%s: %s" % (BINDING_CHECK, c["status"], " %s" % c["subject"] if c.get("subject") else "",
-                                           c.get("observed") or "no observation") for c in bad)
+                                          c.get("observed") or "no observation") for c in bad)
     runs = _container_runs(compute)
     if len(checks) < runs:
         return "%s PASSed for %d of %d container runs" % (BINDING_CHECK, len(checks), runs)

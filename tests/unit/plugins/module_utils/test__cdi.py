@@ -513,8 +513,8 @@ def test_runtime_dirs_are_discovered_and_appended(tmp_path):
     (b"", WARN, "exists, but not an ELF file (starts b'')"),
     ("dir", WARN, "exists, but a directory, mounted at a library name"),
 ])
-def test_a_mount_at_a_library_name_of_something_the_loader_refuses_is_said_before_any_container(gpu_host, content, status,
-                                                                                                 observed):
+def test_a_mount_at_a_library_name_of_something_the_loader_refuses_is_said_before_any_container(
+        gpu_host, content, status, observed):
     """The spec alone predicts the dlopen failure (issue 18): a library mount whose source is no ELF file."""
     lib = gpu_host / ("usr/local/nvidia/lib64/libnvidia-ptxjitcompiler.so.%s" % DRIVER)
     lib.unlink()
