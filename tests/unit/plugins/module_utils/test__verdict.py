@@ -8,7 +8,7 @@ import pytest
 
 from verdictlab import (  # noqa: F401 pylint: disable=unused-import
     IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, STUBS, bind, control, emitted, full_spec, node, passing_control, passing_steps,
-    probe_steps, real_control,
+    probe_steps, real_control, spec_without,
 )
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _compute, _runtime
@@ -18,14 +18,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
     COMPUTE_VERIFIED, INCONCLUSIVE, compute_points_to, node_verdict, record_errors,
 )
-
-
-def spec_without(spec, path):
-    spec = copy.deepcopy(spec)
-    edits = spec["containerEdits"]
-    edits["deviceNodes"] = [n for n in edits["deviceNodes"] if n["path"] != path]
-    edits["mounts"] = [m for m in edits["mounts"] if m["containerPath"] != path]
-    return spec
 
 
 def layers(node_, spec, control=passing_control, compute=True):

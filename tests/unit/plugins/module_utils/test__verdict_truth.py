@@ -3,13 +3,11 @@ control, what the spec predicts), the host control compared by WHERE it failed, 
 spec's edits or the image, never the spec by elimination. Records come from verdictlab (the layers' own code on a
 node tree, a real spec file, the real probe in a mini container); the probe's CUDA lines from its real device
 loop on a fake libcuda."""
-import copy
-
 import pytest
 
 from verdictlab import (  # noqa: F401 pylint: disable=unused-import
     IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, PTX_IN_CONTAINER, STUBS, bind, compile_libcuda, control, emitted, full_spec,
-    node, passing_control, probe_steps,
+    node, passing_control, probe_steps, spec_without as without,
 )
 
 from ansible_collections.gpuprobe.layers.plugins.filter.verdict import FilterModule
@@ -23,14 +21,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import CO
 UUID = "GPU-6b1d2c3e-0000-4000-8000-000000000000"
 GPU_ROW = {"index": 0, "uuid": UUID, "model": "NVIDIA H200", "expected": True, "seen_in_container": True, "ordinal": 0,
            "status": PASS, "signature": None, "reason": None}
-
-
-def without(spec, path):
-    spec = copy.deepcopy(spec)
-    edits = spec["containerEdits"]
-    edits["deviceNodes"] = [n for n in edits["deviceNodes"] if n["path"] != path]
-    edits["mounts"] = [m for m in edits["mounts"] if m["containerPath"] != path]
-    return spec
 
 
 def records_of(node_, spec=None, fail=None, ctl=passing_control, binding=PASS, image_env=None, image_files=None):
