@@ -324,6 +324,10 @@ def edits_named_in(text, edits):
 
 
 _HOOK_NUMBER = re.compile(r"hook #(\d+)")
+# Start signatures (the runtime's own classification of its message, _runtime.START_PATTERNS) that say the
+# runtime was refused or lacked something itself: naming an edit's path there is not the edit's doing (mknod of a
+# spec's node refused to a rootless runtime, a mount source an LSM denies).
+RUNTIME_REFUSED = ("runtime.start.permission_denied", "runtime.start.image_missing")
 
 
 def faithful_edits(records):
@@ -331,7 +335,8 @@ def faithful_edits(records):
 
     - the container did not start and the runtime's error names a path one of the spec's edits added (a mount
       source or target, a device node, a hook), or a hook by number while the spec adds hooks (the probe
-      container adds none of its own);
+      container adds none of its own); not when the runtime's own classification says it was refused
+      (RUNTIME_REFUSED: the runtime could not do what was asked, which is the runtime's);
     - open() of a device node is refused with EPERM and that node's edit asks cgroup permissions without 'w':
       the runtime applied what the spec asked (its edit checks PASS), and that is what fails.
     """
@@ -343,6 +348,8 @@ def faithful_edits(records):
             continue
         words = check.get("observed") or ""
         if check.get("id") == "runtime.container.started":
+            if runtime.get("signature") in RUNTIME_REFUSED:
+                continue  # the runtime could not do what the spec asked: its own privileges, not the spec's edit
             named = edits_named_in(words, edits)
             if not named and edits["hooks"] and _HOOK_NUMBER.search(words):
                 named = [("hooks", h) for h in edits["hooks"]]

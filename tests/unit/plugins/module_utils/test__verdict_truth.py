@@ -15,7 +15,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _attributio
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, POINTS_TO, WARN, LayerBuilder, make_check, not_run, validate_record,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import CHECKS as RUNTIME_CHECKS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import (
+    CHECKS as RUNTIME_CHECKS, SIGNATURES as RUNTIME_SIGNATURES, classify_start_error,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED, INCONCLUSIVE, node_verdict
 
 UUID = "GPU-6b1d2c3e-0000-4000-8000-000000000000"
@@ -293,7 +295,8 @@ def _start_failure(words):
     b.evidence = {"requested_devices": ["nvidia.com/gpu=0"], "expected_edits": EDITS}
     b.add("runtime.engine.available", PASS, "podman", observed="podman 4.3.1")
     b.add("runtime.container.started", FAIL, "gpuprobe-x", observed=words)
-    return b.build(signature="runtime.start.oci_error", points_to="runtime")
+    signature = classify_start_error(words)
+    return b.build(signature=signature, points_to=RUNTIME_SIGNATURES[signature]["points_to"])
 
 
 def _open_eperm(path):
@@ -334,6 +337,9 @@ def test_a_start_failure_naming_a_spec_edit_points_at_cdi_quoting_the_runtime(wo
     "Error: OCI runtime error: runc: unable to apply cgroup configuration: permission denied",
     "Error: crun: cannot set limits on /sys/fs/cgroup/memory: Read-only file system",
     "Error: OCI runtime error: error running hook #0: exit status 1",  # a hook, but the spec adds none (below)
+    # the spec's node and mount named, but the runtime itself was refused (rootless mknod, an LSM)
+    "Error: OCI runtime error: runc: error creating device nodes: mknod /dev/fakegpu1: operation not permitted",
+    'Error: runc: error mounting "/opt/driver/lib" to rootfs at "/usr/lib/x86_64-linux-gnu/libcuda.so.1": permission denied',
 ])
 def test_a_start_failure_naming_no_spec_edit_stays_the_runtime_s(words):
     record = _start_failure(words)
