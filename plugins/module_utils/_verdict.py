@@ -339,7 +339,7 @@ def node_verdict(records):
                             _binding_unproven(compute), _host_control_fails(compute), _contradicted(records)) if why)
         if not unproven:
             return _verdict(COMPUTE_VERIFIED, "a CUDA kernel ran and was verified inside a container that got the GPU "
-                            "through CDI, on every expected GPU", gpus=rows)
+                            "through CDI, on every expected GPU, by the host's driver (compute.driver.binding)", gpus=rows)
         return _verdict(INCONCLUSIVE, unproven, gpus=rows)
     missing = []
     for layer in ORDERED_LAYERS:
