@@ -9,11 +9,20 @@ One table, ``EXPLAINED_BY``: failure signature (every key of ``_compute.SIGNATUR
 CDI spec says can explain that failure (a driver, GPU or runtime matter). ``_verdict.node_verdict`` uses it
 to attribute a runtime/compute failure to the spec and to say "because ..." in the verdict; docs/checks.md
 prints it. Check ids are strings on purpose: this file does not import the cdi layer.
+
+Beside it: ``PREDICTS`` (cdi check -> the compute step it says cannot succeed), the comparison of WHERE the
+container and the host control failed (``container_failure``, ``host_outcome``, ``host_explains``), and the
+rules that name one spec edit (``spec_edit_named``, ``faithful_edits``) or one setting of the image
+(``image_setting``) as the cause, read from the records' evidence, not from a table of error strings.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN
+import posixpath
+import re
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import COMPUTE_STEPS, norm_uuid
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 
 # the signature of any CUresult not named below (a key of _compute.SIGNATURES)
 OTHER_CURESULT = "compute.cuda.<CUresult name>"
@@ -29,7 +38,7 @@ EXPLAINED_BY = {
     "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER": ["cdi.host.library_version"],
     "compute.cuda.CUDA_ERROR_NO_DEVICE": ["cdi.nvidia.nvidiactl", "cdi.nvidia.uvm", "cdi.nvidia.cgroup_write",
                                           "cdi.host.device_node", "cdi.host.device_number", "cdi.identity.gives_gpu"],
-    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit"],
+    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit", "cdi.host.mount_source"],
     "compute.cuda.CUDA_ERROR_SYSTEM_NOT_READY": [],
     "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": ["cdi.host.library_version", "cdi.nvidia.libcuda"],
     "compute.cuda.CUDA_ERROR_UNKNOWN": ["cdi.nvidia.uvm", "cdi.nvidia.nvidiactl", "cdi.nvidia.cgroup_write"],
@@ -133,3 +142,308 @@ def edits_not_applied(runtime_record, signature=None):
     kinds = EDITS_THAT_CAN_CAUSE.get(signature)
     return [c for c in edits_compared(runtime_record) if c["status"] in EDIT_CHECKS[c["id"]]
             and (kinds is None or c["id"].startswith(kinds))]
+
+
+# ---------------------------------------------------------------------------------------------------
+# What a cdi check predicts: the compute step that cannot succeed in the container when the check WARNs or
+# FAILs. That step PASSing in the container is a contradiction: what answered is not what the spec gives
+# (an image's own libcuda, a runtime adding nodes of its own), so the PASS proves nothing about the spec.
+PREDICTS = {
+    "cdi.nvidia.nvidiactl": "cuInit",        # no /dev/nvidiactl: the driver cannot be opened
+    "cdi.nvidia.uvm": "cuInit",              # no /dev/nvidia-uvm: cuInit CUDA_ERROR_UNKNOWN (999)
+    "cdi.nvidia.cgroup_write": "cuInit",     # nodes without cgroup 'w': cuInit CUDA_ERROR_NO_DEVICE (100)
+    "cdi.nvidia.libcuda": "cuInit",          # no driver libcuda (none mounted, or the toolkit stub): no driver API
+    "cdi.nvidia.ptxjit": "cuModuleLoadData",  # no PTX JIT compiler: CUDA_ERROR_JIT_COMPILER_NOT_FOUND (221)
+}
+
+
+def step_index(step):
+    """Position of a probe step in _probe.COMPUTE_STEPS (None for an unknown or absent step)."""
+    return COMPUTE_STEPS.index(step) if step in COMPUTE_STEPS else None
+
+
+def _container_steps(compute_record):
+    return (((compute_record or {}).get("evidence") or {}).get("container") or {}).get("steps") or []
+
+
+def contradictions(cdi_record, compute_record):
+    """The cdi checks (WARN/FAIL, rows of PREDICTS) whose predicted step PASSed in the container: a list of
+    {check, status, subject, observed, step}."""
+    passed = set(s.get("step") for s in _container_steps(compute_record) if s.get("ok"))
+    out = []
+    for check in (cdi_record or {}).get("checks") or []:
+        step = PREDICTS.get(check.get("id"))
+        if step and check.get("status") in (FAIL, WARN) and step in passed:
+            out.append({"check": check["id"], "status": check["status"], "subject": check.get("subject"),
+                        "observed": check.get("observed"), "step": step})
+    return out
+
+
+def container_failure(compute_record):
+    """Where the container's probe failed: {step, signature, uuid} (the global step that failed, else the first
+    expected GPU row that FAILed and its first failed step; a GPU missing from the listing fails at
+    cuDeviceGetCount; step None when the record does not say)."""
+    record = compute_record or {}
+    evidence = record.get("evidence") or {}
+    steps = _container_steps(record)
+    failed = next((s for s in steps if s.get("device") is None and not s.get("ok")), None)
+    if failed is not None:
+        return {"step": failed.get("step"), "signature": record.get("signature"), "uuid": None}
+    row = next((r for r in evidence.get("gpus") or [] if isinstance(r, dict) and r.get("expected")
+                and r.get("status") == FAIL), None)
+    if row is None:
+        hung = (evidence.get("container") or {}).get("hung_step")
+        return {"step": hung, "signature": record.get("signature"), "uuid": None}
+    uuid = row.get("uuid")
+    step = next((s.get("step") for s in steps if not s.get("ok") and uuid and norm_uuid(s.get("uuid")) == norm_uuid(uuid)),
+                None)
+    if step is None and row.get("signature") == "compute.gpu.missing":
+        step = "cuDeviceGetCount"
+    return {"step": step, "signature": row.get("signature") or record.get("signature"), "uuid": uuid}
+
+
+def host_outcome(compute_record, uuid=None):
+    """The host control's outcome for the GPU ``uuid`` when it reports one per GPU (evidence.host_control.gpus),
+    else its global one: {status, step, signature}. The step is evidence.host_control.failed_step, else the
+    first failed step of its own steps, else its hung step."""
+    control = (((compute_record or {}).get("evidence") or {}).get("host_control")) or {}
+    for gpu in control.get("gpus") or []:
+        if uuid and isinstance(gpu, dict) and norm_uuid(gpu.get("uuid")) == norm_uuid(uuid):
+            return {"status": gpu.get("status") or NOT_RUN, "step": gpu.get("step"), "signature": gpu.get("signature")}
+    step = control.get("failed_step")
+    if step is None and control.get("status") == FAIL:
+        step = next((s.get("step") for s in control.get("steps") or [] if not s.get("ok")), control.get("hung_step"))
+    return {"status": control.get("status") or NOT_RUN, "step": step, "signature": control.get("signature")}
+
+
+def host_explains(container, host):
+    """The host control explains the container's failure only when it failed with the same kind of failure
+    (signature) at the same step or earlier (``container_failure``/``host_outcome`` dicts)."""
+    if host["status"] != FAIL or host["signature"] != container["signature"]:
+        return False
+    c, h = step_index(container["step"]), step_index(host["step"])
+    return c is None or h is None or h <= c
+
+
+def where_text(outcome):
+    return "%s%s" % (outcome.get("signature") or "a failure", " at %s" % outcome["step"] if outcome.get("step") else "")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which spec edit, or which setting of the image, explains a failure
+
+def spec_edits(records):
+    """The spec's merged edits as the runtime was given them and as the cdi layer resolved them (both, when they
+    differ in form: a runtime in a test sees translated paths)."""
+    out = {"env": [], "deviceNodes": [], "mounts": [], "hooks": []}
+    for layer in ("runtime", "cdi"):
+        edits = (((records.get(layer) or {}).get("evidence") or {}).get("expected_edits")) or {}
+        for key in out:
+            out[key] += [e for e in edits.get(key) or [] if e not in out[key]]
+    return out
+
+
+def _norm(path):
+    path = posixpath.normpath(path or "")
+    return path[4:] if path.startswith("/usr/") else path  # merged /usr: /lib and /usr/lib alike
+
+
+def _same(a, b):
+    return bool(a and b) and _norm(a) == _norm(b)
+
+
+def _under(path, directory):
+    return bool(path and directory) and _norm(path).startswith(_norm(directory).rstrip("/") + "/")
+
+
+def mount_of(path, edits):
+    """The spec mount that put the container file ``path`` there (that file, or a directory holding it)."""
+    for m in edits.get("mounts") or []:
+        point = m.get("containerPath")
+        if _same(point, path) or _under(path, point):
+            return m
+    return None
+
+
+def env_edit(key, edits):
+    """The spec's env edit of ``key`` (KEY=VALUE), or None."""
+    return next((str(e) for e in edits.get("env") or [] if str(e).partition("=")[0] == key), None)
+
+
+def describe_edit(kind, edit):
+    if kind == "mounts":
+        return "mount %s -> %s" % (edit.get("hostPath"), edit.get("containerPath"))
+    if kind == "deviceNodes":
+        extra = " permissions %s" % edit["permissions"] if edit.get("permissions") else ""
+        return "deviceNode %s%s" % (edit.get("path"), extra)
+    if kind == "hooks":
+        return "hook %s %s" % (edit.get("hookName"), edit.get("path"))
+    return "env %s" % edit
+
+
+_PATH = re.compile(r"/[^\s:\"'`,;()\[\]{}<>]+")
+
+
+def _paths_in(text):
+    return [p.rstrip(".") for p in _PATH.findall(text or "")]
+
+
+def _edit_paths(edits):
+    """(kind, edit, path, container side?) for every path an edit names."""
+    for m in edits.get("mounts") or []:
+        yield "mounts", m, m.get("hostPath"), False
+        yield "mounts", m, m.get("containerPath"), True
+    for n in edits.get("deviceNodes") or []:
+        yield "deviceNodes", n, n.get("hostPath") or n.get("path"), False
+        yield "deviceNodes", n, n.get("path"), True
+    for h in edits.get("hooks") or []:
+        yield "hooks", h, h.get("path"), False
+
+
+def _in_rootfs(word, path):
+    """``word`` is the container path ``path`` under a container's root directory (…/rootfs/P, …/merged/P)."""
+    word = posixpath.normpath(word)
+    for form in set((posixpath.normpath(path), _norm(path), "/usr" + _norm(path))):
+        if word.endswith(form) and word[:-len(form)].endswith(("/rootfs", "/merged")):
+            return True
+    return False
+
+
+def edits_named_in(text, edits):
+    """The edits whose paths the runtime's words name: a host path word for word, a container path also under
+    the container's root directory (runc names "<rootfs>/usr/lib/..." or the path inside)."""
+    found = []
+    for word in _paths_in(text):
+        for kind, edit, path, inside in _edit_paths(edits):
+            if not path or path == "/":
+                continue
+            hit = _same(word, path) or (inside and _in_rootfs(word, path))
+            if hit and (kind, edit) not in found:
+                found.append((kind, edit))
+    return found
+
+
+_HOOK_NUMBER = re.compile(r"hook #(\d+)")
+# Start signatures (the runtime's own classification of its message, _runtime.START_PATTERNS) that say the
+# runtime was refused or lacked something itself: naming an edit's path there is not the edit's doing (mknod of a
+# spec's node refused to a rootless runtime, a mount source an LSM denies).
+RUNTIME_REFUSED = ("runtime.start.permission_denied", "runtime.start.image_missing")
+
+
+def faithful_edits(records):
+    """A runtime FAIL that is the faithful execution of a spec edit: [{edit, words}] (empty when none).
+
+    - the container did not start and the runtime's error names a path one of the spec's edits added (a mount
+      source or target, a device node, a hook), or a hook by number while the spec adds hooks (the probe
+      container adds none of its own); not when the runtime's own classification says it was refused
+      (RUNTIME_REFUSED: the runtime could not do what was asked, which is the runtime's);
+    - open() of a device node is refused with EPERM and that node's edit asks cgroup permissions without 'w':
+      the runtime applied what the spec asked (its edit checks PASS), and that is what fails.
+    """
+    runtime = records.get("runtime") or {}
+    edits = spec_edits(records)
+    out = []
+    for check in runtime.get("checks") or []:
+        if check.get("status") != FAIL:
+            continue
+        words = check.get("observed") or ""
+        if check.get("id") == "runtime.container.started":
+            if runtime.get("signature") in RUNTIME_REFUSED:
+                continue  # the runtime could not do what the spec asked: its own privileges, not the spec's edit
+            named = edits_named_in(words, edits)
+            if not named and edits["hooks"] and _HOOK_NUMBER.search(words):
+                named = [("hooks", h) for h in edits["hooks"]]
+            out += [{"edit": describe_edit(kind, edit), "words": words} for kind, edit in named]
+        elif check.get("id") == "runtime.device_node.open" and words.startswith("EPERM"):
+            for node in edits["deviceNodes"]:
+                if _same(node.get("path"), check.get("subject")) and node.get("permissions") \
+                        and "w" not in node["permissions"]:
+                    out.append({"edit": describe_edit("deviceNodes", node), "words": "open(O_RDWR) %s" % words})
+    return out
+
+
+# The container environment variables that change what the probe's CUDA does, and the probe steps at which
+# each can make it fail. Set by the spec's env edits they are the spec's; set in the container otherwise
+# (the runtime adds none of these) they are the image's. NVIDIA_VISIBLE_DEVICES is not here: CUDA does not
+# read it (a legacy NVIDIA runtime hook does: the runtime's), and CUDA_DEVICE_ORDER only renumbers devices,
+# which the probe (matching by UUID) does not depend on.
+ENV_BREAKS = {
+    "CUDA_VISIBLE_DEVICES": ("cuInit", "cuDeviceGetCount", "cuDeviceGet"),
+    "LD_PRELOAD": ("dlopen", "cuInit", "cuDriverGetVersion"),
+    "LD_LIBRARY_PATH": ("dlopen", "cuInit", "cuDriverGetVersion"),
+    "CUDA_DISABLE_PTX_JIT": ("cuModuleLoadData",),
+}
+
+
+def container_env(records):
+    """The container's environment as the runtime layer saw it (runtime evidence.observed.env)."""
+    return ((((records.get("runtime") or {}).get("evidence") or {}).get("observed") or {}).get("env")) or {}
+
+
+def loaded_libcuda(compute_record):
+    """The libcuda file the container's probe loaded or tried to load (its dlopen step), or None."""
+    step = next((s for s in _container_steps(compute_record) if s.get("step") == "dlopen"), None)
+    if step is None:
+        return None
+    if step.get("ok"):
+        return step.get("realpath") or step.get("path")
+    paths = _paths_in(step.get("error"))
+    return paths[0] if paths else None
+
+
+def _env_explains(key, value, failure, libcuda, edits):
+    """Whether ``key``=``value`` in the container can explain ``failure``: the step that failed is one the
+    variable can break; a loader variable only when the libcuda that answered is no spec mount and is what it
+    points at (a file of LD_PRELOAD, a file in a directory of LD_LIBRARY_PATH)."""
+    if failure.get("step") not in ENV_BREAKS.get(key, ()):
+        return False
+    if key == "LD_LIBRARY_PATH":
+        return bool(libcuda) and mount_of(libcuda, edits) is None and any(
+            _same(posixpath.dirname(libcuda), d) for d in str(value).split(":") if d)
+    if key == "LD_PRELOAD":
+        return bool(libcuda) and mount_of(libcuda, edits) is None and any(
+            _same(libcuda, f) for f in re.split(r"[\s:]+", str(value)) if f)
+    return True
+
+
+# The failures the libcuda file itself causes (not another library: a PTX JIT failure is the JIT compiler's).
+LIBCUDA_CAUSED = ("compute.dlopen.libcuda", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER",
+                  "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")
+
+
+def spec_edit_named(records, failure):
+    """The spec edit that explains a compute failure (``container_failure``), as {edit, words}, or None:
+    - the libcuda that answered (or that dlopen refused) is a file the spec mounted, and the failure is one the
+      libcuda file causes (LIBCUDA_CAUSED);
+    - an env edit of the spec sets a variable (ENV_BREAKS) that can break the step that failed."""
+    edits = spec_edits(records)
+    libcuda = loaded_libcuda(records.get("compute"))
+    mount = mount_of(libcuda, edits) if libcuda and failure.get("signature") in LIBCUDA_CAUSED else None
+    if mount is not None:
+        return {"edit": describe_edit("mounts", mount), "words": "the container's libcuda %s is this mount" % libcuda}
+    for key in ENV_BREAKS:
+        item = env_edit(key, edits)
+        if item is not None and _env_explains(key, item.partition("=")[2], failure, libcuda, edits):
+            return {"edit": describe_edit("env", item), "words": "set by the spec; %s can fail at %s" % (key, failure["step"])}
+    return None
+
+
+def image_setting(records, failure):
+    """A setting of the image (a variable of ENV_BREAKS in the container's env that no spec env edit set, or the
+    image's own libcuda answering a library failure) that explains a compute failure, as a sentence, or None."""
+    edits = spec_edits(records)
+    env = container_env(records)
+    libcuda = loaded_libcuda(records.get("compute"))
+    for key in ENV_BREAKS:
+        if key in env and env_edit(key, edits) is None and _env_explains(key, env[key], failure, libcuda, edits):
+            return "the image sets %s=%s (no spec edit sets it), which can fail %s" % (key, env[key], failure["step"])
+    if libcuda and failure.get("signature") in LIBCUDA_CAUSED and mount_of(libcuda, edits) is None:
+        return "the libcuda that answered, %s, is the image's own (no spec mount put it there)" % libcuda
+    return None
+
+
+def image_env(records):
+    """The variables of ENV_BREAKS the image sets (in the container's env, set by no spec edit): KEY=VALUE."""
+    edits = spec_edits(records)
+    return ["%s=%s" % (k, v) for k, v in sorted(container_env(records).items())
+            if k in ENV_BREAKS and env_edit(k, edits) is None]

@@ -12,8 +12,8 @@ Record shape (docs/contract.md):
     signature, points_to
 
 ``signature`` and ``points_to`` are null unless the layer FAILed: the stable failure id (for example
-``compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND``) and the layer the failure points at (a compute
-failure can point at ``runtime`` when the same probe passed on the host).
+``compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND``) and where the failure points, one of ``POINTS_TO`` (a
+compute failure can point at ``runtime`` when the same probe passed on the host; ``image`` is the probe image).
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ STATUSES = (PASS, FAIL, WARN, NOT_RUN)
 LAYERS = ("host", "cdi", "runtime", "compute", "k8s")
 # The ordered checkpoints of the node verdict; k8s is a cluster-side layer outside that order.
 ORDERED_LAYERS = ("host", "cdi", "runtime", "compute")
+
+# Where a failure can point (a record's and a verdict's points_to): a layer, or the probe image (its env, its own
+# libraries: a cause inside the container that no spec edit and no runtime put there).
+POINTS_TO = LAYERS + ("image",)
 
 RECORD_KEYS = ("layer", "status", "reason", "checks", "evidence", "not_proven", "versions",
                "started_at", "duration_ms", "signature", "points_to")
@@ -219,6 +223,8 @@ def validate_record(record):
         errors.append("status %s without a reason" % record["status"])
     if record["status"] == FAIL and not record["signature"]:
         errors.append("FAIL without a signature")
+    if record["points_to"] is not None and record["points_to"] not in POINTS_TO:
+        errors.append("unknown points_to %r" % (record["points_to"],))
     if not isinstance(record["checks"], list):
         errors.append("checks is not a list")
     else:

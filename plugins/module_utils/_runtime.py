@@ -49,7 +49,7 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 # 'u' is an unbuffered character device, which is a character device ('c') for mknod and stat
 NODE_TYPES = {"c": "c", "u": "c", "b": "b", "p": "fifo"}
 # env keys of the container worth keeping in the record besides the expected ones
-ENV_KEEP = re.compile(r"^(NVIDIA_|CUDA_|LD_LIBRARY_PATH$|PATH$)")
+ENV_KEEP = re.compile(r"^(NVIDIA_|CUDA_|LD_LIBRARY_PATH$|LD_PRELOAD$|PATH$)")
 
 CHECKS = {
     "runtime.engine.available": {
@@ -198,7 +198,7 @@ SIGNATURES = {
         "next": "the host layer and the kernel log (Xid)",
     },
     "runtime.loader.libcuda": {
-        "points_to": "cdi when the spec's env/mounts put the file first, else runtime (the image)",
+        "points_to": "cdi when the spec's env/mounts put the file first, else image",
         "meaning": "the loader in the container resolves libcuda.so.1 to a stub or to another file than the CDI-mounted "
                    "driver library (CUDA then fails with CUDA_ERROR_STUB_LIBRARY or a version mismatch)",
         "next": "runtime.loader.libcuda's observed paths; the spec's LD_LIBRARY_PATH env and libcuda mounts",
@@ -505,7 +505,9 @@ def loader_check(builder, expected_edits, inventory):
     if stub or (points and not mine):
         why = "the CUDA toolkit stub" if stub else "another file than the mounted driver library"
         builder.add("runtime.loader.libcuda", FAIL, subject, want, "%s resolved first: %s; %s" % (why, resolved, context))
-        return "cdi" if _spec_put_first(path, expected_edits, in_container) else "runtime"
+        # the spec's env/mounts put it first: the spec's; else a file the runtime did not mount came first on the
+        # image's loader path (its ENV, its own libraries): the image's
+        return "cdi" if _spec_put_first(path, expected_edits, in_container) else "image"
     if mine and _STUB_LIBCUDA.search(source):
         # the runtime applied the mount as asked and the loader found it: the spec mounted the stub (cdi's
         # cdi.nvidia.libcuda says so; CUDA answers CUDA_ERROR_STUB_LIBRARY in the compute layer)
@@ -903,22 +905,24 @@ def runtime_facts(params, check_mode=False):
     builder.add("runtime.probe.inventory", PASS, subject=name, observed="%d nodes, %d mounts seen" % (
         len(inventory.get("nodes") or {}), len(inventory.get("mounts") or [])))
     loader_points_to = observed_checks(builder, expected, inventory, parsed["start"])
-    evidence["observed"] = {
-        "nodes": inventory.get("nodes"),
-        "mounts": _relevant_mounts(inventory.get("mounts"), expected.get("mounts"), inventory.get("resolved_paths")),
-        "resolved_paths": inventory.get("resolved_paths"),
-        "env": _relevant_env(inventory.get("env"), expected.get("env")),
-        "groups": inventory.get("groups"),
-        "libraries": inventory.get("libraries"),
-        "ldconfig": inventory.get("ldconfig"),
-        "uid": parsed["start"].get("uid"),
-    }
     return build_observed(builder, inventory, loader_points_to), probe
 
 
 def observed_checks(builder, expected_edits, inventory, start):
     """Every check computed from the probe's inventory: each CDI edit compared, the loader's libcuda, the
-    count of edits compared. Returns where a runtime.loader.libcuda FAIL points."""
+    count of edits compared; the observations go to evidence.observed (the verdict reads the container's env
+    there). Returns where a runtime.loader.libcuda FAIL points."""
+    expected_edits = expected_edits or {}
+    builder.evidence["observed"] = {
+        "nodes": inventory.get("nodes"),
+        "mounts": _relevant_mounts(inventory.get("mounts"), expected_edits.get("mounts"), inventory.get("resolved_paths")),
+        "resolved_paths": inventory.get("resolved_paths"),
+        "env": _relevant_env(inventory.get("env"), expected_edits.get("env")),
+        "groups": inventory.get("groups"),
+        "libraries": inventory.get("libraries"),
+        "ldconfig": inventory.get("ldconfig"),
+        "uid": (start or {}).get("uid"),
+    }
     compare_edits(builder, expected_edits, inventory, start)
     loader_points_to = loader_check(builder, expected_edits, inventory)
     edits_compared_check(builder)

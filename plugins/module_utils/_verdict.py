@@ -11,7 +11,8 @@ nothing else decides a verdict.
 from __future__ import annotations
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import (
-    because_text, edits_compared, edits_not_applied, explain, explaining_ids,
+    because_text, container_failure, contradictions, edits_compared, edits_not_applied, explain, faithful_edits,
+    host_explains, host_outcome, image_env, image_setting, spec_edit_named, where_text,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN, validate_record,
@@ -111,54 +112,81 @@ def _verdict(verdict, reason, layer=None, signature=None, points_to=None, becaus
             "because": list(because or []), "gpus": list(gpus or [])}
 
 
-def _host_control_status(compute_record):
-    control = ((compute_record or {}).get("evidence") or {}).get("host_control") or {}
-    return control.get("status") or NOT_RUN
-
-
 def _short(reason):
     # the compute record's reason carries the signature's generic hint; the verdict gives the cause instead
     return (reason or "").split("; hint: ")[0]
 
 
-def attribute(records, layer):
+def _runtime_cause(records, signature, own):
+    """Where a runtime FAIL points: a cdi check explaining its signature, else a spec edit the runtime executed as
+    written (``faithful_edits``: the runtime did its job, the spec is the cause), else the record's own."""
+    because = explain(signature, records.get("cdi"))
+    if because:
+        return "cdi", because, "a cdi check explains %s" % signature
+    faithful = faithful_edits(records)
+    if faithful:
+        return "cdi", [], "the runtime did what the spec said: %s; the runtime said: %s" % (
+            ", ".join(sorted(set(f["edit"] for f in faithful))), faithful[0]["words"])
+    if own == "image":
+        settings = image_env(records)
+        return own, [], "the image, not the spec, put that file first%s" % (
+            " (the image sets %s)" % ", ".join(settings) if settings else "")
+    return own, [], None
+
+
+def attribute(records, layer):  # pylint: disable=too-many-return-statements
     """Where the FAIL of ``layer`` points, from the cause (DESIGN.md "Attribution").
 
     Returns (points_to, because, why). ``because`` lists the cdi checks that explain the signature
-    (``_attribution.explain``); ``why`` is a sentence for the reason (None when the record's own
-    ``points_to`` stands).
-    - runtime FAIL: the cdi layer WARNed/FAILed a check that explains the signature -> cdi;
-    - compute FAIL: host control FAIL -> host; host control PASS and an edit not applied -> runtime; edits
-      applied and a cdi check explains the signature -> cdi; edits applied, host control PASS and the
-      signature is one a spec can cause -> cdi with no check to name; else the record's own points_to.
+    (``_attribution.explain``; a check whose predicted step PASSed in the container is left out); ``why`` is a
+    sentence for the reason (None when the record's own ``points_to`` stands).
+    - runtime FAIL: a cdi check explains the signature, or the failure is the faithful execution of a spec edit
+      (``faithful_edits``) -> cdi; else the record's own points_to;
+    - compute FAIL: the host control (for the GPU that failed, when it reports per GPU) failed the same way at
+      the same step or earlier -> host; host control PASS and an edit not applied -> runtime; edits applied and
+      a cdi check explains the signature, or one spec edit does (``spec_edit_named``) -> cdi; a setting of the
+      image does (``image_setting``) -> image; a host control that failed differently -> compute (neither side
+      is shown); edits applied, host control PASS and nothing explains it -> compute (never the spec by
+      elimination); else the record's own points_to.
     """
     record = records[layer]
     signature = record.get("signature")
-    because = explain(signature, records.get("cdi"))
     own = record.get("points_to") or layer
     if layer == "runtime":
-        if because:
-            return "cdi", because, "a cdi check explains %s" % signature
-        return own, [], None
+        return _runtime_cause(records, signature, own)
     if layer != "compute":
         return own, [], None
-    host = _host_control_status(record)
+    failure = container_failure(record)
+    host = host_outcome(record, failure["uuid"])
+    if host_explains(failure, host):
+        return "host", [], "the same probe fails on the host too (%s)" % where_text(host)
+    contradicted = set(c["check"] for c in contradictions(records.get("cdi"), record))
+    because = [b for b in explain(signature, records.get("cdi")) if b["check"] not in contradicted]
     runtime = records.get("runtime")
-    if host == FAIL:
-        return "host", [], "the same probe fails on the host too"
     compared = edits_compared(runtime) if runtime and runtime.get("status") in (PASS, WARN) else []
     missing = edits_not_applied(runtime, signature) if compared else []
-    if host == PASS and missing:
+    if host["status"] == PASS and missing:
         return "runtime", [], "the runtime did not apply %s" % ", ".join(
             "%s %s" % (c["id"], c.get("subject") or "") for c in missing)
     if compared and not missing:
         applied = "the runtime applied every spec edit (%d compared)" % len(compared)
         if because:
             return "cdi", because, "%s%s, so the spec is the cause" % (
-                applied, " and the host control passes" if host == PASS else "")
-        if host == PASS and explaining_ids(signature):
-            return "cdi", [], "%s and the host control passes, so the spec is the cause (no cdi check flagged it: " \
-                              "compare the spec with the host's driver files)" % applied
+                applied, " and the host control passes" if host["status"] == PASS else "")
+        edit = spec_edit_named(records, failure)
+        if edit:
+            return "cdi", [], "%s and the spec's %s explains %s (%s)" % (
+                applied, edit["edit"], where_text(failure), edit["words"])
+        image = image_setting(records, failure)
+        if image:
+            return "image", [], "%s; %s" % (applied, image)
+    if host["status"] == FAIL:
+        return "compute", [], "the host control failed differently (%s) than the container (%s): neither side is " \
+                              "shown to be the cause" % (where_text(host), where_text(failure))
+    if compared and not missing and host["status"] == PASS:
+        # not the runtime (it applied every edit), not the spec nor the image (nothing of theirs explains it)
+        return "compute", [], "the runtime applied every spec edit (%d compared) and the host control passes, but no " \
+                              "spec edit or image setting explains %s" % (len(compared), where_text(failure))
     return own, [], None
 
 
@@ -168,7 +196,11 @@ def _failed(records, layer):
     points_to, because, why = attribute(records, layer)
     reason = record.get("reason")
     if why:
-        reason = "%s; points to %s: %s" % (_short(reason), points_to, why)
+        base = _short(reason)
+        head, _sep, tail = base.partition(": ")
+        if tail and tail in why:  # the runtime's words, quoted by the why: once is enough
+            base = head
+        reason = "%s; points to %s: %s" % (base, points_to, why)
         if because:
             reason += "; because %s" % "; ".join(because_text(b) for b in because)
     return _verdict("FAILED_AT_" + layer.upper(), reason, layer, signature, points_to, because, _gpu_rows(records))
@@ -219,6 +251,59 @@ def _runtime_unproven(records):
     return None
 
 
+BINDING_CHECK = "compute.driver.binding"
+
+
+def _cdi_unproven(records):
+    """Why the cdi layer does not back a verification (no record, or it did not run), or None: without it
+    nothing says which GPUs the requested devices give, nor what the spec asked the runtime to do."""
+    cdi = records.get("cdi")
+    if cdi is None:
+        return "cdi: no record (the spec the container got was not checked: no identity map, no edits to compare)"
+    if cdi.get("status") == NOT_RUN:
+        return "cdi: not run (%s)" % (cdi.get("reason") or "no reason")
+    return None
+
+
+def _container_runs(compute):
+    containers = ((compute or {}).get("evidence") or {}).get("containers")
+    if isinstance(containers, list):
+        return max(1, len([c for c in containers if isinstance(c, dict) and c.get("executed")]))
+    return 1
+
+
+def _binding_unproven(compute):
+    """Why the container's CUDA driver is not shown to be the host's (compute.driver.binding absent, not PASS,
+    or not run for every container), or None."""
+    checks = [c for c in (compute or {}).get("checks") or [] if c.get("id") == BINDING_CHECK]
+    if not checks:
+        return "%s absent: the container's CUDA driver was not shown to be the host's" % BINDING_CHECK
+    bad = [c for c in checks if c.get("status") != PASS]
+    if bad:
+        return "; ".join("%s %s%s: %s" % (BINDING_CHECK, c["status"], " %s" % c["subject"] if c.get("subject") else "",
+                                          c.get("observed") or "no observation") for c in bad)
+    runs = _container_runs(compute)
+    if len(checks) < runs:
+        return "%s PASSed for %d of %d container runs" % (BINDING_CHECK, len(checks), runs)
+    return None
+
+
+def _host_control_fails(compute):
+    host = host_outcome(compute)
+    if host["status"] == FAIL:
+        return "the host control FAILs (%s) beside the container's PASS: the same probe cannot run on the host, so " \
+               "what answered in the container is not shown to be the host's driver" % where_text(host)
+    return None
+
+
+def _contradicted(records):
+    found = contradictions(records.get("cdi"), records.get("compute"))
+    return "; ".join("%s %s%s predicts that %s fails, yet %s PASSed in the container (the libcuda that answered is "
+                     "not the driver's the spec gives)" % (c["check"], c["status"],
+                                                           " (%s: %s)" % (c["subject"], c["observed"]) if c["subject"] else "",
+                                                           c["step"], c["step"]) for c in found) or None
+
+
 def node_verdict(records):
     """Verdict of one node from its layer records (a mapping layer -> record; a missing layer is NOT_RUN).
 
@@ -229,7 +314,9 @@ def node_verdict(records):
     - FAILED_AT_<LAYER> for the first FAIL in order host -> cdi -> runtime -> compute, attributed from the
       cause (``attribute``);
     - COMPUTE_VERIFIED only when compute PASSed (or WARNed) inside a container that received the GPU through
-      the runtime's CDI injection, the runtime layer did not fail, and every expected GPU row PASSed;
+      the runtime's CDI injection, the runtime layer did not fail, every expected GPU row PASSed, the cdi layer
+      ran, compute.driver.binding PASSed for every container run (the container's driver is the host's), the
+      host control did not FAIL, and no cdi check predicts a step to fail that PASSed (``PREDICTS``);
     - INCONCLUSIVE otherwise, with the reason naming what did not run or was not proven.
     """
     records = dict((k, v) for k, v in (records or {}).items() if v is not None)
@@ -247,10 +334,12 @@ def node_verdict(records):
     # per-GPU rows decide whether every expected GPU was proven
     if (_layer_status(records, "compute") in (PASS, WARN) and _cdi_injected(compute)
             and _layer_status(records, "runtime") in (PASS, WARN)):
-        unproven = _unverified_gpus(rows) or _uncovered_identity(records, rows) or _runtime_unproven(records)
-        if unproven is None:
+        unproven = _unverified_gpus(rows) or "; ".join(
+            why for why in (_cdi_unproven(records), _uncovered_identity(records, rows), _runtime_unproven(records),
+                            _binding_unproven(compute), _host_control_fails(compute), _contradicted(records)) if why)
+        if not unproven:
             return _verdict(COMPUTE_VERIFIED, "a CUDA kernel ran and was verified inside a container that got the GPU "
-                            "through CDI, on every expected GPU", gpus=rows)
+                            "through CDI, on every expected GPU, by the host's driver (compute.driver.binding)", gpus=rows)
         return _verdict(INCONCLUSIVE, unproven, gpus=rows)
     missing = []
     for layer in ORDERED_LAYERS:

@@ -105,3 +105,49 @@ def test_spec_version_this_podman_cannot_read_is_unresolvable_and_points_at_cdi(
     else:
         assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "cdi")
         assert [b["check"] for b in v["because"]] == explaining
+
+
+# the runtime that did exactly what the spec said (issue 18): the runtime's own words name an edit of the spec
+
+
+def _hook(lab_, exit_code):
+    path = os.path.join(lab_.base, "hook.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\necho 'gpuprobe test hook refuses' >&2\nexit %d\n" % exit_code)
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_a_spec_hook_that_fails_is_the_spec_s_quoting_the_runtime(lab):
+    edits = lab.full_edits()
+    hook = _hook(lab, 3)
+    edits["hooks"] = [{"hookName": "createContainer", "path": hook, "args": ["hook.sh"]}]
+    lab.write_spec(edits)
+    cdi = _cdi_record(lab)
+    assert _statuses(cdi, "cdi.host.hook") == [PASS]  # it exists, root-owned and executable: only running it fails
+    runtime, probe = lab.run(cdi["evidence"]["expected_edits"], compute=False)
+    assert probe is None and runtime["status"] == FAIL
+    words = [c for c in runtime["checks"] if c["id"] == "runtime.container.started"][0]["observed"]
+    assert "hook" in words
+    v = node_verdict({"cdi": cdi, "runtime": runtime})
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "cdi"), v["reason"]
+    assert "the runtime did what the spec said: hook createContainer %s; the runtime said: %s" % (hook, words) in v["reason"]
+
+
+def test_a_mount_of_a_missing_path_is_the_spec_s_quoting_the_runtime(lab):
+    edits = lab.full_edits()
+    missing = os.path.join(lab.lib, "absent.so.1")
+    edits["mounts"].append({"hostPath": missing, "containerPath": "/usr/lib/x86_64-linux-gnu/libabsent.so.1",
+                            "options": ["ro", "nosuid", "nodev", "bind"]})
+    lab.write_spec(edits)
+    cdi = _cdi_record(lab)
+    assert FAIL in _statuses(cdi, "cdi.host.mount_source")  # the cdi layer says so before any container starts
+    runtime, probe = lab.run(cdi["evidence"]["expected_edits"], compute=False)
+    assert probe is None and runtime["status"] == FAIL
+    words = [c for c in runtime["checks"] if c["id"] == "runtime.container.started"][0]["observed"]
+    assert node_verdict({"cdi": cdi, "runtime": runtime})["verdict"] == "FAILED_AT_CDI"
+    # the runtime record alone (a caller without the cdi layer): the runtime's words name the spec's mount
+    v = node_verdict({"runtime": runtime})
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "cdi"), v["reason"]
+    assert "the runtime did what the spec said: mount %s -> /usr/lib/x86_64-linux-gnu/libabsent.so.1" % missing in v["reason"]
+    assert words in v["reason"]

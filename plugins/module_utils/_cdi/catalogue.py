@@ -131,8 +131,9 @@ CHECKS = {
         "next": "re-run both layers; compare the host layer's device_nodes evidence",
     },
     "cdi.host.mount_source": {
-        "title": "each bind mount's hostPath exists on the host",
-        "fail": "the runtime cannot bind-mount a missing source: the container fails to start",
+        "title": "each bind mount's hostPath exists on the host (and, mounted at a library name lib*.so*, is an ELF file)",
+        "fail": "the runtime cannot bind-mount a missing source: the container fails to start; WARN: a directory or a "
+                "file without an ELF header mounted as a library, which the loader will refuse",
         "next": "regenerate the spec against the installed driver",
     },
     "cdi.host.library_version": {

@@ -11,7 +11,7 @@ import posixpath
 import re
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 
 
@@ -98,6 +98,24 @@ def _norm_type(t):
     return {"char": "c", "character": "c", "block": "b", "u": "c"}.get(t, t)
 
 
+_LIBRARY_NAME = re.compile(r"^lib[^/]*\.so(\.[0-9]+)*$")
+
+
+def _not_a_library(full, container_path):
+    """Why the existing file ``full`` mounted at a library name (lib*.so[.N]) cannot be loaded: a directory, or
+    no ELF header; None when it is an ELF file, not mounted at a library name, or absent."""
+    if not _LIBRARY_NAME.match(posixpath.basename(container_path or "")) or not os.path.exists(full):
+        return None
+    if os.path.isdir(full):
+        return "a directory, mounted at a library name"
+    try:
+        with open(full, "rb") as f:
+            magic = f.read(4)
+    except OSError:
+        return None
+    return None if magic == b"\x7fELF" else "not an ELF file (starts %r)" % magic
+
+
 def host_checks(builder, edits, root="/", host=None, driver=None):
     """Append the host-side checks of the merged edits to ``builder``."""
     for node in edits["deviceNodes"]:
@@ -146,7 +164,11 @@ def host_checks(builder, edits, root="/", host=None, driver=None):
                             ", ".join(sorted(set(versions))),
                             hint=("stale spec: it names driver %s but %s is running; regenerate the spec"
                                   % (stale[0], driver_version)) if stale else None)
-        if os.path.exists(full):
+        refused = _not_a_library(full, m.get("containerPath"))
+        if refused:  # the spec alone says the loader will refuse what it mounts as a library
+            builder.add("cdi.host.mount_source", WARN, host_path, "exists; a shared library (ELF)", "exists, but %s" % refused,
+                        hint="the loader refuses it in the container (dlopen fails): mount the driver's library file")
+        elif os.path.exists(full):
             builder.add("cdi.host.mount_source", PASS, host_path, "exists", "exists" + (" -> %s" % target if target else ""))
         elif os.path.islink(full):
             builder.add("cdi.host.mount_source", FAIL, host_path, "exists", "dangling symlink -> %s" % os.readlink(full))

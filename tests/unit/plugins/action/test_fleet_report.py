@@ -15,6 +15,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import Lay
 def record(layer, status, check_id=None, **evidence):
     b = LayerBuilder(layer)
     b.add(check_id or "%s.sample" % layer, status, observed="x")
+    if layer == "compute" and status == PASS:  # a verified compute record binds the container's driver to the host's
+        b.add("compute.driver.binding", PASS, "container", observed="cuDriverGetVersion = NVML; libcuda sha256 = the driver root's")
     b.evidence = evidence
     return b.build()
 

@@ -13,7 +13,7 @@ from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.action import verify_node as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node, _node_probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, LayerBuilder, not_run
 
 
 def _action(args, check_mode=False):
@@ -193,3 +193,29 @@ def test_invalid_options_stop_before_any_call(args, text):
     with pytest.raises(AnsibleActionFail, match=text):
         run(_action(args), node)
     assert node.calls == []
+
+
+def test_a_verified_probe_without_the_cdi_layer_is_inconclusive(tree, monkeypatch):
+    """Issue 18 item 4: runtime + compute records that would verify the node do not, when the cdi layer did not
+    run, whoever calls the verdict; this plugin is the verify role's caller."""
+    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    row = {"index": 0, "uuid": "GPU-a", "model": None, "expected": True, "seen_in_container": True, "ordinal": 0,
+           "status": PASS, "signature": None, "reason": None}
+    b = LayerBuilder("compute")
+    b.add("compute.kernel.verify", PASS, observed="0 mismatches")
+    b.add("compute.driver.binding", PASS, "container", observed="cuDriverGetVersion = NVML; libcuda sha256 = the driver root's")
+    b.evidence = {"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=0"]}, "gpus": [row]}
+    runtime = LayerBuilder("runtime")
+    runtime.add("runtime.mount.present", PASS, observed="x")
+    node = Node(probe_records={"runtime": runtime.build(), "compute": b.build()})
+    inspect = _node.inspect
+
+    def cdi_did_not_run(params):  # the node side's cdi layer did not return a record (it crashed there)
+        out = inspect(params)
+        out["records"]["cdi"] = not_run("cdi", "the cdi layer did not return a record: OSError: boom")
+        return out
+    monkeypatch.setattr(_node, "inspect", cdi_did_not_run)
+    result = run(_action({"root": tree, "nvml": False, "k8s": False}), node)
+    assert result["records"]["cdi"]["status"] == NOT_RUN
+    assert result["verdict"]["verdict"] == "INCONCLUSIVE"
+    assert result["verdict"]["reason"].startswith("cdi: not run ("), result["verdict"]["reason"]

@@ -505,3 +505,31 @@ def test_runtime_dirs_are_discovered_and_appended(tmp_path):
     assert ev["runtime_spec_dirs"]["containerd"]["spec_dirs"] == ["/etc/cdi", "/opt/cdi"]
     assert ev["spec_dirs"][-1] == str(root / "opt/cdi")
     assert ev["requested_devices"] == ["nvidia.com/gpu=a"]
+
+
+@pytest.mark.parametrize("content,status,observed", [
+    (b"\x7fELF\x02\x01\x01", PASS, "exists"),
+    (b"not an ELF file\n", WARN, "exists, but not an ELF file (starts b'not ')"),
+    (b"", WARN, "exists, but not an ELF file (starts b'')"),
+    ("dir", WARN, "exists, but a directory, mounted at a library name"),
+])
+def test_a_mount_at_a_library_name_of_something_the_loader_refuses_is_said_before_any_container(
+        gpu_host, content, status, observed):
+    """The spec alone predicts the dlopen failure (issue 18): a library mount whose source is no ELF file."""
+    lib = gpu_host / ("usr/local/nvidia/lib64/libnvidia-ptxjitcompiler.so.%s" % DRIVER)
+    lib.unlink()
+    if content == "dir":
+        lib.mkdir()
+    else:
+        lib.write_bytes(content)
+    rec = _run(gpu_host, _nvidia_spec())
+    checks = [c for c in rec["checks"] if c["id"] == "cdi.host.mount_source" and c["subject"].endswith(lib.name)]
+    assert [(c["status"], c["observed"]) for c in checks] == [(status, observed)]
+
+
+def test_a_non_library_mount_is_not_judged_as_a_library(gpu_host):
+    (gpu_host / "etc").mkdir(exist_ok=True)
+    (gpu_host / "etc/gpu.conf").write_text("x=1\n")
+    spec = _nvidia_spec() + "  - {hostPath: /etc/gpu.conf, containerPath: /etc/gpu.conf, options: [ro, bind]}\n"
+    rec = _run(gpu_host, spec)
+    assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.host.mount_source" and c["subject"] == "/etc/gpu.conf"] == [PASS]

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
-    FAIL, LAYERS, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record,
+    FAIL, LAYERS, NOT_RUN, PASS, WARN, LayerBuilder, make_check, not_run, validate_record,
 )
 
 
@@ -23,6 +23,15 @@ def rec(layer, status, check_id=None, signature=None, points_to=None, evidence=N
 
 
 NO_MIG = {"total": 0, "verified": 0, "failed": 0, "not_run": 0}
+
+
+def bound(record):
+    """A compute record with the driver binding check a verified compute record carries (issue 18 item 1)."""
+    record["checks"].append(make_check("compute.driver.binding", PASS, "container", "the host's driver",
+                                       "cuDriverGetVersion 13000 = NVML; libcuda sha256 = the driver root's"))
+    return record
+
+
 GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "model": "NVIDIA H200", "expected": True,
            "seen_in_container": True, "ordinal": 0, "status": PASS, "signature": None, "reason": None}
 
@@ -33,8 +42,8 @@ def healthy(driver="580.159.04", api="13000", runtime="podman 4.3.1", digest="sh
         "cdi": rec("cdi", PASS, evidence={"spec_digest": digest}),
         # an edit compared (runtime PASS needs one) and a proven per-GPU row (COMPUTE_VERIFIED needs them)
         "runtime": rec("runtime", PASS, "runtime.device_node.present", versions={"runtime": runtime}),
-        "compute": rec("compute", PASS, evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=0"]},
-                                                  "gpus": [GPU_ROW]}),
+        "compute": bound(rec("compute", PASS, evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=0"]},
+                                                        "gpus": [GPU_ROW]})),
     }
 
 
@@ -250,8 +259,8 @@ def _gpu_node(n, fail=(), busy=()):
     r["host"] = rec("host", PASS, evidence={"gpus": [{"index": i, "uuid": u} for i, u in enumerate(uuids)]},
                     versions={"driver": "580.159.04"})
     status = FAIL if fail else PASS
-    r["compute"] = rec("compute", status, "compute.kernel.verify", signature="compute.verify.mismatch" if fail else None,
-                       evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=all"]}, "gpus": rows})
+    r["compute"] = bound(rec("compute", status, "compute.kernel.verify", signature="compute.verify.mismatch" if fail else None,
+                             evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=all"]}, "gpus": rows}))
     return r
 
 

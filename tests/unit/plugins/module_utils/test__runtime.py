@@ -229,7 +229,7 @@ def test_loader_another_version_first_fails_with_the_paths(libs):
     assert "LD_LIBRARY_PATH %s:%s" % (other, driver) in observed
     assert points_to == "cdi"  # the spec's own env put that directory first
     _checks, points_to = _loader(_mount(driver / "libcuda.so.580.159.04"), _probe_inventory("%s:%s" % (other, driver)))
-    assert points_to == "runtime"  # not the spec's doing (the image's environment)
+    assert points_to == "image"  # not the spec's doing: the image's environment (issue 18 item 11)
 
 
 def test_loader_not_finding_the_mounted_file_fails(libs, tmp_path):

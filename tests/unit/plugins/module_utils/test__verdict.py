@@ -7,7 +7,8 @@ import os
 import pytest
 
 from verdictlab import (  # noqa: F401 pylint: disable=unused-import
-    STUBS, emitted, full_spec, node, passing_control, passing_steps, real_control,
+    IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, STUBS, bind, control, emitted, full_spec, node, passing_control, passing_steps,
+    probe_steps, real_control, spec_without,
 )
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _compute, _runtime
@@ -17,14 +18,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
     COMPUTE_VERIFIED, INCONCLUSIVE, compute_points_to, node_verdict, record_errors,
 )
-
-
-def spec_without(spec, path):
-    spec = copy.deepcopy(spec)
-    edits = spec["containerEdits"]
-    edits["deviceNodes"] = [n for n in edits["deviceNodes"] if n["path"] != path]
-    edits["mounts"] = [m for m in edits["mounts"] if m["containerPath"] != path]
-    return spec
 
 
 def layers(node_, spec, control=passing_control, compute=True):
@@ -49,7 +42,7 @@ def verified_records(node_, rows=(GPU_ROW,), spec=None):
     cdi = node_.cdi(spec or full_spec())
     runtime, probe = node_.run(cdi, compute=False)
     probe.update(emitted(passing_steps()), compute_requested=True)
-    compute = node_.compute(probe, runtime)
+    compute = bind(node_.compute(probe, runtime))
     compute["evidence"]["gpus"] = [dict(r) for r in rows]
     return {"host": node_.host, "cdi": cdi, "runtime": runtime, "compute": compute}
 
@@ -113,11 +106,16 @@ def test_no_ptxjit_mount_names_the_ptxjit_check(node):
         "cdi.nvidia.ptxjit"
 
 
-def test_container_and_host_control_both_fail_points_at_the_host(node):
-    records = layers(node, full_spec(), control=real_control)  # the real probe here: no libcuda on this host
+def test_container_and_host_control_failing_differently_is_not_the_host(node):
+    """The real probe on this GPU-less host fails at dlopen; the container got past dlopen and failed at cuInit
+    (NO_DEVICE): the host control fails differently, so it is no evidence against the host (issue 18 item 9)."""
+    records = layers(node, full_spec(), control=real_control)
     assert records["compute"]["evidence"]["host_control"]["status"] == FAIL
+    assert records["compute"]["points_to"] == "host"  # what the compute record alone can say
     v = node_verdict(records)
-    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", "host", [])
+    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", "compute", [])
+    assert "the host control failed differently (compute.dlopen.libcuda at dlopen) than the container " \
+           "(compute.cuda.CUDA_ERROR_NO_DEVICE at cuInit)" in v["reason"]
 
 
 def test_edit_not_applied_points_at_the_runtime(node):
@@ -138,12 +136,14 @@ def test_env_edit_lost_fails_at_runtime(node):
     assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime.env.value", "runtime")
 
 
-def test_spec_cause_without_a_flagging_check_still_points_at_cdi_with_an_empty_because(node):
-    records = layers(node, full_spec())  # every nvidia check PASSes; this libcuda's cuInit says NO_DEVICE
+def test_no_spec_edit_explaining_the_failure_is_not_blamed_on_the_spec(node):
+    """Every nvidia check PASSes, every edit applied, the host control passes; this libcuda's cuInit says
+    NO_DEVICE. Nothing of the spec explains it: not the spec by elimination (issue 18 item 11)."""
+    records = layers(node, full_spec())
     assert ids(records["cdi"]["checks"], WARN) == []
     v = node_verdict(records)
-    assert (v["points_to"], v["because"]) == ("cdi", [])
-    assert "no cdi check flagged it" in v["reason"]
+    assert (v["points_to"], v["because"]) == ("compute", [])
+    assert "no spec edit or image setting explains compute.cuda.CUDA_ERROR_NO_DEVICE at cuInit" in v["reason"]
 
 
 def test_runtime_start_signature_points_at_cdi_when_a_cdi_check_explains_it(node):
@@ -355,8 +355,10 @@ def _list_not_run_checks(records):
     ("stale_library", "FAILED_AT_CDI", "cdi.host.library_version", "cdi", []),
     ("missing_hostpath", "FAILED_AT_CDI", "cdi.host.mount_source", "cdi", []),
     # the run of 2026-12-03 carries the per-GPU rows: GPU 0 proven by UUID
-    ("full", "COMPUTE_VERIFIED", None, None, []),
-    ("file_mode_0000", "COMPUTE_VERIFIED", None, None, []),
+    # verified kernels, but recorded before compute.driver.binding existed: the container's driver is not shown
+    # to be the host's, so they are no longer COMPUTE_VERIFIED (issue 18 item 1)
+    ("full", INCONCLUSIVE, None, None, []),
+    ("file_mode_0000", INCONCLUSIVE, None, None, []),
 ])
 def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
     records, _probe = _h200(variant)
@@ -364,7 +366,8 @@ def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature,
     assert (v["verdict"], v["signature"], v["points_to"]) == (verdict, signature, points_to), v["reason"]
     assert [b["check"] for b in v["because"]] == because
     if verdict == INCONCLUSIVE:
-        assert v["reason"] == "compute record has no per-GPU rows"
+        assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
+        assert node_verdict(dict(records, compute=bind(records["compute"])))["verdict"] == COMPUTE_VERIFIED
 
 
 @pytest.mark.parametrize("variant,status", [("full", PASS), ("no_uvm_node", PASS), ("stub_libcuda", WARN)])
@@ -421,6 +424,9 @@ def test_h200_full_spec_needs_its_per_gpu_row():
         "index": 0, "uuid": device["uuid"], "model": device["name"], "expected": True, "seen_in_container": True,
         "ordinal": device["ordinal"], "status": PASS, "signature": None, "reason": None}]
     v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE  # recorded before compute.driver.binding existed
+    assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
+    v = node_verdict(dict(records, compute=bind(records["compute"])))
     assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"
 
 
@@ -457,4 +463,4 @@ def test_a_lost_edit_that_cannot_cause_the_failure_is_not_blamed(node):
     compute = records["compute"]
     compute.update(signature="compute.gpu.missing")
     v = node_verdict(records)
-    assert v["points_to"] == "cdi" and "runtime.mount.source" not in v["reason"], v
+    assert v["points_to"] == "compute" and "runtime.mount.source" not in v["reason"], v
