@@ -440,9 +440,15 @@ def loader_check(builder, expected_edits, inventory):
         if hit:  # the loader found the mounted file; whether it loads is the compute layer's answer
             builder.add("runtime.loader.libcuda", PASS, subject, want, "resolved to %s (dlopen refused it: %s); %s"
                         % (hit, error, context))
+        elif points and _probe.dlopen_class(error) != "libcuda":
+            # the loader found a libcuda.so.1 and stopped at what it needs (a dependency, the image's glibc): which
+            # file it found is not known; the compute layer's dlopen signature names the cause
+            builder.add("runtime.loader.libcuda", NOT_RUN, subject, want, "cannot tell which file: the loader found a "
+                        "libcuda.so.1 but not what it needs; the loader said: %s; %s" % (error, context))
+            return None
         elif points:
-            builder.add("runtime.loader.libcuda", FAIL, subject, want, "not resolved to the mounted file: %s; %s"
-                        % (error, context))
+            builder.add("runtime.loader.libcuda", FAIL, subject, want, "not resolved to the mounted file; the loader said: "
+                        "%s; %s" % (error, context))
         else:
             builder.add("runtime.loader.libcuda", NOT_RUN, subject, want,
                         "no libcuda mounted by the spec and none found: %s" % error)
@@ -564,7 +570,9 @@ def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, use
     argv += ["-v", "%s:%s:ro" % (probe_path, PROBE_IN_CONTAINER)]
     if user:
         argv += ["--user", str(user)]
-    argv += ["--entrypoint", "python3", image, PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
+    # isolated interpreter (-I -S): no PYTHON* variable, site, sitecustomize, .pth file or script-dir module of the
+    # image or the spec's env can change what runs
+    argv += ["--entrypoint", "python3", image] + list(_probe.ISOLATED_FLAGS) + [PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
     return argv
 
 
@@ -576,11 +584,14 @@ def remove_container(engine, name, timeout=30):
     return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
 
 
-def _probe_config(expected_edits, compute, plan=None):
+def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
     """The probe's config; ``plan`` (_busy.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
-    must not run at all (skip_reason: the busy state is unknown)."""
+    must not run at all (skip_reason: the busy state is unknown); a fresh token and kernel (a, b) per run;
+    ``resolve_paths``: container paths whose realpath the inventory reports (resolved_paths)."""
     nodes = [n.get("path") for n in (expected_edits or {}).get("deviceNodes") or [] if n.get("path")]
-    config = {"nodes": nodes, "compute": bool(compute)}
+    config = dict(_probe.new_run_keys(), nodes=nodes, compute=bool(compute))
+    if resolve_paths:
+        config["resolve_paths"] = sorted(set(str(p) for p in resolve_paths))
     plan = plan or {}
     if plan.get("skip_reason"):
         config["skip_compute_reason"] = plan["skip_reason"]
@@ -768,9 +779,9 @@ def runtime_facts(params, check_mode=False):
         probe_dir = probe_parent_dir()
         _unused, probe_path = _probe.write_probe(directory=probe_dir)
         cleanup = None
+        config = _probe_config(expected, params.get("compute"), plan, params.get("resolve_paths"))
         try:
-            argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
-                              _probe_config(expected, params.get("compute"), plan),
+            argv = build_argv(engine, name, run_id, params["image"], devices, probe_path, config,
                               user=params.get("user"), pull=params.get("pull") or "never", owner=owner)
             result = run(argv, timeout=timeout)
         finally:
@@ -779,13 +790,14 @@ def runtime_facts(params, check_mode=False):
             with deferred_signals():
                 cleanup = remove_container(engine, name)
                 shutil.rmtree(probe_dir, ignore_errors=True)
-    parsed = _probe.parse_output(result["stdout"])
+    parsed = _probe.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))
     started = parsed["start"] is not None
     evidence["container"] = {
         "name": name, "image": params["image"], "argv": argv, "rc": result["rc"], "wall_ms": result["duration_ms"],
         "timed_out": result["timed_out"], "started": started, "stderr": (result["stderr"] or "")[-4000:],
         "cleanup": cleanup, "user": params.get("user"), "stdout_bytes": result.get("stdout_bytes"),
         "stderr_bytes": result.get("stderr_bytes"), "output_truncated": result.get("truncated"),
+        "noise_count": parsed["noise_count"],
     }
     probe = None
     signature = None

@@ -64,7 +64,8 @@ def test_verify_values_checks_every_element():
 def test_ptx_kernel_is_jit_portable():
     assert ".target sm_50" in _probe.PTX and ".version 6.0" in _probe.PTX
     assert ".visible .entry %s(" % _probe.KERNEL_NAME in _probe.PTX
-    assert "mad.lo.s32 %r6, %r5, 3, 7" in _probe.PTX  # out[i] = i * 3 + 7, as verify expects
+    assert "mad.lo.s32 %r6, %r5, %r7, %r8" in _probe.PTX  # out[i] = i * a + b, a and b kernel parameters
+    assert "ld.param.u32 %r7, [a]" in _probe.PTX and "ld.param.u32 %r8, [b]" in _probe.PTX
 
 
 def test_format_uuid():

@@ -30,9 +30,15 @@ def test_run_missing_program_of_an_allowed_shape_does_not_raise():
 
 def test_run_python_probe_shape(tmp_path):
     probe = tmp_path / "gpuprobe_probe.py"
-    probe.write_text("import json, sys\nprint(json.loads(sys.argv[1])['x'])\n")
-    r = _run.run([sys.executable, str(probe), json.dumps({"x": 7})], timeout=20)
-    assert r["rc"] == 0 and r["stdout"] == "7\n"
+    probe.write_text("import json, sys\nprint(json.loads(sys.argv[1])['x'], sys.flags.isolated, sys.flags.no_site)\n")
+    r = _run.run([sys.executable, "-I", "-S", str(probe), json.dumps({"x": 7})], timeout=20)
+    assert r["rc"] == 0 and r["stdout"] == "7 1 1\n"
+
+
+@pytest.mark.parametrize("flags", [[], ["-I"], ["-S"], ["-S", "-I"], ["-E", "-S"]])
+def test_the_host_probe_runs_only_isolated(flags):
+    with pytest.raises(_run.ForbiddenCommand):
+        _run.check_allowed([sys.executable] + flags + ["/tmp/d/gpuprobe_probe.py", "{}"])
 
 
 def test_execute_kills_hung_process_group_including_children(tmp_path):

@@ -135,7 +135,7 @@ def test_build_argv_isolates_and_labels():
     for flag in ("--network=none", "--pull=never", "gpuprobe.run=r1", "gpuprobe.local/gpu=0",
                  "/tmp/p.py:/gpuprobe/probe.py:ro", "1000:1000"):
         assert flag in argv
-    assert argv[-3:-1] == ["img:1", "/gpuprobe/probe.py"]
+    assert argv[-5:-1] == ["img:1", "-I", "-S", "/gpuprobe/probe.py"]  # an isolated interpreter in the container
 
 
 @pytest.mark.parametrize("requested", ["containerd", "crio"])
@@ -167,7 +167,11 @@ def test_bad_run_id(run_id):
 def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
     config = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
+    keys = dict((k, config.pop(k)) for k in ("token", "a", "b"))
     assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True}, **expect)
+    again = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
+    assert len(keys["token"]) == 16 and keys["token"] != again["token"]  # a fresh token and kernel per run
+    assert (keys["a"], keys["b"]) != (again["a"], again["b"]) and keys["a"] >= 2 and keys["b"] >= 1
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -234,7 +238,8 @@ def test_loader_another_version_first_fails_with_the_paths(libs):
 def test_loader_not_finding_the_mounted_file_fails(libs, tmp_path):
     checks, _points_to = _loader(_mount(tmp_path / "elsewhere" / "libcuda.so.1"), _probe_inventory(str(tmp_path / "none")))
     assert [c["status"] for c in checks] == [FAIL]
-    assert checks[0]["observed"].startswith("not resolved to the mounted file: libcuda.so.1: cannot open shared object file")
+    assert checks[0]["observed"].startswith("not resolved to the mounted file; the loader said: libcuda.so.1: cannot open "
+                                            "shared object file")
 
 
 def test_loader_found_the_mounted_file_that_dlopen_refused_passes(tmp_path):
