@@ -123,7 +123,7 @@ SIGNATURES = {
                 "libcuda is the driver's",
     },
     "compute.driver.binding": {
-        "points_to": "cdi",
+        "points_to": "runtime / cdi",
         "meaning": "the CUDA driver that answered in the container is not the host's: its cuDriverGetVersion or the content "
                    "of the loaded libcuda differs from the host (NVML's CUDA driver version, the driver root's file)",
         "next": "the spec's libcuda.so.1 mount (hostPath), the image's own libcuda, evidence.driver_binding",
@@ -543,6 +543,18 @@ def control_gpus(parsed, only_uuids, timed_out=False, timeout=None):
     return out, failed_step
 
 
+def control_status(outcome, gpus):
+    """(status, reason) of the host control: its outcome, but a PASS only when every GPU it was asked for verified
+    (``gpus``: control_gpus); else WARN 'partial: ...' naming the GPUs it did not prove."""
+    status, reason = outcome["status"], outcome["reason"]
+    unproven = [g for g in gpus if g["status"] != PASS]
+    if status == PASS and (unproven or not gpus):
+        status = WARN
+        reason = "partial: the control did not prove %s" % (
+            "; ".join("GPU %s (%s)" % (g["uuid"], g["reason"] or g["status"]) for g in unproven) or "any GPU (it listed none)")
+    return status, reason
+
+
 def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None):
     """The same probe on the host, outside any container, through _run.run with a timeout, in an isolated
     interpreter (-I -S), without the CUDA_* enumeration variables; on the GPUs in ``only_uuids`` when given (the
@@ -577,12 +589,7 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
         outcome = {"status": NOT_RUN, "signature": None, "failed": None, "hung": None,
                    "reason": "could not run the host control: %s" % result["error"]}
     gpus, failed_step = control_gpus(parsed, only_uuids, result["timed_out"], timeout)
-    status, reason = outcome["status"], outcome["reason"]
-    unproven = [g for g in gpus if g["status"] != PASS]
-    if status == PASS and (unproven or not gpus):
-        status = WARN
-        reason = "partial: the control did not prove %s" % (
-            "; ".join("GPU %s (%s)" % (g["uuid"], g["reason"] or g["status"]) for g in unproven) or "any GPU (it listed none)")
+    status, reason = control_status(outcome, gpus)
     return {
         "status": status,
         "signature": outcome["signature"],
