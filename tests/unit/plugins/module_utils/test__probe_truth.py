@@ -520,3 +520,37 @@ def test_resolved_paths_are_the_realpaths_inside(tmp_path):
         _probe.TOKEN = None
     inventory = _probe.parse_output(out.getvalue(), token=TOKEN)["inventory"]
     assert inventory["resolved_paths"] == {paths[0]: str(tmp_path / "usr" / "lib64" / "libcuda.so.1"), paths[1]: None}
+
+
+# ---- two or more MIG devices: one container each ----------------------------------------------------------------
+
+@pytest.mark.parametrize("isolation,devices,migs,want", [
+    ("shared", ["k/mig=a", "k/mig=b"], [MIG_A, MIG_B], "per_device"),
+    ("shared", ["k/mig=a", "k/mig=b", "k/mig=c"], [MIG_A, MIG_B, "MIG-c"], "per_device"),
+    ("shared", ["k/all"], [MIG_A, MIG_B], "shared"),          # one CDI device gives both: rows NOT_RUN instead
+    ("shared", ["k/mig=a"], [MIG_A], "shared"),
+    ("shared", ["k/gpu=0", "k/gpu=1"], [], "shared"),         # whole GPUs: one process sees them all
+    ("per_device", ["k/mig=a", "k/mig=b"], [MIG_A, MIG_B], "per_device"),
+])
+def test_two_or_more_mig_devices_get_one_container_each(isolation, devices, migs, want):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_probe  # pylint: disable=import-outside-toplevel
+    got, why = _node_probe.isolation_for(isolation, devices, _mig_expected(*migs) if migs else _expected(U0, U1))
+    assert got == want
+    assert (why is not None) == (want != isolation)
+
+
+def test_the_node_probe_runs_mig_devices_per_device(monkeypatch):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._result import not_run  # pylint: disable=import-outside-toplevel
+    seen = {}
+
+    def runtime_facts(params, check_mode=False):  # pylint: disable=unused-argument
+        seen.update(params)
+        return not_run("runtime", "not under test"), None
+    monkeypatch.setattr(_node_probe, "runtime_facts", runtime_facts)
+    p = dict((k, v.get("default")) for k, v in _node_probe.NODE_PROBE_ARGSPEC.items())
+    p.update(run_id="t-mig", host_control=False, records={"host": None, "cdi": {"layer": "cdi", "status": "PASS", "evidence": {
+        "requested_devices": ["k/mig=a", "k/mig=b"], "identity": {"expected_gpus": _mig_expected(MIG_A, MIG_B)}}}})
+    out = _node_probe.probe(p)
+    assert seen["isolation"] == "per_device"
+    assert "one CUDA process enumerates a single MIG instance" in out["records"]["runtime"]["evidence"]["isolation_forced"]
