@@ -298,7 +298,8 @@ CRASHES = [
 
 
 @pytest.mark.parametrize("name,after,begin,rc,in_container,said", CRASHES, ids=[c[0] for c in CRASHES])
-def test_a_crash_names_its_step_and_signal_and_is_not_a_timeout(name, after, begin, rc, in_container, said):  # pylint: disable=unused-argument,too-many-arguments
+def test_a_crash_names_its_step_and_signal_and_is_not_a_timeout(  # pylint: disable=unused-argument,too-many-arguments
+        name, after, begin, rc, in_container, said):
     text = _cut(_with_token(fakecuda.FakeCuda([U0])), after, begin)
     probe = _container(text, rc=rc, where="container" if in_container else "host")
     outcome = _compute.assess(probe, False, 30)
@@ -373,7 +374,8 @@ PARTIAL = [
 
 
 @pytest.mark.parametrize("name,listed,asked,extra,status,gpus", PARTIAL, ids=[p[0] for p in PARTIAL])
-def test_the_host_control_is_pass_only_when_every_gpu_it_was_asked_for_verified(name, listed, asked, extra, status, gpus):  # pylint: disable=unused-argument,too-many-arguments
+def test_the_host_control_is_pass_only_when_every_gpu_it_was_asked_for_verified(  # pylint: disable=unused-argument,too-many-arguments
+        name, listed, asked, extra, status, gpus):
     config = {"only_uuids": asked}
     if extra.get("skip_uuids"):
         config["skip_uuids"] = extra["skip_uuids"]
