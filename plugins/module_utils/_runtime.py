@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid as uuidlib
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe, _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import edits_compared
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
@@ -440,7 +440,7 @@ def loader_check(builder, expected_edits, inventory):
         if hit:  # the loader found the mounted file; whether it loads is the compute layer's answer
             builder.add("runtime.loader.libcuda", PASS, subject, want, "resolved to %s (dlopen refused it: %s); %s"
                         % (hit, error, context))
-        elif points and _probe.dlopen_class(error) != "libcuda":
+        elif points and _probe_contract.dlopen_class(error) != "libcuda":
             # the loader found a libcuda.so.1 and stopped at what it needs (a dependency, the image's glibc): which
             # file it found is not known; the compute layer's dlopen signature names the cause
             builder.add("runtime.loader.libcuda", NOT_RUN, subject, want, "cannot tell which file: the loader found a "
@@ -572,7 +572,7 @@ def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, use
         argv += ["--user", str(user)]
     # isolated interpreter (-I -S): no PYTHON* variable, site, sitecustomize, .pth file or script-dir module of the
     # image or the spec's env can change what runs
-    argv += ["--entrypoint", "python3", image] + list(_probe.ISOLATED_FLAGS) + [PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
+    argv += ["--entrypoint", "python3", image] + list(_probe_contract.ISOLATED_FLAGS) + [PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
     return argv
 
 
@@ -589,7 +589,7 @@ def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
     must not run at all (skip_reason: the busy state is unknown); a fresh token and kernel (a, b) per run;
     ``resolve_paths``: container paths whose realpath the inventory reports (resolved_paths)."""
     nodes = [n.get("path") for n in (expected_edits or {}).get("deviceNodes") or [] if n.get("path")]
-    config = dict(_probe.new_run_keys(), nodes=nodes, compute=bool(compute))
+    config = dict(_probe_contract.new_run_keys(), nodes=nodes, compute=bool(compute))
     if resolve_paths:
         config["resolve_paths"] = sorted(set(str(p) for p in resolve_paths))
     plan = plan or {}
@@ -790,7 +790,7 @@ def runtime_facts(params, check_mode=False):
             with deferred_signals():
                 cleanup = remove_container(engine, name)
                 shutil.rmtree(probe_dir, ignore_errors=True)
-    parsed = _probe.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))
+    parsed = _probe_contract.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))
     started = parsed["start"] is not None
     evidence["container"] = {
         "name": name, "image": params["image"], "argv": argv, "rc": result["rc"], "wall_ms": result["duration_ms"],

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from test_runtime_podman import LIB_IN_CONTAINER, Lab, expected_gpus, idle_host, lab, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
+from test_runtime_podman import expected_gpus, idle_host, lab, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute
 

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from test_runtime_podman import IMAGE, Lab, _podman_env, expected_gpus, idle_host, lab, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
+from test_runtime_podman import IMAGE, _podman_env, expected_gpus, idle_host, lab, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _probe_contract
 
 pytestmark = pytest.mark.integration
 
@@ -99,7 +99,7 @@ def test_a_spec_env_poison_changes_nothing(lab, baseline, monkeypatch, member, e
     assert probe["noise_count"] == 0 and not _poisoned(probe) and probe["start"]["isolated"] is True
     assert all(not k.startswith("GPUPROBE_PROBE") for k in probe["start"])
     if acts:  # the same poison on a plain `python3 probe.py`: it acts (the test above is not vacuous)
-        monkeypatch.setattr(_probe, "ISOLATED_FLAGS", ())
+        monkeypatch.setattr(_probe_contract, "ISOLATED_FLAGS", ())
         runtime2, probe2 = lab.run(edits, host=idle_host(GPU_A), timeout=60)
         assert probe2 is None or probe2["start"] is None or _poisoned(probe2) or probe2["noise_count"] > 0 or \
             runtime2["status"] != baseline[0]
@@ -133,7 +133,7 @@ def test_an_image_poison_changes_nothing(lab, baseline, poisoned_images, monkeyp
     runtime, probe, compute = _run(lab, lab.full_edits(), image=image)
     assert _summary(runtime, compute) == baseline
     assert probe["noise_count"] == 0 and not _poisoned(probe) and probe["start"]["isolated"] is True
-    monkeypatch.setattr(_probe, "ISOLATED_FLAGS", ())
+    monkeypatch.setattr(_probe_contract, "ISOLATED_FLAGS", ())
     _runtime2, probe2 = lab.run(lab.full_edits(), host=idle_host(GPU_A), image=image, timeout=60)
     assert probe2 is None or _poisoned(probe2)  # without -I -S the poison runs
 

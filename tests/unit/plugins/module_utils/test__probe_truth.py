@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _probe, _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
@@ -58,7 +58,7 @@ def _with_token(lib, config=None, token=TOKEN):
 
 
 def _container(text, token=TOKEN, kernel=None, **extra):
-    probe = _probe.parse_output(text, token=token, kernel=kernel)
+    probe = _probe_contract.parse_output(text, token=token, kernel=kernel)
     probe.update({"executed": True, "cdi_devices": ["k/gpu=0"], "runtime": "podman 4.3.1", "container_name": "gpuprobe-t-1",
                   "timed_out": False, "rc": 0})
     probe.update(extra)
@@ -93,8 +93,8 @@ def test_only_lines_with_this_runs_token_are_read_the_rest_is_counted_noise(name
     """A run that failed at cuInit, with a foreign line that claims success: the line changes nothing."""
     real = _with_token(fakecuda.FakeCuda([U0], fail={("cuInit", None): 999}))
     text = real.replace("\n", "\n" + (line if isinstance(line, str) else json.dumps(line)) + "\n", 1)
-    parsed = _probe.parse_output(text, token=TOKEN)
-    clean = _probe.parse_output(real, token=TOKEN)
+    parsed = _probe_contract.parse_output(text, token=TOKEN)
+    clean = _probe_contract.parse_output(real, token=TOKEN)
     assert parsed["noise_count"] == 1 and len(parsed["noise"]) == 1
     assert (parsed["steps"], parsed["complete"], parsed["facts"]) == (clean["steps"], clean["complete"], clean["facts"])
     record = _record(_container(text))
@@ -104,14 +104,14 @@ def test_only_lines_with_this_runs_token_are_read_the_rest_is_counted_noise(name
 
 def test_every_line_of_the_real_probe_carries_its_token(tmp_path):
     """The real script run as the runtime runs it (python3 -I -S probe.py CONFIG): every line has the token."""
-    config = dict(_probe.new_run_keys(), compute=False, nodes=[])
-    proc = subprocess.run([sys.executable] + list(_probe.ISOLATED_FLAGS) + [_probe.__file__, json.dumps(config)],
+    config = dict(_probe_contract.new_run_keys(), compute=False, nodes=[])
+    proc = subprocess.run([sys.executable] + list(_probe_contract.ISOLATED_FLAGS) + [_probe.__file__, json.dumps(config)],
                           capture_output=True, text=True, timeout=60, check=True)
     items = [json.loads(line) for line in proc.stdout.splitlines()]
     assert items and all(i["token"] == config["token"] for i in items)
-    parsed = _probe.parse_output(proc.stdout, token=config["token"])
+    parsed = _probe_contract.parse_output(proc.stdout, token=config["token"])
     assert parsed["complete"] and parsed["noise_count"] == 0 and parsed["start"]["isolated"] is True
-    assert _probe.parse_output(proc.stdout, token="0" * 16)["start"] is None  # another run's token reads nothing
+    assert _probe_contract.parse_output(proc.stdout, token="0" * 16)["start"] is None  # another run's token reads nothing
 
 
 def _tamper_dlopen_path(probe):
@@ -158,7 +158,7 @@ def test_step_lines_that_contradict_the_probes_own_observations_fail(name, tampe
     probe = _container(_with_token(fakecuda.FakeCuda([U0]), config), kernel=(5, 11))
     assert _record(dict(probe))["status"] == "PASS"  # untouched: it verifies
     tamper(probe)
-    probe["inconsistent"] = _probe.cross_check(probe, (5, 11))
+    probe["inconsistent"] = _probe_contract.cross_check(probe, (5, 11))
     record = _record(probe)
     assert record["status"] == "FAIL"
     assert any(said in c["observed"] for c in _checks(record, "compute.probe.output") if c["status"] == "FAIL")
@@ -177,7 +177,7 @@ def test_a_library_that_fakes_the_old_fixed_kernel_fails_verification(a, b):
 
 
 def test_run_keys_differ_per_run():
-    keys = [_probe.new_run_keys() for _ in range(20)]
+    keys = [_probe_contract.new_run_keys() for _ in range(20)]
     assert len(set(k["token"] for k in keys)) == 20
     assert len(set((k["a"], k["b"]) for k in keys)) > 1
     assert all(2 <= k["a"] <= 65001 and 1 <= k["b"] <= 65536 for k in keys)
@@ -379,7 +379,7 @@ def test_the_host_control_is_pass_only_when_every_gpu_it_was_asked_for_verified(
     config = {"only_uuids": asked}
     if extra.get("skip_uuids"):
         config["skip_uuids"] = extra["skip_uuids"]
-    parsed = _probe.parse_output(_with_token(fakecuda.FakeCuda(listed, fail=extra.get("fail")), config), token=TOKEN)
+    parsed = _probe_contract.parse_output(_with_token(fakecuda.FakeCuda(listed, fail=extra.get("fail")), config), token=TOKEN)
     parsed.update(rc=0, where="host")
     outcome = _compute.assess(parsed, False, 30)
     rows, failed_step = _compute.control_gpus(parsed, asked)
@@ -391,7 +391,7 @@ def test_the_host_control_is_pass_only_when_every_gpu_it_was_asked_for_verified(
 
 
 def test_a_host_control_failing_globally_names_its_step():
-    parsed = _probe.parse_output(_with_token(fakecuda.FakeCuda([U0], fail={("cuInit", None): 100})), token=TOKEN)
+    parsed = _probe_contract.parse_output(_with_token(fakecuda.FakeCuda([U0], fail={("cuInit", None): 100})), token=TOKEN)
     rows, failed_step = _compute.control_gpus(parsed, [U0])
     assert failed_step == "cuInit" and rows[0]["step"] == "cuInit" and rows[0]["status"] == "FAIL"
 
@@ -423,7 +423,7 @@ DLERRORS = [
 
 @pytest.mark.parametrize("error,klass", DLERRORS)
 def test_a_failed_dlopen_says_what_the_loader_said_and_which_class(error, klass):
-    assert _probe.dlopen_class(error) == klass
+    assert _probe_contract.dlopen_class(error) == klass
     probe = _container(_lines([{"kind": "start", "compute": True, "token": TOKEN},
                                {"kind": "step", "step": "dlopen", "call": "dlopen(libcuda.so.1)", "ok": False, "rc": None,
                                 "name": "DLOPEN_FAILED", "error": error, "token": TOKEN},
@@ -465,8 +465,8 @@ def _mig_expected(*migs):
 
 
 def test_the_probe_records_which_symbol_gave_the_uuid():
-    v2 = _probe.parse_output(_with_token(fakecuda.FakeCuda([MIG_A])), token=TOKEN)
-    v1 = _probe.parse_output(_with_token(FakeCudaV1([MIG_A], [U0])), token=TOKEN)
+    v2 = _probe_contract.parse_output(_with_token(fakecuda.FakeCuda([MIG_A])), token=TOKEN)
+    v1 = _probe_contract.parse_output(_with_token(FakeCudaV1([MIG_A], [U0])), token=TOKEN)
     assert v2["facts"]["devices"][0]["uuid_symbol"] == "cuDeviceGetUuid_v2"
     assert v1["facts"]["devices"][0]["uuid_symbol"] == "cuDeviceGetUuid"
 
@@ -520,7 +520,7 @@ def test_resolved_paths_are_the_realpaths_inside(tmp_path):
             _probe.main(["probe", json.dumps({"compute": False, "resolve_paths": paths, "token": TOKEN})])
     finally:
         _probe.TOKEN = None
-    inventory = _probe.parse_output(out.getvalue(), token=TOKEN)["inventory"]
+    inventory = _probe_contract.parse_output(out.getvalue(), token=TOKEN)["inventory"]
     assert inventory["resolved_paths"] == {paths[0]: str(tmp_path / "usr" / "lib64" / "libcuda.so.1"), paths[1]: None}
 
 

@@ -180,11 +180,11 @@ def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
 def _probe_inventory(ld_library_path):
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract  # pylint: disable=import-outside-toplevel
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_library_path}
     out = subprocess.run([sys.executable, _probe.__file__, '{"compute": false}'], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout
-    return _probe.parse_output(out)["inventory"]
+    return _probe_contract.parse_output(out)["inventory"]
 
 
 @pytest.fixture
