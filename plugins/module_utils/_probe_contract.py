@@ -16,11 +16,17 @@ every one carrying ``token``:
   {"kind": "begin", "step": s} right before each CUDA/NVML call (a hang leaves a begin without a step)
   {"kind": "step", ...}        each compute step: call, rc, CUresult name, milliseconds; the per-device
                                steps (context .. release, verify) also carry "device" (ordinal) and "uuid"
-  {"kind": "fact", "devices": [...]}  every device seen: ordinal, name, uuid, listed, skipped (why not run)
-  {"kind": "done"}
+  {"kind": "fact", "cuda_driver_api": v}  what cuDriverGetVersion returned
+  {"kind": "fact", "devices": [...]}  every device seen: ordinal, name, uuid, uuid_symbol (the cuDeviceGetUuid
+                               entry point that gave it), listed, skipped (why not run)
   {"kind": "nvml", ...}        nvmlInit through libnvidia-ml.so.1 (library, rc, name, driver_version)
   {"kind": "compute_skipped", "reason": r}   compute asked for and not run (busy state unknown)
   {"kind": "device_begin"|"device_end", "device": o, "uuid": u}   around each device's run
+  {"kind": "error", "error": e}   the config could not be read (no token: the run is unusable)
+  {"kind": "done"}             the last line: no done line and a non-zero exit is a crash
+The dlopen step and the inventory's libcuda carry ``identity`` (the mapped file's path, size, dev, ino, mtime,
+sha256, sha256_ms); the verify step carries the ``a`` and ``b`` it checked; the inventory carries
+``resolved_paths`` ({path: realpath or null} for the config's ``resolve_paths``).
 
 How it is read: ``parse_output(text, token, kernel)`` keeps only the lines with this run's token (the rest is
 noise, counted), folds them into one dict and cross-checks the step lines against the probe's own observations
