@@ -177,7 +177,7 @@ def test_a_library_that_fakes_the_old_fixed_kernel_fails_verification(a, b):
 
 
 def test_run_keys_differ_per_run():
-    keys = [_probe_contract.new_run_keys() for _ in range(20)]
+    keys = [_probe_contract.new_run_keys() for _run in range(20)]
     assert len(set(k["token"] for k in keys)) == 20
     assert len(set((k["a"], k["b"]) for k in keys)) > 1
     assert all(2 <= k["a"] <= 65001 and 1 <= k["b"] <= 65536 for k in keys)
