@@ -49,6 +49,11 @@ EXPLAINED_BY = {
     "compute.gpu.missing": ["cdi.identity.gives_gpu", "cdi.identity.index", "cdi.identity.uuid", "cdi.identity.mig",
                             "cdi.identity.all", "cdi.host.device_node"],
     "compute.probe.incomplete": [],
+    "compute.probe.crashed": [],
+    "compute.probe.output": [],
+    "compute.dlopen.image_glibc": [],
+    "compute.dlopen.dependency": ["cdi.nvidia.libcuda"],
+    "compute.driver.binding": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.host.mount_source"],
     # runtime signatures (_runtime.SIGNATURES)
     "runtime.start.cdi_unresolvable": _SPEC_READABLE,
     "runtime.start.hostpath_missing": ["cdi.host.mount_source", "cdi.host.device_node", "cdi.host.hook",

@@ -89,7 +89,7 @@ def _spec_changed_records(changes, when):
             "compute": not_run("compute", "blocked: %s" % reason)}
 
 
-def _probe_layers(p, params, records, check_mode):
+def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  # pylint: disable=too-many-arguments
     """The runtime and compute records. The spec the cdi layer judged must be the spec the runtime reads: the
     files that provide the devices are rechecked before the container starts (changed: it is not started) and
     after it ran (changed: the records are discarded; the runtime read the file at some moment in between)."""
@@ -104,12 +104,14 @@ def _probe_layers(p, params, records, check_mode):
         raise  # the caller's / the options' error
     except Exception as exc:  # pylint: disable=broad-except
         runtime, container_probe = crashed("runtime", exc), None
+    if forced and isinstance(runtime.get("evidence"), dict):
+        runtime["evidence"]["isolation_forced"] = forced
     out["runtime"] = runtime
     try:
         out["compute"] = compute_record(
             container_probe, runtime_record=runtime, host_record=records.get("host"),
             host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
-            timeout=p["timeout"], expected_gpus=(evidence.get("identity") or {}).get("expected_gpus") or [])
+            timeout=p["timeout"], expected_gpus=expected_gpus)
     except Exception as exc:  # pylint: disable=broad-except
         out["compute"] = crashed("compute", exc)
     changes = [] if check_mode or container_probe is None else spec_changes(evidence)
@@ -118,6 +120,17 @@ def _probe_layers(p, params, records, check_mode):
         out = _spec_changed_records(changes, "while the probe container ran")
         out["runtime"]["evidence"]["discarded"] = discarded
     return out
+
+
+def isolation_for(isolation, cdi_devices, expected_gpus):
+    """(isolation to use, why it was changed or None). One CUDA process enumerates a single MIG instance, so two or
+    more MIG devices in one shared container cannot all be proven: with as many CDI devices, each gets its own
+    container (per_device); with fewer, the rows left unproven are NOT_RUN (_compute.gpu_rows)."""
+    migs = [g for g in expected_gpus or [] if isinstance(g, dict) and g.get("mig_uuid")]
+    if isolation == "shared" and len(migs) >= 2 and len(cdi_devices or []) >= 2:
+        return "per_device", ("isolation per_device instead of shared: %d MIG devices requested, and one CUDA process "
+                              "enumerates a single MIG instance" % len(migs))
+    return isolation, None
 
 
 def probe(p, check_mode=False):
@@ -133,11 +146,13 @@ def probe(p, check_mode=False):
     check_record(records.get("cdi"), "records.cdi", "cdi")
     cdi = records.get("cdi") or {}
     evidence = cdi.get("evidence") or {}
+    expected_gpus = (evidence.get("identity") or {}).get("expected_gpus") or []
+    isolation, forced = isolation_for(p["isolation"], evidence.get("requested_devices") or [], expected_gpus)
     params = {
         "runtime": p["runtime"],
         "image": p["image"], "pull": "never", "cdi_devices": list(evidence.get("requested_devices") or []),
         "expected_edits": evidence.get("expected_edits") or {}, "run_id": p["run_id"], "timeout": p["timeout"],
-        "compute": True, "isolation": p["isolation"], "allow_busy_gpu": p["allow_busy_gpu"],
+        "compute": True, "isolation": isolation, "allow_busy_gpu": p["allow_busy_gpu"],
         "host": records.get("host"), "user": p["user"] or None, "owner": None,
         "spec_dir": p["self_built_spec_dir"] if p["remove_spec"] else None,
     }
@@ -146,9 +161,11 @@ def probe(p, check_mode=False):
         os.environ[str(key)] = str(value)
     out = {"records": {}, "spec_removed": None}
     try:
-        out["records"] = _probe_layers(p, params, records, check_mode)
+        out["records"] = _probe_layers(p, params, records, check_mode, expected_gpus, forced)
     except Interrupted as exc:
-        return {"interrupted": "%s: the probe container was removed; %s" % (exc, remove_own_spec(params))}
+        # raised in the probe container's run or in the host control's: either was stopped and its temp dir removed
+        return {"interrupted": "%s: the probe container and the host control were stopped and removed; %s" % (
+            exc, remove_own_spec(params))}
     if p["remove_spec"] and not check_mode:
         from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
         try:

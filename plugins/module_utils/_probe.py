@@ -5,33 +5,32 @@
 """PRIVATE: the probe script of gpuprobe.layers; not public API.
 
 This one file is both a module_utils file (the runtime and compute layers import its pure parts and
-read its source) and a stand-alone script, run with ``python3 _probe.py '<json config>'`` inside the
-probe container (bind-mounted read-only) and on the host as the control. It uses the standard library
-ONLY: the probe image holds python3 and nothing else, and CUDA comes from the host through CDI.
+read its source) and a stand-alone script, run ISOLATED with ``python3 -I -S _probe.py '<json config>'``
+(_probe_contract.ISOLATED_FLAGS: no PYTHON* environment, no site, no user site, no script directory on sys.path, so nothing
+the container's image or spec env holds can redirect it) inside the probe container (bind-mounted read-only)
+and on the host as the control. It uses the standard library ONLY: the probe image holds python3 and nothing
+else, and CUDA comes from the host through CDI. No test hook is read from the environment.
 
-It writes JSON lines to stdout, flushed one by one, so that whatever it saw before a hang or a kill
-is still there:
-  {"kind": "start", ...}       who and where it runs
-  {"kind": "inventory", ...}   device nodes (type, major:minor, mode, open(O_RDWR) result), mounts
-                               (/proc/self/mountinfo), env, which libcuda/libnvidia-ml the loader finds
-  {"kind": "begin", "step": s} right before each CUDA/NVML call (a hang leaves a begin without a step)
-  {"kind": "step", ...}        each compute step: call, rc, CUresult name, milliseconds; the per-device
-                               steps (context .. release, verify) also carry "device" (ordinal) and "uuid"
-  {"kind": "fact", "devices": [...]}  every device seen: ordinal, name, uuid, listed, skipped (why not run)
-  {"kind": "done"}
+It writes JSON lines to stdout, flushed one by one, so that whatever it saw before a hang or a kill is
+still there, each carrying this run's ``token``. The line kinds, their fields, the token and how the assessor
+reads them are the contract in ``_probe_contract`` (which also says how this script is run).
 Every device is listed and, unless skipped, runs its own context, kernel and check of every element; one
 device failing does not stop the others.
 Config keys: nodes (device paths to inspect), compute (bool), skip_uuids (GPUs never to touch beyond
 listing them: busy ones), only_uuids (when given, run only on these; uuid: one more such UUID),
 libcuda (explicit path to dlopen instead of the soname), n (buffer length, default 1024), capture_env
 (default true; the host control records PATH and LD_LIBRARY_PATH only), skip_compute_reason (record why
-compute is skipped, e.g. a busy GPU, and do not touch the GPU).
+compute is skipped, e.g. a busy GPU, and do not touch the GPU), token (bound to every line), a and b (the
+kernel writes out[i] = i*a + b; the caller draws them per run, so a library that fakes results without
+running the PTX fails verification), resolve_paths (container paths whose os.path.realpath the inventory
+reports as resolved_paths, null when it cannot be resolved).
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -40,7 +39,9 @@ import sys
 import tempfile
 import time
 
-PROBE_VERSION = "1.0"
+PROBE_VERSION = "1.1"
+DEFAULT_A, DEFAULT_B = 3, 7
+TOKEN = None  # this run's token (config "token"), written on every line by emit()
 LIBCUDA = "libcuda.so.1"
 LIBNVML = "libnvidia-ml.so.1"
 DEFAULT_N = 1024
@@ -82,7 +83,7 @@ NVML_RESULTS = {
     19: "NVML_ERROR_IN_USE", 20: "NVML_ERROR_MEMORY", 21: "NVML_ERROR_NO_DATA", 999: "NVML_ERROR_UNKNOWN",
 }
 
-# A hand-written kernel: out[i] = i * 3 + 7 for i < n. PTX 6.0 for sm_50, so any current driver JITs
+# A hand-written kernel: out[i] = i * a + b for i < n (a, b: kernel parameters, drawn per run by the caller). PTX 6.0 for sm_50, so any current driver JITs
 # it for its GPU (this needs libnvidia-ptxjitcompiler.so.1: without it, CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 KERNEL_NAME = "gpuprobe_fill"
 PTX = r"""
@@ -92,15 +93,19 @@ PTX = r"""
 
 .visible .entry gpuprobe_fill(
     .param .u64 out,
-    .param .u32 n
+    .param .u32 n,
+    .param .u32 a,
+    .param .u32 b
 )
 {
     .reg .pred %p<2>;
-    .reg .b32 %r<8>;
+    .reg .b32 %r<10>;
     .reg .b64 %rd<4>;
 
     ld.param.u64 %rd1, [out];
     ld.param.u32 %r1, [n];
+    ld.param.u32 %r7, [a];
+    ld.param.u32 %r8, [b];
     mov.u32 %r2, %ctaid.x;
     mov.u32 %r3, %ntid.x;
     mov.u32 %r4, %tid.x;
@@ -110,7 +115,7 @@ PTX = r"""
     cvta.to.global.u64 %rd2, %rd1;
     mul.wide.u32 %rd3, %r5, 4;
     add.s64 %rd2, %rd2, %rd3;
-    mad.lo.s32 %r6, %r5, 3, 7;
+    mad.lo.s32 %r6, %r5, %r7, %r8;
     st.global.u32 [%rd2], %r6;
 DONE:
     ret;
@@ -153,21 +158,21 @@ def nvml_result_name(code):
     return NVML_RESULTS.get(code, "NVML_ERROR_%d" % code)
 
 
-def expected_values(n):
-    """What the kernel must write: out[i] = i * 3 + 7 (uint32)."""
-    return [(i * 3 + 7) & 0xFFFFFFFF for i in range(n)]
+def expected_values(n, a=DEFAULT_A, b=DEFAULT_B):
+    """What the kernel must write: out[i] = i * a + b (uint32)."""
+    return [(i * a + b) & 0xFFFFFFFF for i in range(n)]
 
 
-def verify_values(values, n=None):
-    """Compare every element with the expected pattern. Returns dict ok, checked, mismatches, first_bad."""
+def verify_values(values, n=None, a=DEFAULT_A, b=DEFAULT_B):
+    """Compare every element with the expected pattern. Returns dict ok, checked, mismatches, first_bad, a, b."""
     n = len(values) if n is None else n
-    want = expected_values(n)
+    want = expected_values(n, a, b)
     bad = [i for i in range(n) if i >= len(values) or values[i] != want[i]]
     first = None
     if bad:
         i = bad[0]
         first = {"index": i, "expected": want[i], "observed": values[i] if i < len(values) else None}
-    return {"ok": not bad and len(values) >= n, "checked": n, "mismatches": len(bad), "first_bad": first}
+    return {"ok": not bad and len(values) >= n, "checked": n, "mismatches": len(bad), "first_bad": first, "a": a, "b": b}
 
 
 def format_uuid(raw):
@@ -266,64 +271,6 @@ def parse_ldconfig(text, names):
     return found
 
 
-def parse_output(text):
-    """Fold the probe's JSON lines into one dict: start, inventory, steps (list), nvml, complete (a done
-    line was seen), hung_step (a begin without its step, i.e. where a kill caught it), noise (lines that
-    were not probe JSON). Per-device steps carry "device" (the ordinal) and "uuid"; ``facts["devices"]`` lists
-    every device the probe saw (ordinal, name, uuid, listed, skipped); hung_device is the ordinal of a hung
-    per-device call."""
-    result = {"start": None, "inventory": None, "steps": [], "nvml": None, "complete": False,
-              "hung_step": None, "hung_device": None, "compute_requested": False, "compute_skipped": None, "facts": {}, "errors": [],
-              "noise": []}
-    open_step = None
-    open_device = None
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            result["noise"].append(line[:500])
-            continue
-        if not isinstance(item, dict):
-            result["noise"].append(line[:500])
-            continue
-        kind = item.get("kind")
-        if kind == "start":
-            result["start"] = item
-            result["compute_requested"] = bool(item.get("compute"))
-        elif kind == "inventory":
-            result["inventory"] = item
-        elif kind == "begin":
-            open_step = item.get("step")
-            open_device = item.get("device")
-        elif kind == "step":
-            result["steps"].append(item)
-            open_step = open_device = None
-        elif kind == "nvml":
-            result["nvml"] = item
-            open_step = None
-        elif kind == "compute_skipped":
-            result["compute_skipped"] = item.get("reason")
-        elif kind == "fact":
-            result["facts"].update(dict((k, v) for k, v in item.items() if k != "kind"))
-        elif kind == "error":
-            result["errors"].append(item.get("error"))
-        elif kind == "done":
-            result["complete"] = True
-    result["hung_step"] = open_step
-    result["hung_device"] = open_device if open_step else None
-    return result
-
-
-def first_failed_step(steps):
-    for s in steps or []:
-        if not s.get("ok"):
-            return s
-    return None
-
-
 # ---------------------------------------------------------------------------------------------------
 # the script as a file (the runtime and compute layers mount it into the container / run it on the host)
 
@@ -358,6 +305,8 @@ def write_probe(directory=None):
 # collection (runs inside the container and on the host)
 
 def emit(item):
+    if TOKEN is not None:
+        item = dict(item, token=TOKEN)
     sys.stdout.write(json.dumps(item, sort_keys=True) + "\n")
     sys.stdout.flush()
 
@@ -424,6 +373,28 @@ def list_dev_nvidia():
     return out
 
 
+def file_identity(path, chunk=1 << 20):
+    """What a loaded library file is: realpath, size, st_dev, st_ino, mtime and its sha256 (read in chunks; the
+    milliseconds the digest took are recorded). Compared with the host driver root's file by content."""
+    info = {"path": path}
+    t0 = time.monotonic()
+    try:
+        st = os.stat(path)
+        info.update(size=st.st_size, dev=st.st_dev, ino=st.st_ino, mtime=int(st.st_mtime))
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while True:
+                data = f.read(chunk)
+                if not data:
+                    break
+                digest.update(data)
+        info["sha256"] = digest.hexdigest()
+    except (IOError, OSError) as exc:
+        info["error"] = "%s: %s" % (errno.errorcode.get(exc.errno, str(exc.errno)), exc.strerror)
+    info["sha256_ms"] = _ms(t0)
+    return info
+
+
 def ldconfig_lookup(names):
     # This script runs alone inside the container (standard library only, no _run.py there), so it calls
     # subprocess itself, with a timeout like every external call of the collection.
@@ -467,6 +438,9 @@ class Loaded(object):
                     entry["size"] = os.stat(entry["path"]).st_size
                 except OSError:
                     pass
+                if name == LIBCUDA:
+                    # the file /proc/self/maps says is mapped: its content identity binds the proof to the host driver
+                    entry["identity"] = file_identity(entry["realpath"])
         self.cache[key] = (handle, entry)
         return handle, entry
 
@@ -488,8 +462,7 @@ class Loaded(object):
         return None
 
 
-# ---- resolve_paths: where the container's own symlinks put the spec's paths (the runtime layer's path comparison,
-# _runtime.container_path; issue 18.5/19.5). Added by the safety branch; to be reconciled with the probe helper's version.
+# where the container's own symlinks put the spec's paths (the runtime layer's path comparison, _runtime.container_path)
 MAX_RESOLVE_PATHS = 1024
 
 
@@ -504,7 +477,6 @@ def resolve_paths(paths):
             except (OSError, ValueError):
                 out[path] = None
     return out
-# ---- end of resolve_paths
 
 
 def collect_inventory(config, loaded):
@@ -611,11 +583,13 @@ def run_compute(config, loaded):  # pylint: disable=too-many-locals
     the run); then every device is listed (name, UUID) and, unless skipped, gets its own context, kernel and
     verification: one device failing never stops the others. Per-device lines carry "device" (the ordinal)."""
     n = int(config.get("n") or DEFAULT_N)
+    kernel = (int(config.get("a", DEFAULT_A)) & 0xFFFFFFFF, int(config.get("b", DEFAULT_B)) & 0xFFFFFFFF)
     emit({"kind": "begin", "step": "dlopen"})
     handle, entry = loaded.load(LIBCUDA, config.get("libcuda"))
     step = {"kind": "step", "step": "dlopen", "call": "dlopen(%s)" % entry["requested"], "ok": entry["ok"],
             "rc": None, "name": "OK" if entry["ok"] else "DLOPEN_FAILED", "ms": entry["ms"],
-            "path": entry.get("path"), "realpath": entry.get("realpath"), "error": entry.get("error")}
+            "path": entry.get("path"), "realpath": entry.get("realpath"), "error": entry.get("error"),
+            "identity": entry.get("identity")}
     emit(step)
     if handle is None:
         return
@@ -643,8 +617,11 @@ def run_compute(config, loaded):  # pylint: disable=too-many-locals
         if cu.call("cuDeviceGetName", "cuDeviceGetName", name, ctypes.c_int(256), dev)["ok"]:
             info["name"] = name.value.decode("utf-8", "replace")
         raw = (ctypes.c_ubyte * 16)()
-        if cu.call("cuDeviceGetUuid", "cuDeviceGetUuid", ctypes.byref(raw), dev)["ok"]:
+        got = cu.call("cuDeviceGetUuid", "cuDeviceGetUuid", ctypes.byref(raw), dev)
+        if got["ok"]:
             info["uuid"] = format_uuid(raw)
+            # which entry point answered: without _v2 (drivers < 470) a MIG device gives its parent GPU's UUID
+            info["uuid_symbol"] = got["call"]
         info["listed"] = info["uuid"] is not None
         info["skipped"] = skip_reason_for(info, config)
         handles[ordinal] = dev
@@ -660,7 +637,7 @@ def run_compute(config, loaded):  # pylint: disable=too-many-locals
         cu.device, cu.uuid = info["ordinal"], info["uuid"]
         emit({"kind": "device_begin", "device": info["ordinal"], "uuid": info["uuid"]})
         try:
-            run_device(cu, handles[info["ordinal"]], n)
+            run_device(cu, handles[info["ordinal"]], n, kernel)
         except Exception as exc:  # pylint: disable=broad-except
             # one device's crash (a ctypes error) must not cost the other devices their run
             emit({"kind": "step", "step": "exception", "call": "python", "ok": False, "rc": None,
@@ -670,19 +647,19 @@ def run_compute(config, loaded):  # pylint: disable=too-many-locals
     cu.device, cu.uuid = None, None
 
 
-def run_device(cu, dev, n):
+def run_device(cu, dev, n, kernel=(DEFAULT_A, DEFAULT_B)):
     """Primary context, kernel, verification and release on one device."""
     ctx = ctypes.c_void_p()
     if not cu.call("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)["ok"]:
         return
     try:
         if cu.call("cuCtxSetCurrent", "cuCtxSetCurrent", ctx)["ok"]:
-            _kernel(cu, n)
+            _kernel(cu, n, kernel)
     finally:
         cu.call("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", dev)
 
 
-def _kernel(cu, n):
+def _kernel(cu, n, kernel):
     module = ctypes.c_void_p()
     image = ctypes.create_string_buffer(PTX.encode("ascii"))
     if not cu.call("cuModuleLoadData", "cuModuleLoadData", ctypes.byref(module), image)["ok"]:
@@ -696,20 +673,19 @@ def _kernel(cu, n):
         if not cu.call("cuMemAlloc", "cuMemAlloc", ctypes.byref(dptr), ctypes.c_size_t(4 * n))["ok"]:
             return
         try:
-            _launch_and_verify(cu, func, dptr, n)
+            _launch_and_verify(cu, func, dptr, n, kernel)
         finally:
             cu.call("cuMemFree", "cuMemFree", dptr)
     finally:
         cu.call("cuModuleUnload", "cuModuleUnload", module)
 
 
-def _launch_and_verify(cu, func, dptr, n):
+def _launch_and_verify(cu, func, dptr, n, kernel):
     # pre-fill with a pattern the kernel never writes, so stale memory cannot pass verification
     if not cu.call("cuMemsetD32", "cuMemsetD32", dptr, ctypes.c_uint(FILL_PATTERN), ctypes.c_size_t(n))["ok"]:
         return
-    arg_n = ctypes.c_uint32(n)
-    params = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.byref(dptr), ctypes.c_void_p),
-                                   ctypes.cast(ctypes.byref(arg_n), ctypes.c_void_p))
+    arg_n, arg_a, arg_b = ctypes.c_uint32(n), ctypes.c_uint32(kernel[0]), ctypes.c_uint32(kernel[1])
+    params = (ctypes.c_void_p * 4)(*[ctypes.cast(ctypes.byref(x), ctypes.c_void_p) for x in (dptr, arg_n, arg_a, arg_b)])
     block = 256
     grid = (n + block - 1) // block
     if not cu.call("cuLaunchKernel", "cuLaunchKernel", func, ctypes.c_uint(grid), ctypes.c_uint(1), ctypes.c_uint(1),
@@ -722,8 +698,8 @@ def _launch_and_verify(cu, func, dptr, n):
     if not cu.call("cuMemcpyDtoH", "cuMemcpyDtoH", host, dptr, ctypes.c_size_t(4 * n))["ok"]:
         return
     t0 = time.monotonic()
-    result = verify_values(list(host), n)
-    item = cu.tag({"kind": "step", "step": "verify", "call": "verify out[i] == i*3+7", "ok": result["ok"], "rc": None,
+    result = verify_values(list(host), n, kernel[0], kernel[1])
+    item = cu.tag({"kind": "step", "step": "verify", "call": "verify out[i] == i*%d+%d" % kernel, "ok": result["ok"], "rc": None,
                    "name": "OK" if result["ok"] else "MISMATCH", "ms": _ms(t0)})
     item.update(result)
     emit(item)
@@ -760,21 +736,19 @@ def run_nvml(loaded):
 
 
 def main(argv=None):
+    global TOKEN  # pylint: disable=global-statement
     argv = sys.argv if argv is None else argv
     try:
         config = json.loads(argv[1]) if len(argv) > 1 else {}
     except ValueError as exc:
         emit({"kind": "error", "error": "bad config: %s" % exc})
         return 2
+    TOKEN = config.get("token")
     emit({"kind": "start", "probe_version": PROBE_VERSION, "pid": os.getpid(), "uid": os.getuid(), "gid": os.getgid(),
           "python": sys.version.split()[0], "executable": sys.executable, "compute": bool(config.get("compute")),
           "in_container": os.path.exists("/run/.containerenv") or os.path.exists("/.dockerenv"),
-          "hostname": os.uname()[1]})
-    # A hung driver call is simulated by delaying the probe through its environment (a CDI env edit can set
-    # it): the caller's timeout must kill and remove the container (tests/integration).
-    delay = os.environ.get("GPUPROBE_PROBE_DELAY_S")
-    if delay:
-        time.sleep(float(delay))
+          "hostname": os.uname()[1], "isolated": bool(sys.flags.isolated and sys.flags.no_site),
+          "a": config.get("a", DEFAULT_A), "b": config.get("b", DEFAULT_B)})
     loaded = Loaded()
     emit(collect_inventory(config, loaded))
     if config.get("compute"):

@@ -137,11 +137,12 @@ def _engine_run(args):
 
 
 def _python_probe(args):
-    """<python> <dir>/gpuprobe_probe.py <json object>: the compute probe on the host (the control)."""
-    if len(args) != 2 or os.path.basename(args[0]) != PROBE_SCRIPT:
+    """<python> -I -S <dir>/gpuprobe_probe.py <json object>: the compute probe on the host (the control), in an
+    isolated interpreter (no PYTHON* environment, no site)."""
+    if len(args) != 4 or args[:2] != ["-I", "-S"] or os.path.basename(args[2]) != PROBE_SCRIPT:
         return False
     try:
-        return isinstance(json.loads(args[1]), dict)
+        return isinstance(json.loads(args[3]), dict)
     except ValueError:
         return False
 

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid as uuidlib
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe, _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import edits_compared
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import (
@@ -41,7 +41,7 @@ OWNER_LABEL = "gpuprobe.owner"      # host:pid:started of the run's owner (_owne
 CREATED_LABEL = "gpuprobe.created"  # epoch seconds
 VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
 PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
-PROBE_LINE_PREFIX = b'{"'  # every line the probe prints is one JSON object (_probe.emit): kept whole by _run
+PROBE_LINE_PREFIX = _probe_contract.LINE_PREFIX
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
 UNSUPPORTED = ("containerd", "crio")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -485,9 +485,15 @@ def loader_check(builder, expected_edits, inventory):
         if hit:  # the loader found the mounted file; whether it loads is the compute layer's answer
             builder.add("runtime.loader.libcuda", PASS, subject, want, "resolved to %s (dlopen refused it: %s); %s"
                         % (hit, error, context))
+        elif points and _probe_contract.dlopen_class(error) != "libcuda":
+            # the loader found a libcuda.so.1 and stopped at what it needs (a dependency, the image's glibc): which
+            # file it found is not known; the compute layer's dlopen signature names the cause
+            builder.add("runtime.loader.libcuda", NOT_RUN, subject, want, "cannot tell which file: the loader found a "
+                        "libcuda.so.1 but not what it needs; the loader said: %s; %s" % (error, context))
+            return None
         elif points:
-            builder.add("runtime.loader.libcuda", FAIL, subject, want, "not resolved to the mounted file: %s; %s"
-                        % (error, context))
+            builder.add("runtime.loader.libcuda", FAIL, subject, want, "not resolved to the mounted file; the loader said: "
+                        "%s; %s" % (error, context))
         else:
             builder.add("runtime.loader.libcuda", NOT_RUN, subject, want,
                         "no libcuda mounted by the spec and none found: %s" % error)
@@ -615,7 +621,9 @@ def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, use
     argv += ["-v", "%s:%s:ro" % (probe_path, PROBE_IN_CONTAINER)]
     if user:
         argv += ["--user", str(user)]
-    argv += ["--entrypoint", "python3", image, PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
+    # isolated interpreter (-I -S): no PYTHON* variable, site, sitecustomize, .pth file or script-dir module of the
+    # image or the spec's env can change what runs
+    argv += ["--entrypoint", "python3", image] + list(_probe_contract.ISOLATED_FLAGS) + [PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
     return argv
 
 
@@ -627,15 +635,19 @@ def remove_container(engine, name, timeout=30):
     return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
 
 
-def _probe_config(expected_edits, compute, plan=None):
+def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
     """The probe's config; ``plan`` (_busy.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
-    must not run at all (skip_reason: the busy state is unknown)."""
+    must not run at all (skip_reason: the busy state is unknown); a fresh token and kernel (a, b) per run;
+    ``resolve_paths``: container paths whose realpath the inventory reports (resolved_paths), beside the spec's own
+    paths (resolve_request)."""
     nodes = []
     for n in (expected_edits or {}).get("deviceNodes") or []:
         for path in (n.get("path"), clean_path(n.get("path"))):  # '/dev/x/' cannot be lstat'ed; runc makes /dev/x
             if isinstance(path, str) and path and path not in nodes:
                 nodes.append(path)
-    config = {"nodes": nodes, "compute": bool(compute), "resolve_paths": resolve_request(expected_edits)}
+    request = list(resolve_request(expected_edits))
+    request += [str(p) for p in resolve_paths or [] if str(p) not in request]
+    config = dict(_probe_contract.new_run_keys(), nodes=nodes, compute=bool(compute), resolve_paths=request)
     plan = plan or {}
     if plan.get("skip_reason"):
         config["skip_compute_reason"] = plan["skip_reason"]
@@ -858,9 +870,9 @@ def runtime_facts(params, check_mode=False):
         probe_dir = probe_parent_dir()
         _unused, probe_path = _probe.write_probe(directory=probe_dir)
         cleanup = None
+        config = _probe_config(expected, params.get("compute"), plan, params.get("resolve_paths"))
         try:
-            argv = build_argv(engine, name, run_id, params["image"], devices, probe_path,
-                              _probe_config(expected, params.get("compute"), plan),
+            argv = build_argv(engine, name, run_id, params["image"], devices, probe_path, config,
                               user=params.get("user"), pull=params.get("pull") or "never", owner=owner)
             result = run(argv, timeout=timeout, keep_prefix=PROBE_LINE_PREFIX)
         finally:
@@ -869,13 +881,14 @@ def runtime_facts(params, check_mode=False):
             with deferred_signals():
                 cleanup = remove_container(engine, name)
                 shutil.rmtree(probe_dir, ignore_errors=True)
-    parsed = _probe.parse_output(result["stdout"])
+    parsed = _probe_contract.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))
     started = parsed["start"] is not None
     evidence["container"] = {
         "name": name, "image": params["image"], "argv": argv, "rc": result["rc"], "wall_ms": result["duration_ms"],
         "timed_out": result["timed_out"], "started": started, "stderr": (result["stderr"] or "")[-4000:],
         "cleanup": cleanup, "user": params.get("user"), "stdout_bytes": result.get("stdout_bytes"),
         "stderr_bytes": result.get("stderr_bytes"), "output_truncated": result.get("truncated"),
+        "noise_count": parsed["noise_count"],
     }
     probe = None
     signature = None

@@ -102,9 +102,13 @@ ansible_facts:
           C(evidence.expected_source) say what was expected.
         - C(evidence.container) holds C(executed), C(cdi_devices) (the devices of a container that ran, never the
           requested list), C(runtime), C(steps), C(nvml), C(facts) (cuda_driver_api, devices), C(hung_step),
-          C(hung_device), C(libraries); with per-device isolation C(evidence.containers) holds one such entry per
-          container. C(evidence.host_control) holds C(status), C(steps), C(only_uuids), C(skip_uuids),
-          C(ld_library_path_added) and the same probe facts for the host.
+          C(hung_device), C(libraries), C(rc), C(noise_count), C(noise), C(inconsistent); with per-device isolation
+          C(evidence.containers) holds one such entry per container. C(evidence.host_control) holds C(status),
+          C(steps), C(only_uuids), C(skip_uuids), C(gpus) (one C(uuid), C(status), C(signature), C(step) per GPU
+          it was asked for), C(failed_step), C(env_cleared), C(ld_library_path_added) and the same probe facts
+          for the host.
+        - C(evidence.driver_binding) holds the host's driver facts (C(cuda_driver_api), C(driver_version), the
+          driver root's C(libcuda) with its sha256) and one entry per container run (check C(compute.driver.binding)).
       returned: always
       type: dict
       sample:
@@ -118,6 +122,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_container_probe, check_record, check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import Interrupted
 
 
 def main():
@@ -141,9 +146,12 @@ def main():
         check_timeout(p["timeout"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
-                            host_control=p["host_control"] and not module.check_mode,
-                            allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
+    try:
+        record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
+                                host_control=p["host_control"] and not module.check_mode,
+                                allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
+    except Interrupted as exc:
+        module.fail_json(msg="%s: the host control's probe was stopped and its temp dir removed" % exc)
     module.exit_json(changed=False, ansible_facts={"gpuprobe_compute": record})
 
 

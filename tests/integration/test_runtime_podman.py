@@ -89,6 +89,23 @@ class Lab(object):
             f.write(text)
         return path
 
+    def hanging_library(self, seconds=300):
+        """A libcuda.so.1 whose load never returns in time (a constructor that sleeps), as a stuck driver would: the
+        probe hangs with nothing from the container's environment asking it to (no test hook exists there)."""
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            pytest.skip("needs a C compiler for the hanging libcuda")
+        path = os.path.join(self.lib, "libcuda-hangs.so.1")
+        with open(path + ".c", "w") as f:
+            f.write("#include <unistd.h>\n__attribute__((constructor)) static void hang(void) { sleep(%d); }\n" % seconds)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", path, path + ".c"], check=True, capture_output=True)
+        return path
+
+    def hanging_edits(self):
+        edits = self.full_edits()
+        edits["mounts"][0]["hostPath"] = self.hanging_library()
+        return edits
+
     def full_edits(self):
         return {
             "env": ["GPUPROBE_TEST=1"],
@@ -273,8 +290,7 @@ def test_missing_image(lab):
 
 
 def test_timeout_kills_and_removes_the_container(lab):
-    edits = lab.full_edits()
-    edits["env"] = ["GPUPROBE_PROBE_DELAY_S=60"]  # the probe hangs (as a stuck cuInit would)
+    edits = lab.hanging_edits()  # the probe hangs loading libcuda (as a stuck driver would)
     lab.write_spec(edits)
     record, _probe = lab.run(edits, compute=False, timeout=3)
     assert record["status"] == "FAIL"

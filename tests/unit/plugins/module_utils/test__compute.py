@@ -85,13 +85,16 @@ def test_container_failure_points_by_host_control(host_status, points_to):
     assert record["points_to"] == points_to
 
 
-def test_pass_in_cdi_container_is_compute_verified_even_if_host_control_fails():
+def test_pass_in_cdi_container_beside_a_host_control_fail_is_never_silent():
+    """The container verified its kernel, the same probe on the host FAILed: the record is WARN, saying so (the
+    verdict makes the node INCONCLUSIVE on it), never a silent PASS."""
     record = _compute.compute_record(fakecuda.container_probe(fakecuda.FakeCuda([U0])), host_record=IDLE_HOST,
                                      host_runner=_host("FAIL"))
     assert validate_record(record) == []
-    assert record["status"] == "PASS"
+    assert record["status"] == "WARN"
+    assert "the container passed but the host control FAILed" in record["reason"]
     assert [c["status"] for c in record["checks"] if c["id"] == "compute.host_control"] == ["WARN"]
-    # (COMPUTE_VERIFIED also needs a runtime record and per-GPU rows: tests/unit/.../test__verdict.py)
+    assert [r["status"] for r in record["evidence"]["gpus"]] == ["PASS"]
 
 
 def test_container_never_ran_is_not_run_with_the_runtime_reason():
@@ -410,9 +413,16 @@ def test_a_mig_request_is_proven_only_by_its_own_instance_and_each_device_proves
     record = _record(fakecuda.FakeCuda(seen), expected)
     rows = [r for r in record["evidence"]["gpus"] if r["expected"]]
     assert [r["uuid"] for r in rows] == [MIG_A, MIG_B]
-    assert rows[1]["status"] == "FAIL" and rows[1]["signature"] == "compute.gpu.missing"
-    assert rows[0]["status"] == ("PASS" if seen == [MIG_A] else "FAIL")
-    assert record["status"] == "FAIL"
+    if seen == [MIG_A]:
+        # one shared container lists one MIG instance (one CUDA process enumerates one): the other is not provable
+        # there, which is NOT_RUN with the reason, never compute.gpu.missing
+        assert rows[0]["status"] == "PASS"
+        assert rows[1]["status"] == "NOT_RUN" and rows[1]["signature"] is None
+        assert "one CUDA process enumerates a single MIG instance" in rows[1]["reason"]
+        assert record["status"] == "WARN"
+    else:  # the container saw the whole GPU, no MIG instance at all: both are missing
+        assert [(r["status"], r["signature"]) for r in rows] == [("FAIL", "compute.gpu.missing")] * 2
+        assert record["status"] == "FAIL"
 
 
 def test_an_expected_gpu_without_a_uuid_is_not_run_never_missing():

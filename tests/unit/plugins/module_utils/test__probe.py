@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
 
 MOUNTINFO = (
     "76 51 0:41 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/containers/storage/overlay/l/X\n"
@@ -64,7 +64,8 @@ def test_verify_values_checks_every_element():
 def test_ptx_kernel_is_jit_portable():
     assert ".target sm_50" in _probe.PTX and ".version 6.0" in _probe.PTX
     assert ".visible .entry %s(" % _probe.KERNEL_NAME in _probe.PTX
-    assert "mad.lo.s32 %r6, %r5, 3, 7" in _probe.PTX  # out[i] = i * 3 + 7, as verify expects
+    assert "mad.lo.s32 %r6, %r5, %r7, %r8" in _probe.PTX  # out[i] = i * a + b, a and b kernel parameters
+    assert "ld.param.u32 %r7, [a]" in _probe.PTX and "ld.param.u32 %r8, [b]" in _probe.PTX
 
 
 def test_format_uuid():
@@ -96,19 +97,19 @@ def test_parse_output_complete_run():
     text = _lines({"kind": "start", "compute": True}, {"kind": "inventory", "nodes": {}},
                   {"kind": "begin", "step": "cuInit"}, {"kind": "step", "step": "cuInit", "ok": True},
                   {"kind": "fact", "cuda_driver_api": 13000}, {"kind": "done"}) + "a stray line\n"
-    out = _probe.parse_output(text)
+    out = _probe_contract.parse_output(text)
     assert out["complete"] and out["compute_requested"] and out["hung_step"] is None
     assert out["facts"] == {"cuda_driver_api": 13000} and out["noise"] == ["a stray line"]
 
 
 def test_parse_output_killed_mid_call_names_the_hung_step():
-    out = _probe.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuInit"}))
+    out = _probe_contract.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuInit"}))
     assert out["hung_step"] == "cuInit" and not out["complete"] and out["inventory"] is None
 
 
 def test_main_without_compute_runs_here(capsys):
     assert _probe.main(["probe", json.dumps({"nodes": ["/dev/null", "/nonexistent/node"], "capture_env": False})]) == 0
-    out = _probe.parse_output(capsys.readouterr().out)
+    out = _probe_contract.parse_output(capsys.readouterr().out)
     nodes = out["inventory"]["nodes"]
     assert nodes["/dev/null"]["type"] == "c" and (nodes["/dev/null"]["major"], nodes["/dev/null"]["minor"]) == (1, 3)
     assert nodes["/dev/null"]["open"] == "OK"
@@ -137,7 +138,7 @@ PER_DEVICE = ["cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData",
 
 
 def _run(lib, config=None):
-    return _probe.parse_output(fakecuda.probe_lines(lib, config))
+    return _probe_contract.parse_output(fakecuda.probe_lines(lib, config))
 
 
 def test_every_device_is_listed_by_uuid_and_verified_on_its_own():
@@ -160,7 +161,7 @@ def test_every_device_is_listed_by_uuid_and_verified_on_its_own():
 def test_a_failing_device_is_released_and_the_next_one_still_runs():
     lib = fakecuda.FakeCuda([G0, G1], fail={("cuMemAlloc", 0): 2})
     out = _run(lib)
-    failed = _probe.first_failed_step(out["steps"])
+    failed = _probe_contract.first_failed_step(out["steps"])
     assert (failed["device"], failed["name"]) == (0, "CUDA_ERROR_OUT_OF_MEMORY")
     dev0 = [s["call"] for s in out["steps"] if s.get("device") == 0]
     assert dev0[-2:] == ["cuModuleUnload", "cuDevicePrimaryCtxRelease_v2"]  # what was acquired is released
@@ -201,9 +202,9 @@ def test_global_failure_stops_before_listing():
 
 
 def test_parse_output_names_the_device_of_a_hung_call():
-    out = _probe.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuCtxSynchronize", "device": 3}))
+    out = _probe_contract.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuCtxSynchronize", "device": 3}))
     assert (out["hung_step"], out["hung_device"]) == ("cuCtxSynchronize", 3)
-    out = _probe.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuInit"}))
+    out = _probe_contract.parse_output(_lines({"kind": "start"}, {"kind": "begin", "step": "cuInit"}))
     assert (out["hung_step"], out["hung_device"]) == ("cuInit", None)
 
 

@@ -30,9 +30,15 @@ def test_run_missing_program_of_an_allowed_shape_does_not_raise():
 
 def test_run_python_probe_shape(tmp_path):
     probe = tmp_path / "gpuprobe_probe.py"
-    probe.write_text("import json, sys\nprint(json.loads(sys.argv[1])['x'])\n")
-    r = _run.run([sys.executable, str(probe), json.dumps({"x": 7})], timeout=20)
-    assert r["rc"] == 0 and r["stdout"] == "7\n"
+    probe.write_text("import json, sys\nprint(json.loads(sys.argv[1])['x'], sys.flags.isolated, sys.flags.no_site)\n")
+    r = _run.run([sys.executable, "-I", "-S", str(probe), json.dumps({"x": 7})], timeout=20)
+    assert r["rc"] == 0 and r["stdout"] == "7 1 1\n"
+
+
+@pytest.mark.parametrize("flags", [[], ["-I"], ["-S"], ["-S", "-I"], ["-E", "-S"]])
+def test_the_host_probe_runs_only_isolated(flags):
+    with pytest.raises(_run.ForbiddenCommand):
+        _run.check_allowed([sys.executable] + flags + ["/tmp/d/gpuprobe_probe.py", "{}"])
 
 
 def test_execute_kills_hung_process_group_including_children(tmp_path):
@@ -175,11 +181,11 @@ FLOOD = textwrap.dedent("""
 @pytest.mark.parametrize("where", ["middle", "chunk-edge"])
 @pytest.mark.parametrize("shape", ["lines", "one-line", "json-like", "crlf"])
 def test_the_probes_lines_in_the_middle_of_a_flood_are_kept(where, shape):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe_contract  # pylint: disable=import-outside-toplevel
     r = _run._execute([sys.executable, "-c", FLOOD, str(9 * 1024 * 1024), where, shape], timeout=60, limit=1024 * 1024,
-                      keep_prefix=b'{"')
+                      keep_prefix=_probe_contract.LINE_PREFIX)
     assert r["truncated"] and r["stdout"].startswith("HEAD") and r["stdout"].rstrip().endswith("TAIL")
-    parsed = _probe.parse_output(r["stdout"])
+    parsed = _probe_contract.parse_output(r["stdout"])
     assert parsed["start"] == {"kind": "start", "n": 1} and parsed["complete"] is True
     assert parsed["inventory"]["payload"] == "y" * 100000
     assert "3 line(s) starting with '{\"' kept" in r["stdout"]

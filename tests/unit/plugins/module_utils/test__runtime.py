@@ -136,7 +136,7 @@ def test_build_argv_isolates_and_labels():
     for flag in ("--network=none", "--pull=never", "gpuprobe.run=r1", "gpuprobe.local/gpu=0",
                  "/tmp/p.py:/gpuprobe/probe.py:ro", "1000:1000"):
         assert flag in argv
-    assert argv[-3:-1] == ["img:1", "/gpuprobe/probe.py"]
+    assert argv[-5:-1] == ["img:1", "-I", "-S", "/gpuprobe/probe.py"]  # an isolated interpreter in the container
 
 
 @pytest.mark.parametrize("requested", ["containerd", "crio"])
@@ -168,7 +168,11 @@ def test_bad_run_id(run_id):
 def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
     config = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
+    keys = dict((k, config.pop(k)) for k in ("token", "a", "b"))
     assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True, "resolve_paths": ["/dev/nvidia0"]}, **expect)
+    again = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
+    assert len(keys["token"]) == 16 and keys["token"] != again["token"]  # a fresh token and kernel per run
+    assert (keys["a"], keys["b"]) != (again["a"], again["b"]) and keys["a"] >= 2 and keys["b"] >= 1
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -177,11 +181,11 @@ def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
 def _probe_inventory(ld_library_path):
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract  # pylint: disable=import-outside-toplevel
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_library_path}
     out = subprocess.run([sys.executable, _probe.__file__, '{"compute": false}'], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout
-    return _probe.parse_output(out)["inventory"]
+    return _probe_contract.parse_output(out)["inventory"]
 
 
 @pytest.fixture
@@ -235,7 +239,8 @@ def test_loader_another_version_first_fails_with_the_paths(libs):
 def test_loader_not_finding_the_mounted_file_fails(libs, tmp_path):
     checks, _points_to = _loader(_mount(tmp_path / "elsewhere" / "libcuda.so.1"), _probe_inventory(str(tmp_path / "none")))
     assert [c["status"] for c in checks] == [FAIL]
-    assert checks[0]["observed"].startswith("not resolved to the mounted file: libcuda.so.1: cannot open shared object file")
+    assert checks[0]["observed"].startswith("not resolved to the mounted file; the loader said: libcuda.so.1: cannot open "
+                                            "shared object file")
 
 
 def test_loader_found_the_mounted_file_that_dlopen_refused_passes(tmp_path):

@@ -33,8 +33,7 @@ def records_of(node_, spec=None, fail=None, ctl=passing_control, binding=PASS, i
     runtime, probe = node_.run(cdi, compute=False, image_env=image_env, image_files=image_files)
     probe.update(emitted(probe_steps(fail=fail)), compute_requested=True)
     compute = node_.compute(probe, runtime, control=ctl)
-    if binding is not None:
-        bind(compute, binding)
+    bind(compute, binding)
     if fail is None:
         compute["evidence"]["gpus"] = [dict(GPU_ROW)]
     return {"host": node_.host, "cdi": cdi, "runtime": runtime, "compute": compute}

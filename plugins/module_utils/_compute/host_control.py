@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: the host control: the same probe on the host, on the container's GPUs, isolated and interruptible; not public API."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _fail, assess, assess_device, assess_global
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import deferred_signals, interruptible, probe_parent_dir
+
+
+def _libcuda_dirs(driver_root):
+    out = []
+    for sub in ("lib64", "lib", "lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/x86_64-linux-gnu"):
+        d = os.path.join(driver_root, sub)
+        if os.path.exists(os.path.join(d, _probe.LIBCUDA)) and os.path.realpath(d) not in [os.path.realpath(x) for x in out]:
+            out.append(d)
+    return out
+
+
+# Variables that decide which GPUs CUDA enumerates, or through what (MPS): never inherited by the host control, so
+# that it proves the container's GPUs and no others (the node's or verify_probe_environment's CUDA_VISIBLE_DEVICES).
+CONTROL_ENV_CLEARED = re.compile(r"^(CUDA_|PYTHON)")
+
+
+def host_control_env(host_record, environ=None):
+    """Environment for the host control: CUDA_* (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_MPS_*, ...) and
+    PYTHON* removed; when the host record names a driver root whose libcuda is not where the loader looks, that
+    root's library dirs put on LD_LIBRARY_PATH. Returns (env, added dirs); the removed names are env_cleared()."""
+    env = dict(os.environ if environ is None else environ)
+    for key in env_cleared(env):
+        env.pop(key)
+    evidence = (host_record or {}).get("evidence") or {}
+    root = evidence.get("driver_root")
+    if isinstance(root, dict):
+        root = root.get("path")
+    if not root or root in ("/", "/usr"):
+        return env, []
+    dirs = _libcuda_dirs(root)
+    if dirs:
+        current = [p for p in (env.get("LD_LIBRARY_PATH") or "").split(":") if p]
+        env["LD_LIBRARY_PATH"] = ":".join(dirs + [p for p in current if p not in dirs])
+    return env, dirs
+
+
+def env_cleared(environ):
+    """The names host_control_env removes from ``environ``."""
+    return sorted(k for k in environ if CONTROL_ENV_CLEARED.match(k))
+
+
+def control_gpus(parsed, only_uuids, timed_out=False, timeout=None):
+    """What the host control did on each GPU it was asked for (``only_uuids``; none given: every device it listed):
+    list of {uuid, status, signature, step}; and the global step where it failed (None when it got past them)."""
+    parsed = parsed or {}
+    glob = assess_global(parsed, timed_out, timeout)
+    failed_step = None
+    if glob is not None:
+        failed_step = (glob.get("failed") or {}).get("step") or glob.get("hung") or glob["signature"]
+    devices = (parsed.get("facts") or {}).get("devices") or []
+    wanted = list(only_uuids or []) or [d.get("uuid") for d in devices if not d.get("skipped")]
+    out = []
+    for uuid in wanted:
+        dev = next((d for d in devices if d.get("uuid") and _probe.norm_uuid(d["uuid"]) == _probe.norm_uuid(uuid)), None)
+        if dev is not None:
+            o = assess_device(parsed, dev, None, timed_out, timeout)
+            out.append({"uuid": uuid, "status": o["status"], "signature": o["signature"],
+                        "step": (o.get("failed") or {}).get("step") or o.get("hung"), "reason": o["reason"]})
+        elif glob is not None:
+            out.append({"uuid": uuid, "status": glob["status"], "signature": glob["signature"], "step": failed_step,
+                        "reason": glob["reason"]})
+        else:
+            out.append({"uuid": uuid, "status": FAIL, "signature": "compute.gpu.missing", "step": None,
+                        "reason": "not listed by CUDA on the host (it listed %s)" % (
+                            ", ".join(d.get("uuid") or "?" for d in devices) or "no GPU")})
+    return out, failed_step
+
+
+def control_status(outcome, gpus):
+    """(status, reason) of the host control: its outcome, but a PASS only when every GPU it was asked for verified
+    (``gpus``: control_gpus); else WARN 'partial: ...' naming the GPUs it did not prove."""
+    status, reason = outcome["status"], outcome["reason"]
+    unproven = [g for g in gpus if g["status"] != PASS]
+    if status == PASS and (unproven or not gpus):
+        status = WARN
+        reason = "partial: the control did not prove %s" % (
+            "; ".join("GPU %s (%s)" % (g["uuid"], g["reason"] or g["status"]) for g in unproven) or "any GPU (it listed none)")
+    return status, reason
+
+
+def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None):
+    """The same probe on the host, outside any container, through _run.run with a timeout, in an isolated
+    interpreter (-I -S), without the CUDA_* enumeration variables; on the GPUs in ``only_uuids`` when given (the
+    container's), never on those in ``skip_uuids`` (busy). An interrupt (SIGINT/SIGTERM/SIGHUP) kills its process
+    group, removes its temp dir (named after this process, so the sweep finds a crashed run's) and raises Interrupted."""
+    env, dirs = host_control_env(host_record)
+    cleared = env_cleared(os.environ)
+    config = dict(_probe_contract.new_run_keys(), compute=True, nodes=["/dev/nvidiactl", "/dev/nvidia-uvm"], capture_env=False)
+    if uuid:
+        config["uuid"] = uuid
+    if only_uuids:
+        config["only_uuids"] = list(only_uuids)
+    if skip_uuids:
+        config["skip_uuids"] = list(skip_uuids)
+    with interruptible():
+        d = probe_parent_dir()
+        try:
+            _unused, path = _probe.write_probe(directory=d)
+            result = run([python or sys.executable or "python3"] + list(_probe_contract.ISOLATED_FLAGS) + [path, json.dumps(config)],
+                         timeout=timeout, env=env, keep_prefix=_probe_contract.LINE_PREFIX)
+        finally:
+            # also on an interrupt: _run.run killed the probe's process group before the exception got here
+            with deferred_signals():
+                shutil.rmtree(d, ignore_errors=True)
+    parsed = _probe_contract.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))
+    parsed.update(rc=result["rc"], where="host", timed_out=result["timed_out"])
+    outcome = assess(parsed, result["timed_out"], timeout)
+    if parsed["inconsistent"] and outcome["status"] == PASS:
+        outcome = _fail("compute.probe.output", "the host control's output contradicts itself: %s" % "; ".join(
+            parsed["inconsistent"]))
+    if result["error"] and not result["timed_out"]:
+        outcome = {"status": NOT_RUN, "signature": None, "failed": None, "hung": None,
+                   "reason": "could not run the host control: %s" % result["error"]}
+    gpus, failed_step = control_gpus(parsed, only_uuids, result["timed_out"], timeout)
+    status, reason = control_status(outcome, gpus)
+    return {
+        "status": status,
+        "signature": outcome["signature"],
+        "reason": reason,
+        "python": python or sys.executable,
+        "isolated": list(_probe_contract.ISOLATED_FLAGS),
+        "env_cleared": cleared,
+        "ld_library_path_added": dirs,
+        "only_uuids": list(only_uuids or []) or None,
+        "skip_uuids": list(skip_uuids or []),
+        "gpus": gpus,
+        "failed_step": failed_step,
+        "rc": result["rc"],
+        "wall_ms": result["duration_ms"],
+        "timed_out": result["timed_out"],
+        "stderr": (result["stderr"] or "")[-2000:],
+        "steps": parsed["steps"],
+        "nvml": parsed["nvml"],
+        "facts": parsed["facts"],
+        "hung_step": parsed["hung_step"],
+        "noise_count": parsed["noise_count"],
+        "inconsistent": parsed["inconsistent"],
+        "libraries": (parsed.get("inventory") or {}).get("libraries"),
+    }, parsed, outcome
