@@ -87,16 +87,19 @@ __all__ = [
 _NODE_INTERNAL = ("declared", "host", "replaced", "inject_error")
 
 
-def _spec_checks(builder, rec, requested_kinds):
-    relevant = rec["kind"] in requested_kinds if rec["kind"] else False
-    bad = FAIL if relevant else WARN
+def _spec_checks(builder, rec, judged):
+    """The rule checks of one spec file; ``judged`` is (status, why) of its errors for this request (file_judgement)."""
+    bad, why = judged
     blocked = False
     for rule in RULES:
         errors = rec["rule_errors"].get(rule)
         check = RULE_CHECK[rule]
         if errors:
-            why = "" if relevant else " (kind %s is not requested: the runtime ignores this file)" % (rec["kind"] or "unknown")
-            builder.add(check, bad, rec["path"], "valid", "; ".join(errors[:5]) + why)
+            if rule == "panic":
+                # the library panics while it loads the spec dirs (refresh), before any device is looked up
+                builder.add(check, FAIL, rec["path"], "valid", "; ".join(errors[:5]) + " (whatever is requested)")
+            else:
+                builder.add(check, bad, rec["path"], "valid", "; ".join(errors[:5]) + why)
             if rule in ("parse", "schema"):
                 blocked = True
         elif blocked:
@@ -107,6 +110,39 @@ def _spec_checks(builder, rec, requested_kinds):
         builder.add("cdi.spec.version_aliasing", WARN, rec["path"], "cdiVersion covers every field used", warning)
     if rec["symlink"]:
         builder.add("cdi.spec.symlink", WARN, rec["path"], "regular file", "symlink -> %s" % rec["symlink"])
+
+
+def file_judgement(rec, explicit, resolved, unresolved, sources, requested_kinds):
+    """(status, why) of an invalid spec file's errors for this request, as the runtime's CDI library judges it.
+
+    The library drops an invalid file whole and records its error for that path only (pkg/cdi/cache.go
+    ``refresh``: ``collectError(..., path); return nil``); ``InjectDevices`` ignores those errors and fails only
+    for a requested device that no valid file provides ("unresolvable CDI devices"). So an invalid file FAILs
+    only where it is the reason a requested device does not resolve: it names that device (or its devices are
+    unknown because it did not parse, and its kind is the device's or unknown); with no explicit request, where
+    no device of its kind resolves at all. Otherwise it is a WARN naming what it would have provided."""
+    kind = rec.get("kind")
+    known = [d for d in rec.get("devices") or [] if isinstance(d, str)]
+    if explicit:
+        hits = []
+        for item in unresolved:
+            ukind, _sep, name = item["device"].partition("=")
+            if kind is None or (ukind == kind and (not known or name in known or name == "all")):
+                hits.append(item["device"])
+        if hits:
+            return FAIL, " (the runtime drops this file, so %s does not resolve)" % ", ".join(hits)
+        shadowed = ["%s (taken from %s)" % (q, sources[q]) for q in resolved
+                    if q.split("=", 1)[0] == kind and q.split("=", 1)[1] in known and sources.get(q) != rec["path"]]
+        if shadowed:
+            return WARN, " (the runtime drops this file; it provides none of the requested devices: %s)" % ", ".join(shadowed)
+        return WARN, " (the runtime drops this file; it provides none of the requested devices)"
+    if kind is None or kind in requested_kinds:
+        if not any(q.split("=", 1)[0] == kind for q in resolved) and (kind is not None or not resolved):
+            return FAIL, " (the runtime drops this file, and no valid spec provides %s)" % (kind or ", ".join(requested_kinds))
+        lost = [d for d in known if "%s=%s" % (kind, d) not in resolved]
+        return WARN, " (the runtime drops this file%s)" % (
+            "; its devices %s do not exist for the runtime" % ", ".join(lost) if lost else "")
+    return WARN, " (kind %s is not requested: the runtime drops this file and uses none of it)" % kind
 
 
 def _requested_kinds(devices, kinds):
@@ -169,14 +205,15 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
             rec["priority"] = priority
             rec["dir"] = d
             files.append(rec)
-    for rec in files:
-        _spec_checks(b, rec, requested_kinds)
     registry, conflicts, overrides = build_registry(files)
+    resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
+    sources = dict((q, registry[q]["path"]) for q in resolved)
+    for rec in files:
+        _spec_checks(b, rec, file_judgement(rec, bool(devices), resolved, unresolved, sources, requested_kinds))
     for kind in requested_kinds:
         providers = sorted(set(r["path"] for r in files if r["ok"] and r["kind"] == kind))
         b.add("cdi.resolve.kind", PASS if providers else FAIL, kind, "a valid spec provides it",
               ", ".join(providers) if providers else "no CDI spec provides %s" % kind)
-    resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
     for item in unresolved:
         b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
     for q in resolved:
@@ -206,7 +243,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         inject_checks(b, edits)
         if is_nvidia(edits):
             nvidia_checks(b, edits)
-    audit(b, files, list(existing), edits, root)
+    audit(b, files, list(existing), edits, root, used=set(sources.values()), dir_order=host_dirs)
     source_paths = set(sources.values())
     providing = [r for r in files if r["path"] in source_paths]
     versions_used = sorted(set(str(r["cdiVersion"]) for r in providing if r["cdiVersion"]))
