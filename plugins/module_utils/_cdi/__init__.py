@@ -35,14 +35,17 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, identity as _identity
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
-    ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
+    ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_LAYER_TIMEOUT, DEFAULT_MAX_SPEC_FILES,
+    DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
     KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
@@ -167,9 +170,47 @@ def _public_file(rec):
     return out
 
 
+def _read_spec_dirs(b, host_dirs, existing, max_size, max_files, deadline):
+    """(file records, {dir: [paths not read]}): every spec file of every dir, in priority order, bounded: at most
+    ``max_files`` per dir (cdi.discovery.spec_file_count) and within the layer's time limit (cdi.discovery.time_limit)."""
+    files, unread, timed_out = [], {}, []
+    started = time.monotonic()
+    for priority, d in enumerate(host_dirs):
+        paths = list_spec_files(d)
+        if d in existing:
+            over = len(paths) - max_files
+            b.add("cdi.discovery.spec_file_count", WARN if over > 0 else PASS, d, "at most %d spec files (max_spec_files)" % max_files,
+                  "%d spec files: the last %d in name order (from %s) were not read" % (len(paths), over, os.path.basename(paths[max_files]))
+                  if over > 0 else "%d spec files" % len(paths))
+            if over > 0:
+                unread[d] = paths[max_files:]
+                paths = paths[:max_files]
+        for path in paths:
+            left = deadline.left()
+            if deadline.spent():
+                timed_out.append(path)
+                unread.setdefault(d, []).append(path)
+                continue
+            rec = load_spec_file(path, max_size, DEFAULT_READ_TIMEOUT if left is None else min(DEFAULT_READ_TIMEOUT, left))
+            rec["priority"] = priority
+            rec["dir"] = d
+            files.append(rec)
+    if deadline.seconds is not None:
+        took = time.monotonic() - started
+        if timed_out:
+            b.add("cdi.discovery.time_limit", FAIL, ", ".join(existing), "every spec file read within %g s" % deadline.seconds,
+                  "timeout: %d file(s) read in %.1f s, %d not read (first %s)" % (len(files), took, len(timed_out), timed_out[0]))
+        else:
+            b.add("cdi.discovery.time_limit", PASS, ", ".join(existing) or "no spec dir", "every spec file read within %g s" % deadline.seconds,
+                  "%d file(s) read in %.2f s" % (len(files), took))
+    return files, unread
+
+
 def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
-              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto"):
-    """Run the cdi layer and return its record (plugins/module_utils/_result.py contract)."""
+              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
+              max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT):
+    """Run the cdi layer and return its record (plugins/module_utils/_result.py contract). ``timeout``: the layer's own
+    time limit for reading the spec dirs (seconds, None: none), enforced here on the node."""
     b = LayerBuilder("cdi", CHECKS)
     devices = [str(d) for d in (devices or [])]
     kinds = list(kinds or DEFAULT_KINDS)
@@ -198,13 +239,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
             b.add("cdi.discovery.spec_dir_readable", PASS, d, "listable", "listable")
         except OSError as exc:
             b.add("cdi.discovery.spec_dir_readable", WARN, d, "listable", "cannot list: %s; its specs were not checked" % (exc.strerror or exc))
-    files = []
-    for priority, d in enumerate(host_dirs):
-        for path in list_spec_files(d):
-            rec = load_spec_file(path, max_spec_size)
-            rec["priority"] = priority
-            rec["dir"] = d
-            files.append(rec)
+    files, unread = _read_spec_dirs(b, host_dirs, existing, max_spec_size, max_spec_files, Deadline(timeout))
     registry, conflicts, overrides = build_registry(files)
     resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
     sources = dict((q, registry[q]["path"]) for q in resolved)
@@ -215,7 +250,12 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         b.add("cdi.resolve.kind", PASS if providers else FAIL, kind, "a valid spec provides it",
               ", ".join(providers) if providers else "no CDI spec provides %s" % kind)
     for item in unresolved:
-        b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
+        if unread:
+            # a file not read may provide it: not a FAIL the layer could show
+            b.add("cdi.resolve.device", NOT_RUN, item["device"], "resolves", "%s in the files read; %d spec file(s) were not read (%s)"
+                  % (item["reason"], sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
+        else:
+            b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
     for q in resolved:
         b.add("cdi.resolve.device", PASS, q, "resolves", registry[q]["path"])
     for e in expansions:
