@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import re
 import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
@@ -125,6 +126,9 @@ def file_judgement(rec, explicit, resolved, unresolved, sources, requested_kinds
     unknown because it did not parse, and its kind is the device's or unknown); with no explicit request, where
     no device of its kind resolves at all. Otherwise it is a WARN naming what it would have provided."""
     kind = rec.get("kind")
+    if kind is None:  # a DRA claim spec says its kind in its name (dra_claim_specs)
+        m = _DRA_FILE.match(os.path.basename(rec["path"]))
+        kind = m.group(1) + "/claim" if m else None
     known = [d for d in rec.get("devices") or [] if isinstance(d, str)]
     if explicit:
         hits = []
@@ -155,6 +159,39 @@ def _requested_kinds(devices, kinds):
         if kind not in out:
             out.append(kind)
     return out or list(kinds)
+
+
+# NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu, formerly NVIDIA/k8s-dra-driver-gpu, @ 22407113):
+# cmd/gpu-kubelet-plugin/cdi.go writes one transient spec per prepared ResourceClaim into /var/run/cdi, kind
+# "k8s.gpu.nvidia.com/claim" (cdiVendor "k8s." + DriverName, cdiClaimClass "claim"), file name
+# cdiapi.GenerateTransientSpecName(vendor, class, claimUID) + ".yaml" = "k8s.gpu.nvidia.com-claim_<claim UID>.yaml"
+# (pkg/cdi/spec.go: vendor + "-" + class + "_" + the ID with "/" as "_"), devices "<claim UID>-<canonical name>"
+# (GetClaimDeviceName: gpu-<minor>, a MIG or vfio name), and removes it on unprepare (DeleteClaimSpecFile). The
+# compute-domain plugin (cmd/compute-domain-kubelet-plugin/cdi.go) does the same with k8s.compute-domain.nvidia.com.
+DRA_CLAIM_KINDS = {"k8s.gpu.nvidia.com/claim": "gpu.nvidia.com", "k8s.compute-domain.nvidia.com/claim": "compute-domain.nvidia.com"}
+_UID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_DRA_FILE = re.compile(r"^(k8s\.(?:gpu|compute-domain)\.nvidia\.com)-claim_(%s)\.(?:yaml|json)$" % _UID)
+_DRA_DEVICE = re.compile(r"^(%s)-(.+)$" % _UID)
+
+
+def dra_claim_specs(files):
+    """The DRA driver's per-claim specs among the spec files: [{path, kind, driver, claim_uid, ok, error, devices:
+    [{name, claim_uid, device}]}]. Evidence of claims prepared on this node, never judged as the node's own specs."""
+    out = []
+    for rec in files:
+        m = _DRA_FILE.match(os.path.basename(rec["path"]))
+        kind = rec.get("kind") if rec.get("kind") in DRA_CLAIM_KINDS else (m.group(1) + "/claim" if m else None)
+        if kind is None:
+            continue
+        devices = []
+        for name in rec.get("devices") or []:
+            dm = _DRA_DEVICE.match(name or "") if isinstance(name, str) else None
+            devices.append({"name": name, "claim_uid": dm.group(1) if dm else None, "device": dm.group(2) if dm else None})
+        uids = sorted(set(d["claim_uid"] for d in devices if d["claim_uid"]))
+        out.append({"path": rec["path"], "kind": kind, "driver": DRA_CLAIM_KINDS[kind],
+                    "claim_uid": m.group(2) if m else (uids[0] if len(uids) == 1 else None),
+                    "ok": rec["ok"], "error": rec.get("error"), "devices": devices})
+    return out
 
 
 def spec_digest(files):
@@ -316,5 +353,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         "spec_digest": spec_digest(providing) if providing else None,
         "identity": identity,
         "runtime_compat": compat,
+        "dra_claims": dra_claim_specs(files),
+        "unread_files": dict((d, len(paths)) for d, paths in unread.items()),
     }
     return b.build()

@@ -165,3 +165,56 @@ def test_a_clean_node_passes_the_audit(tmp_path):
     _write(d, "nic.yaml", NIC)
     rec = _layer([d], ["v.com/cc=x"])
     assert set(c["status"] for c in rec["checks"] if c["id"].startswith("cdi.security")) == {PASS}
+
+
+# ---------------------------------------------------------------------------------------------------
+# NVIDIA's DRA driver's per-claim specs (issue 20.4): evidence, never a failure of the node
+
+UID = "dab5ab50-d59a-42a6-af16-cfd4628c0f7a"
+# as cmd/gpu-kubelet-plugin/cdi.go writes one (kubernetes-sigs/dra-driver-nvidia-gpu @ 22407113): kind
+# k8s.gpu.nvidia.com/claim, file k8s.gpu.nvidia.com-claim_<claim UID>.yaml, devices <claim UID>-gpu-<minor>
+CLAIM = """cdiVersion: 0.5.0
+kind: k8s.gpu.nvidia.com/claim
+devices:
+- name: %(uid)s-gpu-0
+  containerEdits:
+    env: [NVIDIA_VISIBLE_DEVICES=void]
+    deviceNodes: [{path: /dev/nvidia0, type: c, major: 195, minor: 0}]
+containerEdits:
+  env: [NVIDIA_CTK_LIBCUDA_DIR=/usr/lib64]
+  mounts:
+  - {hostPath: /usr/lib64/libcuda.so.535.54.03, containerPath: /usr/lib64/libcuda.so.535.54.03, options: [ro, nosuid, nodev, bind]}
+  - {hostPath: /run/nvidia-persistenced/socket, containerPath: /run/nvidia-persistenced/socket, options: [ro, nosuid, nodev, bind]}
+  hooks:
+  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, update-ldcache, --folder, /usr/lib64]}
+"""
+
+
+@pytest.mark.parametrize("mode, uid, text", [
+    (0o644, 0, CLAIM),                              # what the kubelet plugin writes
+    (0o600, 0, CLAIM),
+    (0o666, 1000, CLAIM),                            # a claim spec someone else can write: a WARN, never a node FAIL
+    (0o644, 0, CLAIM.replace("cdiVersion: 0.5.0", "cdiVersion: 0.5.0\nbogus: 1")),  # one the runtime would drop
+    (0o644, 0, "cdiVersion: 0.5.0\nkind: [\n"),      # half-written: unparsable
+])
+def test_dra_claim_specs_are_evidence_never_a_failure_of_the_node(tmp_path, mode, uid, text):
+    run = tmp_path / "run-cdi"
+    _write(tmp_path / "etc-cdi", "a-good.yaml", GOOD)
+    claim = _write(run, "k8s.gpu.nvidia.com-claim_%s.yaml" % UID, text % {"uid": UID} if "%(uid)s" in text else text, mode=mode, uid=uid)
+    rec = _layer([tmp_path / "etc-cdi", run], ["v.com/cc=x"])
+    assert rec["status"] != FAIL, rec["reason"]
+    assert [c for c in rec["checks"] if c["status"] == FAIL] == []
+    (dra,) = rec["evidence"]["dra_claims"]
+    assert dra["path"] == claim and dra["claim_uid"] == UID and dra["kind"] == "k8s.gpu.nvidia.com/claim"
+    assert dra["driver"] == "gpu.nvidia.com"
+    if "bogus" not in text and "kind: [" not in text:
+        assert dra["ok"] and dra["devices"] == [{"name": UID + "-gpu-0", "claim_uid": UID, "device": "gpu-0"}]
+    else:
+        assert not dra["ok"] and dra["error"]
+
+
+def test_a_dra_claim_spec_is_judged_as_requested_when_its_device_is_requested(tmp_path):
+    run = tmp_path / "run-cdi"
+    _write(run, "k8s.gpu.nvidia.com-claim_%s.yaml" % UID, CLAIM.replace("cdiVersion: 0.5.0", "cdiVersion: 0.5.0\nbogus: 1") % {"uid": UID})
+    rec = _layer([run], ["k8s.gpu.nvidia.com/claim=%s-gpu-0" % UID], kinds=["k8s.gpu.nvidia.com/claim"])
+    assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.spec.schema"] == [FAIL]
