@@ -349,6 +349,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         "device_nodes_host": dict((n["path"], n["host"]) for n in edits["deviceNodes"]),
         "injected_nodes": [{"path": n["path"], "hostPath": n["hostPath"], "replaced": n["replaced"], "error": n["inject_error"]}
                            for n in edits.get("injected_nodes") or []],
+        "cgroup_rules": edits.get("cgroup_rules") or [],
         "driver_version": {"version": driver[0], "source": driver[1]},
         "spec_digest": spec_digest(providing) if providing else None,
         "identity": identity,
