@@ -104,3 +104,31 @@ def test_podman_refuses_what_the_cdi_layer_predicts(lab, text, words):
     assert rc != 0 and words in err, err
     failed = [c for c in rec["checks"] if c["id"] == "cdi.inject.device_node" and c["status"] == FAIL]
     assert len(failed) == 1 and words in failed[0]["observed"], failed
+
+
+@pytest.mark.parametrize("scalar, name", [("yes", "true"), ("1:30", "1:30"), ("0o17", "15"), ("2001-12-14", "2001-12-14"), ("1e3", "1000"),
+                                          ("'yes'", "yes")])
+def test_a_string_field_is_the_text_the_library_decodes(lab, scalar, name):
+    """(d) the device name 'yes' is the device 'true' for podman's library and for the cdi layer; '1:30' stays '1:30'."""
+    text = HEAD + "devices:\n- name: %s\n  containerEdits:\n    deviceNodes: [{path: /dev/gx, hostPath: %%(n)s/n0}]\n" % scalar
+    os.makedirs(SPEC_DIR, exist_ok=True)
+    with open(lab["spec"], "w") as f:
+        f.write(text % {"kind": lab["kind"], "n": lab["nodes"]})
+    rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=" + name], kinds=[lab["kind"]])
+    assert rec["evidence"]["requested_devices"] == [lab["kind"] + "=" + name]
+    proc = subprocess.run(["podman", "create", "--network=none", "--device", lab["kind"] + "=" + name, "--entrypoint", "/usr/bin/python3",
+                           IMAGE, "-c", "pass"], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lab["containers"].append(proc.stdout.strip())
+    init = subprocess.run(["podman", "init", proc.stdout.strip()], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
+    assert init.returncode == 0, init.stderr
+    if scalar != name and not scalar.startswith("'"):  # the name as written is not a device for the runtime, nor for the layer
+        rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=" + scalar], kinds=[lab["kind"]])
+        assert rec["evidence"]["requested_devices"] == [] and rec["evidence"]["unresolved"][0]["reason"] == "unresolvable CDI device"
+        proc = subprocess.run(["podman", "create", "--network=none", "--device", lab["kind"] + "=" + scalar, "--entrypoint",
+                               "/usr/bin/python3", IMAGE, "-c", "pass"], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
+        if proc.returncode == 0:
+            lab["containers"].append(proc.stdout.strip())
+            proc = subprocess.run(["podman", "init", proc.stdout.strip()], env=lab["env"], capture_output=True, text=True, timeout=120,
+                                  check=False)
+        assert proc.returncode != 0 and "unresolvable CDI devices" in proc.stderr, proc.stderr
