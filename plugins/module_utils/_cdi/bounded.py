@@ -112,15 +112,23 @@ def _mountinfo_types():
     return out
 
 
+_TMPFS_LIKE = (0x01021994, 0x858458f6)  # tmpfs, ramfs: devtmpfs is one of them, told apart by mountinfo
+_FS_BY_DEV = {}  # st_dev -> fstype from mountinfo, read again only for a device not seen yet
+
+
 def filesystem_type(fd, st):
-    """The name of the filesystem the open file ``fd`` lives on, or None when unknown."""
+    """The name of the filesystem the open file ``fd`` lives on ('magic 0x...' for an ordinary one), or None."""
     if _FSTATFS is not None:
         buf = ctypes.create_string_buffer(512)
         if _FSTATFS(fd, buf) == 0:
-            name = _MAGIC.get(ctypes.c_long.from_buffer(buf).value & 0xffffffff)
-            if name:
-                return name
-    return _mountinfo_types().get(st.st_dev)
+            magic = ctypes.c_long.from_buffer(buf).value & 0xffffffff
+            if magic in _MAGIC:
+                return _MAGIC[magic]
+            if magic not in _TMPFS_LIKE:
+                return "magic 0x%x" % magic
+    if st.st_dev not in _FS_BY_DEV:
+        _FS_BY_DEV.update(_mountinfo_types())
+    return _FS_BY_DEV.get(st.st_dev)
 
 
 def _kind(mode):
