@@ -133,6 +133,10 @@ def file_judgement(rec, explicit, resolved, unresolved, sources, requested_kinds
     if explicit:
         hits = []
         for item in unresolved:
+            try:
+                parse_qualified_name(item["device"])
+            except ValueError:
+                continue  # a malformed request: no file is why it does not resolve
             ukind, _sep, name = item["device"].partition("=")
             if kind is None or (ukind == kind and (not known or name in known or name == "all")):
                 hits.append(item["device"])
@@ -284,6 +288,10 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         _spec_checks(b, rec, file_judgement(rec, bool(devices), resolved, unresolved, sources, requested_kinds))
     for kind in requested_kinds:
         providers = sorted(set(r["path"] for r in files if r["ok"] and r["kind"] == kind))
+        if not providers and unread:
+            b.add("cdi.resolve.kind", NOT_RUN, kind, "a valid spec provides it", "no CDI spec read provides %s; %d spec file(s) were "
+                  "not read (%s)" % (kind, sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
+            continue
         b.add("cdi.resolve.kind", PASS if providers else FAIL, kind, "a valid spec provides it",
               ", ".join(providers) if providers else "no CDI spec provides %s" % kind)
     for item in unresolved:

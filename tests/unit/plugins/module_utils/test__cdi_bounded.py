@@ -188,6 +188,9 @@ def test_many_spec_files_are_bounded_per_dir(tmp_path):
     assert rec["status"] == WARN
     rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=5)
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device"] == [NOT_RUN]
+    assert rec["status"] == WARN
+    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=1)
+    assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.kind"] == [NOT_RUN]  # its specs are all past the limit
     rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.discovery.spec_file_count"] == [PASS]
     assert len(rec["evidence"]["files"]) == 13

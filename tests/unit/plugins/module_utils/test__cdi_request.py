@@ -218,3 +218,10 @@ def test_a_dra_claim_spec_is_judged_as_requested_when_its_device_is_requested(tm
     _write(run, "k8s.gpu.nvidia.com-claim_%s.yaml" % UID, CLAIM.replace("cdiVersion: 0.5.0", "cdiVersion: 0.5.0\nbogus: 1") % {"uid": UID})
     rec = _layer([run], ["k8s.gpu.nvidia.com/claim=%s-gpu-0" % UID], kinds=["k8s.gpu.nvidia.com/claim"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.spec.schema"] == [FAIL]
+
+
+def test_a_malformed_request_is_not_blamed_on_an_unparsable_file(tmp_path):
+    _write(tmp_path / "cdi", "a-good.yaml", GOOD)
+    bad = _write(tmp_path / "cdi", "b-bad.yaml", INVALID[0][1])
+    rec = _layer([tmp_path / "cdi"], ["v.com/cc=x", "not-a-qualified-name"])
+    assert [c["status"] for c in _checks(rec, "cdi.spec.parse") if c["subject"] == bad] == [WARN]
