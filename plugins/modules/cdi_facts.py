@@ -171,6 +171,11 @@ ansible_facts:
           C(evidence.runtime_spec_dirs), C(evidence.all_devices), C(evidence.conflicts), C(evidence.overrides),
           C(evidence.device_sources), C(evidence.driver_version) and C(evidence.spec_digest) (sha256 over the
           files that provide the requested devices) complete it.
+        - C(evidence.cgroup_rules) lists the device cgroup rules the library leaves in the OCI spec (type, major,
+          minor, access, path), one per visited b/c node, also one replaced later; a node's C(permissions) is the
+          union of the rules for its number. C(evidence.dra_claims) lists NVIDIA DRA driver per-claim specs (path,
+          kind, driver, claim_uid, ok, error, devices with their claim_uid and device). C(evidence.unread_files)
+          counts per directory the spec files not read (past O(max_spec_files) or O(timeout)).
         - C(versions.cdi_spec) is the cdiVersion of the files used; C(versions.driver) the running driver version
           the library names were compared with.
       returned: always
