@@ -19,6 +19,9 @@ description:
     then encoding/json): go-yaml v2 scalars (C(1:30) and C(2001-12-14) stay text, C(name: 1.0) is device C(1),
     C(y)/C(n) are booleans), the first YAML document only, JSON C(\\/) escapes rejected; a spec that would make
     the library panic is a FAIL (C(cdi.spec.library_panic)); docs/cdi-loader.md gives each rule and its source."
+  - "Reading is bounded: each spec file is opened non-blocking and judged as opened (a regular file only, never one on
+    procfs, sysfs, devtmpfs or another kernel pseudo-filesystem, whatever link led there), read up to O(max_spec_size)
+    bytes within 5 s; at most O(max_spec_files) files per directory; the whole reading within O(timeout) seconds."
   - "Loading: only C(*.json) and C(*.yaml) directly in each directory; unknown fields, duplicate keys and wrong
     types are errors; C(cdiVersion) must be known (0.1.0 to 1.1.0) and not lower than the minimum the fields
     used require (mounts[].type 0.4.0; hostPath on device nodes or a device name starting with a digit 0.5.0;
@@ -36,7 +39,13 @@ description:
     missing C(/dev/nvidiactl), C(/dev/nvidia-uvm), libnvidia-ptxjitcompiler mount or write permission is a
     WARN naming the consequence observed on a real GPU."
   - "Security audit: spec files or directories writable by anyone but root, mounts of sensitive host paths
-    (/, /etc, /root, runtime sockets, /proc or /sys read-write) and hooks writable by non-root are FAILs."
+    (/, /etc, /root, runtime sockets, /proc or /sys read-write) and hooks writable by non-root are FAILs where the
+    requested devices use them (the spec files that provide them, the directories where a spec could replace or
+    override them, the mounts and hooks of their merged edits); elsewhere (a NIC spec, a foreign spec) a WARN naming
+    the file."
+  - "Invalid spec files are judged as the runtime's CDI library judges them (it drops the file and goes on): a FAIL
+    where the file is why a requested device does not resolve, else a WARN naming it; a file that would make the
+    library panic FAILs whatever is requested."
   - When no spec provides a requested kind the layer FAILs (C(no CDI spec provides nvidia.com/gpu)); it never
     PASSes without a spec. Parsing a spec proves nothing about the GPU; a spec on a node without the GPU FAILs
     because its device nodes are absent. Check ids are listed in docs/checks.md.
@@ -94,6 +103,20 @@ options:
       - Spec files larger than this many bytes are not read and are reported as errors.
     type: int
     default: 1048576
+  max_spec_files:
+    description:
+      - At most this many spec files are read per spec directory (in name order, the order the runtime reads them).
+        A directory with more is reported (C(cdi.discovery.spec_file_count), WARN) and the files past the limit are
+        not checked; a requested device not found in the files read is then NOT_RUN, not a FAIL.
+    type: int
+    default: 1024
+  timeout:
+    description:
+      - The layer's own limit, in seconds, for reading the spec directories, enforced on the node (each file's read
+        is also limited to 5 s). Files left unread when it is spent are reported (C(cdi.discovery.time_limit), FAIL
+        with C(timeout)). V(0) reads nothing.
+    type: int
+    default: 60
   runtime:
     description:
       - The container runtime that will read the specs (the one the runtime layer uses); the spec versions it can
@@ -148,6 +171,11 @@ ansible_facts:
           C(evidence.runtime_spec_dirs), C(evidence.all_devices), C(evidence.conflicts), C(evidence.overrides),
           C(evidence.device_sources), C(evidence.driver_version) and C(evidence.spec_digest) (sha256 over the
           files that provide the requested devices) complete it.
+        - C(evidence.cgroup_rules) lists the device cgroup rules the library leaves in the OCI spec (type, major,
+          minor, access, path), one per visited b/c node, also one replaced later; a node's C(permissions) is the
+          union of the rules for its number. C(evidence.dra_claims) lists NVIDIA DRA driver per-claim specs (path,
+          kind, driver, claim_uid, ok, error, devices with their claim_uid and device). C(evidence.unread_files)
+          counts per directory the spec files not read (past O(max_spec_files) or O(timeout)).
         - C(versions.cdi_spec) is the cdiVersion of the files used; C(versions.driver) the running driver version
           the library names were compared with.
       returned: always
@@ -191,6 +219,8 @@ def main():
             host=dict(type="dict"),
             root=dict(type="path", default="/"),
             max_spec_size=dict(type="int", default=1048576),
+            max_spec_files=dict(type="int", default=1024),
+            timeout=dict(type="int", default=60),
             runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker", "containerd", "crio"]),
         ),
         supports_check_mode=True,
@@ -201,11 +231,15 @@ def main():
         check_record(p["host"], "host", "host")
         if p["max_spec_size"] <= 0:
             raise ValueError("max_spec_size must be > 0 bytes (got %d)" % p["max_spec_size"])
+        if p["max_spec_files"] <= 0:
+            raise ValueError("max_spec_files must be > 0 (got %d)" % p["max_spec_files"])
+        if p["timeout"] < 0:
+            raise ValueError("timeout must be >= 0 seconds (got %d)" % p["timeout"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     record = cdi_layer(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
                        kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
-                       runtime=p["runtime"])
+                       runtime=p["runtime"], max_spec_files=p["max_spec_files"], timeout=p["timeout"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_cdi": record})
 
 

@@ -35,14 +35,18 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import re
+import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, identity as _identity
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
-    ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
+    ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_LAYER_TIMEOUT, DEFAULT_MAX_SPEC_FILES,
+    DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
     KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
@@ -87,16 +91,19 @@ __all__ = [
 _NODE_INTERNAL = ("declared", "host", "replaced", "inject_error")
 
 
-def _spec_checks(builder, rec, requested_kinds):
-    relevant = rec["kind"] in requested_kinds if rec["kind"] else False
-    bad = FAIL if relevant else WARN
+def _spec_checks(builder, rec, judged):
+    """The rule checks of one spec file; ``judged`` is (status, why) of its errors for this request (file_judgement)."""
+    bad, why = judged
     blocked = False
     for rule in RULES:
         errors = rec["rule_errors"].get(rule)
         check = RULE_CHECK[rule]
         if errors:
-            why = "" if relevant else " (kind %s is not requested: the runtime ignores this file)" % (rec["kind"] or "unknown")
-            builder.add(check, bad, rec["path"], "valid", "; ".join(errors[:5]) + why)
+            if rule == "panic":
+                # the library panics while it loads the spec dirs (refresh), before any device is looked up
+                builder.add(check, FAIL, rec["path"], "valid", "; ".join(errors[:5]) + " (whatever is requested)")
+            else:
+                builder.add(check, bad, rec["path"], "valid", "; ".join(errors[:5]) + why)
             if rule in ("parse", "schema"):
                 blocked = True
         elif blocked:
@@ -109,6 +116,46 @@ def _spec_checks(builder, rec, requested_kinds):
         builder.add("cdi.spec.symlink", WARN, rec["path"], "regular file", "symlink -> %s" % rec["symlink"])
 
 
+def file_judgement(rec, explicit, resolved, unresolved, sources, requested_kinds):
+    """(status, why) of an invalid spec file's errors for this request, as the runtime's CDI library judges it.
+
+    The library drops an invalid file whole and records its error for that path only (pkg/cdi/cache.go
+    ``refresh``: ``collectError(..., path); return nil``); ``InjectDevices`` ignores those errors and fails only
+    for a requested device that no valid file provides ("unresolvable CDI devices"). So an invalid file FAILs
+    only where it is the reason a requested device does not resolve: it names that device (or its devices are
+    unknown because it did not parse, and its kind is the device's or unknown); with no explicit request, where
+    no device of its kind resolves at all. Otherwise it is a WARN naming what it would have provided."""
+    kind = rec.get("kind")
+    if kind is None:  # a DRA claim spec says its kind in its name (dra_claim_specs)
+        m = _DRA_FILE.match(os.path.basename(rec["path"]))
+        kind = m.group(1) + "/claim" if m else None
+    known = [d for d in rec.get("devices") or [] if isinstance(d, str)]
+    if explicit:
+        hits = []
+        for item in unresolved:
+            try:
+                parse_qualified_name(item["device"])
+            except ValueError:
+                continue  # a malformed request: no file is why it does not resolve
+            ukind, _sep, name = item["device"].partition("=")
+            if kind is None or (ukind == kind and (not known or name in known or name == "all")):
+                hits.append(item["device"])
+        if hits:
+            return FAIL, " (the runtime drops this file, so %s does not resolve)" % ", ".join(hits)
+        shadowed = ["%s (taken from %s)" % (q, sources[q]) for q in resolved
+                    if q.split("=", 1)[0] == kind and q.split("=", 1)[1] in known and sources.get(q) != rec["path"]]
+        if shadowed:
+            return WARN, " (the runtime drops this file; it provides none of the requested devices: %s)" % ", ".join(shadowed)
+        return WARN, " (the runtime drops this file; it provides none of the requested devices)"
+    if kind is None or kind in requested_kinds:
+        if not any(q.split("=", 1)[0] == kind for q in resolved) and (kind is not None or not resolved):
+            return FAIL, " (the runtime drops this file, and no valid spec provides %s)" % (kind or ", ".join(requested_kinds))
+        lost = [d for d in known if "%s=%s" % (kind, d) not in resolved]
+        return WARN, " (the runtime drops this file%s)" % (
+            "; its devices %s do not exist for the runtime" % ", ".join(lost) if lost else "")
+    return WARN, " (kind %s is not requested: the runtime drops this file and uses none of it)" % kind
+
+
 def _requested_kinds(devices, kinds):
     out = []
     for d in devices or []:
@@ -116,6 +163,39 @@ def _requested_kinds(devices, kinds):
         if kind not in out:
             out.append(kind)
     return out or list(kinds)
+
+
+# NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu, formerly NVIDIA/k8s-dra-driver-gpu, @ 22407113):
+# cmd/gpu-kubelet-plugin/cdi.go writes one transient spec per prepared ResourceClaim into /var/run/cdi, kind
+# "k8s.gpu.nvidia.com/claim" (cdiVendor "k8s." + DriverName, cdiClaimClass "claim"), file name
+# cdiapi.GenerateTransientSpecName(vendor, class, claimUID) + ".yaml" = "k8s.gpu.nvidia.com-claim_<claim UID>.yaml"
+# (pkg/cdi/spec.go: vendor + "-" + class + "_" + the ID with "/" as "_"), devices "<claim UID>-<canonical name>"
+# (GetClaimDeviceName: gpu-<minor>, a MIG or vfio name), and removes it on unprepare (DeleteClaimSpecFile). The
+# compute-domain plugin (cmd/compute-domain-kubelet-plugin/cdi.go) does the same with k8s.compute-domain.nvidia.com.
+DRA_CLAIM_KINDS = {"k8s.gpu.nvidia.com/claim": "gpu.nvidia.com", "k8s.compute-domain.nvidia.com/claim": "compute-domain.nvidia.com"}
+_UID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_DRA_FILE = re.compile(r"^(k8s\.(?:gpu|compute-domain)\.nvidia\.com)-claim_(%s)\.(?:yaml|json)$" % _UID)
+_DRA_DEVICE = re.compile(r"^(%s)-(.+)$" % _UID)
+
+
+def dra_claim_specs(files):
+    """The DRA driver's per-claim specs among the spec files: [{path, kind, driver, claim_uid, ok, error, devices:
+    [{name, claim_uid, device}]}]. Evidence of claims prepared on this node, never judged as the node's own specs."""
+    out = []
+    for rec in files:
+        m = _DRA_FILE.match(os.path.basename(rec["path"]))
+        kind = rec.get("kind") if rec.get("kind") in DRA_CLAIM_KINDS else (m.group(1) + "/claim" if m else None)
+        if kind is None:
+            continue
+        devices = []
+        for name in rec.get("devices") or []:
+            dm = _DRA_DEVICE.match(name or "") if isinstance(name, str) else None
+            devices.append({"name": name, "claim_uid": dm.group(1) if dm else None, "device": dm.group(2) if dm else None})
+        uids = sorted(set(d["claim_uid"] for d in devices if d["claim_uid"]))
+        out.append({"path": rec["path"], "kind": kind, "driver": DRA_CLAIM_KINDS[kind],
+                    "claim_uid": m.group(2) if m else (uids[0] if len(uids) == 1 else None),
+                    "ok": rec["ok"], "error": rec.get("error"), "devices": devices})
+    return out
 
 
 def spec_digest(files):
@@ -131,9 +211,47 @@ def _public_file(rec):
     return out
 
 
+def _read_spec_dirs(b, host_dirs, existing, max_size, max_files, deadline):
+    """(file records, {dir: [paths not read]}): every spec file of every dir, in priority order, bounded: at most
+    ``max_files`` per dir (cdi.discovery.spec_file_count) and within the layer's time limit (cdi.discovery.time_limit)."""
+    files, unread, timed_out = [], {}, []
+    started = time.monotonic()
+    for priority, d in enumerate(host_dirs):
+        paths = list_spec_files(d)
+        if d in existing:
+            over = len(paths) - max_files
+            b.add("cdi.discovery.spec_file_count", WARN if over > 0 else PASS, d, "at most %d spec files (max_spec_files)" % max_files,
+                  "%d spec files: the last %d in name order (from %s) were not read" % (len(paths), over, os.path.basename(paths[max_files]))
+                  if over > 0 else "%d spec files" % len(paths))
+            if over > 0:
+                unread[d] = paths[max_files:]
+                paths = paths[:max_files]
+        for path in paths:
+            left = deadline.left()
+            if deadline.spent():
+                timed_out.append(path)
+                unread.setdefault(d, []).append(path)
+                continue
+            rec = load_spec_file(path, max_size, DEFAULT_READ_TIMEOUT if left is None else min(DEFAULT_READ_TIMEOUT, left))
+            rec["priority"] = priority
+            rec["dir"] = d
+            files.append(rec)
+    if deadline.seconds is not None:
+        took = time.monotonic() - started
+        if timed_out:
+            b.add("cdi.discovery.time_limit", FAIL, ", ".join(existing), "every spec file read within %g s" % deadline.seconds,
+                  "timeout: %d file(s) read in %.1f s, %d not read (first %s)" % (len(files), took, len(timed_out), timed_out[0]))
+        else:
+            b.add("cdi.discovery.time_limit", PASS, ", ".join(existing) or "no spec dir", "every spec file read within %g s" % deadline.seconds,
+                  "%d file(s) read in %.2f s" % (len(files), took))
+    return files, unread
+
+
 def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
-              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto"):
-    """Run the cdi layer and return its record (plugins/module_utils/_result.py contract)."""
+              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
+              max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT):
+    """Run the cdi layer and return its record (plugins/module_utils/_result.py contract). ``timeout``: the layer's own
+    time limit for reading the spec dirs (seconds, None: none), enforced here on the node."""
     b = LayerBuilder("cdi", CHECKS)
     devices = [str(d) for d in (devices or [])]
     kinds = list(kinds or DEFAULT_KINDS)
@@ -162,23 +280,27 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
             b.add("cdi.discovery.spec_dir_readable", PASS, d, "listable", "listable")
         except OSError as exc:
             b.add("cdi.discovery.spec_dir_readable", WARN, d, "listable", "cannot list: %s; its specs were not checked" % (exc.strerror or exc))
-    files = []
-    for priority, d in enumerate(host_dirs):
-        for path in list_spec_files(d):
-            rec = load_spec_file(path, max_spec_size)
-            rec["priority"] = priority
-            rec["dir"] = d
-            files.append(rec)
-    for rec in files:
-        _spec_checks(b, rec, requested_kinds)
+    files, unread = _read_spec_dirs(b, host_dirs, existing, max_spec_size, max_spec_files, Deadline(timeout))
     registry, conflicts, overrides = build_registry(files)
+    resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
+    sources = dict((q, registry[q]["path"]) for q in resolved)
+    for rec in files:
+        _spec_checks(b, rec, file_judgement(rec, bool(devices), resolved, unresolved, sources, requested_kinds))
     for kind in requested_kinds:
         providers = sorted(set(r["path"] for r in files if r["ok"] and r["kind"] == kind))
+        if not providers and unread:
+            b.add("cdi.resolve.kind", NOT_RUN, kind, "a valid spec provides it", "no CDI spec read provides %s; %d spec file(s) were "
+                  "not read (%s)" % (kind, sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
+            continue
         b.add("cdi.resolve.kind", PASS if providers else FAIL, kind, "a valid spec provides it",
               ", ".join(providers) if providers else "no CDI spec provides %s" % kind)
-    resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
     for item in unresolved:
-        b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
+        if unread:
+            # a file not read may provide it: not a FAIL the layer could show
+            b.add("cdi.resolve.device", NOT_RUN, item["device"], "resolves", "%s in the files read; %d spec file(s) were not read (%s)"
+                  % (item["reason"], sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
+        else:
+            b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
     for q in resolved:
         b.add("cdi.resolve.device", PASS, q, "resolves", registry[q]["path"])
     for e in expansions:
@@ -206,7 +328,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         inject_checks(b, edits)
         if is_nvidia(edits):
             nvidia_checks(b, edits)
-    audit(b, files, list(existing), edits, root)
+    audit(b, files, list(existing), edits, root, used=set(sources.values()), dir_order=host_dirs)
     source_paths = set(sources.values())
     providing = [r for r in files if r["path"] in source_paths]
     versions_used = sorted(set(str(r["cdiVersion"]) for r in providing if r["cdiVersion"]))
@@ -235,9 +357,12 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         "device_nodes_host": dict((n["path"], n["host"]) for n in edits["deviceNodes"]),
         "injected_nodes": [{"path": n["path"], "hostPath": n["hostPath"], "replaced": n["replaced"], "error": n["inject_error"]}
                            for n in edits.get("injected_nodes") or []],
+        "cgroup_rules": edits.get("cgroup_rules") or [],
         "driver_version": {"version": driver[0], "source": driver[1]},
         "spec_digest": spec_digest(providing) if providing else None,
         "identity": identity,
         "runtime_compat": compat,
+        "dra_claims": dra_claim_specs(files),
+        "unread_files": dict((d, len(paths)) for d, paths in unread.items()),
     }
     return b.build()

@@ -10,7 +10,7 @@ import os
 import posixpath
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 
 
@@ -54,16 +54,29 @@ def _writable_by_others(st):
     return problems
 
 
-def audit(builder, files, dirs, edits, root="/"):
-    """Security audit of spec dirs, spec files (and link targets), mounts and hooks."""
+def audit(builder, files, dirs, edits, root="/", used=None, dir_order=None):
+    """Security audit of spec dirs, spec files (and link targets), mounts and hooks.
+
+    What the requested devices use FAILs: the spec files that provide them (``used``: their paths; a FAIL
+    keeps the probe from running such a spec), the dirs from which a spec could replace or override them
+    (the dir of a providing spec and every dir of higher priority; ``dir_order``: the dirs, lowest priority
+    first), the mounts and hooks of their merged edits. The rest (files, dirs and mounts nobody requested)
+    is a WARN naming it: it is a risk for whoever requests it, not a fault of this request."""
+    used = set(used or [])
+    order = list(dir_order or dirs)
+    used_prio = [order.index(r["dir"]) for r in files if r["path"] in used and r.get("dir") in order]
+    floor = min(used_prio) if used_prio else None
     for d in dirs:
         try:
             st = os.stat(d)
         except OSError:
             continue
         problems = _writable_by_others(st)
-        builder.add("cdi.security.spec_dir_writable", FAIL if problems else PASS, d, "root-owned, not writable by others",
-                    "; ".join(problems) or "mode %04o uid 0" % stat.S_IMODE(st.st_mode))
+        reaches = floor is not None and d in order and order.index(d) >= floor
+        builder.add("cdi.security.spec_dir_writable", (FAIL if reaches else WARN) if problems else PASS, d,
+                    "root-owned, not writable by others",
+                    "; ".join(problems) + ("" if reaches else " (no spec of the requested devices can be placed or overridden here)")
+                    if problems else "mode %04o uid 0" % stat.S_IMODE(st.st_mode))
     for rec in files:
         try:
             st = os.stat(rec["path"])
@@ -77,14 +90,20 @@ def audit(builder, files, dirs, edits, root="/"):
                     problems.append("link owned by uid %d" % lst.st_uid)
             except OSError:
                 pass
-        builder.add("cdi.security.spec_file_writable", FAIL if problems else PASS, rec["path"], "root-owned, not writable by others",
-                    "; ".join(problems) or "mode %04o uid 0" % stat.S_IMODE(st.st_mode))
+        mine = rec["path"] in used
+        builder.add("cdi.security.spec_file_writable", (FAIL if mine else WARN) if problems else PASS, rec["path"],
+                    "root-owned, not writable by others",
+                    "; ".join(problems) + ("" if mine else " (provides none of the requested devices)")
+                    if problems else "mode %04o uid 0" % stat.S_IMODE(st.st_mode))
+    merged = set((m.get("hostPath"), m.get("containerPath")) for m in edits["mounts"])
     for rec in files:
-        for m in ((rec.get("spec") or {}).get("containerEdits") or {}).get("mounts") or []:
-            _audit_mount(builder, m, rec["path"])
-        for dev in (rec.get("spec") or {}).get("devices") or []:
-            for m in (dev.get("containerEdits") or {}).get("mounts") or []:
-                _audit_mount(builder, m, rec["path"])
+        spec = rec.get("spec") or {}
+        blocks = [(rec["path"], spec.get("containerEdits") or {})]
+        blocks.extend(("%s device %s" % (rec["path"], dev.get("name")), dev.get("containerEdits") or {}) for dev in spec.get("devices") or [])
+        for where, block in blocks:
+            for m in block.get("mounts") or []:
+                mine = rec["path"] in used and (m.get("hostPath"), m.get("containerPath")) in merged
+                _audit_mount(builder, m, where, FAIL if mine else WARN)
     for hook in edits["hooks"]:
         full = under_root(root, hook["path"] or "")
         if not os.path.exists(full):
@@ -101,7 +120,8 @@ def audit(builder, files, dirs, edits, root="/"):
                     "; ".join(problems) or "root-owned, not writable by others")
 
 
-def _audit_mount(builder, mount, path):
+def _audit_mount(builder, mount, where, status):
     why = sensitive_mount(mount)
     if why:
-        builder.add("cdi.security.sensitive_mount", FAIL, "%s in %s" % (mount.get("hostPath"), path), "no sensitive host path", why)
+        builder.add("cdi.security.sensitive_mount", status, "%s in %s" % (mount.get("hostPath"), where), "no sensitive host path",
+                    why if status == FAIL else why + " (not in the requested devices' edits)")

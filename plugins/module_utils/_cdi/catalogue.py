@@ -10,6 +10,11 @@ from __future__ import annotations
 DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 DEFAULT_KINDS = ("nvidia.com/gpu",)
 DEFAULT_MAX_SPEC_SIZE = 1024 * 1024
+# At most this many spec files are read per spec dir (the record of 10,000 specs was 90,000 checks, 19 MB): a node
+# has a handful of vendor specs and one per prepared DRA claim. The rest are reported (cdi.discovery.spec_file_count).
+DEFAULT_MAX_SPEC_FILES = 1024
+# The layer's own limit for reading the spec dirs, enforced on the node (each file also has bounded.DEFAULT_READ_TIMEOUT).
+DEFAULT_LAYER_TIMEOUT = 60
 MAX_ERRORS_PER_FILE = 50
 MAX_NODES_PER_FILE = 200000
 
@@ -39,8 +44,20 @@ CHECKS = {
         "fail": "a runtime configuration file exists but could not be read; its cdi_spec_dirs are unknown",
         "next": "check the file's permissions and syntax",
     },
+    "cdi.discovery.spec_file_count": {
+        "title": "each spec directory holds at most max_spec_files spec files (default 1024), all of them read",
+        "fail": ("WARN: the files past the limit (in name order) were not read or checked; a requested device not found "
+                 "in the files read is NOT_RUN, not a FAIL (the runtime reads every file)"),
+        "next": "remove leftover specs (DRA claim specs of claims long gone, old generators' files) or raise max_spec_files",
+    },
+    "cdi.discovery.time_limit": {
+        "title": "every spec file was read within the layer's own time limit (timeout, enforced on the node)",
+        "fail": "timeout: reading the spec dirs took longer than the limit (a slow or hung filesystem); the files left were not checked",
+        "next": "look for a spec dir on a network or FUSE filesystem, or a spec file whose read blocks; raise timeout",
+    },
     "cdi.spec.parse": {
-        "title": "the spec file can be read (size cap, not a dangling link) and parses as YAML/JSON into a mapping",
+        "title": ("the spec file can be read (a regular file, not on procfs/sysfs/devtmpfs, within the size cap and the read "
+                  "time limit, not a dangling link) and parses as YAML/JSON into a mapping"),
         "fail": "the runtime cannot load this file; devices it defines do not exist for the runtime",
         "next": "fix the file's syntax or regenerate it",
     },

@@ -13,6 +13,7 @@ import posixpath
 import re
 import stat
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import DEFAULT_MAX_SPEC_SIZE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate import load_spec_data
@@ -33,9 +34,12 @@ def _mode_info(st):
     return {"mode": "%04o" % stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
 
 
-def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE):
+def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE, timeout=DEFAULT_READ_TIMEOUT):
     """Load one spec file. Returns its record: path, ok, errors[], error, rule_errors{rule: [..]}, kind,
-    cdiVersion, min_version, devices, symlink, mode/uid/gid, size, sha256, spec (when ok)."""
+    cdiVersion, min_version, devices, symlink, mode/uid/gid, size, sha256, spec (when ok).
+
+    The read is bounded (bounded.read_node_file): non-blocking, the opened file judged (a regular file, not on a
+    kernel pseudo-filesystem), at most ``max_size`` bytes within ``timeout`` seconds."""
     rec = {"path": path, "ok": False, "errors": [], "error": None, "rule_errors": {}, "kind": None,
            "cdiVersion": None, "min_version": None, "devices": [], "symlink": None, "mode": None,
            "uid": None, "gid": None, "size": None, "sha256": None, "spec": None, "warnings": []}
@@ -48,41 +52,36 @@ def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE):
         lst = os.lstat(path)
         if stat.S_ISLNK(lst.st_mode):
             rec["symlink"] = os.readlink(path)
-        st = os.stat(path)
     except OSError as exc:
         fail("parse", "cannot stat: %s" % (exc.strerror or exc))
         rec["error"] = rec["errors"][0]
         return rec
-    rec.update(_mode_info(st))
-    rec["size"] = st.st_size
-    if not stat.S_ISREG(st.st_mode):
-        fail("parse", "not a regular file")
-    elif st.st_size > max_size:
-        fail("parse", "file is %d bytes, larger than the %d-byte cap" % (st.st_size, max_size))
-    else:
+    try:
+        data, st = read_node_file(path, max_size, timeout, follow=bool(rec["symlink"]))
+    except ReadRefused as exc:
+        fail("parse", "failed to read CDI Spec: %s" % exc)
+        data, st = None, None
         try:
-            with open(path, "rb") as f:
-                data = f.read(max_size + 1)
-        except OSError as exc:
-            fail("parse", "failed to read CDI Spec: %s" % (exc.strerror or exc))
-            data = None
-        if data is not None:
-            if len(data) > max_size:
-                fail("parse", "file is larger than the %d-byte cap" % max_size)
-            else:
-                rec["sha256"] = hashlib.sha256(data).hexdigest()
-                spec, errors, partial = load_spec_data(data, os.path.splitext(path)[1])
-                for rule, message in errors:
-                    fail(rule, message)
-                model = spec or partial or {}
-                if isinstance(model.get("kind"), str):
-                    rec["kind"] = model.get("kind")
-                rec["cdiVersion"] = model.get("cdiVersion")
-                if model:
-                    rec["min_version"] = minimum_version(model)[0]
-                rec["devices"] = [d.get("name") for d in (model.get("devices") or []) if isinstance(d, dict)]
-                rec["spec"] = spec
-                rec["warnings"] = list(model.get("__warnings__") or [])
+            st = os.stat(path)
+        except OSError:
+            pass
+    if st is not None:
+        rec.update(_mode_info(st))
+        rec["size"] = st.st_size
+    if data is not None:
+        rec["sha256"] = hashlib.sha256(data).hexdigest()
+        spec, errors, partial = load_spec_data(data, os.path.splitext(path)[1])
+        for rule, message in errors:
+            fail(rule, message)
+        model = spec or partial or {}
+        if isinstance(model.get("kind"), str):
+            rec["kind"] = model.get("kind")
+        rec["cdiVersion"] = model.get("cdiVersion")
+        if model:
+            rec["min_version"] = minimum_version(model)[0]
+        rec["devices"] = [d.get("name") for d in (model.get("devices") or []) if isinstance(d, dict)]
+        rec["spec"] = spec
+        rec["warnings"] = list(model.get("__warnings__") or [])
     rec["ok"] = not rec["errors"]
     rec["error"] = rec["errors"][0] if rec["errors"] else None
     return rec
@@ -143,10 +142,10 @@ def discover_runtime_dirs(root="/", environ=None):
                 continue
             info["files"].append(path)
             try:
-                with open(path, "r", encoding="utf-8", errors="replace") as f:
-                    dirs = parse_cdi_spec_dirs(f.read(DEFAULT_MAX_SPEC_SIZE))
-            except OSError as exc:
-                info["errors"].append("%s: %s" % (path, exc.strerror or exc))
+                data, _st = read_node_file(path, DEFAULT_MAX_SPEC_SIZE)
+                dirs = parse_cdi_spec_dirs(data.decode("utf-8", "replace"))
+            except ReadRefused as exc:
+                info["errors"].append("%s: %s" % (path, exc))
                 continue
             if dirs is not None:
                 info["spec_dirs"] = dirs

@@ -12,6 +12,7 @@ import re
 import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 
 
@@ -69,10 +70,10 @@ def running_driver_version(host=None, root="/"):
         return str(host["versions"]["driver"]), "host.versions.driver"
     path = under_root(root, "/proc/driver/nvidia/version")
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as f:
-            m = _NVRM.search(f.read(4096))
-    except OSError as exc:
-        return None, "no host record with a driver version, and %s: %s" % (path, exc.strerror or exc)
+        data, _st = read_node_file(path, 64 * 1024, pseudo_ok=True)  # a procfs file: read bounded, not refused
+        m = _NVRM.search(data.decode("utf-8", "replace"))
+    except ReadRefused as exc:
+        return None, "no host record with a driver version, and %s: %s" % (path, exc)
     if m:
         return m.group(1), path
     return None, "%s does not name a kernel module version" % path

@@ -146,8 +146,37 @@ def merge_edits(registry, qualified_names, root="/"):
                 gid_seen.add(gid)
                 gids.append(gid)
     mounts = sorted(mounts.values(), key=lambda m: _mount_depth(m["containerPath"]))  # stable, like sort.Stable(orderedMounts)
+    rules = cgroup_rules(injected)
+    by_number = {}
+    for r in rules:
+        by_number.setdefault((r["type"], r["major"], r["minor"]), set()).update(r["access"])
+    for node in nodes.values():
+        node["permissions"] = effective_access(node, by_number)
     return {"env": env, "deviceNodes": list(nodes.values()), "mounts": mounts, "hooks": hooks, "additionalGids": gids,
-            "injected_nodes": injected}, sources
+            "injected_nodes": injected, "cgroup_rules": rules}, sources
+
+
+def cgroup_rules(injected):
+    """The device cgroup rules Apply leaves in the OCI spec: one ``AddLinuxResourcesDevice(true, type, major, minor,
+    access)`` per visited node of type b or c (container-edits.go), in order. ``RemoveDevice`` of a node replaced later
+    at the same path removes the node, not its rule: a node given twice (spec-level and device-level) leaves both."""
+    out = []
+    for n in injected:
+        if n["type"] in ("b", "c") and n["major"] is not None:
+            out.append({"type": n["type"], "major": n["major"], "minor": n["minor"], "access": n["permissions"],
+                        "path": n["path"]})
+    return out
+
+
+def effective_access(node, by_number):
+    """The access the device cgroup gives the node: the union of every allow rule for its type and major:minor
+    (``by_number``: (type, major, minor) -> set of access letters); a ``u`` node is a char device to the kernel but
+    gets no rule of its own: only another node's ``c`` rule opens it. A fifo is not under the device cgroup: its own
+    permissions are kept."""
+    if node["type"] == "p":
+        return node["permissions"]
+    have = by_number.get(("b" if node["type"] == "b" else "c", node["major"], node["minor"]), ())
+    return "".join(c for c in "rwm" if c in have)
 
 
 def _fill_node(node, root, stat_cache=None):

@@ -461,12 +461,14 @@ def test_sensitive_mounts(host_path, options, sensitive):
     assert bool(_cdi.sensitive_mount({"hostPath": host_path, "options": options})) is sensitive
 
 
-def test_sensitive_mount_in_spec_fails_even_if_not_requested(gpu_host):
+@pytest.mark.parametrize("devices, status", [(["nvidia.com/gpu=0"], WARN), (["nvidia.com/gpu=0", "nvidia.com/gpu=evil"], FAIL)])
+def test_sensitive_mount_of_another_device_in_the_spec_is_a_warning(gpu_host, devices, status):
+    # issue 18.8: what the requested devices use FAILs, the rest (here a device nobody asked for) is a WARN
     evil = "- name: evil\n  containerEdits:\n    mounts: [{hostPath: /, containerPath: /host}]\n"
     text = _nvidia_spec().replace("containerEdits:\n  deviceNodes", evil + "containerEdits:\n  deviceNodes", 1)
     _write(gpu_host / "etc/cdi", "nvidia.yaml", text)
-    rec = _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"])
-    assert _status(rec, "cdi.security.sensitive_mount") == [FAIL]
+    rec = _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False, devices=devices)
+    assert _status(rec, "cdi.security.sensitive_mount") == [status]
 
 
 def test_hook_writable_by_non_root_fails(gpu_host):
