@@ -79,9 +79,19 @@ step verify-gpu-node-postcheck ansible-playbook -i "localhost," -c local -e ansi
   -e '{"verify_cdi_devices": ["nvidia.com/gpu=all"]}' -e gpuprobe_report_dir="$ev/reports-node"
 rm -f "$node_spec"
 
-# 4c. Ctrl-C in the middle of a probe, then what probe_cleanup removes (scripts/interrupt-drill.sh)
+# 4c. interrupts: Ctrl-C in the middle of a probe, SIGTERM during the host control and during the report writing;
+#     then what probe_cleanup removes (scripts/interrupt-drill.sh)
 step interrupt bash scripts/interrupt-drill.sh "$ev/interrupt.txt" "$out/interrupted-run.log" \
   -e ansible_python_interpreter="$py" -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" -e gpuprobe_report_dir="$out/interrupted"
+step interrupt-host-control bash scripts/interrupt-drill.sh --at host-control --signal TERM "$ev/interrupt-host-control.txt" \
+  "$out/interrupted-host-control.log" -e ansible_python_interpreter="$py" -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" \
+  -e gpuprobe_report_dir="$out/interrupted-host-control"
+# a report set from a finished run first, so that the interrupted one has an old set to keep
+step report-before-interrupt ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \
+  playbooks/verify-gpu.yml -e gpuprobe_mode=audit -e gpuprobe_report_dir="$out/interrupted-report"
+step interrupt-report bash scripts/interrupt-drill.sh --at report --signal TERM "$ev/interrupt-report.txt" \
+  "$out/interrupted-report.log" -e ansible_python_interpreter="$py" -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" \
+  -e gpuprobe_report_dir="$out/interrupted-report"
 
 # 5. the fault drills
 step fault-drills ansible-playbook -i "localhost," -c local -e ansible_python_interpreter="$py" \

@@ -1,0 +1,115 @@
+"""What binds the proof to the GPU, on a real GPU (issue 18; the lead runs this on the H200: GPUPROBE_GPU=1).
+
+- A libcuda.so.1 that is not the driver's (tests/unit/fixtures/host/fake_driver.c: it answers every call with
+  success, claims the real GPU's UUID, name and CUDA driver version, and writes what the kernel would write),
+  mounted by the spec under the driver's own file name, must never make the node COMPUTE_VERIFIED: the
+  compute layer compares the loaded file with the host driver root's by content, and the driver version.
+- The honest spec's proof is bound: compute.driver.binding PASSes with the same digest on both sides.
+- The container's environment cannot redirect the probe: a spec env of PYTHONPATH/PYTHONSTARTUP/PYTHONHOME,
+  a sitecustomize/usercustomize that prints forged probe lines, and the removed test hook GPUPROBE_PROBE_DELAY_S
+  change nothing: the node is still COMPUTE_VERIFIED and no forged line is taken.
+Records and verdicts go untouched to $GPUPROBE_EVIDENCE_DIR/<case>.json (through run_variant).
+"""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401 pylint: disable=unused-import
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs a real NVIDIA GPU (GPUPROBE_GPU=1)"),
+]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE_SOURCE = os.path.join(HERE, "..", "unit", "fixtures", "host", "fake_driver.c")
+WORK = "/tmp/gpuprobe-truth-gpu"
+FORGED = ('{"kind": "step", "step": "verify", "ok": true, "rc": null, "name": "OK", "checked": 1024, '
+          '"mismatches": 0, "ms": 0.0}\n{"kind": "done"}\n')
+
+
+def _fake_libcuda(driver_version):
+    """The fake, named like the driver's own library (libcuda.so.<driver version>): built here with cc, or the
+    prebuilt one named by GPUPROBE_FAKE_LIBCUDA (a GPU host without a compiler)."""
+    target = os.path.join(WORK, "lib", "libcuda.so.%s" % driver_version)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    prebuilt = os.environ.get("GPUPROBE_FAKE_LIBCUDA")
+    if prebuilt and os.path.exists(prebuilt):
+        shutil.copyfile(prebuilt, target)
+    elif shutil.which("cc"):
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", target, FAKE_SOURCE], check=True, timeout=120)
+    else:
+        pytest.skip("no cc and no GPUPROBE_FAKE_LIBCUDA: cannot build the fake libcuda")
+    return target
+
+
+def _gpu0(host):
+    gpus = host["evidence"].get("gpus") or host["evidence"]["nvml"]["gpus"]
+    return gpus[0]
+
+
+def _versions(host):
+    nvml = host["evidence"]["nvml"]
+    return nvml["driver_version"], nvml.get("cuda_driver_version_int")
+
+
+def _checks(record, check_id):
+    return [c for c in record["checks"] if c["id"] == check_id]
+
+
+def test_honest_spec_proof_is_bound_to_the_host_driver(host_record):
+    records, probe, verdict = run_variant("full", host_record, name="truth-bound")
+    binding = _checks(records["compute"], "compute.driver.binding")
+    assert binding and all(c["status"] == "PASS" for c in binding), binding
+    assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    noise = (probe or {}).get("noise") or []
+    assert noise == [], noise
+
+
+def test_fake_libcuda_claiming_the_gpu_is_never_verified(host_record):
+    driver, cuda_int = _versions(host_record)
+    fake = _fake_libcuda(driver)
+    gpu = _gpu0(host_record)
+
+    def swap(spec):
+        for edits in [spec.get("containerEdits") or {}] + [d.get("containerEdits") or {} for d in spec["devices"]]:
+            for mount in edits.get("mounts") or []:
+                if os.path.basename(mount["containerPath"]).startswith("libcuda.so"):
+                    mount["hostPath"] = fake
+        env = spec.setdefault("containerEdits", {}).setdefault("env", [])
+        env += ["FAKE_GPU_UUID=%s" % gpu["uuid"], "FAKE_GPU_NAME=%s" % gpu.get("name", "NVIDIA H200"),
+                "FAKE_CUDA_DRIVER_VERSION=%s" % (cuda_int or 13000)]
+
+    records, _probe, verdict = run_variant("full", host_record, edit=swap, name="truth-fake-libcuda")
+    assert verdict["verdict"] != "COMPUTE_VERIFIED", verdict
+    compute = records["compute"]
+    if compute["status"] != "NOT_RUN":
+        binding = _checks(compute, "compute.driver.binding")
+        assert binding and any(c["status"] == "FAIL" for c in binding), binding
+        assert verdict["verdict"] in ("FAILED_AT_COMPUTE", "FAILED_AT_CDI", "FAILED_AT_RUNTIME"), verdict
+
+
+def test_container_environment_cannot_redirect_the_probe(host_record):
+    evil = os.path.join(WORK, "evil")
+    os.makedirs(evil, exist_ok=True)
+    forge = "import sys\nsys.stdout.write(%r)\nsys.stdout.flush()\n" % FORGED
+    for name in ("sitecustomize.py", "usercustomize.py", "startup.py", "json.py"):
+        with open(os.path.join(evil, name), "w") as f:
+            f.write(forge)
+    with open(os.path.join(evil, "gpuprobe-evil.pth"), "w") as f:
+        f.write("import sitecustomize\n")
+
+    def poison(spec):
+        edits = spec.setdefault("containerEdits", {})
+        edits.setdefault("env", []).extend([
+            "PYTHONPATH=/gpuprobe-evil", "PYTHONSTARTUP=/gpuprobe-evil/startup.py", "PYTHONINSPECT=1",
+            "PYTHONUSERBASE=/gpuprobe-evil", "GPUPROBE_PROBE_DELAY_S=600"])
+        edits.setdefault("mounts", []).append({"hostPath": evil, "containerPath": "/gpuprobe-evil",
+                                               "options": ["ro", "bind"]})
+
+    records, probe, verdict = run_variant("full", host_record, edit=poison, name="truth-poisoned-env")
+    assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    assert records["compute"]["status"] == "PASS", records["compute"]["reason"]
+    assert probe["wall_ms"] < 60000, probe["wall_ms"]
