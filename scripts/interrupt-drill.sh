@@ -29,19 +29,21 @@ reports=""
 for a in "$@"; do
   case $a in gpuprobe_report_dir=*) reports=${a#gpuprobe_report_dir=} ;; esac
 done
-host_control() { pgrep -f 'gpuprobe-probe-[^ ]*/gpuprobe_probe\.py' || true; }
+# the host control: the probe script run outside a container ('gpuprobe_probe.py <config>'; the podman client's argv
+# names the same file as a mount source, 'gpuprobe_probe.py:/gpuprobe/probe.py', which does not match)
+host_control() { pgrep -f 'gpuprobe-probe-[^ ]*/gpuprobe_probe\.py( |$)' || true; }
 leftovers() {
   echo "/var/run/cdi:"; ls -la /var/run/cdi 2>&1
   echo "probe containers:"; podman ps -a --filter label=gpuprobe.run --format '{{.Names}} {{.Status}} {{.Labels}}'
   echo "host-control processes:"; host_control
-  echo "probe temp dirs:"; ls -d "${TMPDIR:-/tmp}"/gpuprobe-probe-* 2>/dev/null || true
+  echo "probe temp dirs:"; ls -d "${TMPDIR:-/tmp}"/gpuprobe-run-* "${TMPDIR:-/tmp}"/gpuprobe-probe-* 2>/dev/null || true
   if [ -n "$reports" ]; then echo "report dir $reports:"; find "$reports" -printf "%M %s %p -> %l\n" 2>&1 | head -60; fi
 }
 reached() {
   case $at in
     container) [ -n "$(podman ps -q --filter label=gpuprobe.run)" ] ;;
     host-control) [ -n "$(host_control)" ] ;;
-    report) grep -q 'TASK \[.*[Rr]eport' "$runlog" 2>/dev/null ;;
+    report) grep -q 'TASK \[Aggregate every node' "$runlog" 2>/dev/null ;;
     *) echo "interrupt-drill: unknown moment $at" >&2; exit 2 ;;
   esac
 }
@@ -70,7 +72,7 @@ ok=0
 [ -z "$(podman ps -aq --filter label=gpuprobe.run)" ] || ok=1
 ! ls /var/run/cdi/gpuprobe-*.yaml >/dev/null 2>&1 || ok=1
 [ -z "$(host_control)" ] || ok=1
-! ls -d "${TMPDIR:-/tmp}"/gpuprobe-probe-* >/dev/null 2>&1 || ok=1
+! ls -d "${TMPDIR:-/tmp}"/gpuprobe-run-* "${TMPDIR:-/tmp}"/gpuprobe-probe-* >/dev/null 2>&1 || ok=1
 if [ -n "$reports" ] && [ -d "$reports" ]; then
   ! find "$reports" -name '*.tmp*' -o -name '*.bak*' | grep -q . || ok=1
 fi
