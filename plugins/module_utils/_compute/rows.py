@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_text
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _busy_on, _pids, assess_device, assess_global
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _busy_on, assess_device, assess_global
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 
 
