@@ -53,7 +53,8 @@ EXPLAINED_BY = {
     "compute.probe.output": [],
     "compute.dlopen.image_glibc": [],
     "compute.dlopen.dependency": ["cdi.nvidia.libcuda"],
-    "compute.driver.binding": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.host.mount_source"],
+    "compute.driver.binding": ["cdi.host.libcuda_identity", "cdi.nvidia.libcuda", "cdi.host.library_version",
+                               "cdi.host.mount_source"],
     # runtime signatures (_runtime.SIGNATURES)
     "runtime.start.cdi_unresolvable": _SPEC_READABLE,
     "runtime.start.hostpath_missing": ["cdi.host.mount_source", "cdi.host.device_node", "cdi.host.hook",
@@ -413,7 +414,8 @@ def _env_explains(key, value, failure, libcuda, edits):
 
 # The failures the libcuda file itself causes (not another library: a PTX JIT failure is the JIT compiler's).
 LIBCUDA_CAUSED = ("compute.dlopen.libcuda", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER",
-                  "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")
+                  "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+                  "compute.driver.binding")
 
 
 def spec_edit_named(records, failure):

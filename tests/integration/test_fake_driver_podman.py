@@ -98,6 +98,7 @@ def test_an_impostor_libcuda_is_never_verified(lab, driver, where):  # noqa: F81
     assert records["compute"]["status"] == FAIL and records["compute"]["signature"] == "compute.driver.binding"
     v = node_verdict(records)
     assert v["verdict"] == "FAILED_AT_COMPUTE" and v["signature"] == "compute.driver.binding", v
+    assert v["points_to"] == "cdi", v  # the libcuda that answered is the file the spec mounted
 
 
 def test_the_driver_file_with_another_cuda_version_is_never_verified(lab, driver):  # noqa: F811 pylint: disable=redefined-outer-name

@@ -4,6 +4,7 @@ that sleeps, as a stuck driver would); SIGTERM/SIGINT to the node probe kills th
 removes its temp dir and this run's spec. A SIGKILLed node probe (no handler runs) leaves a temp dir named after
 it, which the sweep removes once that process is gone.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -78,8 +79,11 @@ class HostControlRun(object):
                 "containerEdits": {"env": ["GPUPROBE_RUN_ID=%s" % self.run_id]}}, f)
         host = {"layer": "host", "status": "PASS", "evidence": {"nvml": {"ok": True, "gpus": [
             {"index": 0, "uuid": U0, "compute_processes": []}]}}}
+        with open(self.spec, "rb") as f:  # what the cdi layer read: the probe call rechecks it before the container
+            digest = hashlib.sha256(f.read()).hexdigest()
         cdi = {"layer": "cdi", "status": "PASS", "evidence": {"requested_devices": ["%s=0" % kind], "identity": {
-            "expected_gpus": [{"uuid": U0, "index": 0, "minor": 0, "name": "x", "mig_uuid": None}]}}}
+            "expected_gpus": [{"uuid": U0, "index": 0, "minor": 0, "name": "x", "mig_uuid": None}]},
+            "device_sources": {"%s=0" % kind: self.spec}, "files": [{"path": self.spec, "sha256": digest}]}}
         params = {"records": {"host": host, "cdi": cdi}, "run_id": self.run_id, "runtime": "podman", "image": "i",
                   "timeout": 200, "user": "", "environment": {}, "isolation": "shared", "allow_busy_gpu": False,
                   "host_control": True, "self_built_spec_dir": self.spec_dir, "remove_spec": True}

@@ -183,6 +183,13 @@ CHECKS = {
         "fail": "observed: nodes visible but open(O_RDWR) is denied; cuInit returns CUDA_ERROR_NO_DEVICE (100)",
         "next": "drop the permissions field (default rwm) from the NVIDIA device nodes",
     },
+    "cdi.host.libcuda_identity": {
+        "title": "a mount at libcuda.so* gives the driver root's libcuda.so.<running driver> (the same file or the same "
+                 "content: inode first, sha256 only when they differ); NOT_RUN without a host record naming the driver root",
+        "fail": "WARN: another file is mounted as libcuda (a stub, another driver's, a library named like the driver's): the "
+                "container's CUDA would not be the host's driver and compute.driver.binding fails",
+        "next": "mount the driver root's libcuda.so.<driver version> (regenerate the spec with nvidia-ctk)",
+    },
     "cdi.nvidia.libcuda": {
         "title": "NVIDIA: libcuda is mounted from the driver, not the CUDA toolkit's stub",
         "fail": "the stub libcuda makes cuInit return CUDA_ERROR_STUB_LIBRARY (34); without libcuda the image must bring its own",

@@ -11,6 +11,8 @@ import posixpath
 import re
 import stat
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._digest import same_file
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import LIB_DIRS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
@@ -117,6 +119,39 @@ def _not_a_library(full, container_path):
     return None if magic == b"\x7fELF" else "not an ELF file (starts %r)" % magic
 
 
+def driver_libcuda(host, root, driver_version):
+    """(the driver root's libcuda.so.<running driver version> as a host path, or None; why not)."""
+    evidence = (host or {}).get("evidence") or {}
+    driver_root = evidence.get("driver_root")
+    if isinstance(driver_root, dict):
+        driver_root = driver_root.get("path")
+    if not driver_root or not driver_version:
+        return None, "the host record gives no driver root (%s) or running driver (%s)" % (driver_root, driver_version)
+    name = "libcuda.so.%s" % driver_version
+    for sub in LIB_DIRS:
+        candidate = posixpath.join(driver_root, sub, name)
+        if os.path.isfile(under_root(root, candidate)):
+            return candidate, None
+    return None, "no %s in the driver root %s" % (name, driver_root)
+
+
+def libcuda_identity(builder, host_path, full, host, root, driver_version):  # pylint: disable=too-many-arguments
+    """cdi.host.libcuda_identity: the file a spec mounts as libcuda is the driver root's libcuda.so.<running driver>
+    (the same file, or the same content), as the compute layer's compute.driver.binding will require; WARN when it
+    is another file (a stub, an old driver's, an impostor with the driver's name): the spec alone says so."""
+    want, why = driver_libcuda(host, root, driver_version)
+    if want is None:
+        builder.add("cdi.host.libcuda_identity", NOT_RUN, host_path, observed=why)
+        return
+    same, how = same_file(full, under_root(root, want))
+    if same is None:
+        builder.add("cdi.host.libcuda_identity", NOT_RUN, host_path, "the content of %s" % want, how)
+    else:
+        builder.add("cdi.host.libcuda_identity", PASS if same else WARN, host_path, "the content of %s" % want, how,
+                    hint=None if same else "the container's CUDA would not be the host driver's (compute.driver.binding "
+                                           "fails); mount %s" % want)
+
+
 def host_checks(builder, edits, root="/", host=None, driver=None):
     """Append the host-side checks of the merged edits to ``builder``."""
     for node in edits["deviceNodes"]:
@@ -165,6 +200,8 @@ def host_checks(builder, edits, root="/", host=None, driver=None):
                             ", ".join(sorted(set(versions))),
                             hint=("stale spec: it names driver %s but %s is running; regenerate the spec"
                                   % (stale[0], driver_version)) if stale else None)
+        if posixpath.basename(m.get("containerPath") or "").startswith("libcuda.so"):
+            libcuda_identity(builder, host_path, full, host, root, driver_version)
         refused = _not_a_library(full, m.get("containerPath"))
         if refused:  # the spec alone says the loader will refuse what it mounts as a library
             builder.add("cdi.host.mount_source", WARN, host_path, "exists; a shared library (ELF)", "exists, but %s" % refused,

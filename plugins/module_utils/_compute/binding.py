@@ -6,34 +6,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._digest import file_digest
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
-
-
-_DIGESTS = {}
-
-
-def file_digest(path):
-    """sha256 of the file at ``path`` (streamed), with size, st_dev, st_ino and the ms it took; cached within the
-    process by (dev, ino, size, mtime)."""
-    st = os.stat(path)
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key in _DIGESTS:
-        return dict(_DIGESTS[key], cached=True)
-    t0 = time.monotonic()
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    info = {"path": path, "size": st.st_size, "dev": st.st_dev, "ino": st.st_ino, "sha256": digest.hexdigest(),
-            "sha256_ms": round((time.monotonic() - t0) * 1000.0, 3)}
-    _DIGESTS[key] = info
-    return dict(info, cached=False)
 
 
 def host_driver_facts(host_record):
