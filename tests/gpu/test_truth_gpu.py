@@ -84,11 +84,16 @@ def test_fake_libcuda_claiming_the_gpu_is_never_verified(host_record):
 
     records, _probe, verdict = run_variant("full", host_record, edit=swap, name="truth-fake-libcuda")
     assert verdict["verdict"] != "COMPUTE_VERIFIED", verdict
+    # the spec alone says it, before any container starts: the mounted file is not the driver root's
+    identity = [c for c in records["cdi"]["checks"] if c["id"] == "cdi.host.libcuda_identity"]
+    assert [c["status"] for c in identity] == ["WARN"], identity
     compute = records["compute"]
     if compute["status"] != "NOT_RUN":
         binding = _checks(compute, "compute.driver.binding")
         assert binding and any(c["status"] == "FAIL" for c in binding), binding
-        assert verdict["verdict"] in ("FAILED_AT_COMPUTE", "FAILED_AT_CDI", "FAILED_AT_RUNTIME"), verdict
+        assert verdict["verdict"] == "FAILED_AT_COMPUTE" and verdict["signature"] == "compute.driver.binding", verdict
+        assert verdict["points_to"] == "cdi", verdict  # the libcuda that answered is the one the spec mounted
+        assert "cdi.host.libcuda_identity" in [b["check"] for b in verdict["because"]], verdict
 
 
 def test_container_environment_cannot_redirect_the_probe(host_record):
