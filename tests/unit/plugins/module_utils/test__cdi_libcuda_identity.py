@@ -33,8 +33,8 @@ def _tree(tmp_path):
 
 
 def _host(driver_root="/usr/local/nvidia"):
-    return {"layer": "host", "status": "PASS", "evidence": {"driver_root": driver_root,
-                                                          "nvml": {"ok": True, "driver_version": DRIVER, "gpus": []}}}
+    nvml = {"ok": True, "driver_version": DRIVER, "gpus": []}
+    return {"layer": "host", "status": "PASS", "evidence": {"driver_root": driver_root, "nvml": nvml}}
 
 
 def _identity(root, host_path, host):
