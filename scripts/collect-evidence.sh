@@ -28,6 +28,9 @@ if [ -d "$ev/reports-node" ]; then  # the node's own nvidia.com/gpu spec as node
   done
 fi
 [ -f "$ev/interrupt.txt" ] && cp "$ev/interrupt.txt" "$dest/h200-interrupt.txt"
+for moment in host-control report; do  # SIGTERM during the host control and during the report writing
+  [ -f "$ev/interrupt-$moment.txt" ] && cp "$ev/interrupt-$moment.txt" "$dest/h200-interrupt-$moment.txt"
+done
 for ext in json html md; do
   files=("$ev"/drills/gpuprobe-drills-2*/gpuprobe-drills."$ext"); cp "${files[0]}" "$dest/h200-fault-drills/$(basename "$(dirname "${files[0]}")").$ext"
 done

@@ -354,20 +354,29 @@ def _list_not_run_checks(records):
     ("cgroup_read_only", "FAILED_AT_RUNTIME", "runtime.device_node.open.EPERM", "cdi", ["cdi.nvidia.cgroup_write"]),
     ("stale_library", "FAILED_AT_CDI", "cdi.host.library_version", "cdi", []),
     ("missing_hostpath", "FAILED_AT_CDI", "cdi.host.mount_source", "cdi", []),
-    # the run of 2026-12-03 carries the per-GPU rows: GPU 0 proven by UUID
-    # verified kernels, but recorded before compute.driver.binding existed: the container's driver is not shown
-    # to be the host's, so they are no longer COMPUTE_VERIFIED (issue 18 item 1)
-    ("full", INCONCLUSIVE, None, None, []),
-    ("file_mode_0000", INCONCLUSIVE, None, None, []),
+    # the run of 2026-12-03 13:53 UTC carries the per-GPU rows (GPU 0 proven by UUID) and the driver binding
+    ("full", COMPUTE_VERIFIED, None, None, []),
+    ("file_mode_0000", COMPUTE_VERIFIED, None, None, []),
+    ("truth-poisoned-env", COMPUTE_VERIFIED, None, None, []),
+    # a library that answers everything, claims the GPU and "verifies" its kernel: not the driver root's file
+    ("truth-fake-libcuda", "FAILED_AT_COMPUTE", "compute.driver.binding", "cdi", ["cdi.host.libcuda_identity"]),
 ])
 def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
     records, _probe = _h200(variant)
     v = node_verdict(records)
     assert (v["verdict"], v["signature"], v["points_to"]) == (verdict, signature, points_to), v["reason"]
     assert [b["check"] for b in v["because"]] == because
-    if verdict == INCONCLUSIVE:
-        assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
-        assert node_verdict(dict(records, compute=bind(records["compute"])))["verdict"] == COMPUTE_VERIFIED
+
+
+@pytest.mark.parametrize("variant", ["full", "file_mode_0000"])
+def test_h200_verified_records_without_the_binding_are_inconclusive(variant):
+    """A record of a verified kernel without compute.driver.binding (as every record made before it existed): the
+    container's driver is not shown to be the host's, so the node is not COMPUTE_VERIFIED (issue 18 item 1)."""
+    records, _probe = _h200(variant)
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+    v = node_verdict(dict(records, compute=bind(records["compute"], None)))
+    assert v["verdict"] == INCONCLUSIVE
+    assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
 
 
 @pytest.mark.parametrize("variant,status", [("full", PASS), ("no_uvm_node", PASS), ("stub_libcuda", WARN)])
