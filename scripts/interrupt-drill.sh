@@ -13,6 +13,7 @@
 # labelled container, no gpuprobe-*.yaml, no host-control process or temp dir, and a report directory whose latest
 # set is whole); 1 otherwise (also when the run never got to that moment).
 set -uo pipefail
+export LC_ALL=C  # ASCII messages from the tools (find, ls) in the report
 at=container
 sig=INT
 while [ $# -gt 0 ]; do
@@ -37,7 +38,7 @@ leftovers() {
   echo "probe containers:"; podman ps -a --filter label=gpuprobe.run --format '{{.Names}} {{.Status}} {{.Labels}}'
   echo "host-control processes:"; host_control
   echo "probe temp dirs:"; ls -d "${TMPDIR:-/tmp}"/gpuprobe-run-* "${TMPDIR:-/tmp}"/gpuprobe-probe-* 2>/dev/null || true
-  if [ -n "$reports" ]; then echo "report dir $reports:"; find "$reports" -printf "%M %s %p -> %l\n" 2>&1 | head -60; fi
+  if [ -n "$reports" ] && [ -d "$reports" ]; then echo "report dir $reports:"; find "$reports" -printf "%M %s %p -> %l\n" 2>&1 | head -60; fi
 }
 reached() {
   case $at in

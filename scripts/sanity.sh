@@ -6,7 +6,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 dest=$root/.build/sanity/ansible_collections/gpuprobe/layers
 rm -rf "$root/.build/sanity"; mkdir -p "$dest"
-git ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents {} "$dest/" 2>/dev/null || true
+# docs/evidence/ is left out: it holds the untouched output of real runs (logs, records), kept byte for byte, which
+# is no collection content for sanity to judge (a GNU tool's own quotes in a log are not ours to change)
+git ls-files -co --exclude-standard -z | grep -zv '^docs/evidence/' | xargs -0 -I{} cp --parents {} "$dest/" 2>/dev/null || true
 # ansible-test bootstraps pip in its sanity virtualenvs with a get-pip script from a host that this
 # network does not reach; give it an equivalent from PyPI's pip wheel (the path it documents for that case).
 pip_version=$(python - <<'PY'
