@@ -165,7 +165,19 @@ def attribute(records, layer):  # pylint: disable=too-many-return-statements
     runtime = records.get("runtime")
     compared = edits_compared(runtime) if runtime and runtime.get("status") in (PASS, WARN) else []
     missing = edits_not_applied(runtime, signature) if compared else []
+    if not compared:
+        # no edit was compared in a container (no runtime record, or the runtime did not run the probe): nothing
+        # shows that the runtime lost an edit, so it is never named by default
+        if because:
+            return "cdi", because, "no runtime evidence compares the spec's edits, and a cdi check explains %s" % signature
+        if own == "runtime":
+            return "compute", [], "no runtime evidence compares the spec's edits with the container: neither the " \
+                                  "runtime nor the spec is shown to be the cause of %s" % where_text(failure)
     if host["status"] == PASS and missing:
+        if because and all(c["status"] == WARN for c in missing):
+            # an edit the runtime applied differently (a WARN) does not outweigh a cdi check that explains the failure
+            return "cdi", because, "a cdi check explains %s (the runtime's %s is a WARN, not the cause)" % (
+                signature, ", ".join("%s %s" % (c["id"], c.get("subject") or "") for c in missing))
         return "runtime", [], "the runtime did not apply %s" % ", ".join(
             "%s %s" % (c["id"], c.get("subject") or "") for c in missing)
     if compared and not missing:
@@ -288,6 +300,41 @@ def _binding_unproven(compute):
     return None
 
 
+def _binding_evidence_unproven(records):
+    """Why the binding evidence behind the checks (compute evidence.driver_binding) does not bind every container run
+    to the driver of the host record given here, or None. The checks are not taken on their word: each run proven
+    carries the digest of the driver root's libcuda and NVML's CUDA driver version, one run per executed container,
+    and the host facts the binding was computed against are the host record's (driver and CUDA driver version)."""
+    compute = records.get("compute") or {}
+    binding = (compute.get("evidence") or {}).get("driver_binding")
+    if not isinstance(binding, dict):
+        return "%s: no evidence.driver_binding behind the check" % BINDING_CHECK
+    host = binding.get("host") if isinstance(binding.get("host"), dict) else {}
+    sha = (host.get("libcuda") or {}).get("sha256") if isinstance(host.get("libcuda"), dict) else None
+    api = host.get("cuda_driver_api")
+    if not sha or api is None:
+        return "%s: the host side of the binding (driver root libcuda digest, CUDA driver version) is unknown" % BINDING_CHECK
+    proven = set()
+    for run in binding.get("runs") or []:
+        if not isinstance(run, dict) or run.get("status") != PASS:
+            continue
+        lib = run.get("libcuda") if isinstance(run.get("libcuda"), dict) else {}
+        if lib.get("sha256") != sha or run.get("cuda_driver_api") != api:
+            return "%s: the run %s does not carry the host's libcuda digest and CUDA driver version" % (
+                BINDING_CHECK, run.get("where"))
+        proven.add(run.get("where"))
+    needed = _container_runs(compute)
+    if len(proven) < needed:
+        return "%s: the evidence proves %d of %d container runs" % (BINDING_CHECK, len(proven), needed)
+    nvml = (((records.get("host") or {}).get("evidence") or {}).get("nvml")) or {}
+    given = (nvml.get("driver_version"), nvml.get("cuda_driver_version_int"))
+    bound = (host.get("driver_version"), api)
+    if given != bound:
+        return "%s: the host record given (driver %s, CUDA driver %s) is not the host the binding was computed " \
+               "against (driver %s, CUDA driver %s)" % ((BINDING_CHECK,) + given + bound)
+    return None
+
+
 def _host_control_fails(compute):
     host = host_outcome(compute)
     if host["status"] == FAIL:
@@ -336,7 +383,8 @@ def node_verdict(records):
             and _layer_status(records, "runtime") in (PASS, WARN)):
         unproven = _unverified_gpus(rows) or "; ".join(
             why for why in (_cdi_unproven(records), _uncovered_identity(records, rows), _runtime_unproven(records),
-                            _binding_unproven(compute), _host_control_fails(compute), _contradicted(records)) if why)
+                            _binding_unproven(compute) or _binding_evidence_unproven(records), _host_control_fails(compute),
+                            _contradicted(records)) if why)
         if not unproven:
             return _verdict(COMPUTE_VERIFIED, "a CUDA kernel ran and was verified inside a container that got the GPU "
                             "through CDI, on every expected GPU, by the host's driver (compute.driver.binding)", gpus=rows)

@@ -26,7 +26,7 @@ import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_runtime_podman import LIB_IN_CONTAINER, Lab, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _compute
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, LayerBuilder, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
 pytestmark = pytest.mark.integration
@@ -50,9 +50,11 @@ def _build(path, mark):
 
 def _host(driver_root):
     """A host record as NVML and the driver root would give it, GPU idle."""
-    return {"evidence": {"driver_root": driver_root, "root": "/",
-                         "nvml": {"ok": True, "driver_version": DRIVER, "cuda_driver_version_int": CUDA,
-                                  "gpus": [{"index": 0, "uuid": GPU, "compute_processes": []}]}}}
+    b = LayerBuilder("host")
+    b.evidence = {"driver_root": driver_root, "root": "/",
+                  "nvml": {"ok": True, "driver_version": DRIVER, "cuda_driver_version_int": CUDA,
+                           "gpus": [{"index": 0, "uuid": GPU, "compute_processes": []}]}}
+    return b.build(status=PASS)
 
 
 def _records(lab_, libcuda, claimed_cuda=CUDA):
@@ -70,9 +72,9 @@ def _records(lab_, libcuda, claimed_cuda=CUDA):
     assert probe is not None, json.dumps([c for c in runtime["checks"] if c["status"] != "PASS"])[:3000]
     compute = _compute.compute_record(probe, runtime, host_record=host, host_runner=verdictlab.passing_control,
                                       timeout=30, expected_gpus=[{"uuid": GPU, "index": 0, "minor": 0, "name": "NVIDIA H200"}])
-    for record in (cdi, runtime, compute):
+    for record in (host, cdi, runtime, compute):
         assert validate_record(record) == []
-    return {"cdi": cdi, "runtime": runtime, "compute": compute}, probe
+    return {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}, probe
 
 
 def _binding(compute):
@@ -113,4 +115,4 @@ def test_the_driver_roots_own_file_is_bound(lab, driver):  # noqa: F811 pylint: 
     assert [c["status"] for c in _binding(records["compute"])] == [PASS], _binding(records["compute"])
     assert records["compute"]["status"] == PASS, records["compute"]["reason"]
     v = node_verdict(records)
-    assert v["verdict"] == "COMPUTE_VERIFIED", v
+    assert v["verdict"] == "COMPUTE_VERIFIED", v["reason"]

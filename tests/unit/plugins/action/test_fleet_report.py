@@ -17,6 +17,12 @@ def record(layer, status, check_id=None, **evidence):
     b.add(check_id or "%s.sample" % layer, status, observed="x")
     if layer == "compute" and status == PASS:  # a verified compute record binds the container's driver to the host's
         b.add("compute.driver.binding", PASS, "container", observed="cuDriverGetVersion = NVML; libcuda sha256 = the driver root's")
+        lib = {"sha256": "a" * 64}
+        evidence = dict(evidence, driver_binding={
+            "host": {"driver_version": "580.159.04", "cuda_driver_api": 13000, "libcuda": lib},
+            "runs": [{"where": "container", "status": PASS, "cuda_driver_api": 13000, "libcuda": lib}]})
+    if layer == "host" and status == PASS:  # NVML's view of the driver (what the binding was computed against)
+        evidence = dict(evidence, nvml={"driver_version": "580.159.04", "cuda_driver_version_int": 13000})
     b.evidence = evidence
     return b.build()
 

@@ -25,10 +25,15 @@ def rec(layer, status, check_id=None, signature=None, points_to=None, evidence=N
 NO_MIG = {"total": 0, "verified": 0, "failed": 0, "not_run": 0}
 
 
-def bound(record):
-    """A compute record with the driver binding check a verified compute record carries (issue 18 item 1)."""
+def bound(record, driver="580.159.04", api=13000):
+    """A compute record with the driver binding a verified compute record carries (issue 18 item 1): the check and
+    the evidence it stands on, computed against a host of ``driver`` / CUDA ``api``."""
     record["checks"].append(make_check("compute.driver.binding", PASS, "container", "the host's driver",
                                        "cuDriverGetVersion 13000 = NVML; libcuda sha256 = the driver root's"))
+    lib = {"sha256": "a" * 64}
+    record["evidence"]["driver_binding"] = {
+        "host": {"driver_version": driver, "cuda_driver_api": api, "libcuda": lib},
+        "runs": [{"where": "container", "status": PASS, "cuda_driver_api": api, "libcuda": lib}]}
     return record
 
 
@@ -38,12 +43,13 @@ GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "mode
 
 def healthy(driver="580.159.04", api="13000", runtime="podman 4.3.1", digest="sha256:aa"):
     return {
-        "host": rec("host", PASS, versions={"driver": driver, "cuda_driver_api": api}),
+        "host": rec("host", PASS, versions={"driver": driver, "cuda_driver_api": api},
+                    evidence={"nvml": {"driver_version": driver, "cuda_driver_version_int": int(api)}}),
         "cdi": rec("cdi", PASS, evidence={"spec_digest": digest}),
         # an edit compared (runtime PASS needs one) and a proven per-GPU row (COMPUTE_VERIFIED needs them)
         "runtime": rec("runtime", PASS, "runtime.device_node.present", versions={"runtime": runtime}),
         "compute": bound(rec("compute", PASS, evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=0"]},
-                                                        "gpus": [GPU_ROW]})),
+                                                        "gpus": [GPU_ROW]}), driver, int(api)),
     }
 
 

@@ -42,7 +42,7 @@ def verified_records(node_, rows=(GPU_ROW,), spec=None):
     cdi = node_.cdi(spec or full_spec())
     runtime, probe = node_.run(cdi, compute=False)
     probe.update(emitted(passing_steps()), compute_requested=True)
-    compute = bind(node_.compute(probe, runtime))
+    compute = bind(node_.compute(probe, runtime), host=node_.host)
     compute["evidence"]["gpus"] = [dict(r) for r in rows]
     return {"host": node_.host, "cdi": cdi, "runtime": runtime, "compute": compute}
 
@@ -118,15 +118,25 @@ def test_container_and_host_control_failing_differently_is_not_the_host(node):
            "(compute.cuda.CUDA_ERROR_NO_DEVICE at cuInit)" in v["reason"]
 
 
-def test_edit_not_applied_points_at_the_runtime(node):
-    """fileMode asked by the spec, not applied by this runtime (runtime WARN): the compute failure is the runtime's."""
+@pytest.mark.parametrize("asked,observed,points_to", [
+    ("0640 (fileMode)", "0666", "compute"),   # not applied, but what was set grants more: it cannot deny the open
+    ("0666 (fileMode)", "0600", "runtime"),   # what the runtime set grants less than the spec asked: it can
+    ("0660 (fileMode)", "0620", "runtime"),
+    ("0600 (fileMode)", "0644", "compute"),
+])
+def test_edit_not_applied_points_at_the_runtime_only_when_it_can_cause_it(node, asked, observed, points_to):
+    """fileMode asked by the spec, not applied by this runtime (runtime WARN): the compute failure (cuInit
+    CUDA_ERROR_NO_DEVICE) is the runtime's only when the mode it set grants less than the spec asked (the review's
+    class: a restrictive fileMode that was not applied is no cause)."""
     spec = full_spec()
     spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640
     records = layers(node, spec)
-    assert [c["status"] for c in records["runtime"]["checks"] if c["id"] == "runtime.device_node.mode"] == [WARN]
+    mode = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.device_node.mode"]
+    assert [c["status"] for c in mode] == [WARN]
+    mode[0].update(expected=asked, observed=observed)
     v = node_verdict(records)
-    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", "runtime", [])
-    assert "the runtime did not apply runtime.device_node.mode" in v["reason"]
+    assert (v["verdict"], v["points_to"], v["because"]) == ("FAILED_AT_COMPUTE", points_to, []), v["reason"]
+    assert ("the runtime did not apply runtime.device_node.mode" in v["reason"]) == (points_to == "runtime")
 
 
 def test_env_edit_lost_fails_at_runtime(node):
@@ -435,7 +445,7 @@ def test_h200_full_spec_needs_its_per_gpu_row():
     v = node_verdict(records)
     assert v["verdict"] == INCONCLUSIVE  # recorded before compute.driver.binding existed
     assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
-    v = node_verdict(dict(records, compute=bind(records["compute"])))
+    v = node_verdict(dict(records, compute=bind(records["compute"], host=records["host"])))
     assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"
 
 
@@ -464,10 +474,11 @@ def test_a_lost_edit_that_cannot_cause_the_failure_is_not_blamed(node):
     """A missing GPU (compute.gpu.missing) is about device nodes: a WARN on a library mount the runtime did not
     apply as asked does not explain it, so the failure is not put on the runtime for that mount."""
     spec = full_spec()
-    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640  # a lost device edit: blamed
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["fileMode"] = 0o640
     records = layers(node, spec)
-    assert node_verdict(records)["points_to"] == "runtime"
     mode_warn = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.device_node.mode"][0]
+    mode_warn.update(expected="0666 (fileMode)", observed="0600")  # a lost device edit that denies more: blamed
+    assert node_verdict(records)["points_to"] == "runtime"
     mode_warn.update(id="runtime.mount.source", subject="/usr/lib64/libnvidia-ml.so.1")  # now a lost library edit
     compute = records["compute"]
     compute.update(signature="compute.gpu.missing")

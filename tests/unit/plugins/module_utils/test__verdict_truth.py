@@ -33,7 +33,7 @@ def records_of(node_, spec=None, fail=None, ctl=passing_control, binding=PASS, i
     runtime, probe = node_.run(cdi, compute=False, image_env=image_env, image_files=image_files)
     probe.update(emitted(probe_steps(fail=fail)), compute_requested=True)
     compute = node_.compute(probe, runtime, control=ctl)
-    bind(compute, binding)
+    bind(compute, binding, host=node_.host)
     if fail is None:
         compute["evidence"]["gpus"] = [dict(GPU_ROW)]
     return {"host": node_.host, "cdi": cdi, "runtime": runtime, "compute": compute}
@@ -71,7 +71,47 @@ def test_the_binding_must_hold_for_every_container_run(node):
     assert v["verdict"] == INCONCLUSIVE and "compute.driver.binding PASSed for 1 of 2 container runs" in v["reason"]
     bind_again = make_check("compute.driver.binding", PASS, "container 2", "the host's driver", "same")
     records["compute"]["checks"].append(bind_again)
+    v = node_verdict(records)  # a check is not taken on its word: the evidence proves one run
+    assert v["verdict"] == INCONCLUSIVE and "the evidence proves 1 of 2 container runs" in v["reason"], v["reason"]
+    binding = records["compute"]["evidence"]["driver_binding"]
+    binding["runs"].append(dict(binding["runs"][0], where="container 2"))
     assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+
+
+# the review's class: records shaped to claim a binding they do not carry, or carried for another host
+def _forged(records, how):
+    compute = records["compute"]
+    binding = compute["evidence"]["driver_binding"]
+    if how == "check without evidence":
+        del compute["evidence"]["driver_binding"]
+    elif how == "evidence run NOT_RUN":
+        binding["runs"][0]["status"] = NOT_RUN
+    elif how == "same run counted twice":
+        compute["evidence"]["containers"] = [{"executed": True}, {"executed": True}]
+        binding["runs"].append(dict(binding["runs"][0]))
+        compute["checks"].append(make_check("compute.driver.binding", PASS, "container", "the host's driver", "same"))
+    elif how == "run digest not the host's":
+        binding["runs"][0]["libcuda"] = {"sha256": "f" * 64}
+    elif how == "run CUDA version not the host's":
+        binding["runs"][0]["cuda_driver_api"] = 12080
+    elif how == "host side unknown":
+        binding["host"]["libcuda"] = None
+    elif how == "another host record":
+        records["host"] = dict(records["host"], evidence=dict(records["host"]["evidence"], nvml=dict(
+            records["host"]["evidence"]["nvml"], driver_version="590.10.01", cuda_driver_version_int=13010)))
+    elif how == "no host record":
+        del records["host"]
+    return records
+
+
+@pytest.mark.parametrize("how", ["check without evidence", "evidence run NOT_RUN", "same run counted twice",
+                                 "run digest not the host's", "run CUDA version not the host's", "host side unknown",
+                                 "another host record", "no host record"])
+def test_a_binding_claimed_without_its_evidence_is_never_verified(node, how):
+    records = records_of(node)
+    assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
+    v = node_verdict(_forged(records, how))
+    assert v["verdict"] == INCONCLUSIVE and "compute.driver.binding" in v["reason"], (how, v["reason"])
 
 
 def test_a_container_pass_beside_a_failing_host_control_is_inconclusive(node):
@@ -379,3 +419,23 @@ def test_a_ptx_failure_is_not_put_on_the_libcuda_mount_but_on_the_jit_library_th
     assert (v["verdict"], v["points_to"]) == ("FAILED_AT_COMPUTE", "cdi"), v["reason"]
     assert [(b["check"], b["status"]) for b in v["because"]] == [("cdi.host.mount_source", WARN)]
     assert "libnvidia-ptxjitcompiler" in v["because"][0]["subject"] and "libcuda.so.1 ->" not in v["reason"]
+
+
+# the review's class: no runtime evidence compares the edits (no runtime record, or it did not run the probe), so
+# the runtime is never named by default; a cdi check that explains the failure names the spec
+@pytest.mark.parametrize("runtime", ["absent", "not run"])
+@pytest.mark.parametrize("cgroup_r,points_to", [(False, "compute"), (True, "cdi")])
+def test_without_runtime_evidence_the_runtime_is_never_blamed(node, runtime, cgroup_r, points_to):
+    spec = full_spec()
+    if cgroup_r:
+        for n in spec["devices"][0]["containerEdits"]["deviceNodes"]:
+            n["permissions"] = "rm"
+    records = records_of(node, spec=spec, fail={("cuInit", None): 100})
+    assert records["compute"]["status"] == FAIL and records["compute"]["points_to"] == "runtime"  # its own guess
+    if runtime == "absent":
+        del records["runtime"]
+    else:
+        records["runtime"] = not_run("runtime", "not under test")
+    v = node_verdict(records)
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_COMPUTE", points_to), v["reason"]
+    assert ("cdi.nvidia.cgroup_write" in [b["check"] for b in v["because"]]) == cgroup_r
