@@ -7,7 +7,7 @@ import pytest
 from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _node, _node_probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record
 
 
 def params(**over):
@@ -251,7 +251,7 @@ def test_health_fail_keeps_failed_at_host_with_its_signature(check_id):
     """The probe ran (the gate let it) and passed: the node is still FAILED_AT_HOST, signed by the health check."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
-    records = {"host": _host_with(check_id), "cdi": CDI_OK, "runtime": _record("runtime", PASS), "compute": _record("compute", PASS)}
+    records = {"host": _host_with(check_id), "cdi": CDI_OK, "runtime": _record("runtime", WARN), "compute": _record("compute", PASS)}
     assert _node.layer_gate(records) == ""
     verdict = node_verdict(records)
     assert (verdict["verdict"], verdict["layer"], verdict["signature"], verdict["points_to"]) == ("FAILED_AT_HOST", "host", check_id, "host")
