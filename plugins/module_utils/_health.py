@@ -441,6 +441,11 @@ def _xids(b, rows, log):
         b.add("host.health.xid", NOT_RUN, "kernel log", "no Xid since boot", "kernel log not read: %s" % log["error"])
         return
     events = log["events"]
+    if not rows:
+        status, text = _xid_summary(events)
+        b.add("host.health.xid", status, "kernel log (no GPU inventory)", "no Xid since boot",
+              text or "none in %d line(s) of %s" % (log["lines"], log["source"]))
+        return
     claimed = set()
     for row in rows:
         bus = _bus(row["pci_bus_id"])

@@ -313,6 +313,18 @@ def test_a_hung_kernel_log_reader_is_killed(tmp_path, monkeypatch):
     assert log["source"] == "dmesg --notime" and [e["xid"] for e in log["events"]] == [45]
 
 
+@pytest.mark.parametrize("log,status,observed", [
+    ("Linux version 6.1\n", PASS, "none in 1 line(s) of dmesg --notime"),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n", FAIL, "Xid 79 x1 (GPU has fallen off the bus)"),
+])
+def test_xids_without_any_gpu_inventory_are_still_judged(tmp_path, log, status, observed):
+    root = hf.build_node(tmp_path, gpus=0)
+    evidence = _host.collect_evidence(root=str(root), pynvml_module=hf.fake_pynvml([], init_error=nv.NVML_ERROR_GPU_IS_LOST))
+    evidence["health"]["kernel_log"] = {"source": "dmesg --notime", "error": None, "events": _health.parse_xids(log), "lines": 1}
+    check = one(_host.evaluate(evidence), "host.health.xid")
+    assert (check["subject"], check["status"], check["observed"]) == ("kernel log (no GPU inventory)", status, observed)
+
+
 def test_every_health_check_is_catalogued_with_its_thresholds():
     for cid, entry in _health.CHECKS.items():
         assert cid.startswith("host.health.") and cid in _host.CHECKS
