@@ -92,7 +92,8 @@ REFUSED = [
     ["python3", "/tmp/gpuprobe_probe.py", "{}"], ["python3", "-I", "/tmp/gpuprobe_probe.py", "{}"],
     ["rm", "-rf", "/var/run/cdi"], ["sh", "-c", "true"], ["bash"], ["ldconfig"], ["runc", "delete", "x"],
     ["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"], ["dmesg", "-c"], ["dmesg", "-C"], ["dmesg", "--clear"],
-    ["dmesg", "-n", "1"], ["dmesg"], ["journalctl", "--vacuum-time=1s"], ["journalctl", "--rotate"], ["journalctl", "-k"], ["podman", "--version", "--remote"], [],
+    ["dmesg", "-n", "1"], ["dmesg"], ["journalctl", "--vacuum-time=1s"], ["journalctl", "--rotate"], ["journalctl", "-k"],
+    ["podman", "--version", "--remote"], [],
 ]
 
 
