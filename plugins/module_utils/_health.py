@@ -169,16 +169,12 @@ def _recovery_action(nv, call, errors, handle):
         return None
     value = values[0]
     if value.nvmlReturn != 0:   # the field's own return code (NOT_SUPPORTED on a driver without it)
-        errors["recovery_action"] = "field %d: %s" % (FIELD_RECOVERY_ACTION, _code_text(nv, value.nvmlReturn))
+        # imported here: _nvml imports this module (it hands the readers the pynvml module)
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import error_code_name  # pylint: disable=import-outside-toplevel
+        errors["recovery_action"] = "field %d: %s (code %s)" % (
+            FIELD_RECOVERY_ACTION, error_code_name(nv, value.nvmlReturn) or "unknown NVML error", value.nvmlReturn)
         return None
     return int(value.value.uiVal)
-
-
-def _code_text(nv, code):
-    for name in dir(nv):
-        if name.startswith("NVML_ERROR_") and getattr(nv, name, None) == code:
-            return "%s (code %s)" % (name, code)
-    return "NVML return code %s" % code
 
 
 def read_gpu_health(nv, handle, call):
