@@ -265,10 +265,11 @@ def health_evidence(nvml, xids):
     gpus = []
     for gpu in nvml.get("gpus") or []:
         readings = gpu.pop("health", None)
-        if readings is None:
-            continue
         entry = {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id")}
-        entry.update(readings)
+        if readings is None:   # no handle: nothing could be read on this GPU
+            entry["unread"] = (gpu.get("errors") or {}).get("handle") or "no NVML handle"
+        else:
+            entry.update(readings)
         gpus.append(entry)
     return {"gpus": gpus, "kernel_log": xids}
 
@@ -480,6 +481,11 @@ def check_health(b, ev):
     for g in health["gpus"]:
         s = "%s %s" % (_label(g), g.get("uuid") or "")
         s = s.strip()
+        if g.get("unread"):
+            for cid in CHECKS:
+                if cid != "host.health.xid":
+                    b.add(cid, NOT_RUN, s, observed="not read: %s" % g["unread"])
+            continue
         for step in (_ecc_mode, _ecc_errors, _retired_pages, _row_remap, _clock_events, _temperature, _pcie, _recovery,
                      _fabric_check):
             step(b, s, g)

@@ -190,6 +190,16 @@ def test_without_nvml_every_gpu_reading_is_not_run(h200, nvml_kw, observed):
             assert check["observed"].startswith(observed), check
 
 
+def test_a_gpu_without_handle_has_every_reading_not_run_with_the_handle_error(tmp_path):
+    root = hf.build_node(tmp_path, gpus=2)
+    record = host(root, [hf.gpu(0), hf.gpu(1)], fail={(1, "nvmlDeviceGetHandleByIndex"): nv.NVML_ERROR_GPU_IS_LOST})
+    lost = [c for c in health_checks(record) if c["subject"] == "GPU 1"]
+    assert sorted(c["id"] for c in lost) == sorted(cid for cid in _health.CHECKS if cid != "host.health.xid")
+    assert all(c["status"] == NOT_RUN and "NVML_ERROR_GPU_IS_LOST" in c["observed"] for c in lost), lost
+    assert [(c["subject"], c["status"]) for c in health_checks(record, "host.health.ecc_mode")] == [
+        ("GPU 0 %s" % hf.gpu(0)["uuid"], PASS), ("GPU 1", NOT_RUN)]
+
+
 def test_nvml_disabled_by_option(h200):
     record = _host.collect_host(root=str(h200), use_nvml=False)
     assert {c["observed"] for c in health_checks(record) if c["id"] != "host.health.xid"} == {"disabled by option (nvml: false)"}
