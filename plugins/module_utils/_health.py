@@ -31,6 +31,7 @@ FIELD_RECOVERY_ACTION = 230      # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
 RECOVERY_ACTIONS = {0: ("none", PASS), 1: ("GPU reset", FAIL), 2: ("node reboot", FAIL), 3: ("drain peer-to-peer", WARN),
                     4: ("drain and reset", FAIL), 5: ("recover the IMEX domain", WARN), 6: ("bus reset", FAIL),
                     7: ("system reboot", FAIL)}
+ENABLE_STATES = {0: "disabled", 1: "enabled"}   # NVML_FEATURE_DISABLED / NVML_FEATURE_ENABLED
 FABRIC_STATES = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
 # nvmlClocksEventReason* bits: (name, status while active)
 CLOCK_EVENTS = ((0x1, "gpu_idle", PASS), (0x2, "applications_clocks_setting", PASS), (0x4, "sw_power_cap", PASS),
@@ -284,8 +285,7 @@ def _ecc_mode(b, s, g):
     if mode is None:
         b.add("host.health.ecc_mode", NOT_RUN, s, "enabled", _not_read(g["errors"], "ecc_mode"))
         return
-    state = dict(((0, "disabled"), (1, "enabled")))
-    observed = "current %s, pending %s" % (state.get(mode["current"], mode["current"]), state.get(mode["pending"], mode["pending"]))
+    observed = "current %s, pending %s" % tuple(ENABLE_STATES.get(mode[k], mode[k]) for k in ("current", "pending"))
     ok = mode["current"] == 1 and mode["pending"] == 1
     b.add("host.health.ecc_mode", PASS if ok else WARN, s, "enabled (current and pending)", observed)
 
