@@ -16,6 +16,9 @@ import os
 import re
 import stat
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health import (
+    CHECKS as HEALTH_CHECKS, check_health, health_evidence, read_kernel_xids,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import (
     empty_evidence, error_meaning, import_pynvml, read_nvml_isolated,
 )
@@ -159,6 +162,7 @@ CHECKS = {
         "(WARN) non-root processes, and containers running as non-root users, cannot open the node",
         "the NVreg_DeviceFileMode / udev rule that changed the mode"),
 }
+CHECKS.update(HEALTH_CHECKS)
 for _name in TOOLS:
     CHECKS["host.tool.%s" % _name] = _check(
         "%s is installed and answers --version (informational: what the next layers can use)" % _name,
@@ -567,6 +571,8 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
         if node and node["exists"] and node["type"] == "char":
             row["device_node"] = "/dev/nvidia%d" % row["minor"]
     evidence["gpus"] = rows
+    # per-GPU health readings (taken out of evidence.nvml.gpus[*].health) and this boot's Xid events
+    evidence["health"] = health_evidence(evidence["nvml"], read_kernel_xids(root))
     tools = probe_tools(root)
     evidence["tools_probed"] = tools is not None
     evidence["tools"] = tools or {}
@@ -982,6 +988,7 @@ def evaluate(evidence, builder=None):
     _check_identity(b, ev)
     _check_device_nodes(b, ev)
     _check_mig(b, ev)
+    check_health(b, ev)
     _check_tools(b, ev)
     nvml = ev["nvml"]
     km = ev["kernel_module"]

@@ -116,18 +116,31 @@ def needed_layers(layers):
     return [layer for layer in LAYERS if layer in chosen]
 
 
+HEALTH_PREFIX = "host.health."
+
+
+def health_only_fail(record):
+    """True when every FAIL check of a host record is a host.health.* check: the GPU is unfit for work but usable,
+    so the probe still runs to keep the compute evidence (the verdict stays FAILED_AT_HOST with that signature)."""
+    failed = [c for c in (record or {}).get("checks") or [] if c.get("status") == "FAIL"]
+    return bool(failed) and all(str(c.get("id", "")).startswith(HEALTH_PREFIX) for c in failed)
+
+
 def layer_gate(records, mode="full"):
     """Why the runtime and compute layers cannot run on this node ('' when they can).
 
     They need a container with an injected device: not in audit mode, not after a host or cdi FAIL (no
-    device could be injected), not when host or cdi did not run (the busy-GPU check and the device list
-    come from them), and not when the cdi layer resolved no device.
+    device could be injected; a host FAIL of host.health.* checks alone does not block: ``health_only_fail``),
+    not when host or cdi did not run (the busy-GPU check and the device list come from them), and not when the
+    cdi layer resolved no device.
     """
     if mode == "audit":
         return "audit mode: no container is started"
     for layer in ("host", "cdi"):
         record = records.get(layer) or {}
         status = record.get("status") or "NOT_RUN"
+        if status == "FAIL" and layer == "host" and health_only_fail(record):
+            continue
         if status == "FAIL":
             return "blocked by %s FAIL" % layer
         if status == "NOT_RUN":

@@ -22,6 +22,8 @@ import time
 import traceback
 import warnings
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health import read_gpu_health
+
 DEFAULT_TIMEOUT = 30.0
 
 # What an nvmlInit error usually means on a node (shown as the hint of host.nvml.init).
@@ -189,6 +191,8 @@ def _read_gpu(nv, index):
     if memory is not None:
         gpu["memory_total_bytes"] = getattr(memory, "total", None)
     gpu["compute_processes"] = _processes(_call(nv, errors, "compute_processes", nv.nvmlDeviceGetComputeRunningProcesses, handle))
+    # the host.health.* readings (read-only): _host.collect_evidence moves them into evidence.health
+    gpu["health"] = read_gpu_health(nv, handle, _call)
     return gpu
 
 

@@ -180,6 +180,16 @@ def _ldconfig(args):
     return args == ["-p"]
 
 
+def _journal_kernel(args):
+    """journalctl -k -b --no-pager -q -o cat: this boot's kernel messages, read only."""
+    return args == ["-k", "-b", "--no-pager", "-q", "-o", "cat"]
+
+
+def _dmesg_read(args):
+    """dmesg --notime: the kernel ring buffer, read only (no -c/-C clear, no -n level, no -D/-E console)."""
+    return args == ["--notime"]
+
+
 # (shape name, program basenames, predicate over argv[1:], what it is for). tests/unit/test_safety.py enumerates these.
 SHAPES = (
     ("tool --version", ("nvidia-ctk", "podman", "docker", "containerd", "runc", "crun", "crio", "nerdctl", "crictl"),
@@ -193,6 +203,8 @@ SHAPES = (
     ("kubectl read", ("kubectl",), _kubectl, "k8s layer: version, get nodes/pods/events as JSON"),
     ("nvidia-smi query", ("nvidia-smi",), _nvidia_smi, "read-only GPU queries"),
     ("ldconfig -p", ("ldconfig",), _ldconfig, "which libraries the loader knows"),
+    ("journalctl kernel log", ("journalctl",), _journal_kernel, "host layer: NVRM Xid lines of this boot (host.health.xid)"),
+    ("dmesg read", ("dmesg",), _dmesg_read, "host layer: NVRM Xid lines when there is no journal (host.health.xid)"),
 )
 
 

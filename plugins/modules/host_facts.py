@@ -25,7 +25,13 @@ description:
     C(/proc/driver/nvidia-caps/mig-minors); NVML and procfs are cross-checked per GPU.
   - On a machine without an NVIDIA GPU the record is a FAIL whose reason starts with
     C(no NVIDIA driver / device nodes), followed by the exact evidence; the module itself does not fail.
-  - Read-only; never loads kernel modules or changes the driver. Check ids are listed in docs/checks.md.
+  - Each GPU's health is read too (C(host.health.*), docs/health.md), namely ECC mode and uncorrectable counts, retired
+    pages or row remapping, clock event reasons, temperature against the slowdown threshold, PCIe link width and
+    replays, the driver's recovery action, NVLink fabric registration, and this boot's NVRM Xid events from the
+    kernel log (C(journalctl -k -b), else C(dmesg --notime)). A reading the driver does not expose is NOT_RUN with
+    NVML's error code.
+  - Read-only (counters are never reset, no mode is changed); never loads kernel modules or changes the driver.
+    Check ids are listed in docs/checks.md.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -96,7 +102,13 @@ ansible_facts:
           cuda_driver_version, cuda_driver_version_int, gpu_count, gpus; each raw NVML GPU with C(mig_devices)),
           C(kernel_module), C(libraries), C(device_nodes) (keyed by path as seen from the node), C(modules_loaded),
           C(tools), C(procfs_gpus) (the parsed C(/proc/driver/nvidia/gpus/*/information), null when absent),
-          C(mig_minors_read) and C(gpus).
+          C(mig_minors_read), C(gpus) and C(health).
+        - C(evidence.health) holds C(gpus) (per GPU C(index), C(uuid), C(pci_bus_id) and the raw readings behind the
+          C(host.health.*) checks, namely C(ecc_mode), C(ecc_errors), C(retired_pages), C(remapped_rows),
+          C(clock_event_reasons), C(clock_event_source), C(temperature_c), C(temperature_slowdown_c),
+          C(temperature_shutdown_c), C(pcie), C(recovery_action), C(fabric) and C(errors), the NVML error of each
+          reading that failed) and C(kernel_log) (C(source), C(error), C(lines) and C(events), each Xid with C(pci),
+          C(xid), C(detail), C(meaning) and C(line)); docs/health.md.
         - C(evidence.gpus) is the per-GPU inventory, sorted by index, one row per GPU with C(index) (null for procfs
           rows), C(uuid), C(minor), C(pci_bus_id) (Linux form C(0000:06:00.0)), C(name), C(memory_total_bytes),
           C(device_node) (C(/dev/nvidiaN) when that character device exists, else null), C(source) (C(nvml) or

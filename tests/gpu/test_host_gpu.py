@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import gpu_compute_processes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, WARN, validate_record
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs the GPU host (GPUPROBE_GPU=1)")]
@@ -23,7 +23,11 @@ def record():
 
 def test_host_layer_passes(record):
     assert validate_record(record) == []
-    assert record["status"] == PASS, (record["reason"], [c for c in record["checks"] if c["status"] != PASS])
+    # host.health.* WARNs (a PCIe replay, an application's Xid 13 earlier in this boot) are the machine's history,
+    # recorded by tests/gpu/test_health_gpu.py; every other check PASSes or did not run
+    other = [c for c in record["checks"] if c["status"] not in (PASS, NOT_RUN) and not (
+        c["status"] == WARN and c["id"].startswith("host.health."))]
+    assert record["status"] in (PASS, WARN) and other == [], (record["reason"], other)
 
 
 def test_an_nvidia_h200_through_nvml(record):

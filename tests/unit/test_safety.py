@@ -72,6 +72,9 @@ ALLOWED = {
     "nvidia-smi query": [["nvidia-smi"], ["nvidia-smi", "-L"], ["nvidia-smi", "-q", "-x"],
                          ["nvidia-smi", "--query-gpu=name,uuid", "--format=csv,noheader", "-i", "0"]],
     "ldconfig -p": [["ldconfig", "-p"]],
+    "journalctl kernel log": [["journalctl", "-k", "-b", "--no-pager", "-q", "-o", "cat"],
+                              ["/usr/bin/journalctl", "-k", "-b", "--no-pager", "-q", "-o", "cat"]],
+    "dmesg read": [["dmesg", "--notime"], ["/bin/dmesg", "--notime"]],
 }
 
 REFUSED = [
@@ -88,7 +91,9 @@ REFUSED = [
     ["python3", "-c", "import os"], ["python3", "/tmp/other.py", "{}"], ["python3", "/tmp/gpuprobe_probe.py", "not json"],
     ["python3", "/tmp/gpuprobe_probe.py", "{}"], ["python3", "-I", "/tmp/gpuprobe_probe.py", "{}"],
     ["rm", "-rf", "/var/run/cdi"], ["sh", "-c", "true"], ["bash"], ["ldconfig"], ["runc", "delete", "x"],
-    ["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"], ["podman", "--version", "--remote"], [],
+    ["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"], ["dmesg", "-c"], ["dmesg", "-C"], ["dmesg", "--clear"],
+    ["dmesg", "-n", "1"], ["dmesg"], ["journalctl", "--vacuum-time=1s"], ["journalctl", "--rotate"], ["journalctl", "-k"],
+    ["podman", "--version", "--remote"], [],
 ]
 
 

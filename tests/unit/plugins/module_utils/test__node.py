@@ -7,7 +7,7 @@ import pytest
 from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _node, _node_probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record
 
 
 def params(**over):
@@ -61,6 +61,17 @@ def _record(layer, status, **evidence):
     return b.build()
 
 
+def _host_with(*failing):
+    b = LayerBuilder("host")
+    b.add("host.nvml.init", PASS, observed="x")
+    for cid in failing:
+        b.add(cid, FAIL, observed="x")
+    return b.build()
+
+
+CDI_OK = _record("cdi", PASS, requested_devices=["nvidia.com/gpu=0"])
+
+
 @pytest.mark.parametrize("records,mode,expected", [
     ({}, "audit", "audit mode: no container is started"),
     ({"host": _record("host", FAIL), "cdi": _record("cdi", PASS)}, "full", "blocked by host FAIL"),
@@ -70,6 +81,14 @@ def _record(layer, status, **evidence):
     ({"host": _record("host", PASS), "cdi": _record("cdi", PASS, requested_devices=[])}, "full",
      "blocked: the cdi layer resolved no device to inject"),
     ({"host": _record("host", PASS), "cdi": _record("cdi", PASS, requested_devices=["nvidia.com/gpu=0"])}, "full", ""),
+    # a host FAIL of health checks alone leaves the GPU usable: the probe runs (the verdict stays FAILED_AT_HOST)
+    ({"host": _host_with("host.health.row_remap"), "cdi": CDI_OK}, "full", ""),
+    ({"host": _host_with("host.health.xid", "host.health.ecc_errors"), "cdi": CDI_OK}, "full", ""),
+    ({"host": _host_with("host.health.clock_events"), "cdi": CDI_OK}, "audit", "audit mode: no container is started"),
+    ({"host": _host_with("host.health.xid", "host.device_node.uvm"), "cdi": CDI_OK}, "full", "blocked by host FAIL"),
+    ({"host": _host_with("host.nvml.init"), "cdi": CDI_OK}, "full", "blocked by host FAIL"),
+    ({"host": _host_with("host.healthy.lookalike"), "cdi": CDI_OK}, "full", "blocked by host FAIL"),
+    ({"host": _host_with("host.health.fabric"), "cdi": _record("cdi", FAIL)}, "full", "blocked by cdi FAIL"),
 ])
 def test_layer_gate(records, mode, expected):
     assert _node.layer_gate(records, mode) == expected
@@ -225,3 +244,14 @@ def test_a_cdi_record_without_its_sources_is_not_probed():
     out = _node_probe.probe(probe_params(records=records, run_id="t-12", runtime="podman", image="no-such-image:x"))
     assert out["records"]["runtime"]["status"] == NOT_RUN
     assert "names no spec file providing the requested devices" in out["records"]["runtime"]["reason"]
+
+
+@pytest.mark.parametrize("check_id", ["host.health.row_remap", "host.health.xid", "host.health.ecc_errors", "host.health.clock_events"])
+def test_health_fail_keeps_failed_at_host_with_its_signature(check_id):
+    """The probe ran (the gate let it) and passed: the node is still FAILED_AT_HOST, signed by the health check."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+
+    records = {"host": _host_with(check_id), "cdi": CDI_OK, "runtime": _record("runtime", WARN), "compute": _record("compute", PASS)}
+    assert _node.layer_gate(records) == ""
+    verdict = node_verdict(records)
+    assert (verdict["verdict"], verdict["layer"], verdict["signature"], verdict["points_to"]) == ("FAILED_AT_HOST", "host", check_id, "host")

@@ -15,6 +15,7 @@ def test_reads_every_attribute_and_shuts_down():
     ev = _nvml.read_nvml(fake)
     assert ev["ok"] and ev["error"] is None and ev["gpu_count"] == 2 and ev["errors"] == {}
     g0, g1 = ev["gpus"]
+    assert set(g0.pop("health")) >= {"ecc_mode", "ecc_errors", "remapped_rows", "pcie", "fabric", "errors"}
     assert g0 == {"index": 0, "name": "NVIDIA H200", "uuid": hf.gpu(0)["uuid"], "pci_bus_id": "00000000:06:00.0", "minor_number": 0,
                   "mig_mode": {"current": 0, "pending": 0}, "mig_devices": [], "persistence_mode": True, "compute_mode": "Default",
                   "memory_total_bytes": hf.H200_MEMORY, "errors": {},

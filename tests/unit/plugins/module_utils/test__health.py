@@ -1,0 +1,341 @@
+"""host.health.*: per-GPU health readings through a fake pynvml that returns pynvml's own values and structures and
+raises its real NVMLError codes; Xid parsing over kernel log lines; the kernel log read through real programs."""
+import os
+
+import pytest
+
+import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _health, _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
+
+nv = hf.real_pynvml
+
+
+def health_checks(record, check_id=None):
+    return [c for c in record["checks"] if c["id"].startswith("host.health.") and (check_id is None or c["id"] == check_id)]
+
+
+def one(record, check_id):
+    found = health_checks(record, check_id)
+    assert len(found) == 1, (check_id, found)
+    return found[0]
+
+
+def host(root, gpus, kernel_log=None, **fake_kw):
+    """The host record of the tree ``root`` with NVML reporting ``gpus``; ``kernel_log``: text read as the journal."""
+    evidence = _host.collect_evidence(root=str(root), pynvml_module=hf.fake_pynvml(gpus, **fake_kw))
+    if kernel_log is not None:
+        lines = kernel_log.splitlines()
+        evidence["health"]["kernel_log"] = {"source": "journalctl -k -b --no-pager -q -o cat", "error": None,
+                                            "events": _health.parse_xids(kernel_log), "lines": len(lines)}
+    record = _host.evaluate(evidence)
+    assert validate_record(record) == []
+    return record
+
+
+@pytest.fixture
+def h200(tmp_path):
+    return hf.build_node(tmp_path)
+
+
+def test_healthy_h200_passes_and_says_what_it_did_not_read(h200):
+    record = host(h200, [hf.gpu(0)])
+    assert record["status"] == PASS, [c for c in record["checks"] if c["status"] in (FAIL, WARN)]
+    status = dict((c["id"], c["status"]) for c in health_checks(record))
+    assert status == {
+        "host.health.ecc_mode": PASS, "host.health.ecc_errors": PASS, "host.health.row_remap": PASS,
+        "host.health.clock_events": PASS, "host.health.temperature": PASS, "host.health.pcie_link": PASS,
+        "host.health.pcie_replay": PASS, "host.health.recovery_action": PASS,
+        # Hopper has row remapping, not page retirement; this GPU has no NVLink fabric; a node tree has no kernel log
+        "host.health.retired_pages": NOT_RUN, "host.health.fabric": NOT_RUN, "host.health.xid": NOT_RUN}
+    assert "NVML_ERROR_NOT_SUPPORTED" in one(record, "host.health.retired_pages")["observed"]
+    assert "NVML_GPU_FABRIC_STATE_NOT_SUPPORTED" in one(record, "host.health.fabric")["observed"]
+    assert one(record, "host.health.xid")["observed"] == "kernel log not read: the kernel log is only read when root is /"
+    assert any("host.health.retired_pages" in item for item in record["not_proven"])
+    # the PCIe generation dropped at idle (1 of 5): informative, not a fault
+    assert one(record, "host.health.pcie_link")["observed"] == "x16 of x16; generation 1 of 5 (GPU max 5)"
+
+
+def test_evidence_holds_the_raw_readings_per_gpu_once(h200):
+    record = host(h200, [hf.gpu(0, temperature=44)])
+    health = record["evidence"]["health"]
+    assert [g["uuid"] for g in health["gpus"]] == [hf.gpu(0)["uuid"]]
+    g = health["gpus"][0]
+    assert g["ecc_mode"] == {"current": 1, "pending": 1}
+    assert g["ecc_errors"] == {"uncorrected_volatile": 0, "uncorrected_aggregate": 0, "corrected_volatile": 0, "corrected_aggregate": 0}
+    assert g["remapped_rows"] == {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0}
+    assert g["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
+    assert (g["temperature_c"], g["temperature_slowdown_c"], g["temperature_shutdown_c"]) == (44, 92, 95)
+    assert g["pcie"] == {"generation_current": 1, "generation_max": 5, "generation_gpu_max": 5, "width_current": 16,
+                         "width_max": 16, "replay_counter": 0}
+    assert (g["clock_event_reasons"], g["clock_event_source"]) == (1, "nvmlDeviceGetCurrentClocksEventReasons")
+    assert g["recovery_action"] == 0 and g["fabric"]["state"] == 0
+    assert "NVML_ERROR_NOT_SUPPORTED" in g["errors"]["retired_pages_pending"]
+    assert all("health" not in gpu for gpu in record["evidence"]["nvml"]["gpus"])  # kept once, under evidence.health
+
+
+def _ecc(uv=0, ua=0, cv=0, ca=0):
+    return {(1, 0): uv, (1, 1): ua, (0, 0): cv, (0, 1): ca}
+
+
+def _pcie(**over):
+    p = dict(hf.healthy()["pcie"])
+    p.update(over)
+    return p
+
+
+SUPPORTED_PAGES = {"nvml_errors": {}}
+THRESHOLDS = [
+    # ECC mode
+    ({"ecc_mode": [0, 0]}, "host.health.ecc_mode", WARN, "current disabled, pending disabled"),
+    ({"ecc_mode": [1, 0]}, "host.health.ecc_mode", WARN, "current enabled, pending disabled"),
+    ({"ecc_mode": [0, 1]}, "host.health.ecc_mode", WARN, "current disabled, pending enabled"),
+    # ECC counts: uncorrectable volatile FAIL, uncorrectable aggregate only WARN, corrected recorded
+    ({"ecc_counts": _ecc(uv=1, ua=1)}, "host.health.ecc_errors", FAIL, "uncorrected volatile 1"),
+    ({"ecc_counts": _ecc(ua=3)}, "host.health.ecc_errors", WARN, "uncorrected aggregate 3"),
+    ({"ecc_counts": _ecc(cv=120, ca=4000)}, "host.health.ecc_errors", PASS, "corrected aggregate 4000"),
+    # page retirement (GPUs before Ampere)
+    (dict(SUPPORTED_PAGES, retired_pages={0: [0x1000] * 30, 1: [0x2000] * 30}), "host.health.retired_pages", FAIL, "single-bit 30, double-bit 30"),
+    (dict(SUPPORTED_PAGES, retired_pages={0: [0x1000] * 59, 1: []}), "host.health.retired_pages", PASS, "single-bit 59"),
+    (dict(SUPPORTED_PAGES, retired_pending=1, retired_pages={0: [], 1: [0x3000]}), "host.health.retired_pages", WARN, "pending True"),
+    (dict(SUPPORTED_PAGES), "host.health.retired_pages", PASS, "single-bit 0, double-bit 0, pending False"),
+    # row remapping
+    ({"remapped_rows": (0, 2, 0, 1)}, "host.health.row_remap", FAIL, "failure 1"),
+    ({"remapped_rows": (0, 1, 1, 0)}, "host.health.row_remap", WARN, "pending 1"),
+    ({"remapped_rows": (3, 1, 0, 0)}, "host.health.row_remap", PASS, "correctable 3, uncorrectable 1"),
+    # clock events
+    ({"clock_events": nv.nvmlClocksEventReasonHwSlowdown}, "host.health.clock_events", FAIL, "hw_slowdown"),
+    ({"clock_events": nv.nvmlClocksEventReasonHwSlowdown | nv.nvmlClocksEventReasonHwThermalSlowdown}, "host.health.clock_events",
+     FAIL, "0x48: hw_slowdown, hw_thermal_slowdown"),
+    ({"clock_events": nv.nvmlClocksEventReasonHwPowerBrakeSlowdown}, "host.health.clock_events", FAIL, "hw_power_brake_slowdown"),
+    ({"clock_events": nv.nvmlClocksEventReasonSwThermalSlowdown}, "host.health.clock_events", WARN, "sw_thermal_slowdown"),
+    ({"clock_events": nv.nvmlClocksEventReasonSwPowerCap | nv.nvmlClocksEventReasonSyncBoost}, "host.health.clock_events", PASS,
+     "sw_power_cap, sync_boost"),
+    ({"clock_events": 0}, "host.health.clock_events", PASS, "0x0: none active"),
+    ({"clock_events": 0x200}, "host.health.clock_events", WARN, "bit_0x200"),
+    # temperature against the slowdown threshold (92 C here)
+    ({"temperature": 92}, "host.health.temperature", FAIL, "92 C (slowdown 92 C"),
+    ({"temperature": 97}, "host.health.temperature", FAIL, "97 C"),
+    ({"temperature": 87}, "host.health.temperature", WARN, "87 C"),
+    ({"temperature": 86}, "host.health.temperature", PASS, "86 C"),
+    # PCIe: width below max WARN, generation informative only
+    ({"pcie": _pcie(nvmlDeviceGetCurrPcieLinkWidth=8)}, "host.health.pcie_link", WARN, "x8 of x16"),
+    ({"pcie": _pcie(nvmlDeviceGetCurrPcieLinkGeneration=3)}, "host.health.pcie_link", PASS, "generation 3 of 5"),
+    ({"pcie": _pcie(nvmlDeviceGetPcieReplayCounter=17)}, "host.health.pcie_replay", WARN, "17"),
+    # recovery action the driver asks for
+    ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_GPU_RESET)}, "host.health.recovery_action", FAIL, "GPU reset (1)"),
+    ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT)}, "host.health.recovery_action", FAIL, "node reboot"),
+    ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET)}, "host.health.recovery_action", FAIL, "drain and reset"),
+    ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P)}, "host.health.recovery_action", WARN, "drain peer-to-peer"),
+    ({"recovery_action": (nv.NVML_ERROR_NOT_SUPPORTED, 0)}, "host.health.recovery_action", NOT_RUN, "NVML_ERROR_NOT_SUPPORTED"),
+    # NVLink fabric registration
+    ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS, "clique": 7, "cluster": b"\x01" * 16}},
+     "host.health.fabric", PASS, "completed, status 0, clique 7, cluster 0101"),
+    ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_ERROR_NOT_READY}}, "host.health.fabric", FAIL,
+     "completed, status %d" % nv.NVML_ERROR_NOT_READY),
+    ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_IN_PROGRESS, "status": nv.NVML_SUCCESS}}, "host.health.fabric", WARN, "in progress"),
+    ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_NOT_STARTED, "status": nv.NVML_SUCCESS}}, "host.health.fabric", WARN, "not started"),
+]
+
+
+@pytest.mark.parametrize("over,check_id,status,observed", THRESHOLDS, ids=lambda v: v if isinstance(v, str) else None)
+def test_thresholds(h200, over, check_id, status, observed):
+    record = host(h200, [hf.gpu(0, **over)])
+    check = one(record, check_id)
+    assert check["status"] == status and observed in check["observed"], check
+    if status == FAIL:
+        # a health FAIL makes the host record FAIL, signed by that check
+        assert (record["status"], record["signature"], record["points_to"]) == (FAIL, check_id, "host")
+
+
+@pytest.mark.parametrize("function,check_id,code", [
+    ("nvmlDeviceGetEccMode", "host.health.ecc_mode", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetTotalEccErrors", "host.health.ecc_errors", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetRemappedRows", "host.health.row_remap", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetCurrentClocksEventReasons", "host.health.clock_events", nv.NVML_ERROR_NO_PERMISSION),
+    ("nvmlDeviceGetTemperatureThreshold", "host.health.temperature", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetTemperature", "host.health.temperature", nv.NVML_ERROR_GPU_IS_LOST),
+    ("nvmlDeviceGetCurrPcieLinkWidth", "host.health.pcie_link", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetPcieReplayCounter", "host.health.pcie_replay", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetFieldValues", "host.health.recovery_action", nv.NVML_ERROR_INVALID_ARGUMENT),
+    ("nvmlDeviceGetGpuFabricInfo", "host.health.fabric", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetGpuFabricInfo", "host.health.fabric", nv.NVML_ERROR_FUNCTION_NOT_FOUND),
+])
+def test_a_reading_the_driver_does_not_expose_is_not_run_with_its_code(h200, function, check_id, code):
+    record = host(h200, [hf.gpu(0)], fail={(0, function): code})
+    check = one(record, check_id)
+    name = [n for n in dir(nv) if n.startswith("NVML_ERROR_") and getattr(nv, n) == code][0]
+    assert check["status"] == NOT_RUN and name in check["observed"] and check["observed"].startswith("not read: "), check
+    assert record["status"] == PASS  # not read is not a fault; not_proven says it
+    assert any(check_id in item and name in item for item in record["not_proven"])
+
+
+def test_an_older_pynvml_falls_back_to_throttle_reasons_and_says_what_it_lacks(h200):
+    record = host(h200, [hf.gpu(0, clock_events=nv.nvmlClocksThrottleReasonHwSlowdown)], legacy=True)
+    assert one(record, "host.health.clock_events")["status"] == FAIL
+    assert "nvmlDeviceGetCurrentClocksThrottleReasons" in one(record, "host.health.clock_events")["observed"]
+    assert one(record, "host.health.fabric")["observed"] == "not read: this pynvml has no nvmlDeviceGetGpuFabricInfo"
+    assert one(record, "host.health.recovery_action")["observed"] == "not read: this pynvml has no nvmlDeviceGetFieldValues"
+
+
+@pytest.mark.parametrize("nvml_kw,observed", [
+    ({"init_error": nv.NVML_ERROR_DRIVER_NOT_LOADED}, "NVML unavailable: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED"),
+])
+def test_without_nvml_every_gpu_reading_is_not_run(h200, nvml_kw, observed):
+    record = host(h200, [hf.gpu(0)], **nvml_kw)
+    for check in health_checks(record):
+        assert check["status"] == NOT_RUN, check
+        if check["id"] != "host.health.xid":
+            assert check["observed"].startswith(observed), check
+
+
+def test_a_gpu_without_handle_has_every_reading_not_run_with_the_handle_error(tmp_path):
+    root = hf.build_node(tmp_path, gpus=2)
+    record = host(root, [hf.gpu(0), hf.gpu(1)], fail={(1, "nvmlDeviceGetHandleByIndex"): nv.NVML_ERROR_GPU_IS_LOST})
+    lost = [c for c in health_checks(record) if c["subject"] == "GPU 1"]
+    assert sorted(c["id"] for c in lost) == sorted(cid for cid in _health.CHECKS if cid != "host.health.xid")
+    assert all(c["status"] == NOT_RUN and "NVML_ERROR_GPU_IS_LOST" in c["observed"] for c in lost), lost
+    assert [(c["subject"], c["status"]) for c in health_checks(record, "host.health.ecc_mode")] == [
+        ("GPU 0 %s" % hf.gpu(0)["uuid"], PASS), ("GPU 1", NOT_RUN)]
+
+
+def test_nvml_disabled_by_option(h200):
+    record = _host.collect_host(root=str(h200), use_nvml=False)
+    assert {c["observed"] for c in health_checks(record) if c["id"] != "host.health.xid"} == {"disabled by option (nvml: false)"}
+
+
+def test_every_gpu_of_eight_is_judged_by_uuid(tmp_path):
+    gpus = [hf.gpu(i, remapped_rows=(0, 1, 1, 0) if i == 5 else (0, 0, 0, 0)) for i in range(8)]
+    root = hf.build_node(tmp_path, gpus=8)
+    record = host(root, gpus)
+    rows = health_checks(record, "host.health.row_remap")
+    assert [c["subject"] for c in rows] == ["GPU %d %s" % (i, hf.gpu(i)["uuid"]) for i in range(8)]
+    assert [c["status"] for c in rows] == [PASS] * 5 + [WARN] + [PASS] * 2
+
+
+# ---- Xid ----------------------------------------------------------------------------------------------------------
+
+XID_LINES = [
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.", "0000:3b:00", 79,
+     "pid=1234, name=python3, GPU has fallen off the bus."),
+    ("[  812.113431] NVRM: Xid (PCI:0000:06:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) "
+     "has been detected on GPU in the framebuffer at partition 2, subpartition 0.", "0000:06:00", 48, "pid='<unknown>'"),
+    ("kernel: NVRM: Xid (PCI:0000:CA:00): 13, pid=55012, name=train.py, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 0): "
+     "Out Of Range Address", "0000:ca:00", 13, "Graphics SM Warp Exception"),
+    ("NVRM: Xid (PCI:0000:06:00): 94, pid=2201, name=python, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+     "0000:06:00", 94, "Contained: CE User Channel"),
+    ("NVRM: Xid (PCI:0000:07:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row (0x0000000000012345) "
+     "marked for remapping, reset gpu to activate.", "0000:07:00", 63, "Row Remapper"),
+    ("NVRM: Xid (PCI:0000:41:00.0): 119, pid=9, name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU0 GSP!",
+     "0000:41:00", 119, "Timeout after 6s"),
+    ("NVRM: Xid (PCI:0001:02:00): 74, pid=1, name=x, NVLink: fatal error detected on link 3(0x1000, 0x0, 0x0)", "0001:02:00", 74,
+     "NVLink: fatal error"),
+    ("NVRM: Xid (PCI:0000:06:00): 31, pid=812, name=a.out, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 "
+     "faulted @ 0x7f2_00000000.", "0000:06:00", 31, "MMU Fault"),
+]
+
+
+@pytest.mark.parametrize("line,pci,xid,detail", XID_LINES)
+def test_parse_xid_lines(line, pci, xid, detail):
+    (event,) = _health.parse_xids("NVRM: loading NVIDIA UNIX Open Kernel Module\n" + line + "\nusb 1-1: new device\n")
+    assert (event["pci"], event["xid"]) == (pci, xid) and detail in event["detail"]
+    assert event["meaning"] == _health.XID_MEANINGS[xid]
+
+
+@pytest.mark.parametrize("text", ["", "NVRM: GPU at PCI:0000:06:00: GPU-6b1d...\n", "NVRM: Xid (PCI:zz): 79\n",
+                                  "nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver\n"])
+def test_lines_that_are_no_xid(text):
+    assert _health.parse_xids(text) == []
+
+
+@pytest.mark.parametrize("xid,status", [(79, FAIL), (48, FAIL), (94, FAIL), (95, FAIL), (63, FAIL), (64, FAIL),
+                                        (13, WARN), (31, WARN), (43, WARN), (45, WARN), (61, WARN), (62, WARN), (74, WARN),
+                                        (92, WARN), (119, WARN), (120, WARN), (999, WARN)])
+def test_xid_severity_per_gpu(h200, xid, status):
+    log = "NVRM: Xid (PCI:0000:06:00): %d, pid=1, name=x, detail\n" % xid   # GPU 0 sits at 00000000:06:00.0
+    record = host(h200, [hf.gpu(0)], kernel_log=log)
+    check = one(record, "host.health.xid")
+    assert check["subject"] == "GPU 0 %s" % hf.gpu(0)["uuid"]
+    assert check["status"] == status and check["observed"].startswith("Xid %d x1 (" % xid), check
+    assert record["status"] == (FAIL if status == FAIL else WARN)
+    if status == FAIL:
+        assert record["signature"] == "host.health.xid"
+
+
+def test_xids_go_to_their_gpu_and_unknown_addresses_are_named(tmp_path):
+    root = hf.build_node(tmp_path, gpus=2)
+    log = ("NVRM: Xid (PCI:0000:07:00): 13, pid=1, name=x, a\n"
+           "NVRM: Xid (PCI:0000:07:00): 13, pid=2, name=x, b\n"
+           "NVRM: Xid (PCI:0000:9a:00): 79, pid=3, name=x, GPU has fallen off the bus.\n")
+    record = host(root, [hf.gpu(0), hf.gpu(1)], kernel_log=log)
+    by_subject = dict((c["subject"], (c["status"], c["observed"])) for c in health_checks(record, "host.health.xid"))
+    assert by_subject["GPU 0 %s" % hf.gpu(0)["uuid"]] == (PASS, "none in 3 line(s) of journalctl -k -b --no-pager -q -o cat")
+    assert by_subject["GPU 1 %s" % hf.gpu(1)["uuid"]][0] == WARN
+    assert by_subject["GPU 1 %s" % hf.gpu(1)["uuid"]][1].startswith("Xid 13 x2 (")
+    assert by_subject["PCI 0000:9a:00 (no GPU of the inventory)"] == (FAIL, "Xid 79 x1 (GPU has fallen off the bus)")
+
+
+# ---- the kernel log, read through real programs (scripts on PATH standing in for journalctl and dmesg) ----------
+
+def _program(directory, name, body):
+    path = os.path.join(str(directory), name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(path, 0o755)
+
+
+def test_kernel_log_from_the_journal(tmp_path, monkeypatch):
+    _program(tmp_path, "journalctl", 'echo "Linux version 6.1.0"; echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=x, '
+                                     'GPU has fallen off the bus."; echo "$*" > %s/args' % tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    log = _health.read_kernel_xids("/")
+    assert log["source"] == "journalctl -k -b --no-pager -q -o cat" and log["error"] is None and log["lines"] == 2
+    assert [(e["pci"], e["xid"]) for e in log["events"]] == [("0000:3b:00", 79)]
+    assert open(os.path.join(str(tmp_path), "args")).read().split() == ["-k", "-b", "--no-pager", "-q", "-o", "cat"]
+
+
+def test_an_empty_journal_falls_back_to_dmesg(tmp_path, monkeypatch):
+    _program(tmp_path, "journalctl", "exit 0")   # no journal for this boot: nothing printed
+    _program(tmp_path, "dmesg", 'echo "NVRM: loading"; echo "NVRM: Xid (PCI:0000:06:00): 13, pid=1, name=x, y"')
+    monkeypatch.setenv("PATH", str(tmp_path))
+    log = _health.read_kernel_xids("/")
+    assert log["source"] == "dmesg --notime" and [e["xid"] for e in log["events"]] == [13]
+
+
+def test_no_readable_kernel_log_is_not_run_with_each_reason(tmp_path, monkeypatch, h200):
+    _program(tmp_path, "dmesg", 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2; exit 1')
+    monkeypatch.setenv("PATH", str(tmp_path))
+    log = _health.read_kernel_xids("/")
+    assert log["source"] is None and log["events"] == []
+    assert log["error"] == "journalctl: not installed; dmesg --notime: rc 1: dmesg: read kernel buffer failed: Operation not permitted"
+    evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
+    evidence["health"]["kernel_log"] = log
+    check = one(_host.evaluate(evidence), "host.health.xid")
+    assert check["status"] == NOT_RUN and check["observed"] == "kernel log not read: " + log["error"]
+
+
+def test_a_hung_kernel_log_reader_is_killed(tmp_path, monkeypatch):
+    _program(tmp_path, "journalctl", "sleep 30")
+    _program(tmp_path, "dmesg", 'echo "NVRM: Xid (PCI:0000:06:00): 45, pid=1, name=x, y"')
+    monkeypatch.setenv("PATH", str(tmp_path))
+    log = _health.read_kernel_xids("/", timeout=0.5)
+    assert log["source"] == "dmesg --notime" and [e["xid"] for e in log["events"]] == [45]
+
+
+@pytest.mark.parametrize("log,status,observed", [
+    ("Linux version 6.1\n", PASS, "none in 1 line(s) of dmesg --notime"),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n", FAIL, "Xid 79 x1 (GPU has fallen off the bus)"),
+])
+def test_xids_without_any_gpu_inventory_are_still_judged(tmp_path, log, status, observed):
+    root = hf.build_node(tmp_path, gpus=0)
+    evidence = _host.collect_evidence(root=str(root), pynvml_module=hf.fake_pynvml([], init_error=nv.NVML_ERROR_GPU_IS_LOST))
+    evidence["health"]["kernel_log"] = {"source": "dmesg --notime", "error": None, "events": _health.parse_xids(log), "lines": 1}
+    check = one(_host.evaluate(evidence), "host.health.xid")
+    assert (check["subject"], check["status"], check["observed"]) == ("kernel log (no GPU inventory)", status, observed)
+
+
+def test_every_health_check_is_catalogued_with_its_thresholds():
+    for cid, entry in _health.CHECKS.items():
+        assert cid.startswith("host.health.") and cid in _host.CHECKS
+        assert entry["title"] and entry["fail"] and entry["next"]
