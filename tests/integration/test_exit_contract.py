@@ -36,8 +36,11 @@ def lab(tmp_path_factory):
                      "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes"},
             "nopython": {"ansible_connection": "local", "ansible_python_interpreter": "/nonexistent/bin/python3"},
         },
-        # a group of the node (docs/fleet.md's canary) and a group without hosts (an empty new_nodes)
-        "children": {"canary": {"hosts": {"node": None}}, "new_nodes": {"hosts": {}}}}}
+        # a group of the node (docs/fleet.md's canary), a group without hosts (an empty new_nodes) and a model group
+        # whose group_vars misspell a pin
+        "children": {"canary": {"hosts": {"node": None}}, "new_nodes": {"hosts": {}},
+                     "h200_r580": {"hosts": {"pinned": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
+                                   "vars": {"gpuprobe_pins": {"drver_version": "580.95.05"}}}}}}
     (base / "hosts.yml").write_text(yaml.safe_dump(inventory))
     return base
 
@@ -71,6 +74,12 @@ CASES = [
     ("audit-self-built", ["gpuprobe_mode=audit", "gpuprobe_cdi_source=self-built"], "node", 2,
      "gpuprobe_mode=audit with gpuprobe_cdi_source=self-built", None),
     ("misspelt-mode", ["gpuprobe_mdoe=audit"], "node", 2, "unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode?", None),
+    # issue 22.3: a misspelt pin name was caught only in the report's drift table, after every node ran
+    ("misspelt-pin-extra-var", ["gpuprobe_mode=audit", '{"gpuprobe_pins": {"cuda_api": "12.8"}}'], "node", 2,
+     "has unknown pin names cuda_api: did you mean cuda_driver_api?", None),
+    ("misspelt-pin-group-var", ["gpuprobe_mode=full"], "node,pinned", 2,
+     "has unknown pin names drver_version: did you mean driver_version? (known: cdi_spec_digest, cuda_driver_api, "
+     "driver_version, runtime_version) [pinned]", None),
     ("pattern-matches-nothing", ["gpuprobe_mode=postcheck", "gpuprobe_hosts=gpu_nodse"], None, 2,
      "gpuprobe_hosts 'gpu_nodse' matches no host of the inventory", None),
     # issue 22.1: --limit narrowed the run to no node, and the run ended with exit 0, no report (the pattern check
