@@ -165,3 +165,25 @@ def test_an_inventory_without_hosts_verifies_nothing_and_fails(tmp_path, mode):
     output = r.stdout + r.stderr
     assert (r.returncode, "gpuprobe_hosts 'all' matches no host of the inventory: " + NO_NODE in output) == (2, True), output[-3000:]
     assert "Verify the GPU layers of this node" not in output and not reports.exists()
+
+
+@pytest.mark.parametrize("mode,status", [("audit", 0), ("full", 0), ("postcheck", 2)])
+def test_check_mode_writes_nothing_in_every_mode(lab, tmp_path, mode, status):
+    """docs/usage.md, "Check mode": --check builds and summarises the report but writes no file (the previous
+    latest.* stay), says so in the status file; a post-check cannot pass without its compute layer."""
+    reports = tmp_path / "reports"
+    _junit_latest_is_a_directory(reports)  # a previous run's latest.*: left as they are
+    before = sorted(os.listdir(str(reports)))
+    status_file = tmp_path / "status.json"
+    argv = ["ansible-playbook", "--check", "-i", str(lab / "hosts.yml"), PLAYBOOK, "--limit", "node", "-e", "gpuprobe_mode=%s" % mode,
+            "-e", "gpuprobe_report_dir=%s" % reports, "-e", "gpuprobe_status_file=%s" % status_file]
+    r = subprocess.run(argv, env=dict(os.environ, ANSIBLE_RETRY_FILES_ENABLED="False"), capture_output=True, text=True,
+                       timeout=240, check=False)
+    output = r.stdout + r.stderr
+    assert (r.returncode, "report: (check mode: not written)" in output) == (status, True), output[-4000:]
+    state = json.loads(status_file.read_text())
+    assert (state["report"], state["files"], state["unverifiable"], list(state["verdicts"])) == (
+        "not written (check mode)", {}, {}, ["node"])
+    assert sorted(os.listdir(str(reports))) == before
+    if mode == "postcheck":
+        assert "node is %s" % state["verdicts"]["node"] in output and "not COMPUTE_VERIFIED" in output
