@@ -97,6 +97,8 @@ CASES = [
     ("limit-matches-nothing", ["gpuprobe_mode=postcheck"], "nosuch", 1, NO_TARGET, None),
     ("limit-is-an-empty-group", ["gpuprobe_mode=postcheck"], "new_nodes", 1, NO_TARGET, None),
     ("limit-within-pattern", ["gpuprobe_mode=audit", "gpuprobe_hosts=all"], "canary", 0, "1 host(s): ", None),
+    ("postcheck-not-verified", ["gpuprobe_mode=postcheck"], "node", 2,
+     "node is FAILED_AT_CDI (cdi.discovery.spec_dirs), not COMPUTE_VERIFIED; see /", None),
     ("unreachable-audit", ["gpuprobe_mode=audit"], "node,gone,nopython", 2, "gone could not be verified: host unreachable", None),
     ("unreachable-full", ["gpuprobe_mode=full"], "gone,nopython", 2, "nopython could not be verified: verify run failed", None),
     ("unreachable-postcheck", ["gpuprobe_mode=postcheck"], "gone", 2, "gone could not be verified", None),
@@ -121,7 +123,7 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     output = r.stdout + r.stderr
     assert (r.returncode, text in output) == (status, True), output[-4000:]
 
-    if status != 0 and not setup and not name.startswith("unreachable"):
+    if status != 0 and not setup and not name.startswith(("unreachable", "postcheck-not-verified")):
         # stopped before any node ran: no node task, no report, no status file
         assert STOPPED in output or NO_NODE in output or NO_TARGET in output
         assert "Verify the GPU layers of this node" not in output
@@ -187,3 +189,23 @@ def test_check_mode_writes_nothing_in_every_mode(lab, tmp_path, mode, status):
     assert sorted(os.listdir(str(reports))) == before
     if mode == "postcheck":
         assert "node is %s" % state["verdicts"]["node"] in output and "not COMPUTE_VERIFIED" in output
+
+
+@pytest.mark.parametrize("name,argv,status,text", [
+    ("bad-option", ["--no-such-option"], 2, "usage: ansible-playbook"),
+    ("playbook-unreadable", ["-i", "{hosts}", "{missing}/verify-gpu.yml"], 1, "the playbook"),
+    ("inventory-missing", ["-i", "{missing}/hosts.yml"], 2, "gpuprobe_hosts 'all' matches no host of the inventory: " + NO_NODE),
+    ("inventory-unparsable", ["-i", "{bad}"], 2, "gpuprobe_hosts 'all' matches no host of the inventory: " + NO_NODE),
+], ids=lambda v: v if isinstance(v, str) and v[0].isalpha() and " " not in v else None)
+def test_ansible_itself_failed(lab, tmp_path, name, argv, status, text):
+    """docs/usage.md's row "Ansible itself failed", by real runs: never 0, never a report."""
+    (tmp_path / "bad.yml").write_text("all: [unclosed\n")
+    argv = [a.format(hosts=lab / "hosts.yml", missing=tmp_path / "missing", bad=tmp_path / "bad.yml") for a in argv]
+    if not any(a.endswith("verify-gpu.yml") for a in argv):
+        argv.append(PLAYBOOK)
+    reports = tmp_path / "reports"
+    r = subprocess.run(["ansible-playbook"] + argv + ["-e", "gpuprobe_report_dir=%s" % reports], capture_output=True,
+                       text=True, timeout=120, check=False)
+    output = r.stdout + r.stderr
+    assert (r.returncode, text in output) == (status, True), output[-3000:]
+    assert "Verify the GPU layers of this node" not in output and not reports.exists()
