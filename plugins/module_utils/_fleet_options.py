@@ -6,8 +6,8 @@
 
 This file is not public API; it may change without notice. Pure functions: the filter
 ``gpuprobe.layers.option_errors`` (plugins/filter/options.py) gives them the variables of every host and
-the role's argument specs; playbooks/verify-gpu.yml fails its first play with the errors returned here
-(docs/usage.md, "Exit statuses").
+the role's argument specs; playbooks/verify-gpu.yml fails its options play (after the selection check) with the
+errors returned here (docs/usage.md, "Exit statuses").
 
 Every variable whose name starts with ``gpuprobe_`` or ``verify_`` (or with a near miss of those prefixes,
 such as ``gpuprob_`` or ``verfy_``) must be an option of the playbook, an option of the
