@@ -51,7 +51,10 @@ fi
 rm -rf "$build/dist" "$build/collections"
 mkdir -p "$build/dist" "$build/collections"
 "$venv/bin/ansible-galaxy" collection build --force --output-path "$build/dist" . >/dev/null
-"$venv/bin/ansible-galaxy" collection install --force -p "$build/collections" "$build/dist"/gpuprobe-layers-*.tar.gz >/dev/null
+# -p with ANSIBLE_COLLECTIONS_PATH naming the same directory (as .build/env.sh does for every run): without it
+# ansible-galaxy warns that the installed collection "will not be picked up"
+ANSIBLE_COLLECTIONS_PATH="$build/collections" \
+  "$venv/bin/ansible-galaxy" collection install --force -p "$build/collections" "$build/dist"/gpuprobe-layers-*.tar.gz >/dev/null
 
 # 3b. with --test: the engines lab (containerd and dockerd from Debian 13, docs/runtimes.md), cached under
 #     .build/engines; without network the engines tests skip and say so

@@ -32,8 +32,8 @@ step() {
 col=/tmp/gpuprobe-e2e/collections
 rm -rf /tmp/gpuprobe-e2e && mkdir -p /tmp/gpuprobe-e2e/dist "$col"
 step build ansible-galaxy collection build --force --output-path /tmp/gpuprobe-e2e/dist .
-step install bash -c "ansible-galaxy collection install --force -p $col /tmp/gpuprobe-e2e/dist/gpuprobe-layers-*.tar.gz"
 export ANSIBLE_COLLECTIONS_PATH=$col
+step install bash -c "ansible-galaxy collection install --force -p $col /tmp/gpuprobe-e2e/dist/gpuprobe-layers-*.tar.gz"
 export ANSIBLE_CALLBACKS_ENABLED=gpuprobe.layers.gpuprobe_summary
 export PYTHONPATH=$col${PYTHONPATH:+:$PYTHONPATH}
 py=$(command -v python3)

@@ -162,7 +162,8 @@ def _gpu_nodes(root, host, gpus):
         found = [p for p in found if GPU_NODE.match(p)]
     found.sort(key=lambda p: int(GPU_NODE.match(p).group(1)))
     if not found:
-        raise SpecError("no GPU device node /dev/nvidiaN under %s (pass gpus to build a spec for absent nodes)" % (root or "/"))
+        raise SpecError("no GPU device node /dev/nvidiaN under %s: a self-built spec lists the node's own GPUs (only a direct "
+                        "task of the module gpuprobe.layers.cdi_spec can name absent ones, with its option gpus)" % (root or "/"))
     return found
 
 

@@ -6,8 +6,8 @@
 
 This file is not public API; it may change without notice. Pure functions: the filter
 ``gpuprobe.layers.option_errors`` (plugins/filter/options.py) gives them the variables of every host and
-the role's argument specs; playbooks/verify-gpu.yml fails its first play with the errors returned here
-(docs/usage.md, "Exit statuses").
+the role's argument specs; playbooks/verify-gpu.yml fails its options play (after the selection check) with the
+errors returned here (docs/usage.md, "Exit statuses").
 
 Every variable whose name starts with ``gpuprobe_`` or ``verify_`` (or with a near miss of those prefixes,
 such as ``gpuprob_`` or ``verfy_``) must be an option of the playbook, an option of the
@@ -91,6 +91,13 @@ def known_names(role_options):
     return sorted(set(PLAYBOOK_OPTIONS) | set(SET_BY_COLLECTION) | set(role_options or {}))
 
 
+def did_you_mean(name, known):
+    """``": did you mean <the closest of known>?"``, or "" when none is close (Python's difflib): how every
+    misspelt name (a variable, a pin) is answered."""
+    match = difflib.get_close_matches(str(name), sorted(known), n=1, cutoff=0.6)
+    return ": did you mean %s?" % match[0] if match else ""
+
+
 def unknown_name_errors(names, role_options):
     """One error per unknown name, with its closest known name when there is one."""
     known = known_names(role_options)
@@ -98,10 +105,8 @@ def unknown_name_errors(names, role_options):
     for name in candidate_names(names):
         if name in known:
             continue
-        match = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         errors.append("unknown variable %s%s (gpuprobe_* and verify_* variables must be options of "
-                      "playbooks/verify-gpu.yml or of the gpuprobe.layers.verify role)"
-                      % (name, ": did you mean %s?" % match[0] if match else ""))
+                      "playbooks/verify-gpu.yml or of the gpuprobe.layers.verify role)" % (name, did_you_mean(name, known)))
     return errors
 
 
@@ -225,7 +230,8 @@ def _pins(value):
         return "must be a dict of pin name -> expected value"
     unknown = sorted(str(k) for k in value if k not in PINS)
     if unknown:
-        return "has unknown pin names %s (known: %s)" % (", ".join(unknown), ", ".join(sorted(PINS)))
+        return "has unknown pin names %s (known: %s)" % (
+            "; ".join("%s%s" % (name, did_you_mean(name, PINS)) for name in unknown), ", ".join(sorted(PINS)))
     bad = sorted(k for k, v in value.items() if isinstance(v, (dict, list)))
     return "values must be text or numbers (not %s)" % ", ".join(bad) if bad else None
 

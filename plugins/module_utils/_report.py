@@ -510,12 +510,22 @@ def _host_view(entry):
     return view
 
 
+# how a run was made (report["run"]): when these differ between two reports, a change of a node may come from the
+# runs (audit runs no runtime and compute; a self-built spec is not the node's own), not from the node
+DIFF_RUN_FIELDS = ("mode", "cdi_source", "hosts_pattern")
+
+
 def diff_reports(old, new):
     """What changed between two fleet reports, per node.
 
     Returns a dict: added (hosts only in ``new``), removed (only in ``old``), changed (host -> list of
-    {field, old, new}), unchanged (count), verdicts ({old_verdict -> new_verdict: n} for changed verdicts).
+    {field, old, new}), unchanged (count), verdicts ({old_verdict -> new_verdict: n} for changed verdicts),
+    runs_differ (list of {field, old, new} for the DIFF_RUN_FIELDS of report["run"] that differ: the two runs were
+    not made the same way, e.g. mode audit and full).
     """
+    old_run, new_run = (old or {}).get("run") or {}, (new or {}).get("run") or {}
+    runs_differ = [{"field": f, "old": old_run.get(f), "new": new_run.get(f)} for f in DIFF_RUN_FIELDS
+                   if old_run.get(f) != new_run.get(f)]
     old_hosts = (old or {}).get("hosts") or {}
     new_hosts = (new or {}).get("hosts") or {}
     changed = {}
@@ -542,16 +552,22 @@ def diff_reports(old, new):
         "changed": changed,
         "unchanged": unchanged,
         "verdicts": dict(sorted(transitions.items())),
+        "runs_differ": runs_differ,
     }
 
 
 def render_diff_markdown(diff):
     lines = ["# gpuprobe fleet report comparison", "",
              "- old report: %s" % _md(diff["old_generated_at"]),
-             "- new report: %s" % _md(diff["new_generated_at"]),
-             "- hosts added: %s" % (_md(", ".join(diff["added"])) or "none"),
-             "- hosts removed: %s" % (_md(", ".join(diff["removed"])) or "none"),
-             "- hosts unchanged: %d" % diff["unchanged"], ""]
+             "- new report: %s" % _md(diff["new_generated_at"])]
+    if diff.get("runs_differ"):
+        lines.append("- **the two runs were not made the same way**: %s; a change below may come from the runs "
+                     "(an audit runs no runtime and compute layer), not from the nodes"
+                     % "; ".join("%s %s in the old report, %s in the new" % (_md(f["field"]), _md(f["old"]), _md(f["new"]))
+                                 for f in diff["runs_differ"]))
+    lines += ["- hosts added: %s" % (_md(", ".join(diff["added"])) or "none"),
+              "- hosts removed: %s" % (_md(", ".join(diff["removed"])) or "none"),
+              "- hosts unchanged: %d" % diff["unchanged"], ""]
     if diff["verdicts"]:
         lines += ["| verdict change | hosts |", "|---|---|"]
         lines += ["| %s | %d |" % (_md(k), v) for k, v in diff["verdicts"].items()]

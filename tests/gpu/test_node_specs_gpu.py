@@ -23,6 +23,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _compute, _host, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
@@ -31,7 +32,8 @@ pytestmark = [
     pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs a real NVIDIA GPU (GPUPROBE_GPU=1)"),
 ]
 
-IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/probe-python:host")
+# the collection's own default (verify_probe_image), the image scripts/build-probe-image.sh builds and gpu-e2e.sh uses
+IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", VERIFY_NODE_ARGSPEC["probe_image"]["default"])
 DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
 SPEC_DIR = "/var/run/cdi"
 EVIDENCE_DIR = os.environ.get("GPUPROBE_EVIDENCE_DIR")

@@ -6,8 +6,8 @@ steps included), build the compute record with the host control, and compute the
 variant must land in the layer and signature that DESIGN.md's table predicts. The records are written,
 untouched, as JSON to $GPUPROBE_EVIDENCE_DIR/<variant>.json when that is set.
 
-Environment: GPUPROBE_GPU=1 (else skipped), GPUPROBE_PROBE_IMAGE (default localhost/probe-python:host),
-GPUPROBE_DRIVER_ROOT (default /usr/local/nvidia), GPUPROBE_EVIDENCE_DIR (optional).
+Environment: GPUPROBE_GPU=1 (else skipped), GPUPROBE_PROBE_IMAGE (default localhost/gpuprobe-probe:local, the
+verify_probe_image default), GPUPROBE_DRIVER_ROOT (default /usr/local/nvidia), GPUPROBE_EVIDENCE_DIR (optional).
 """
 import json
 import os
@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _compute, _host, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
@@ -24,7 +25,8 @@ pytestmark = [
     pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs a real NVIDIA GPU (GPUPROBE_GPU=1)"),
 ]
 
-IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/probe-python:host")
+# the collection's own default (verify_probe_image), the image scripts/build-probe-image.sh builds and gpu-e2e.sh uses
+IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", VERIFY_NODE_ARGSPEC["probe_image"]["default"])
 DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
 SPEC_DIR = _cdi_spec.DEFAULT_SPEC_DIR
 EVIDENCE_DIR = os.environ.get("GPUPROBE_EVIDENCE_DIR")

@@ -19,6 +19,8 @@ pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(ROOT, "playbooks", "verify-gpu.yml")
 STOPPED = "invalid options, no node was run"
+NO_NODE = "no node would be verified"
+NO_TARGET = "leaves us with no hosts to target"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,12 @@ def lab(tmp_path_factory):
             "gone": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,
                      "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes"},
             "nopython": {"ansible_connection": "local", "ansible_python_interpreter": "/nonexistent/bin/python3"},
-        }}}
+        },
+        # a group of the node (docs/fleet.md's canary), a group without hosts (an empty new_nodes) and a model group
+        # whose group_vars misspell a pin
+        "children": {"canary": {"hosts": {"node": None}}, "new_nodes": {"hosts": {}},
+                     "h200_r580": {"hosts": {"pinned": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
+                                   "vars": {"gpuprobe_pins": {"drver_version": "580.95.05"}}}}}}
     (base / "hosts.yml").write_text(yaml.safe_dump(inventory))
     return base
 
@@ -67,8 +74,31 @@ CASES = [
     ("audit-self-built", ["gpuprobe_mode=audit", "gpuprobe_cdi_source=self-built"], "node", 2,
      "gpuprobe_mode=audit with gpuprobe_cdi_source=self-built", None),
     ("misspelt-mode", ["gpuprobe_mdoe=audit"], "node", 2, "unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode?", None),
+    # issue 22.3: a misspelt pin name was caught only in the report's drift table, after every node ran
+    ("misspelt-pin-extra-var", ["gpuprobe_mode=audit", '{"gpuprobe_pins": {"cuda_api": "12.8"}}'], "node", 2,
+     "has unknown pin names cuda_api: did you mean cuda_driver_api?", None),
+    ("misspelt-pin-group-var", ["gpuprobe_mode=full"], "node,pinned", 2,
+     "has unknown pin names drver_version: did you mean driver_version? (known: cdi_spec_digest, cuda_driver_api, "
+     "driver_version, runtime_version) [pinned]", None),
     ("pattern-matches-nothing", ["gpuprobe_mode=postcheck", "gpuprobe_hosts=gpu_nodse"], None, 2,
      "gpuprobe_hosts 'gpu_nodse' matches no host of the inventory", None),
+    # issue 22.1: --limit narrowed the run to no node, and the run ended with exit 0, no report (the pattern check
+    # ran on localhost, which --limit leaves out); the class: every mode, a pattern and a limit that are disjoint,
+    # a pattern of nothing within a limit, a limit matching nothing or an empty group (Ansible's own error, exit 1)
+] + [
+    ("pattern-and-limit-disjoint-%s" % mode, ["gpuprobe_mode=%s" % mode, "gpuprobe_hosts=gone"], "node", 2,
+     "gpuprobe_hosts 'gone' and --limit 'node' have no host in common: " + NO_NODE, None) for mode in ("audit", "full", "postcheck")
+] + [
+    ("pattern-matches-nothing-within-limit-%s" % mode, ["gpuprobe_mode=%s" % mode, "gpuprobe_hosts=nosuch"], "canary", 2,
+     "gpuprobe_hosts 'nosuch' matches no host of the inventory: " + NO_NODE, None) for mode in ("audit", "postcheck")
+] + [
+    ("group-pattern-and-limit-disjoint", ["gpuprobe_mode=postcheck", "gpuprobe_hosts=canary"], "gone,nopython", 2,
+     "gpuprobe_hosts 'canary' and --limit 'gone,nopython' have no host in common", None),
+    ("limit-matches-nothing", ["gpuprobe_mode=postcheck"], "nosuch", 1, NO_TARGET, None),
+    ("limit-is-an-empty-group", ["gpuprobe_mode=postcheck"], "new_nodes", 1, NO_TARGET, None),
+    ("limit-within-pattern", ["gpuprobe_mode=audit", "gpuprobe_hosts=all"], "canary", 0, "1 host(s): ", None),
+    ("postcheck-not-verified", ["gpuprobe_mode=postcheck"], "node", 2,
+     "node is FAILED_AT_CDI (cdi.discovery.spec_dirs), not COMPUTE_VERIFIED; see /", None),
     ("unreachable-audit", ["gpuprobe_mode=audit"], "node,gone,nopython", 2, "gone could not be verified: host unreachable", None),
     ("unreachable-full", ["gpuprobe_mode=full"], "gone,nopython", 2, "nopython could not be verified: verify run failed", None),
     ("unreachable-postcheck", ["gpuprobe_mode=postcheck"], "gone", 2, "gone could not be verified", None),
@@ -93,9 +123,9 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     output = r.stdout + r.stderr
     assert (r.returncode, text in output) == (status, True), output[-4000:]
 
-    if status == 2 and not setup and not name.startswith("unreachable"):
+    if status != 0 and not setup and not name.startswith(("unreachable", "postcheck-not-verified")):
         # stopped before any node ran: no node task, no report, no status file
-        assert STOPPED in output or "matches no host of the inventory" in output
+        assert STOPPED in output or NO_NODE in output or NO_TARGET in output
         assert "Verify the GPU layers of this node" not in output
         assert not reports.exists() and not status_file.exists()
         return
@@ -116,11 +146,66 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     assert len(os.listdir(str(reports / "gpuprobe-report-latest"))) == 4
     junit = (reports / "gpuprobe-report-latest.junit.xml").read_text()
     unverifiable = sorted(state["unverifiable"])
-    assert unverifiable == sorted(h for h in limit.split(",") if h != "node")
+    assert unverifiable == sorted(h for h in limit.split(",") if h not in ("node", "canary"))
     for host in unverifiable:
         # every layer of a node that could not be verified is an <error> in JUnit, in every mode
         suite = junit.split('<testsuite name="%s"' % host, 1)[1].split("</testsuite>", 1)[0]
         assert suite.count("<error ") == 5 and "<skipped" not in suite
-    if "node" in limit.split(","):
+    if set(limit.split(",")) & {"node", "canary"}:
         node = junit.split('<testsuite name="node"', 1)[1].split("</testsuite>", 1)[0]
         assert 'errors="0"' in node and "<error " not in node
+
+
+@pytest.mark.parametrize("mode", ["audit", "full", "postcheck"])
+def test_an_inventory_without_hosts_verifies_nothing_and_fails(tmp_path, mode):
+    """-i narrowed the run to no node: only the implicit localhost, which the pattern 'all' does not match."""
+    inventory = tmp_path / "empty.yml"
+    inventory.write_text("all: {}\n")
+    reports = tmp_path / "reports"
+    r = subprocess.run(["ansible-playbook", "-i", str(inventory), PLAYBOOK, "-e", "gpuprobe_mode=%s" % mode,
+                        "-e", "gpuprobe_report_dir=%s" % reports], capture_output=True, text=True, timeout=120, check=False)
+    output = r.stdout + r.stderr
+    assert (r.returncode, "gpuprobe_hosts 'all' matches no host of the inventory: " + NO_NODE in output) == (2, True), output[-3000:]
+    assert "Verify the GPU layers of this node" not in output and not reports.exists()
+
+
+@pytest.mark.parametrize("mode,status", [("audit", 0), ("full", 0), ("postcheck", 2)])
+def test_check_mode_writes_nothing_in_every_mode(lab, tmp_path, mode, status):
+    """docs/usage.md, "Check mode": --check builds and summarises the report but writes no file (the previous
+    latest.* stay), says so in the status file; a post-check cannot pass without its compute layer."""
+    reports = tmp_path / "reports"
+    _junit_latest_is_a_directory(reports)  # a previous run's latest.*: left as they are
+    before = sorted(os.listdir(str(reports)))
+    status_file = tmp_path / "status.json"
+    argv = ["ansible-playbook", "--check", "-i", str(lab / "hosts.yml"), PLAYBOOK, "--limit", "node", "-e", "gpuprobe_mode=%s" % mode,
+            "-e", "gpuprobe_report_dir=%s" % reports, "-e", "gpuprobe_status_file=%s" % status_file]
+    r = subprocess.run(argv, env=dict(os.environ, ANSIBLE_RETRY_FILES_ENABLED="False"), capture_output=True, text=True,
+                       timeout=240, check=False)
+    output = r.stdout + r.stderr
+    assert (r.returncode, "report: (check mode: not written)" in output) == (status, True), output[-4000:]
+    state = json.loads(status_file.read_text())
+    assert (state["report"], state["files"], state["unverifiable"], list(state["verdicts"])) == (
+        "not written (check mode)", {}, {}, ["node"])
+    assert sorted(os.listdir(str(reports))) == before
+    if mode == "postcheck":
+        assert "node is %s" % state["verdicts"]["node"] in output and "not COMPUTE_VERIFIED" in output
+
+
+@pytest.mark.parametrize("name,argv,status,text", [
+    ("bad-option", ["--no-such-option"], 2, "usage: ansible-playbook"),
+    ("playbook-unreadable", ["-i", "{hosts}", "{missing}/verify-gpu.yml"], 1, "the playbook"),
+    ("inventory-missing", ["-i", "{missing}/hosts.yml"], 2, "gpuprobe_hosts 'all' matches no host of the inventory: " + NO_NODE),
+    ("inventory-unparsable", ["-i", "{bad}"], 2, "gpuprobe_hosts 'all' matches no host of the inventory: " + NO_NODE),
+], ids=lambda v: v if isinstance(v, str) and v[0].isalpha() and " " not in v else None)
+def test_ansible_itself_failed(lab, tmp_path, name, argv, status, text):
+    """docs/usage.md's row "Ansible itself failed", by real runs: never 0, never a report."""
+    (tmp_path / "bad.yml").write_text("all: [unclosed\n")
+    argv = [a.format(hosts=lab / "hosts.yml", missing=tmp_path / "missing", bad=tmp_path / "bad.yml") for a in argv]
+    if not any(a.endswith("verify-gpu.yml") for a in argv):
+        argv.append(PLAYBOOK)
+    reports = tmp_path / "reports"
+    r = subprocess.run(["ansible-playbook"] + argv + ["-e", "gpuprobe_report_dir=%s" % reports], capture_output=True,
+                       text=True, timeout=120, check=False)
+    output = r.stdout + r.stderr
+    assert (r.returncode, text in output) == (status, True), output[-3000:]
+    assert "Verify the GPU layers of this node" not in output and not reports.exists()

@@ -5,11 +5,13 @@ import os
 import stat
 
 import pytest
+import yaml
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpuprobe.layers.plugins.filter.options import role_options
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
 from ansible_collections.gpuprobe.layers.plugins.modules import cdi_facts, cdi_spec
@@ -76,8 +78,12 @@ def test_no_gpu_node_is_an_error_unless_gpus_given(tmp_path, host_root):
     (empty / "usr/local/nvidia/lib64").mkdir(parents=True)
     for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):
         (empty / "usr/local/nvidia/lib64" / ("%s.so.%s" % (name, DRIVER))).write_bytes(b"")
-    with pytest.raises(_cdi_spec.SpecError, match="no GPU device node"):
+    with pytest.raises(_cdi_spec.SpecError, match="no GPU device node") as raised:
         _cdi_spec.build_spec("t1", root=str(empty), driver_root="/usr/local/nvidia")
+    # issue 22.9: the hint said "pass gpus", which no playbook variable passes: it names the module whose option it is
+    hint = str(raised.value)
+    assert "module gpuprobe.layers.cdi_spec" in hint and "its option gpus" in hint, hint
+    assert "gpus" in yaml.safe_load(cdi_spec.DOCUMENTATION)["options"] and "verify_gpus" not in role_options()
     spec = _cdi_spec.build_spec("t1", root=str(empty), driver_root="/usr/local/nvidia", gpus=["0"])
     assert spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/nvidia0"
 

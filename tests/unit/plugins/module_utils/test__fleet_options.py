@@ -46,6 +46,21 @@ def test_value_and_name_errors(values, expected):
     assert errors == expected
 
 
+@pytest.mark.parametrize("pins,named", [
+    # issue 22.3: a misspelt pin name is named with its close match, as a misspelt variable is
+    ({"drver_version": "580"}, "drver_version: did you mean driver_version?"),
+    ({"driver_verison": "580"}, "driver_verison: did you mean driver_version?"),
+    ({"cuda_api": "12.8"}, "cuda_api: did you mean cuda_driver_api?"),
+    ({"runtime_versions": "5.4"}, "runtime_versions: did you mean runtime_version?"),
+    ({"cdi_digest": "ab"}, "cdi_digest: did you mean cdi_spec_digest?"),
+    ({"gpu_count": 8}, "gpu_count (known: "),
+    ({"drver_version": "580", "zzz": 1}, "drver_version: did you mean driver_version?; zzz (known: "),
+])
+def test_a_misspelt_pin_name_is_refused_with_its_close_match(pins, named):
+    errors = opts.value_errors({"gpuprobe_pins": pins}, ROLE)
+    assert len(errors) == 1 and "has unknown pin names " + named in errors[0], errors
+
+
 def test_type_errors_come_from_the_role_argument_specs():
     errors = opts.value_errors({"verify_probe_timeout": "abc", "verify_cdi_devices": {"not": "a list"}}, ROLE)
     assert len(errors) == 2

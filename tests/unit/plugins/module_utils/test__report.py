@@ -315,6 +315,27 @@ def test_diff_of_identical_reports_is_empty(report):
     assert "No host changed." in R.render_diff_markdown(diff)
 
 
+@pytest.mark.parametrize("old_run,new_run,differ", [
+    # issue 22.9: comparing an audit with a full run listed runtime/compute changes as if the nodes had changed
+    ({"mode": "audit", "cdi_source": "node"}, {"mode": "full", "cdi_source": "node"}, [("mode", "audit", "full")]),
+    ({"mode": "full", "cdi_source": "node"}, {"mode": "postcheck", "cdi_source": "self-built"},
+     [("mode", "full", "postcheck"), ("cdi_source", "node", "self-built")]),
+    ({"mode": "full", "hosts_pattern": "all"}, {"mode": "full", "hosts_pattern": "canary"}, [("hosts_pattern", "all", "canary")]),
+    ({}, {"mode": "audit"}, [("mode", None, "audit")]),
+    ({"mode": "full", "cdi_source": "node", "ansible_version": "2.18"}, {"mode": "full", "cdi_source": "node", "ansible_version": "2.19"}, []),
+])
+def test_diff_says_when_the_runs_were_not_made_the_same_way(old_run, new_run, differ):
+    hosts = [{"name": "gpu-ok", "records": healthy()}]
+    old = json.loads(R.render_json(R.build_report(hosts, "2026-12-01T00:00:00Z", run=old_run)))
+    diff = R.diff_reports(old, R.build_report(hosts, "2026-12-02T00:00:00Z", run=new_run))
+    assert [(f["field"], f["old"], f["new"]) for f in diff["runs_differ"]] == differ
+    md = R.render_diff_markdown(diff)
+    said = "the two runs were not made the same way" in md
+    assert said == bool(differ), md
+    for field, before, after in differ:
+        assert "%s %s in the old report, %s in the new" % (R._md(field), R._md(before), R._md(after)) in md
+
+
 @pytest.mark.parametrize("prediction,records,match,observed_layer", [
     ({"predicted_layer": "compute", "predicted_signature": "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},
      jit_missing(), True, "compute"),
