@@ -13,7 +13,6 @@
 # labelled container, no gpuprobe-*.yaml, no host-control process or temp dir, and a report directory whose latest
 # set is whole); 1 otherwise (also when the run never got to that moment).
 set -uo pipefail
-export LC_ALL=C  # ASCII messages from the tools (find, ls) in the report
 at=container
 sig=INT
 while [ $# -gt 0 ]; do
@@ -34,11 +33,11 @@ done
 # names the same file as a mount source, 'gpuprobe_probe.py:/gpuprobe/probe.py', which does not match)
 host_control() { pgrep -f 'gpuprobe-probe-[^ ]*/gpuprobe_probe\.py( |$)' || true; }
 leftovers() {
-  echo "/var/run/cdi:"; ls -la /var/run/cdi 2>&1
+  echo "/var/run/cdi:"; LC_ALL=C ls -la /var/run/cdi 2>&1
   echo "probe containers:"; podman ps -a --filter label=gpuprobe.run --format '{{.Names}} {{.Status}} {{.Labels}}'
   echo "host-control processes:"; host_control
-  echo "probe temp dirs:"; ls -d "${TMPDIR:-/tmp}"/gpuprobe-run-* "${TMPDIR:-/tmp}"/gpuprobe-probe-* 2>/dev/null || true
-  if [ -n "$reports" ] && [ -d "$reports" ]; then echo "report dir $reports:"; find "$reports" -printf "%M %s %p -> %l\n" 2>&1 | head -60; fi
+  echo "probe temp dirs:"; LC_ALL=C ls -d "${TMPDIR:-/tmp}"/gpuprobe-run-* "${TMPDIR:-/tmp}"/gpuprobe-probe-* 2>/dev/null || true
+  if [ -n "$reports" ] && [ -d "$reports" ]; then echo "report dir $reports:"; LC_ALL=C find "$reports" -printf "%M %s %p -> %l\n" 2>&1 | head -60; fi
 }
 reached() {
   case $at in

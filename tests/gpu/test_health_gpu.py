@@ -48,8 +48,10 @@ def test_the_record_is_valid_and_reads_every_gpu(record):
 def test_every_per_gpu_check_ran_or_says_why_for_every_gpu(record):
     checks = _health(record)
     for gpu in record["evidence"]["health"]["gpus"]:
-        mine = [c for c in checks if c["subject"] and gpu["uuid"] in c["subject"]]
-        assert sorted(set(c["id"] for c in mine)) == PER_GPU, gpu["uuid"]
+        mine = set(c["id"] for c in checks if c["subject"] and gpu["uuid"] in c["subject"])
+        # every per-GPU reading for this GPU; the Xid check is this GPU's too when the kernel log was read (seen on
+        # the H200: 'none in 359 line(s) of dmesg --notime'), else one node-wide NOT_RUN saying why
+        assert mine - {"host.health.xid"} == set(PER_GPU), gpu["uuid"]
     for check in checks:
         assert check["status"] in STATUSES
         if check["status"] == NOT_RUN:
