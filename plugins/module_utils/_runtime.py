@@ -41,7 +41,6 @@ OWNER_LABEL = "gpuprobe.owner"      # host:pid:started of the run's owner (_owne
 CREATED_LABEL = "gpuprobe.created"  # epoch seconds
 VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
 PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
-PROBE_LINE_PREFIX = _probe_contract.LINE_PREFIX
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
 UNSUPPORTED = ("containerd", "crio")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -874,7 +873,7 @@ def runtime_facts(params, check_mode=False):
         try:
             argv = build_argv(engine, name, run_id, params["image"], devices, probe_path, config,
                               user=params.get("user"), pull=params.get("pull") or "never", owner=owner)
-            result = run(argv, timeout=timeout, keep_prefix=PROBE_LINE_PREFIX)
+            result = run(argv, timeout=timeout, keep_prefix=_probe_contract.LINE_PREFIX)
         finally:
             # also on an interrupt (SIGINT/SIGTERM/SIGHUP raise Interrupted; _run killed the runtime client's
             # group): the container lives on in the runtime's monitor, so remove it by name, then the probe dir
