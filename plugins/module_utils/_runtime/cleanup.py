@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (runtime layer): the removal of what is provably ours and belongs to a run that is over: probe
+containers, self-built specs, probe temp dirs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_absolute, check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUN_ID_RE, UNSUPPORTED
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
+
+
+PROBE_DIR_PREFIX = "gpuprobe-run-"
+
+
+PROBE_DIR_RE = re.compile(r"^gpuprobe-run-(\d+)-(\d+|-)-[A-Za-z0-9_]+$")
+
+
+def probe_parent_dir(tmp_dir=None):
+    """A private temp dir for the probe script, named after this process (pid and start time), so that what a
+    SIGKILLed module leaves is found by cleanup once that process is gone."""
+    pid = os.getpid()
+    started = _owner.proc_started(pid)
+    return tempfile.mkdtemp(prefix="%s%d-%s-" % (PROBE_DIR_PREFIX, pid, "-" if started is None else started), dir=tmp_dir)
+
+
+def sweep_probe_dirs(tmp_dir=None, check_mode=False):
+    """Remove probe temp dirs (gpuprobe-run-<pid>-<started>-*) whose process is gone; returns their paths."""
+    tmp_dir = tmp_dir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = sorted(os.listdir(tmp_dir))
+    except OSError:
+        return removed
+    for name in names:
+        m = PROBE_DIR_RE.match(name)
+        path = os.path.join(tmp_dir, name)
+        if not m or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        owner = {"host": _owner.this_host(), "pid": int(m.group(1)),
+                 "started": None if m.group(2) == "-" else int(m.group(2))}
+        if _owner.alive(owner) is False:
+            if not check_mode:
+                shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def remove_own_spec(params):
+    """After an interrupt: this run's self-built spec (``spec_dir``, the dir cdi_spec wrote it to), removed as
+    ``cdi_spec state=absent`` would remove it (only gpuprobe-<run_id>.yaml of this run's own kind). The play's
+    always-cleanup never runs once ansible-playbook is interrupted, and the interrupt usually arrives during
+    the probe, which is this module. Returns a short text for the failure message."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+
+    spec_dir = params.get("spec_dir")
+    if not spec_dir:
+        return "no self-built spec named (spec_dir)"
+    with deferred_signals():
+        try:
+            out = _cdi_spec.ensure_spec(params["run_id"], state="absent", spec_dir=spec_dir)
+        except (_cdi_spec.SpecError, OSError) as exc:
+            return "this run's spec was not removed: %s" % exc
+    return "this run's spec %s was removed" % out["path"] if out["changed"] else "this run had no spec in %s" % spec_dir
+
+
+def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30,
+            max_age=_owner.DEFAULT_MAX_AGE, tmp_dir=None):
+    """Remove what is provably ours and belongs to a run that is over (_owner.is_over): probe containers
+    (labelled gpuprobe.run) and self-built specs (gpuprobe-<run_id>.yaml of our kind). With ``run_id``, that
+    run's items (the caller's own run: over by definition); without it, every item whose owner is gone or
+    that is older than ``max_age``. Items of other runs that are not over are listed in ``live``, never
+    removed. Probe temp dirs of processes that are gone are removed too. Returns a dict: changed, containers,
+    specs, probe_dirs, live, errors, not_listed (runtimes that could not be listed under runtime=auto; not
+    ``skipped``, which Ansible reserves)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+
+    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
+        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
+    _owner.check_max_age(max_age)
+    check_timeout(timeout)
+    check_absolute(spec_dir, "spec_dir")
+    out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "not_listed": []}
+    engines = []
+    candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
+    for name in candidates:
+        if name in UNSUPPORTED:
+            continue
+        path = which(name)
+        if path:
+            engines.append(adapter({"name": name, "path": path}))
+    now = time.time()
+    caller = _owner.resolve(None, fallback_pid=os.getpid()) if run_id else None
+    for engine in engines:
+        try:
+            found = engine.list_ours(run_id, timeout)
+        except RuntimeError as exc:
+            # with runtime=auto an installed CLI whose daemon is not running (docker here) holds nothing we
+            # could remove: say so instead of failing the cleanup; a runtime named explicitly must answer
+            (out["not_listed"] if runtime in (None, "auto") else out["errors"]).append(str(exc))
+            continue
+        for c in found:
+            over, why = _owner.is_over(c["run_id"], c["owner"], c["created"], run_id=run_id, max_age=max_age, now=now,
+                                       caller=caller)
+            if not over:
+                out["live"].append({"container": "%s:%s" % (engine.name, c["name"]), "run_id": c["run_id"],
+                                    "state": c["state"], "why": why})
+                continue
+            if not check_mode:
+                result = engine.remove(c["name"], timeout)
+                if result["rc"] != 0:
+                    out["errors"].append("%s rm %s: %s" % (engine.name, c["name"], result["error"]))
+                    continue
+            out["containers"].append("%s:%s" % (engine.name, c["name"]))
+    if specs and os.path.isdir(spec_dir):
+        if run_id:
+            path = _cdi_spec.spec_path(spec_dir, run_id)
+            info = _cdi_spec.spec_owner_info(path) if os.path.lexists(path) else None
+            if info and info["ours"] and info["run_id"] == run_id and _owner.other_live_owner(info["owner"], caller):
+                out["live"].append({"spec": path, "run_id": run_id, "why": "run id %s is also used by the live run of %s"
+                                    % (run_id, _owner.format_owner(info["owner"]))})
+            elif info and info["ours"] and info["run_id"] == run_id:
+                if not check_mode:
+                    _cdi_spec.remove_spec(spec_dir, run_id)
+                out["specs"].append(path)
+        else:
+            swept = _cdi_spec.sweep_specs(spec_dir, max_age=max_age, check_mode=check_mode, now=now)
+            out["specs"] = swept["removed"]
+            out["live"] += [{"spec": x["path"], "run_id": x["run_id"], "why": x["why"]} for x in swept["live"]]
+    out["probe_dirs"] = sweep_probe_dirs(tmp_dir, check_mode=check_mode)
+    out["changed"] = bool(out["containers"] or out["specs"] or out["probe_dirs"])
+    return out

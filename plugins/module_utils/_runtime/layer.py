@@ -1,0 +1,189 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (runtime layer): the runtime record: one probe container started with the requested CDI devices,
+its inventory compared with the expected edits (``runtime_facts``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe, _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image, check_timeout, check_user
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CHECKS, RUN_ID_RE, SIGNATURES, classify_start_error, error_line
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name, detect_runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import ControllerWatch, deferred_signals, interruptible
+
+
+def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
+    """The probe's config; ``plan`` (_busy.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
+    must not run at all (skip_reason: the busy state is unknown); a fresh token and kernel (a, b) per run;
+    ``resolve_paths``: container paths whose realpath the inventory reports (resolved_paths), beside the spec's own
+    paths (resolve_request)."""
+    nodes = []
+    for n in (expected_edits or {}).get("deviceNodes") or []:
+        for path in (n.get("path"), clean_path(n.get("path"))):  # '/dev/x/' cannot be lstat'ed; runc makes /dev/x
+            if isinstance(path, str) and path and path not in nodes:
+                nodes.append(path)
+    request = list(resolve_request(expected_edits))
+    request += [str(p) for p in resolve_paths or [] if str(p) not in request]
+    config = dict(_probe_contract.new_run_keys(), nodes=nodes, compute=bool(compute), resolve_paths=request)
+    plan = plan or {}
+    if plan.get("skip_reason"):
+        config["skip_compute_reason"] = plan["skip_reason"]
+    if plan.get("skip_uuids"):
+        config["skip_uuids"] = list(plan["skip_uuids"])
+    return config
+
+
+def check_params(params):
+    """ValueError with one clear message for options that cannot work (before any container exists)."""
+    run_id = params.get("run_id")
+    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
+    if params.get("timeout") is not None:
+        check_timeout(params["timeout"])
+    devices = params.get("cdi_devices") or []
+    if not isinstance(devices, list):
+        raise ValueError("cdi_devices must be a list of fully qualified CDI names vendor/class=name (got %r)" % (devices,))
+    for device in devices:
+        check_device(device)
+    if "image" in params:
+        check_image(params.get("image"))
+    expected = params.get("expected_edits")
+    if expected is not None and not isinstance(expected, dict):
+        raise ValueError("expected_edits must be a dict (got %s)" % type(expected).__name__)
+    for key in ("env", "deviceNodes", "mounts", "hooks", "additionalGids"):
+        if (expected or {}).get(key) is not None and not isinstance(expected[key], list):
+            raise ValueError("expected_edits.%s must be a list (got %s)" % (key, type(expected[key]).__name__))
+    for key in ("deviceNodes", "mounts", "hooks"):
+        if any(not isinstance(e, dict) for e in (expected or {}).get(key) or []):
+            raise ValueError("expected_edits.%s must be a list of dicts" % key)
+    check_user(params.get("user"))
+    _owner.normalize(params.get("owner"))
+
+
+def runtime_facts(params, check_mode=False):
+    """Returns (runtime record, probe dict or None). ``params``: the module's options."""
+    check_params(params)
+    if params.get("isolation") == "per_device" and params.get("compute") and not check_mode \
+            and len(params.get("cdi_devices") or []) > 1:
+        return _runtime_facts_per_device(params)
+    run_id = params.get("run_id") or ""
+    devices = list(params.get("cdi_devices") or [])
+    expected = params.get("expected_edits") or {}
+    evidence = {"requested_devices": devices, "expected_edits": expected, "run_id": run_id}
+    if check_mode:
+        return not_run("runtime", "check mode: no container was started", evidence), None
+    if not devices:
+        return not_run("runtime", "no CDI device requested (cdi_devices is empty)", evidence), None
+    info = detect_runtime(params.get("runtime") or "auto", timeout=30)
+    evidence["engine"] = info
+    versions = {"runtime": ("%s %s" % (info.get("name"), info.get("version") or "")).strip() if info.get("name") else None,
+                "oci_runtime": info.get("oci_runtime"), "probe": _probe.PROBE_VERSION}
+    if not info["usable"]:
+        return not_run("runtime", info["reason"], evidence, versions), None
+    engine = adapter(info)
+
+    builder = LayerBuilder("runtime", CHECKS)
+    builder.evidence = evidence
+    builder.versions = versions
+    builder.add("runtime.engine.available", PASS, subject=info["name"], expected="installed, CDI capable",
+                observed="%s (%s; %s)" % (versions["runtime"], info.get("oci_runtime"), info.get("cdi")))
+    if info.get("version") == "unknown":
+        builder.add("runtime.engine.version", NOT_RUN, subject=info["name"], expected="a version string",
+                    observed="not understood: %r (recorded as unknown, not trusted)" % info.get("version_text"))
+    else:
+        builder.add("runtime.engine.version", PASS, subject=info["name"], expected="a version string",
+                    observed=info.get("version"))
+
+    plan = busy_plan(params.get("host"), params.get("allow_busy_gpu")) if params.get("compute") else None
+    timeout = params.get("timeout") or 60
+    name = container_name(run_id)
+    owner = _owner.resolve(params.get("owner"), fallback_pid=os.getpid())
+    evidence["owner"] = owner
+    with interruptible(), ControllerWatch(owner):
+        probe_dir = probe_parent_dir()
+        _unused, probe_path = _probe.write_probe(directory=probe_dir)
+        cleanup = None
+        config = _probe_config(expected, params.get("compute"), plan, params.get("resolve_paths"))
+        request = {"name": name, "run_id": run_id, "image": params["image"], "devices": devices,
+                   "probe_path": probe_path, "config": config, "user": params.get("user"),
+                   "pull": params.get("pull") or "never", "owner": owner, "timeout": timeout}
+        result = {"rc": None, "stdout": "", "stderr": "", "duration_ms": 0, "timed_out": False, "error": None}
+        try:
+            result = engine.run_probe(request)
+        finally:
+            # also on an interrupt (SIGINT/SIGTERM/SIGHUP raise Interrupted; _run killed the runtime client's
+            # group): the container lives on in the runtime's monitor, so remove it by name, then the probe dir
+            with deferred_signals():
+                cleanup = engine.remove(name)
+                shutil.rmtree(probe_dir, ignore_errors=True)
+    parsed = _probe_contract.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))
+    started = parsed["start"] is not None
+    evidence["container"] = {
+        "name": name, "image": params["image"], "rc": result["rc"], "wall_ms": result["duration_ms"],
+        "timed_out": result["timed_out"], "started": started, "stderr": (result["stderr"] or "")[-4000:],
+        "cleanup": cleanup, "user": params.get("user"), "stdout_bytes": result.get("stdout_bytes"),
+        "stderr_bytes": result.get("stderr_bytes"), "output_truncated": result.get("truncated"),
+        "noise_count": parsed["noise_count"],
+    }
+    evidence["container"].update(result.get("request") or {})
+    probe = None
+    signature = None
+    if not started:
+        signature = classify_start_error(result["stderr"], result["timed_out"])
+        message = error_line(result["stderr"]) or result["error"] or "no output"
+        builder.add("runtime.container.started", FAIL, subject=name, expected="the probe runs in the container",
+                    observed=message, hint=SIGNATURES[signature]["next"])
+        evidence["start_signature"] = signature
+        return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"],
+                             reason="%s: %s" % (signature, message)), None
+
+    builder.add("runtime.container.started", PASS, subject=name, expected="the probe runs in the container",
+                observed="started in %s ms (probe %s, python %s, uid %s)" % (
+                    result["duration_ms"], parsed["start"].get("probe_version"), parsed["start"].get("python"),
+                    parsed["start"].get("uid")))
+    probe = dict(parsed)
+    probe.update({"executed": True, "runtime": versions["runtime"], "cdi_devices": devices, "container_name": name,
+                  "image": params["image"], "timed_out": result["timed_out"], "rc": result["rc"],
+                  "wall_ms": result["duration_ms"], "stderr": (result["stderr"] or "")[-4000:]})
+    inventory = parsed["inventory"]
+    if inventory is None:
+        builder.add("runtime.probe.inventory", FAIL, subject=name, expected="the probe's inventory",
+                    observed="none (rc %s, %s)" % (result["rc"], error_line(result["stderr"]) or result["error"]))
+        signature = "runtime.start.timeout" if result["timed_out"] else "runtime.probe.inventory"
+        return builder.build(signature=signature), probe
+    builder.add("runtime.probe.inventory", PASS, subject=name, observed="%d nodes, %d mounts seen" % (
+        len(inventory.get("nodes") or {}), len(inventory.get("mounts") or [])))
+    loader_points_to = observed_checks(builder, expected, inventory, parsed["start"])
+    return build_observed(builder, inventory, loader_points_to), probe
+
+
+def _runtime_facts_per_device(params):
+    """isolation=per_device: the runtime layer from one container with every device (no compute), then one
+    compute container per requested CDI device (each sees exactly its GPU). The probe dict is the shared
+    container's with ``containers``: one probe per device, in order (a stub with executed false and the runtime's
+    reason when that device's container did not run)."""
+    record, probe = runtime_facts(dict(params, isolation="shared", compute=False))
+    if probe is None:
+        return record, None
+    containers = []
+    for device in params["cdi_devices"]:
+        sub_record, sub_probe = runtime_facts(dict(params, isolation="shared", cdi_devices=[device], expected_edits={}))
+        if sub_probe is None:
+            sub_probe = {"executed": False, "cdi_devices": [], "requested_devices": [device],
+                         "reason": "%s %s: %s" % (sub_record["status"], sub_record.get("signature") or "", sub_record["reason"])}
+        sub_probe["requested_devices"] = [device]
+        containers.append(sub_probe)
+    probe = dict(probe, containers=containers, isolation="per_device", compute_requested=True)
+    record["evidence"]["isolation"] = {"mode": "per_device", "containers": [
+        {"device": c["requested_devices"][0], "name": c.get("container_name"), "executed": c["executed"],
+         "reason": c.get("reason")} for c in containers]}
+    return record, probe
