@@ -1,6 +1,7 @@
 """host.health.*: per-GPU health readings through a fake pynvml that returns pynvml's own values and structures and
 raises its real NVMLError codes; Xid parsing over kernel log lines; the kernel log read through real programs."""
 import os
+import shutil
 
 import pytest
 
@@ -505,3 +506,117 @@ def test_every_threshold_is_documented_and_used():
     for name, entry in _health.THRESHOLDS.items():
         assert entry["applies"].split()[0] in _health.CHECKS and entry["why"], name
         assert source.count('t["%s"]' % name) >= 1, name
+
+
+# ---- dcgmi diag, through a fake dcgmi on PATH printing DCGM's own JSON shapes (tests/unit/fixtures/dcgm/README.md) ---
+
+DCGM_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures", "dcgm")
+
+
+CAT, SLEEP = shutil.which("cat"), shutil.which("sleep")   # PATH holds only the fake dcgmi in these tests
+
+
+def _fake_dcgmi(directory, fixture=None, rc=0, body=None):
+    """A dcgmi that records its arguments and prints ``fixture`` (DCGM exits non-zero when a test fails)."""
+    out = '%s "%s"' % (CAT, os.path.join(DCGM_FIXTURES, fixture)) if fixture else ""
+    _program(directory, "dcgmi", body or 'echo "$*" > "%s/dcgmi.args"\n%s\nexit %d' % (directory, out, rc))
+
+
+def _nvml(gpus):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
+    return _nvml.read_nvml(hf.fake_pynvml(gpus))
+
+
+def _dcgm_record(h200, diag, gpus):
+    evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml(gpus))
+    evidence["health"]["dcgm_diag"] = diag
+    return _host.evaluate(evidence)
+
+
+def test_dcgm_level_1_pass_is_a_check_per_test_and_gpu(tmp_path, monkeypatch, h200):
+    _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0), hf.gpu(1)]
+    diag = _health.read_dcgm_diag(1, _nvml(gpus))
+    assert open(os.path.join(str(tmp_path), "dcgmi.args")).read().split() == ["diag", "-r", "1", "-j"]
+    assert diag["ran"] and diag["rc"] == 0 and diag["version"] == "4.2.3"
+    assert [(t["category"], t["test"], t["entity"], t["status"]) for t in diag["tests"]] == [
+        ("Deployment", "software", 0, "Pass"), ("Deployment", "software", 1, "Pass")]
+    rows = health_checks(_dcgm_record(h200, diag, gpus), "host.health.dcgm_diag")
+    assert [(c["subject"], c["status"]) for c in rows] == [
+        ("GPU 0 %s: software" % hf.gpu(0)["uuid"], PASS), ("GPU 1 %s: software" % hf.gpu(1)["uuid"], PASS)]
+
+
+def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
+    _fake_dcgmi(tmp_path, "dcgm4-r1-fail.json", rc=226)   # dcgmi exits non-zero when a test fails; the JSON says which
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0), hf.gpu(1)]
+    root = hf.build_node(tmp_path / "node", gpus=2)
+    record = _dcgm_record(root, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
+    rows = dict((c["subject"], c) for c in health_checks(record, "host.health.dcgm_diag"))
+    failed = rows["GPU 1 %s: software" % hf.gpu(1)["uuid"]]
+    assert failed["status"] == FAIL
+    assert failed["observed"] == "Fail: GPU 1 had uncorrectable memory errors and row remapping failed."
+    assert rows["GPU 0 %s: software" % hf.gpu(0)["uuid"]]["status"] == PASS
+    assert (record["status"], record["signature"]) == (FAIL, "host.health.dcgm_diag")
+
+
+def test_dcgm_3_shape_is_read_too(tmp_path, monkeypatch):
+    _fake_dcgmi(tmp_path, "dcgm3-r1.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    diag = _health.read_dcgm_diag(1, _nvml([hf.gpu(0), hf.gpu(1)]))
+    assert diag["version"] == "3.3.9" and len(diag["tests"]) == 20   # 10 tests of GPUs 0 and 1
+    persistence = [(t["entity"], _health.DCGM_STATUSES[t["status"].lower()], t["warnings"]) for t in diag["tests"]
+                   if t["test"] == "Persistence Mode"]
+    assert persistence == [(1, WARN, ["Persistence mode for GPU 1 is disabled."]), (0, PASS, [])]
+    assert [t["status"] for t in diag["tests"] if t["test"] == "Inforom"] == ["SKIP", "SKIP"]
+
+
+@pytest.mark.parametrize("setup,level,gpus,why", [
+    (None, 0, [hf.gpu(0)], "not asked (dcgm_diag: 0)"),
+    ("absent", 1, [hf.gpu(0)], "dcgmi is not installed (no DCGM on this node)"),
+    ("fake", 1, [hf.gpu(0), hf.gpu(1, processes=[4242])],
+     "GPU in use, not preempting: 1 compute process(es) on %s: dcgmi diag not run" % hf.gpu(1)["uuid"]),
+    ("fake", 1, [hf.gpu(0, nvml_errors=dict(hf.H200_READINGS["nvml_errors"], nvmlDeviceGetComputeRunningProcesses=nv.NVML_ERROR_NO_PERMISSION))],
+     "cannot tell whether the GPUs are in use (no NVML list of compute processes): dcgmi diag not run"),
+])
+def test_dcgm_is_not_run_with_the_reason(tmp_path, monkeypatch, h200, setup, level, gpus, why):
+    if setup == "fake":
+        _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    diag = _health.read_dcgm_diag(level, _nvml(gpus))
+    assert (diag["ran"], diag["why"]) == (False, why)
+    assert not os.path.exists(os.path.join(str(tmp_path), "dcgmi.args"))   # never started
+    check = one(_dcgm_record(h200, diag, gpus), "host.health.dcgm_diag")
+    assert (check["status"], check["observed"]) == (NOT_RUN, why)
+
+
+def test_dcgm_without_nvml_is_not_run(tmp_path, monkeypatch):
+    _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    diag = _health.read_dcgm_diag(1, {"ok": False, "error": "pynvml cannot be imported: x"})
+    assert diag["why"] == "NVML unavailable, so whether a GPU is busy is unknown: pynvml cannot be imported: x"
+
+
+@pytest.mark.parametrize("body,timeout,status,observed", [
+    ('%s "%s"' % (CAT, os.path.join(DCGM_FIXTURES, "dcgm4-runtime-error.json")) + "; exit 1", None, WARN,
+     "DCGM runtime error: Error: unable to establish a connection to the specified host: localhost"),
+    ('echo "Error: unable to establish a connection to the specified host: localhost"; exit 255', None, WARN,
+     "no result: dcgmi diag gave no DCGM JSON (rc 255): no JSON object in the output; Error: unable to establish"),
+    ("%s 30" % SLEEP, 0.5, WARN, "no result: timeout after 0.5s"),
+])
+def test_dcgm_that_gives_no_result_warns_with_why(tmp_path, monkeypatch, h200, body, timeout, status, observed):
+    _fake_dcgmi(tmp_path, body=body)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    if timeout:
+        monkeypatch.setitem(_health.DCGM_TIMEOUTS, 1, timeout)
+    gpus = [hf.gpu(0)]
+    check = one(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
+    assert check["status"] == status and check["observed"].startswith(observed), check
+
+
+def test_dcgm_level_above_1_only_when_asked_and_never_above_4():
+    assert _health.check_dcgm_level(0) == 0 and _health.check_dcgm_level(3) == 3
+    for bad in (5, -1, True, "1"):
+        with pytest.raises(ValueError):
+            _health.check_dcgm_level(bad)
