@@ -20,6 +20,7 @@ import json
 import os
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_reason, gpu_compute_processes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run, which
 
@@ -483,7 +484,6 @@ def read_kernel_xids(root="/", timeout=KERNEL_LOG_TIMEOUT):
 def _busy_gpus(nvml):
     """Why dcgmi diag must not run now ('' when every GPU is known idle): a busy GPU or instance, or a busy state
     NVML could not give (_busy reads it from the same evidence the compute layer uses)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_reason, gpu_compute_processes  # pylint: disable=import-outside-toplevel
     busy = gpu_compute_processes({"evidence": {"nvml": nvml}})
     if busy is None:
         return "cannot tell whether the GPUs are in use (no NVML list of compute processes)"
@@ -509,8 +509,11 @@ def parse_dcgm_diag(text):
     for category in body.get("test_categories") or []:
         for test in category.get("tests") or []:
             entries = [(r, _dcgm_entities(r)) for r in test.get("results") or []]
-            if not entries and isinstance(test.get("test_summary"), dict):
-                entries = [(test["test_summary"], [None])]
+            summary = test.get("test_summary")
+            if isinstance(summary, dict) and (not entries or _dcgm_worse(summary, [r for r, _e in entries])):
+                # the summary alone (no result per GPU), or it says worse than every GPU's result: an error of no
+                # single GPU (DCGM 4 puts those in the summary only)
+                entries.append((summary, [None]))
             for result, entities in entries:
                 for entity in entities:
                     tests.append({"category": category.get("category"), "test": test.get("name"), "entity": entity,
@@ -518,6 +521,14 @@ def parse_dcgm_diag(text):
                                   "warnings": [str(w.get("warning") if isinstance(w, dict) else w) for w in result.get("warnings") or []],
                                   "info": [str(i) for i in result.get("info") or []]})
     return {"version": version, "runtime_error": body.get("runtime_error"), "tests": tests}
+
+
+def _dcgm_rank(result):
+    return {FAIL: 3, WARN: 2}.get(DCGM_STATUSES.get(str(result.get("status") or "").strip().lower(), WARN), 1)
+
+
+def _dcgm_worse(summary, results):
+    return _dcgm_rank(summary) > max(_dcgm_rank(r) for r in results)
 
 
 def _dcgm_entities(result):
