@@ -297,7 +297,8 @@ def _fabric(nv, call, errors, handle):
         call(nv, errors, "fabric", nv.nvmlDeviceGetGpuFabricInfoV, handle, ctypes.byref(info))
         if "fabric" in errors:
             info = None
-            if "FUNCTION_NOT_FOUND" in errors["fabric"]:   # a driver older than the versioned call: try the first
+            # a driver older than the versioned call, or one that refuses its version: try the first call
+            if "FUNCTION_NOT_FOUND" in errors["fabric"] or "ARGUMENT_VERSION_MISMATCH" in errors["fabric"]:
                 del errors["fabric"]
             else:
                 return None

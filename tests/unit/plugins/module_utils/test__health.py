@@ -412,9 +412,10 @@ def test_an_older_pynvml_without_nvlink_says_so(h200):
     assert one(record, "host.health.nvlink")["observed"] == "not read: this pynvml has no nvmlDeviceGetNvLinkState"
 
 
-def test_fabric_falls_back_to_the_first_call_on_a_driver_without_the_versioned_one(h200):
+@pytest.mark.parametrize("code", [nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_ARGUMENT_VERSION_MISMATCH])
+def test_fabric_falls_back_to_the_first_call_on_a_driver_without_the_versioned_one(h200, code):
     fabric = {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS, "clique": 3}
-    fake = hf.fake_pynvml([hf.gpu(0, fabric=fabric)], fail={(0, "nvmlDeviceGetGpuFabricInfoV"): nv.NVML_ERROR_FUNCTION_NOT_FOUND})
+    fake = hf.fake_pynvml([hf.gpu(0, fabric=fabric)], fail={(0, "nvmlDeviceGetGpuFabricInfoV"): code})
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=fake)
     g = evidence["health"]["gpus"][0]
     # read by the first call: no health mask (that structure has none), no error left from the versioned one
