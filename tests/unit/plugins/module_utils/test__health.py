@@ -626,11 +626,11 @@ def test_dcgm_level_above_1_only_when_asked_and_never_above_4():
 
 def test_dcgm_summary_error_of_no_single_gpu_is_kept():
     """DCGM 4 puts an error of no entity in the test's summary only: it must not vanish behind per-GPU passes."""
-    text = json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [{
-        "name": "software", "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"}],
-        "test_summary": {"status": "Fail", "warnings": [{"warning": "Fabric Manager is not running", "error_id": 91,
-                                                         "error_category": 5, "error_severity": 2}]}}]}]},
-        "metadata": {"version": "4.2.3"}})
+    warning = {"warning": "Fabric Manager is not running", "error_id": 91, "error_category": 5, "error_severity": 2}
+    test = {"name": "software", "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"}],
+            "test_summary": {"status": "Fail", "warnings": [warning]}}
+    text = json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [test]}]},
+                       "metadata": {"version": "4.2.3"}})
     tests = _health.parse_dcgm_diag(text)["tests"]
     assert [(t["entity"], t["status"], t["warnings"]) for t in tests] == [
         (0, "Pass", []), (None, "Fail", ["Fabric Manager is not running"])]
