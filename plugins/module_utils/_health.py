@@ -357,18 +357,13 @@ def _nvlink(nv, call, errors, handle):
 
 def _ranges(numbers):
     """[0, 1, 2, 5] -> "0-2, 5"."""
-    out, start, prev = [], None, None
+    runs = []
     for n in sorted(numbers):
-        if start is None:
-            start = prev = n
-        elif n == prev + 1:
-            prev = n
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
         else:
-            out.append("%d-%d" % (start, prev) if prev != start else str(start))
-            start = prev = n
-    if start is not None:
-        out.append("%d-%d" % (start, prev) if prev != start else str(start))
-    return ", ".join(out)
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in runs)
 
 
 def _histogram(nv, call, errors, handle):
