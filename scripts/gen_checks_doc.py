@@ -56,8 +56,24 @@ def render():
         for sig in sorted(signatures):
             e = signatures[sig]
             out.append("| `%s` | %s | %s | %s |" % (sig, cell(e.get("points_to")), cell(e.get("meaning")), cell(e.get("next"))))
+    out += thresholds_table()
     out += attribution_table()
     return "\n".join(out) + "\n"
+
+
+def thresholds_table():
+    """The WARN/FAIL thresholds of the host.health.* checks (_health.THRESHOLDS), with their defaults and why."""
+    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._health")
+    out = ["\n## Health thresholds\n\nThe thresholds the `host.health.*` checks are judged by (`THRESHOLDS` in "
+           "`plugins/module_utils/_health.py`). The option `health_thresholds` of host_facts, node_layers and verify_node "
+           "(the verify role's `verify_health_thresholds`, which group_vars can set per inventory group) overrides any of "
+           "them; `null` records the reading without judging it. A record holds the thresholds it was judged by in "
+           "`evidence.health.thresholds`. docs/health.md explains each.\n\n"
+           "| threshold | default | smallest | sets | why this default |\n|---|---|---|---|---|"]
+    for name in sorted(mod.THRESHOLDS):
+        t = mod.THRESHOLDS[name]
+        out.append("| `%s` | %s %s | %s | %s | %s |" % (name, t["default"], t["unit"], t["minimum"], cell(t["applies"]), cell(t["why"])))
+    return out
 
 
 def attribution_table():

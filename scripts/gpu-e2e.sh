@@ -52,7 +52,8 @@ step host-cdi ansible-playbook -i "localhost," -c local -e ansible_python_interp
   tests/gpu/evidence-host-cdi.yml -e evidence_dir="$ev"
 
 # 3. the GPU tests (host, cdi, runtime + compute over the self-built spec variants)
-step pytest-gpu env GPUPROBE_GPU=1 GPUPROBE_EVIDENCE_DIR="$ev/variants" GPUPROBE_STUB_LIBCUDA="$stub" \
+#    (GPUPROBE_DCGM_DIAG=1: dcgmi diag -r 1 where DCGM is installed and the GPU idle, else NOT_RUN saying why)
+step pytest-gpu env GPUPROBE_GPU=1 GPUPROBE_EVIDENCE_DIR="$ev/variants" GPUPROBE_STUB_LIBCUDA="$stub" GPUPROBE_DCGM_DIAG=1 \
   "$py" -m pytest -p no:cacheprovider -v -m gpu tests/gpu -o addopts="" --junitxml="$ev/pytest-gpu.xml"
 
 # 4. the fleet playbook against this node (full, self-built spec)

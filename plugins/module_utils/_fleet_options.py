@@ -25,6 +25,7 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _options
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health import DCGM_TIMEOUTS, check_thresholds
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import RUNTIMES, VARIANTS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS
@@ -269,6 +270,8 @@ VERIFY_DOMAINS = {
     "allow_busy_gpu": _boolean,
     "host_control": _boolean,
     "k8s": _boolean,
+    "health_thresholds": _raises(check_thresholds, "health_thresholds"),
+    "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
 }
 
 # the playbooks' own options -> domain (gpuprobe_mode and gpuprobe_cdi_source: value_errors says more)
@@ -295,6 +298,11 @@ def verify_value_errors(values, prefix=""):
         why = domain(values[name]) if domain else None
         if why:
             errors.append("%s%s is %s: %s" % (prefix, name, _show(values[name]), why))
+    level, layer_timeout = values.get("dcgm_diag"), values.get("layer_timeout", 300)
+    if level in DCGM_TIMEOUTS and _is_int(layer_timeout) and DCGM_TIMEOUTS[level] >= layer_timeout:
+        # the host layer runs dcgmi diag within the node's layer time: a level that may take longer would end the task
+        errors.append("%sdcgm_diag is %d: dcgmi diag -r %d may take %d s, more than %slayer_timeout (%d s); raise it" % (
+            prefix, level, level, DCGM_TIMEOUTS[level], prefix, layer_timeout))
     return errors
 
 

@@ -7,17 +7,20 @@
 Read-only: counters are read, never reset, and no mode is changed. ``read_gpu_health`` is handed the pynvml module
 and the GPU's handle by _nvml.read_nvml (the one place that initialises NVML) and returns the raw readings, each
 call on its own (a reading the driver or the VM does not expose leaves its NVML error text, with the error code
-name, in ``errors``). ``read_kernel_xids`` reads the NVRM Xid lines of this boot from the kernel log through
-_run.run. ``check_health`` turns both into checks with the thresholds documented in ``CHECKS`` (docs/checks.md,
-docs/health.md).
+name, in ``errors``); ``read_mig_health`` does the same for one MIG device. ``read_kernel_xids`` reads the NVRM Xid
+lines of this boot from the kernel log, and ``read_dcgm_diag`` runs ``dcgmi diag`` where asked, both through
+_run.run. ``check_health`` turns them into checks judged against ``THRESHOLDS`` (defaults documented there, in
+docs/checks.md and docs/health.md; ``health_thresholds`` overrides them, per inventory group).
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_reason, gpu_compute_processes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run, which
 
@@ -25,9 +28,15 @@ KERNEL_LOG_TIMEOUT = 15.0
 XID_PREFIX = b"NVRM: Xid"
 # the kernel log of this boot, first source that answers with any line (a booted kernel's log is never empty)
 KERNEL_LOG_COMMANDS = (("journalctl", "-k", "-b", "--no-pager", "-q", "-o", "cat"), ("dmesg", "--notime"))
-RETIRED_PAGES_FAIL = 60          # NVIDIA's RMA threshold for retired pages (DCGM's retired-pages limit)
-TEMPERATURE_MARGIN_C = 5         # WARN this close to the slowdown threshold
-FIELD_RECOVERY_ACTION = 230      # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+FIELD_RECOVERY_ACTION = 230      # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (drivers from R570)
+FIELD_RESET_STATUS = 226         # NVML_FI_DEV_RESET_STATUS: a reset is required (before R570; deprecated for 230)
+FIELD_DRAIN_AND_RESET = 227      # NVML_FI_DEV_DRAIN_AND_RESET_STATUS: drain and reset recommended (idem)
+NVLINK_MAX_LINKS = 18            # NVML_NVLINK_MAX_LINKS of a pynvml that has no such constant
+NVLINK_STATES = {0: "inactive", 1: "active", 2: "sleep", 3: "active, traffic disabled"}   # NVML_NVLINK_STATE_*
+# nvmlMemoryLocation_t values that are not DRAM: on a MIG device handle NVML gives only these, uncorrected
+# volatile (its nvmlDeviceGetMemoryErrorCounter documentation)
+SRAM_LOCATIONS = ((0, "l1_cache"), (1, "l2_cache"), (3, "register_file"), (4, "texture_memory"), (5, "texture_shm"),
+                  (6, "cbu"), (7, "sram"))
 RECOVERY_ACTIONS = {0: ("none", PASS), 1: ("GPU reset", FAIL), 2: ("node reboot", FAIL), 3: ("drain peer-to-peer", WARN),
                     4: ("drain and reset", FAIL), 5: ("recover the IMEX domain", WARN), 6: ("bus reset", FAIL),
                     7: ("system reboot", FAIL)}
@@ -68,13 +77,88 @@ XID_MEANINGS = {
     154: "GPU recovery action changed (the driver asks for a reset or a reboot)",
 }
 XID_FAIL = frozenset((48, 63, 64, 79, 94, 95))
-_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?\): (\d+)(?:, (.*))?")
+# "NVRM: Xid (PCI:0000:01:00): 94, ..." and, on a MIG GPU, "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ..." (NVIDIA's
+# GPU memory error management guide, Table 3): the GPU instance the event hit
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?(?: GPU-I:(\d+))?\): "
+                  r"(\d+)(?:, (.*))?")
+
+
+def _threshold(default, unit, minimum, applies, why):
+    return {"default": default, "unit": unit, "minimum": minimum, "applies": applies, "why": why}
+
+
+# The WARN/FAIL thresholds of the host.health.* checks: name -> default, unit, smallest value allowed, the check and
+# status it sets, why that default. ``health_thresholds`` (host_facts, node_layers, verify_node; the verify role's
+# verify_health_thresholds, e.g. per inventory group) overrides any of them; null records the reading without
+# judging it. docs/checks.md lists this table (scripts/gen_checks_doc.py).
+THRESHOLDS = {
+    "ecc_uncorrected_volatile_fail": _threshold(
+        1, "errors", 1, "host.health.ecc_errors FAIL at or above",
+        "an uncorrectable error since the driver loaded: memory failed while in use (DCGM's level-1 DBE check)"),
+    "ecc_uncorrected_aggregate_warn": _threshold(
+        1, "errors", 1, "host.health.ecc_errors WARN at or above (with none volatile)",
+        "lifetime uncorrectable errors: the GPU failed before; row remapping or page retirement should have handled it"),
+    "retired_pages_fail": _threshold(
+        60, "pages", 1, "host.health.retired_pages FAIL at or above",
+        "NVIDIA's replacement (RMA) threshold for retired pages, DCGM's retired-pages limit"),
+    "row_remap_banks_exhausted_warn": _threshold(
+        1, "banks", 1, "host.health.row_remap WARN at or above (banks with no spare row left, histogram 'none')",
+        "a bank with no spare row cannot remap its next failing row: the next uncorrectable error there is a remap failure"),
+    "temperature_margin_c": _threshold(
+        5, "C", 0, "host.health.temperature WARN this close to the slowdown threshold (FAIL at it)",
+        "a GPU this close to its slowdown threshold slows down under the first sustained load"),
+    "pcie_replay_warn": _threshold(
+        1, "replays", 1, "host.health.pcie_replay WARN at or above",
+        "one reading gives no rate; any replay since the driver loaded means the link retransmitted and is worth a look"),
+    "nvlink_inactive_fail": _threshold(
+        1, "links", 1, "host.health.nvlink FAIL at or above (inactive links of a GPU with NVLink in use)",
+        "an NVLink that is down cuts peer bandwidth and, on NVSwitch systems, degrades or removes the GPU from the "
+        "fabric (DCGM reports a link down as a failure)"),
+    "mig_sram_uncorrected_fail": _threshold(
+        1, "errors", 1, "host.health.mig_ecc FAIL at or above (per MIG device, uncorrected volatile non-DRAM errors)",
+        "an uncorrectable SRAM error in an instance: its work was corrupted or stopped (Xid 94/95)"),
+}
+DEFAULT_THRESHOLDS = dict((name, entry["default"]) for name, entry in THRESHOLDS.items())
+
+# dcgmi diag: the run level the user asks for (1: seconds, software and deployment checks, no load on the GPU;
+# 2-4 load the GPU for minutes to hours) and how long each level may take
+DCGM_TIMEOUTS = {1: 120.0, 2: 900.0, 3: 3600.0, 4: 14400.0}
+# DCGM's JSON result statuses (dcgmi/Diag.cpp HelperDisplayDiagResult; DCGM 3 printed them in capitals)
+DCGM_STATUSES = {"pass": PASS, "fail": FAIL, "warn": WARN, "skip": NOT_RUN, "not run": NOT_RUN}
+
+
+def check_thresholds(value, name="health_thresholds"):
+    """The thresholds in force: THRESHOLDS' defaults with ``value`` (a dict of name -> int >= minimum, or null to
+    record without judging) over them. ValueError naming the option for an unknown name or a bad value."""
+    if value in (None, {}):
+        return dict(DEFAULT_THRESHOLDS)
+    if not isinstance(value, dict):
+        raise ValueError("%s must be a dict of threshold name -> number (got %s)" % (name, type(value).__name__))
+    out = dict(DEFAULT_THRESHOLDS)
+    for key in sorted(value, key=str):
+        if key not in THRESHOLDS:
+            raise ValueError("%s: unknown threshold %r (known: %s)" % (name, key, ", ".join(sorted(THRESHOLDS))))
+        v = value[key]
+        minimum = THRESHOLDS[key]["minimum"]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < minimum):
+            raise ValueError("%s.%s must be a whole number >= %d, or null to record without judging (got %r)" % (
+                name, key, minimum, v))
+        out[key] = v
+    return out
+
+
+def check_dcgm_level(value, name="dcgm_diag"):
+    """0 (do not run dcgmi diag) or the run level 1-4."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 4:
+        raise ValueError("%s must be 0 (off) or a dcgmi diag run level 1-4 (got %r)" % (name, value))
+    return value
 
 
 def _check(title, fail, nxt):
     return {"title": title, "fail": fail, "next": nxt}
 
 
+T = DEFAULT_THRESHOLDS
 CHECKS = {
     "host.health.ecc_mode": _check(
         "per GPU: ECC is enabled, and the pending ECC mode is the current one (nvmlDeviceGetEccMode)",
@@ -83,19 +167,22 @@ CHECKS = {
     "host.health.ecc_errors": _check(
         "per GPU: no uncorrectable ECC error (nvmlDeviceGetTotalEccErrors, volatile = since the last driver load, "
         "aggregate = lifetime); corrected counts are recorded, not judged",
-        "uncorrectable volatile ECC errors > 0: memory failed since the driver loaded (FAIL); uncorrectable aggregate "
-        "> 0 with none volatile: failed before (WARN)",
+        "uncorrectable volatile ECC errors >= %d (ecc_uncorrected_volatile_fail): memory failed since the driver loaded "
+        "(FAIL); uncorrectable aggregate >= %d (ecc_uncorrected_aggregate_warn) with none volatile: failed before (WARN)"
+        % (T["ecc_uncorrected_volatile_fail"], T["ecc_uncorrected_aggregate_warn"]),
         "nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT; dmesg for Xid 48/63/64/94/95; drain the GPU and reset it"),
     "host.health.retired_pages": _check(
-        "per GPU with page retirement (before Ampere): no page retirement pending, fewer than %d retired pages "
-        "(nvmlDeviceGetRetiredPages, nvmlDeviceGetRetiredPagesPendingStatus)" % RETIRED_PAGES_FAIL,
-        "%d or more retired pages: NVIDIA's replacement threshold (FAIL); a retirement pending until the next driver "
-        "load (WARN)" % RETIRED_PAGES_FAIL,
+        "per GPU with page retirement (before Ampere): no page retirement pending, fewer retired pages than "
+        "retired_pages_fail (nvmlDeviceGetRetiredPages, nvmlDeviceGetRetiredPagesPendingStatus)",
+        "%d or more retired pages (retired_pages_fail): NVIDIA's replacement threshold (FAIL); a retirement pending "
+        "until the next driver load (WARN)" % T["retired_pages_fail"],
         "nvidia-smi -q -d PAGE_RETIREMENT; reset the GPU (or reboot) to retire pending pages"),
     "host.health.row_remap": _check(
-        "per GPU with row remapping (Ampere and later): no remapping failure and none pending (nvmlDeviceGetRemappedRows)",
+        "per GPU with row remapping (Ampere and later): no remapping failure and none pending (nvmlDeviceGetRemappedRows), "
+        "and every memory bank has spare rows left (nvmlDeviceGetRowRemapperHistogram)",
         "a row remapping failure: the GPU could not remap a failed row (FAIL); a remapping pending until the GPU is "
-        "reset (WARN)",
+        "reset, or %d or more banks without a spare row (row_remap_banks_exhausted_warn) (WARN)"
+        % T["row_remap_banks_exhausted_warn"],
         "nvidia-smi -q -d ROW_REMAPPER; drain and reset the GPU; a failure means the GPU needs replacing"),
     "host.health.clock_events": _check(
         "per GPU: no hardware slowdown, HW thermal slowdown or HW power brake is active now, and no SW thermal slowdown "
@@ -105,37 +192,68 @@ CHECKS = {
         "slowdown active (WARN)",
         "nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER; the cooling, the power supply and the chassis' power brake"),
     "host.health.temperature": _check(
-        "per GPU: the GPU temperature is more than %d C below its slowdown threshold (nvmlDeviceGetTemperature, "
-        "nvmlDeviceGetTemperatureThreshold SLOWDOWN)" % TEMPERATURE_MARGIN_C,
-        "at or above the slowdown threshold (FAIL: the GPU slows itself down); within %d C of it (WARN)" % TEMPERATURE_MARGIN_C,
+        "per GPU: the GPU temperature is more than temperature_margin_c below its slowdown threshold "
+        "(nvmlDeviceGetTemperature, nvmlDeviceGetTemperatureThreshold SLOWDOWN)",
+        "at or above the slowdown threshold (FAIL: the GPU slows itself down); within %d C of it "
+        "(temperature_margin_c) (WARN)" % T["temperature_margin_c"],
         "nvidia-smi -q -d TEMPERATURE; the airflow and cooling of the node"),
     "host.health.pcie_link": _check(
         "per GPU: the PCIe link runs at its maximum width (nvmlDeviceGetCurrPcieLinkWidth vs ...MaxPcieLinkWidth); "
-        "the generation is recorded, not judged (an idle GPU lowers its link generation to save power)",
+        "the generation is recorded, not judged (an idle GPU may lower its link generation to save power)",
         "(WARN) the link trained narrower than its maximum (e.g. x8 of x16): a seating, riser or slot problem that "
         "halves host-to-device bandwidth",
         "nvidia-smi -q -d PCI under load; lspci -vv -s <bus id> (LnkSta vs LnkCap); reseat the GPU or riser"),
     "host.health.pcie_replay": _check(
-        "per GPU: the PCIe replay counter is 0 (nvmlDeviceGetPcieReplayCounter, since the driver loaded)",
-        "(WARN) replays > 0: the link retransmitted packets (signal integrity); one reading cannot give a rate",
+        "per GPU: the PCIe replay counter is below pcie_replay_warn (nvmlDeviceGetPcieReplayCounter, since the driver loaded)",
+        "(WARN) replays >= %d (pcie_replay_warn): the link retransmitted packets (signal integrity); one reading "
+        "cannot give a rate" % T["pcie_replay_warn"],
         "nvidia-smi -q -d PCI twice under load (does it rise?); reseat the GPU or riser"),
     "host.health.recovery_action": _check(
-        "per GPU: the driver asks for no recovery action (nvmlDeviceGetFieldValues NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)",
-        "the driver asks for a GPU reset, a drain and reset, a bus reset or a reboot (FAIL); a peer-to-peer drain or "
-        "IMEX domain recovery (WARN)",
+        "per GPU: the driver asks for no recovery action and no reset (nvmlDeviceGetFieldValues "
+        "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; on drivers without it NVML_FI_DEV_RESET_STATUS and "
+        "NVML_FI_DEV_DRAIN_AND_RESET_STATUS)",
+        "the driver asks for a GPU reset, a drain and reset, a bus reset or a reboot, or says a reset is required (FAIL); "
+        "a peer-to-peer drain or IMEX domain recovery (WARN)",
         "nvidia-smi -q (GPU Reset Status / Recovery Action); drain the node and do what the driver asks"),
     "host.health.fabric": _check(
-        "per GPU on an NVSwitch (NVLink fabric) system: the GPU's fabric registration completed successfully "
-        "(nvmlDeviceGetGpuFabricInfo); NOT_RUN where the GPU has no fabric",
-        "registration completed with an error (FAIL): CUDA cannot start on the GPU; not started or in progress (WARN)",
-        "the nvidia-fabricmanager service's state and log; nvidia-smi -q | grep -A3 Fabric"),
+        "per GPU on an NVSwitch (NVLink fabric) system: the GPU's fabric registration completed successfully, and its "
+        "health mask shows no degraded bandwidth (nvmlDeviceGetGpuFabricInfoV, else ...GpuFabricInfo); NOT_RUN where the "
+        "GPU has no fabric",
+        "registration completed with an error (FAIL): CUDA cannot start on the GPU; not started or in progress, or "
+        "degraded bandwidth (WARN)",
+        "the nvidia-fabricmanager service's state and log; nvidia-smi -q | grep -A6 Fabric"),
+    "host.health.nvlink": _check(
+        "per GPU with NVLink: every NVLink is up (nvmlDeviceGetNvLinkState for links 0 to NVML_NVLINK_MAX_LINKS - 1); "
+        "NOT_RUN with NVML's code where the GPU or VM exposes no NVLink, and where no link is up on a GPU without fabric "
+        "(no bridge, no NVSwitch)",
+        "%d or more links inactive (nvlink_inactive_fail) while others are up, or every link down on a GPU of an "
+        "NVLink fabric (FAIL); a link up with its traffic disabled (WARN)" % T["nvlink_inactive_fail"],
+        "nvidia-smi nvlink -s; nvidia-smi nvlink -e (error counters); the fabric manager log; reseat or replace the "
+        "GPU baseboard cable"),
+    "host.health.mig_ecc": _check(
+        "per MIG device: no uncorrectable volatile error in its non-DRAM memories (nvmlDeviceGetMemoryErrorCounter on "
+        "the MIG device handle: the per-instance counts NVML gives); NOT_RUN with NVML's code where it gives none",
+        "%d or more uncorrected volatile SRAM errors in the instance (mig_sram_uncorrected_fail) (FAIL)"
+        % T["mig_sram_uncorrected_fail"],
+        "nvidia-smi -q -d ECC; dmesg for Xid 94/95 with GPU-I of that instance; drain the instance's work and reset the GPU"),
     "host.health.xid": _check(
         "per GPU: no NVRM Xid event in this boot's kernel log (journalctl -k -b, else dmesg), each mapped to its "
-        "documented meaning; Xid lines of a PCI address no GPU has are reported under that address",
+        "documented meaning and, on MIG, to the GPU instance it names; Xid lines of a PCI address no GPU has are "
+        "reported under that address",
         "Xid 48 (double-bit ECC), 63/64 (row remap / page retirement event or failure), 79 (fallen off the bus), 94/95 "
         "(contained / uncontained ECC) since boot (FAIL); any other Xid (WARN: often an application's fault, 13/31/43)",
         "journalctl -k -b | grep Xid; NVIDIA's Xid catalogue; a FAIL Xid stays until the node reboots"),
+    "host.health.dcgm_diag": _check(
+        "where asked (dcgm_diag: level, default 0 = not run) and dcgmi is installed: each test of dcgmi diag -r <level> -j "
+        "per GPU (level 1: deployment and software checks in seconds, no load on the GPU); never while a GPU is busy",
+        "a DCGM test failed on the GPU (FAIL) or warned (WARN); dcgmi gave no result in time (WARN); NOT_RUN with the "
+        "reason where not asked, dcgmi is absent, a GPU is busy or dcgmi could not run",
+        "dcgmi diag -r 1 by hand; the test's warning text and DCGM's error id; whether nv-hostengine (the DCGM service) runs"),
 }
+del T
+# the checks made once per GPU that NVML has readings for; mig_ecc is per MIG device, xid per GPU when the kernel log
+# was read (else once), dcgm_diag per test and GPU when it ran (else once)
+PER_GPU_CHECKS = tuple(cid for cid in CHECKS if cid not in ("host.health.xid", "host.health.mig_ecc", "host.health.dcgm_diag"))
 
 
 # ---- reading (pynvml is handed in by _nvml.read_nvml) --------------------------------------------------------
@@ -152,30 +270,123 @@ def _read(nv, call, errors, key, name, *args):
     return call(nv, errors, key, func, *args)
 
 
+class _FabricInfoV1(ctypes.Structure):
+    """nvmlGpuFabricInfo_t as nvml.h lays it out. Ours, not pynvml's: some pynvml releases declare clusterUuid with
+    80 bytes (NVML_DEVICE_UUID_BUFFER_SIZE) instead of 16, which moves status, cliqueId and state out of what NVML
+    writes (the state then always reads 0, 'not supported')."""
+    _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint),
+                ("state", ctypes.c_ubyte)]
+
+
+class _FabricInfoV2(ctypes.Structure):
+    """nvmlGpuFabricInfo_v2_t (nvmlDeviceGetGpuFabricInfoV): version, the same fields, then healthMask."""
+    _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint),
+                ("cliqueId", ctypes.c_uint), ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint)]
+
+
+FABRIC_INFO_V2 = ctypes.sizeof(_FabricInfoV2) | (2 << 24)    # nvmlGpuFabricInfo_v2 (0x02000024)
+DEGRADED_BW = {0: None, 1: True, 2: False}   # healthMask bits 0-1: NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_*
+
+
 def _fabric(nv, call, errors, handle):
-    struct_type = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
-    if struct_type is None or getattr(nv, "nvmlDeviceGetGpuFabricInfo", None) is None:
-        return _absent(errors, "fabric", "nvmlDeviceGetGpuFabricInfo")
-    info = struct_type()
-    call(nv, errors, "fabric", nv.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info))
-    if "fabric" in errors:
-        return None
+    """The fabric registration through our own structures (see _FabricInfoV1): the versioned call (with the health
+    mask) where pynvml and the driver have it, else the first one."""
+    info = None
+    if getattr(nv, "nvmlDeviceGetGpuFabricInfoV", None) is not None:
+        info = _FabricInfoV2(version=FABRIC_INFO_V2)
+        call(nv, errors, "fabric", nv.nvmlDeviceGetGpuFabricInfoV, handle, ctypes.byref(info))
+        if "fabric" in errors:
+            info = None
+            # a driver older than the versioned call, or one that refuses its version: try the first call
+            if "FUNCTION_NOT_FOUND" in errors["fabric"] or "ARGUMENT_VERSION_MISMATCH" in errors["fabric"]:
+                del errors["fabric"]
+            else:
+                return None
+    if info is None:
+        if getattr(nv, "nvmlDeviceGetGpuFabricInfo", None) is None:
+            return _absent(errors, "fabric", "nvmlDeviceGetGpuFabricInfo")
+        info = _FabricInfoV1()
+        call(nv, errors, "fabric", nv.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info))
+        if "fabric" in errors:
+            return None
+    mask = getattr(info, "healthMask", None)
     return {"state": int(info.state), "status": int(info.status), "clique_id": int(info.cliqueId),
-            "cluster_uuid": bytes(bytearray(info.clusterUuid)).hex()}
+            "cluster_uuid": bytes(bytearray(info.clusterUuid)).hex(), "health_mask": None if mask is None else int(mask)}
+
+
+def _field_error(nv, field, code):
+    # imported here: _nvml imports this module (it hands the readers the pynvml module)
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import error_code_name  # pylint: disable=import-outside-toplevel
+    return "field %d: %s (code %s)" % (field, error_code_name(nv, code) or "unknown NVML error", code)
 
 
 def _recovery_action(nv, call, errors, handle):
-    values = _read(nv, call, errors, "recovery_action", "nvmlDeviceGetFieldValues", handle, [FIELD_RECOVERY_ACTION])
+    """{action, reset_required, drain_and_reset}: the recovery action field (R570+) and the two fields it replaced,
+    each None with its field's NVML code in errors where the driver does not give it."""
+    fields = (FIELD_RECOVERY_ACTION, FIELD_RESET_STATUS, FIELD_DRAIN_AND_RESET)
+    values = _read(nv, call, errors, "recovery_action", "nvmlDeviceGetFieldValues", handle, list(fields))
     if values is None:
         return None
-    value = values[0]
-    if value.nvmlReturn != 0:   # the field's own return code (NOT_SUPPORTED on a driver without it)
-        # imported here: _nvml imports this module (it hands the readers the pynvml module)
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import error_code_name  # pylint: disable=import-outside-toplevel
-        errors["recovery_action"] = "field %d: %s (code %s)" % (
-            FIELD_RECOVERY_ACTION, error_code_name(nv, value.nvmlReturn) or "unknown NVML error", value.nvmlReturn)
+    out = {}
+    for key, field, value in zip(("action", "reset_required", "drain_and_reset"), fields, values):
+        if value.nvmlReturn != 0:   # the field's own return code (NOT_SUPPORTED on a driver without it)
+            errors["recovery_action" if key == "action" else key] = _field_error(nv, field, value.nvmlReturn)
+            out[key] = None
+        else:
+            out[key] = int(value.value.uiVal)
+    return out
+
+
+def _nvlink(nv, call, errors, handle):
+    """{links: {link: state}, errors: {NVML error text: [links]}} for links 0 .. NVML_NVLINK_MAX_LINKS - 1."""
+    func = getattr(nv, "nvmlDeviceGetNvLinkState", None)
+    if func is None:
+        return _absent(errors, "nvlink", "nvmlDeviceGetNvLinkState")
+    links, failed = {}, {}
+    for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", NVLINK_MAX_LINKS))):
+        per = {}
+        state = call(nv, per, "link", func, handle, link)
+        if "link" in per:
+            failed.setdefault(per["link"], []).append(link)
+        else:
+            links[str(link)] = int(state)
+    if not links:
+        errors["nvlink"] = "; ".join("%s on links %s" % (text, _ranges(ls)) for text, ls in sorted(failed.items()))
+    return {"links": links, "errors": failed}
+
+
+def _ranges(numbers):
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    runs = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in runs)
+
+
+def _histogram(nv, call, errors, handle):
+    found = _read(nv, call, errors, "row_remap_histogram", "nvmlDeviceGetRowRemapperHistogram", handle)
+    if found is None:
         return None
-    return int(value.value.uiVal)
+    return dict((k, int(getattr(found, k))) for k in ("max", "high", "partial", "low", "none"))
+
+
+def read_mig_health(nv, mig, call):
+    """The health readings NVML gives per MIG device (its MIG device handle ``mig``): the uncorrected volatile error
+    counts of each non-DRAM memory (nvmlDeviceGetMemoryErrorCounter; NVML gives no DRAM or aggregate count per
+    instance). Read-only."""
+    errors = {}
+    counts = {}
+    func = getattr(nv, "nvmlDeviceGetMemoryErrorCounter", None)
+    if func is None:
+        _absent(errors, "sram_uncorrected_volatile", "nvmlDeviceGetMemoryErrorCounter")
+    else:
+        for location, lname in SRAM_LOCATIONS:
+            # NVML_MEMORY_ERROR_TYPE_UNCORRECTED (1), NVML_VOLATILE_ECC (0)
+            counts[lname] = call(nv, errors, "sram_" + lname, func, mig, 1, 0, location)
+    return {"sram_uncorrected_volatile": counts, "errors": errors}
 
 
 def read_gpu_health(nv, handle, call):
@@ -201,6 +412,7 @@ def read_gpu_health(nv, handle, call):
     rows = _read(nv, call, errors, "remapped_rows", "nvmlDeviceGetRemappedRows", handle)
     health["remapped_rows"] = dict(zip(("corrected", "uncorrected", "pending", "failure"), (int(v) for v in rows))) \
         if rows is not None else None
+    health["row_remap_histogram"] = _histogram(nv, call, errors, handle) if rows is not None else None
     source = "nvmlDeviceGetCurrentClocksEventReasons"
     if getattr(nv, source, None) is None:
         source = "nvmlDeviceGetCurrentClocksThrottleReasons"
@@ -215,24 +427,29 @@ def read_gpu_health(nv, handle, call):
         ("generation_current", "nvmlDeviceGetCurrPcieLinkGeneration"), ("generation_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
         ("generation_gpu_max", "nvmlDeviceGetGpuMaxPcieLinkGeneration"), ("width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
         ("width_max", "nvmlDeviceGetMaxPcieLinkWidth"), ("replay_counter", "nvmlDeviceGetPcieReplayCounter")))
-    health["recovery_action"] = _recovery_action(nv, call, errors, handle)
+    recovery = _recovery_action(nv, call, errors, handle) or {}
+    health["recovery_action"] = recovery.get("action")
+    health["reset_status"] = dict((k, recovery.get(k)) for k in ("reset_required", "drain_and_reset"))
     health["fabric"] = _fabric(nv, call, errors, handle)
+    health["nvlink"] = _nvlink(nv, call, errors, handle)
     return health
 
 
 # ---- the kernel log ------------------------------------------------------------------------------------------
 
 def parse_xids(text):
-    """The NVRM Xid events of kernel log text: [{pci (dddd:bb:dd), xid, detail, meaning, line}]."""
+    """The NVRM Xid events of kernel log text: [{pci (dddd:bb:dd), xid, gpu_instance (the GPU-I of a MIG GPU's line,
+    else None), detail, meaning, line}]."""
     events = []
     for line in (text or "").splitlines():
         match = _XID.search(line)
         if not match:
             continue
         domain, bus, dev = match.group(1).split(":")
-        xid = int(match.group(2))
+        xid = int(match.group(3))
         events.append({"pci": "%04x:%s:%s" % (int(domain, 16), bus.lower(), dev.lower()), "xid": xid,
-                       "detail": (match.group(3) or "").strip(), "meaning": XID_MEANINGS.get(xid, "not in the catalogue here"),
+                       "gpu_instance": int(match.group(2)) if match.group(2) is not None else None,
+                       "detail": (match.group(4) or "").strip(), "meaning": XID_MEANINGS.get(xid, "not in the catalogue here"),
                        "line": line.strip()[:500]})
     return events
 
@@ -258,11 +475,109 @@ def read_kernel_xids(root="/", timeout=KERNEL_LOG_TIMEOUT):
     return {"source": None, "error": "; ".join(tried), "events": [], "lines": 0}
 
 
+# ---- dcgmi diag (optional) ---------------------------------------------------------------------------------------
+
+def _busy_gpus(nvml):
+    """Why dcgmi diag must not run now ('' when every GPU is known idle): a busy GPU or instance, or a busy state
+    NVML could not give (_busy reads it from the same evidence the compute layer uses)."""
+    busy = gpu_compute_processes({"evidence": {"nvml": nvml}})
+    if busy is None:
+        return "cannot tell whether the GPUs are in use (no NVML list of compute processes)"
+    return busy_reason(busy) if busy else ""
+
+
+def parse_dcgm_diag(text):
+    """The per-test results of ``dcgmi diag -j`` output: {version, runtime_error, tests: [{category, test, entity
+    (GPU id or None for the test's summary), status (DCGM's word), warnings: [text], info: [text]}]}.
+
+    Both JSON shapes DCGM has printed: DCGM 4 ("DCGM Diagnostic", results per entity with entity_group/entity_id and a
+    test_summary, dcgmi/Diag.cpp HelperJsonBuildOutput) and DCGM 3 ("DCGM GPU Diagnostic", results with a gpu_ids
+    string). ValueError when the text holds no such JSON object."""
+    start, end = (text or "").find("{"), (text or "").rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("no JSON object in the output")
+    doc = json.loads(text[start:end + 1])
+    body = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic")
+    if not isinstance(body, dict):
+        raise ValueError("no 'DCGM Diagnostic' object in the JSON")
+    version = (doc.get("metadata") or {}).get("version") or body.get("version")
+    tests = []
+    for category in body.get("test_categories") or []:
+        for test in category.get("tests") or []:
+            entries = [(r, _dcgm_entities(r)) for r in test.get("results") or []]
+            summary = test.get("test_summary")
+            if isinstance(summary, dict) and (not entries or _dcgm_worse(summary, [r for r, _e in entries])):
+                # the summary alone (no result per GPU), or it says worse than every GPU's result: an error of no
+                # single GPU (DCGM 4 puts those in the summary only)
+                entries.append((summary, [None]))
+            for result, entities in entries:
+                for entity in entities:
+                    tests.append({"category": category.get("category"), "test": test.get("name"), "entity": entity,
+                                  "status": str(result.get("status") or ""),
+                                  "warnings": [str(w.get("warning") if isinstance(w, dict) else w) for w in result.get("warnings") or []],
+                                  "info": [str(i) for i in result.get("info") or []]})
+    return {"version": version, "runtime_error": body.get("runtime_error"), "tests": tests}
+
+
+def _dcgm_rank(result):
+    return {FAIL: 3, WARN: 2}.get(DCGM_STATUSES.get(str(result.get("status") or "").strip().lower(), WARN), 1)
+
+
+def _dcgm_worse(summary, results):
+    return _dcgm_rank(summary) > max(_dcgm_rank(r) for r in results)
+
+
+def _dcgm_entities(result):
+    """The GPU ids one result is for: DCGM 4's entity_id of entity_group GPU, DCGM 3's gpu_ids "0,1,2"."""
+    if "entity_id" in result:
+        group = str(result.get("entity_group") or "GPU")
+        return [int(result["entity_id"]) if group.upper() == "GPU" else "%s %s" % (group, result["entity_id"])]
+    ids = [i.strip() for i in str(result.get("gpu_ids", result.get("gpu_id", ""))).split(",") if i.strip()]
+    return [int(i) if i.isdigit() else i for i in ids] or [None]
+
+
+def read_dcgm_diag(level, nvml, root="/"):
+    """{asked (the level, 0 = not asked), ran, why (not run), argv, rc, duration_ms, error, version, runtime_error,
+    tests}: ``dcgmi diag -r <level> -j`` through _run.run with DCGM_TIMEOUTS[level], only when asked, dcgmi is
+    installed, root is / and no GPU is busy."""
+    out = {"asked": level, "ran": False, "why": None, "tests": []}
+    if not level:
+        out["why"] = "not asked (dcgm_diag: 0)"
+        return out
+    if os.path.realpath(root) != "/":
+        out["why"] = "dcgmi diag only runs when root is /"
+        return out
+    path = which("dcgmi")
+    if path is None:
+        out["why"] = "dcgmi is not installed (no DCGM on this node)"
+        return out
+    if not nvml.get("ok"):
+        out["why"] = "NVML unavailable, so whether a GPU is busy is unknown: %s" % nvml.get("error")
+        return out
+    busy = _busy_gpus(nvml)
+    if busy:
+        out["why"] = "%s: dcgmi diag not run" % busy
+        return out
+    argv = [path, "diag", "-r", str(level), "-j"]
+    res = run(argv, timeout=DCGM_TIMEOUTS[level])
+    out.update(ran=True, argv=argv, rc=res["rc"], duration_ms=res["duration_ms"], error=res["error"],
+               timed_out=bool(res["timed_out"]), stderr=(res["stderr"] or "").strip()[-2000:] or None)
+    if res["timed_out"] or res["error"]:
+        return out
+    try:
+        out.update(parse_dcgm_diag(res["stdout"]))
+    except ValueError as exc:
+        out["error"] = "dcgmi diag gave no DCGM JSON (rc %s): %s; %s" % (
+            res["rc"], exc, ((res["stdout"] or "") + (res["stderr"] or "")).strip()[-300:])
+    return out
+
+
 # ---- the checks --------------------------------------------------------------------------------------------------
 
-def health_evidence(nvml, xids):
-    """evidence.health: {gpus: [{index, uuid, pci_bus_id, <readings>, errors}], kernel_log: {...}}. Takes the
-    readings out of NVML's per-GPU evidence (they are kept once, here)."""
+def health_evidence(nvml, xids, thresholds=None, dcgm=None):
+    """evidence.health: {gpus: [{index, uuid, pci_bus_id, <readings>, mig: [{slot, uuid, gi, ci, <readings>}],
+    errors}], kernel_log: {...}, thresholds: the thresholds in force, dcgm_diag: read_dcgm_diag's answer}. Takes the
+    readings out of NVML's per-GPU and per-MIG-device evidence (they are kept once, here)."""
     gpus = []
     for gpu in nvml.get("gpus") or []:
         readings = gpu.pop("health", None)
@@ -271,8 +586,15 @@ def health_evidence(nvml, xids):
             entry["unread"] = (gpu.get("errors") or {}).get("handle") or "no NVML handle"
         else:
             entry.update(readings)
+        mig = []
+        for dev in gpu.get("mig_devices") or []:
+            found = dev.pop("health", None)
+            if found is not None:
+                mig.append(dict(found, slot=dev.get("slot"), uuid=dev.get("uuid"), gi=dev.get("gi"), ci=dev.get("ci")))
+        entry["mig"] = mig
         gpus.append(entry)
-    return {"gpus": gpus, "kernel_log": xids}
+    return {"gpus": gpus, "kernel_log": xids, "thresholds": dict(thresholds or DEFAULT_THRESHOLDS),
+            "dcgm_diag": dcgm or {"asked": 0, "ran": False, "why": "not asked (dcgm_diag: 0)", "tests": []}}
 
 
 def _not_read(errors, *keys):
@@ -280,7 +602,16 @@ def _not_read(errors, *keys):
     return "not read: %s" % "; ".join(sorted(set(texts))) if texts else None
 
 
-def _ecc_mode(b, s, g):
+def _at_or_above(value, threshold):
+    """Whether ``value`` reaches ``threshold`` (None: that threshold is off, nothing is judged by it)."""
+    return threshold is not None and value is not None and value >= threshold
+
+
+def _limit(threshold, text):
+    return "%s %s" % (text, threshold) if threshold is not None else "%s (not judged: threshold off)" % text
+
+
+def _ecc_mode(b, s, g, t):
     mode = g["ecc_mode"]
     if mode is None:
         b.add("host.health.ecc_mode", NOT_RUN, s, "enabled", _not_read(g["errors"], "ecc_mode"))
@@ -290,42 +621,53 @@ def _ecc_mode(b, s, g):
     b.add("host.health.ecc_mode", PASS if ok else WARN, s, "enabled (current and pending)", observed)
 
 
-def _ecc_errors(b, s, g):
+def _ecc_errors(b, s, g, t):
     c = g["ecc_errors"]
     if c["uncorrected_volatile"] is None and c["uncorrected_aggregate"] is None:
         b.add("host.health.ecc_errors", NOT_RUN, s, "uncorrected 0",
               _not_read(g["errors"], "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"))
         return
     observed = ", ".join("%s %s" % (k.replace("_", " "), "unread" if v is None else v) for k, v in sorted(c.items()))
-    if c["uncorrected_volatile"]:
+    if _at_or_above(c["uncorrected_volatile"], t["ecc_uncorrected_volatile_fail"]):
         status = FAIL
-    elif c["uncorrected_aggregate"]:
+    elif _at_or_above(c["uncorrected_aggregate"], t["ecc_uncorrected_aggregate_warn"]):
         status = WARN
     else:
         status = PASS
-    b.add("host.health.ecc_errors", status, s, "uncorrected volatile 0 (FAIL), uncorrected aggregate 0 (WARN)", observed)
+    b.add("host.health.ecc_errors", status, s, "%s (FAIL), %s (WARN)" % (
+        _limit(t["ecc_uncorrected_volatile_fail"], "uncorrected volatile <"),
+        _limit(t["ecc_uncorrected_aggregate_warn"], "uncorrected aggregate <")), observed)
 
 
-def _retired_pages(b, s, g):
+def _retired_pages(b, s, g, t):
     p = g["retired_pages"]
+    expected = "%s, none pending" % _limit(t["retired_pages_fail"], "retired <")
     if p["single_bit"] is None and p["double_bit"] is None and p["pending"] is None:
-        b.add("host.health.retired_pages", NOT_RUN, s, "< %d retired, none pending" % RETIRED_PAGES_FAIL,
+        b.add("host.health.retired_pages", NOT_RUN, s, expected,
               _not_read(g["errors"], "retired_pages_single_bit", "retired_pages_double_bit", "retired_pages_pending"))
         return
     total = (p["single_bit"] or 0) + (p["double_bit"] or 0)
-    status = FAIL if total >= RETIRED_PAGES_FAIL else (WARN if p["pending"] else PASS)
-    b.add("host.health.retired_pages", status, s, "< %d retired, none pending" % RETIRED_PAGES_FAIL,
+    status = FAIL if _at_or_above(total, t["retired_pages_fail"]) else (WARN if p["pending"] else PASS)
+    b.add("host.health.retired_pages", status, s, expected,
           "single-bit %s, double-bit %s, pending %s" % (p["single_bit"], p["double_bit"], p["pending"]))
 
 
-def _row_remap(b, s, g):
+def _row_remap(b, s, g, t):
     r = g["remapped_rows"]
+    expected = "no failure, none pending, %s" % _limit(t["row_remap_banks_exhausted_warn"], "banks without spare rows <")
     if r is None:
-        b.add("host.health.row_remap", NOT_RUN, s, "no failure, none pending", _not_read(g["errors"], "remapped_rows"))
+        b.add("host.health.row_remap", NOT_RUN, s, expected, _not_read(g["errors"], "remapped_rows"))
         return
-    status = FAIL if r["failure"] else (WARN if r["pending"] else PASS)
-    b.add("host.health.row_remap", status, s, "no failure, none pending",
-          "remapped rows: correctable %(corrected)s, uncorrectable %(uncorrected)s; pending %(pending)s, failure %(failure)s" % r)
+    hist = g.get("row_remap_histogram")
+    exhausted = hist["none"] if hist else None
+    status = FAIL if r["failure"] else (WARN if r["pending"] or _at_or_above(exhausted, t["row_remap_banks_exhausted_warn"])
+                                        else PASS)
+    observed = "remapped rows: correctable %(corrected)s, uncorrectable %(uncorrected)s; pending %(pending)s, failure %(failure)s" % r
+    if hist:
+        observed += "; banks by spare rows left: max %(max)s, high %(high)s, partial %(partial)s, low %(low)s, none %(none)s" % hist
+    else:
+        observed += "; %s" % (_not_read(g["errors"], "row_remap_histogram") or "bank histogram not read")
+    b.add("host.health.row_remap", status, s, expected, observed)
 
 
 def clock_events(mask):
@@ -351,7 +693,7 @@ def _worst(statuses):
     return PASS
 
 
-def _clock_events(b, s, g):
+def _clock_events(b, s, g, t):
     mask = g["clock_event_reasons"]
     if mask is None:
         b.add("host.health.clock_events", NOT_RUN, s, "no hardware or thermal slowdown", _not_read(g["errors"], "clock_event_reasons"))
@@ -361,18 +703,20 @@ def _clock_events(b, s, g):
           "0x%x: %s (%s)" % (mask, ", ".join(n for n, _st in active) or "none active", g["clock_event_source"]))
 
 
-def _temperature(b, s, g):
+def _temperature(b, s, g, t):
     temp, slow = g["temperature_c"], g["temperature_slowdown_c"]
+    margin = t["temperature_margin_c"]
     if temp is None or slow is None:
         b.add("host.health.temperature", NOT_RUN, s, "below the slowdown threshold",
               _not_read(g["errors"], "temperature_c", "temperature_slowdown_c"))
         return
-    status = FAIL if temp >= slow else (WARN if temp >= slow - TEMPERATURE_MARGIN_C else PASS)
-    b.add("host.health.temperature", status, s, "< %d C (slowdown %d C - %d)" % (slow - TEMPERATURE_MARGIN_C, slow, TEMPERATURE_MARGIN_C),
+    status = FAIL if temp >= slow else (WARN if margin is not None and temp >= slow - margin else PASS)
+    expected = "< %d C (slowdown %d C - %d)" % (slow - margin, slow, margin) if margin is not None else "< %d C (slowdown)" % slow
+    b.add("host.health.temperature", status, s, expected,
           "%s C (slowdown %s C, shutdown %s C)" % (temp, slow, g["temperature_shutdown_c"]))
 
 
-def _pcie(b, s, g):
+def _pcie(b, s, g, t):
     p = g["pcie"]
     gen = "generation %s of %s (GPU max %s)" % (p["generation_current"], p["generation_max"], p["generation_gpu_max"])
     if p["width_current"] is None or p["width_max"] is None:
@@ -382,22 +726,36 @@ def _pcie(b, s, g):
         b.add("host.health.pcie_link", WARN if p["width_current"] < p["width_max"] else PASS, s,
               "width x%s (generation informative)" % p["width_max"], "x%s of x%s; %s" % (p["width_current"], p["width_max"], gen))
     replay = p["replay_counter"]
+    expected = _limit(t["pcie_replay_warn"], "<")
     if replay is None:
-        b.add("host.health.pcie_replay", NOT_RUN, s, "0", _not_read(g["errors"], "pcie_replay_counter"))
+        b.add("host.health.pcie_replay", NOT_RUN, s, expected, _not_read(g["errors"], "pcie_replay_counter"))
     else:
-        b.add("host.health.pcie_replay", WARN if replay > 0 else PASS, s, "0", str(replay))
+        b.add("host.health.pcie_replay", WARN if _at_or_above(replay, t["pcie_replay_warn"]) else PASS, s, expected, str(replay))
 
 
-def _recovery(b, s, g):
+RESET_FIELDS = (("reset_required", "a GPU reset is required"), ("drain_and_reset", "drain and reset recommended"))
+
+
+def _recovery(b, s, g, t):
     action = g["recovery_action"]
-    if action is None:
-        b.add("host.health.recovery_action", NOT_RUN, s, "none", _not_read(g["errors"], "recovery_action"))
+    reset = g.get("reset_status") or {}
+    if action is not None:
+        name, status = RECOVERY_ACTIONS.get(action, ("unknown action %s" % action, WARN))
+        b.add("host.health.recovery_action", status, s, "none", "%s (%s)" % (name, action))
         return
-    name, status = RECOVERY_ACTIONS.get(action, ("unknown action %s" % action, WARN))
-    b.add("host.health.recovery_action", status, s, "none", "%s (%s)" % (name, action))
+    # a driver before the recovery-action field: the two fields it replaced
+    read = [(key, text) for key, text in RESET_FIELDS if reset.get(key) is not None]
+    if not read:
+        b.add("host.health.recovery_action", NOT_RUN, s, "none",
+              _not_read(g["errors"], "recovery_action", "reset_required", "drain_and_reset"))
+        return
+    asked = [text for key, text in read if reset[key]]
+    b.add("host.health.recovery_action", FAIL if asked else PASS, s, "no reset required",
+          "%s (NVML_FI_DEV_RESET_STATUS / DRAIN_AND_RESET_STATUS; %s)" % (
+              "; ".join(asked) or "no reset required", _not_read(g["errors"], "recovery_action")))
 
 
-def _fabric_check(b, s, g):
+def _fabric_check(b, s, g, t):
     f = g["fabric"]
     if f is None:
         b.add("host.health.fabric", NOT_RUN, s, "registration completed", _not_read(g["errors"], "fabric"))
@@ -407,12 +765,60 @@ def _fabric_check(b, s, g):
         b.add("host.health.fabric", NOT_RUN, s, "registration completed",
               "the GPU has no NVLink fabric (NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)")
         return
-    observed = "%s, status %s, clique %s, cluster %s" % (state, f["status"], f["clique_id"], f["cluster_uuid"])
+    degraded = DEGRADED_BW.get((f.get("health_mask") or 0) & 0x3) if f.get("health_mask") is not None else None
+    observed = "%s, status %s, clique %s, cluster %s%s" % (
+        state, f["status"], f["clique_id"], f["cluster_uuid"],
+        "" if f.get("health_mask") is None else ", health mask 0x%x%s" % (f["health_mask"], ", degraded bandwidth" if degraded else ""))
     if f["state"] == 3:
-        status = PASS if f["status"] == 0 else FAIL
+        status = FAIL if f["status"] != 0 else (WARN if degraded else PASS)
     else:
         status = WARN
     b.add("host.health.fabric", status, s, "registration completed with status 0 (NVML_SUCCESS)", observed)
+
+
+def _nvlink_check(b, s, g, t):
+    n = g.get("nvlink")
+    expected = "every NVLink up (%s)" % _limit(t["nvlink_inactive_fail"], "FAIL at inactive links >=")
+    if not n or not n["links"]:
+        b.add("host.health.nvlink", NOT_RUN, s, expected, _not_read(g["errors"], "nvlink") or "no NVLink state read")
+        return
+    states = n["links"]
+    by_state = {}
+    for link, state in states.items():
+        by_state.setdefault(state, []).append(int(link))
+    parts = ["%s: links %s" % (NVLINK_STATES.get(st, "state %s" % st), _ranges(ls)) for st, ls in sorted(by_state.items())]
+    if n["errors"]:
+        parts.append("not read: %s" % "; ".join("%s on links %s" % (text, _ranges(ls)) for text, ls in sorted(n["errors"].items())))
+    observed = "; ".join(parts)
+    inactive = len(by_state.get(0, []))
+    up = len(states) - inactive
+    on_fabric = (g.get("fabric") or {}).get("state") not in (None, 0)
+    if not up and not on_fabric:
+        b.add("host.health.nvlink", NOT_RUN, s, expected, "no NVLink is up and the GPU has no NVLink fabric (no bridge or "
+                                                          "NVSwitch connected): %s" % observed)
+        return
+    if (up and _at_or_above(inactive, t["nvlink_inactive_fail"])) or (not up and on_fabric):
+        status = FAIL
+    elif 3 in by_state or (inactive and up):
+        status = WARN
+    else:
+        status = PASS
+    b.add("host.health.nvlink", status, s, expected, observed)
+
+
+def _mig_ecc(b, s, g, t):
+    for dev in g.get("mig") or []:
+        subject = "%s MIG %s" % (s, dev.get("uuid") or "gi%s/ci%s" % (dev.get("gi"), dev.get("ci")))
+        expected = _limit(t["mig_sram_uncorrected_fail"], "uncorrected volatile SRAM errors <")
+        counts = dict((k, v) for k, v in (dev.get("sram_uncorrected_volatile") or {}).items() if v is not None)
+        if not counts:
+            b.add("host.health.mig_ecc", NOT_RUN, subject, expected,
+                  _not_read(dev.get("errors") or {}, *(dev.get("errors") or {}).keys()) or "no count read")
+            continue
+        total = sum(counts.values())
+        observed = "%d (%s)" % (total, ", ".join("%s %s" % kv for kv in sorted(counts.items())))
+        b.add("host.health.mig_ecc", FAIL if _at_or_above(total, t["mig_sram_uncorrected_fail"]) else PASS, subject, expected,
+              observed)
 
 
 def _xid_summary(events):
@@ -421,6 +827,9 @@ def _xid_summary(events):
         counts[ev["xid"]] = counts.get(ev["xid"], 0) + 1
     status = FAIL if any(x in XID_FAIL for x in counts) else (WARN if counts else PASS)
     text = "; ".join("Xid %d x%d (%s)" % (x, n, XID_MEANINGS.get(x, "not in the catalogue here")) for x, n in sorted(counts.items()))
+    instances = sorted(set(ev["gpu_instance"] for ev in events if ev.get("gpu_instance") is not None))
+    if instances:
+        text += "; on GPU instance(s) %s" % ", ".join(str(i) for i in instances)
     return status, text
 
 
@@ -468,26 +877,54 @@ def _label(row):
     return "GPU %s" % row.get("index")
 
 
+def _dcgm(b, health):
+    d = health.get("dcgm_diag")
+    if not d:
+        return
+    expected = "dcgmi diag -r %s: every test Pass (or Skip)" % (d.get("asked") or 1)
+    if not d.get("ran"):
+        b.add("host.health.dcgm_diag", NOT_RUN, "dcgmi diag", expected, d.get("why"))
+        return
+    if d.get("timed_out") or (d.get("error") and not d.get("tests")):
+        b.add("host.health.dcgm_diag", WARN, "dcgmi diag", expected, "no result: %s" % d.get("error"))
+        return
+    if d.get("runtime_error"):
+        b.add("host.health.dcgm_diag", WARN, "dcgmi diag", expected, "DCGM runtime error: %s" % d["runtime_error"])
+    if not d.get("tests") and not d.get("runtime_error"):
+        b.add("host.health.dcgm_diag", WARN, "dcgmi diag", expected, "no test result in the output (rc %s)" % d.get("rc"))
+        return
+    index = dict((g.get("index"), g.get("uuid")) for g in health.get("gpus") or [])
+    for test in d.get("tests") or []:
+        status = DCGM_STATUSES.get(test["status"].strip().lower(), WARN)
+        entity = test["entity"]
+        where = "GPU %s %s" % (entity, index.get(entity) or "") if isinstance(entity, int) else (entity or "all GPUs")
+        observed = test["status"] + ("" if not test["warnings"] else ": " + "; ".join(test["warnings"]))
+        b.add("host.health.dcgm_diag", status, ("%s: %s" % (where.strip(), test["test"])), expected, observed[:1000])
+
+
 def check_health(b, ev):
-    """The host.health.* checks from evidence.health (and the NVML evidence: why nothing was read)."""
+    """The host.health.* checks from evidence.health (and the NVML evidence: why nothing was read), judged against
+    the thresholds the evidence records (evidence.health.thresholds)."""
     health = ev.get("health") or {"gpus": [], "kernel_log": None}
+    t = dict(DEFAULT_THRESHOLDS)
+    t.update(health.get("thresholds") or {})
     nvml = ev["nvml"]
+    per_gpu = PER_GPU_CHECKS
     if not health["gpus"]:
         why = "disabled by option (nvml: false)" if ev.get("nvml_disabled") else (
             "NVML unavailable: %s" % nvml["error"] if not nvml["ok"] else "no GPU readings from NVML")
-        for cid in CHECKS:
-            if cid != "host.health.xid":
-                b.add(cid, NOT_RUN, "GPUs", observed=why)
+        for cid in per_gpu:
+            b.add(cid, NOT_RUN, "GPUs", observed=why)
     for g in health["gpus"]:
         s = "%s %s" % (_label(g), g.get("uuid") or "")
         s = s.strip()
         if g.get("unread"):
-            for cid in CHECKS:
-                if cid != "host.health.xid":
-                    b.add(cid, NOT_RUN, s, observed="not read: %s" % g["unread"])
+            for cid in per_gpu:
+                b.add(cid, NOT_RUN, s, observed="not read: %s" % g["unread"])
             continue
         for step in (_ecc_mode, _ecc_errors, _retired_pages, _row_remap, _clock_events, _temperature, _pcie, _recovery,
-                     _fabric_check):
-            step(b, s, g)
+                     _fabric_check, _nvlink_check, _mig_ecc):
+            step(b, s, g, t)
     if health["kernel_log"] is not None:
         _xids(b, health["gpus"] or ev.get("gpus") or [], health["kernel_log"])
+    _dcgm(b, health)

@@ -17,7 +17,7 @@ import re
 import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._health import (
-    CHECKS as HEALTH_CHECKS, check_health, health_evidence, read_kernel_xids,
+    CHECKS as HEALTH_CHECKS, check_dcgm_level, check_health, check_thresholds, health_evidence, read_dcgm_diag, read_kernel_xids,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import (
     empty_evidence, error_meaning, import_pynvml, read_nvml_isolated,
@@ -509,8 +509,12 @@ def _inventory_paths(rows):
     return paths
 
 
-def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT):
-    """Read the node into the host evidence (docs/contract.md); never raises for a missing file or library."""
+def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT,
+                     health_thresholds=None, dcgm_diag=0):
+    """Read the node into the host evidence (docs/contract.md); never raises for a missing file or library.
+    ``health_thresholds`` and ``dcgm_diag`` as in ``collect_host`` (ValueError for a bad value, before any read)."""
+    thresholds = check_thresholds(health_thresholds)
+    check_dcgm_level(dcgm_diag)
     evidence = {"root": root}
     proc_text = read_text(root, "/proc/driver/nvidia/version")
     sys_version = read_text(root, "/sys/module/nvidia/version")
@@ -572,7 +576,8 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
             row["device_node"] = "/dev/nvidia%d" % row["minor"]
     evidence["gpus"] = rows
     # per-GPU health readings (taken out of evidence.nvml.gpus[*].health) and this boot's Xid events
-    evidence["health"] = health_evidence(evidence["nvml"], read_kernel_xids(root))
+    evidence["health"] = health_evidence(evidence["nvml"], read_kernel_xids(root), thresholds,
+                                         read_dcgm_diag(dcgm_diag, evidence["nvml"], root))
     tools = probe_tools(root)
     evidence["tools_probed"] = tools is not None
     evidence["tools"] = tools or {}
@@ -1003,9 +1008,12 @@ def evaluate(evidence, builder=None):
     return b.build(reason=reason)
 
 
-def collect_host(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT):
-    """The host layer record of the node under ``root`` (docs/contract.md). Never raises for node state."""
+def collect_host(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT,
+                 health_thresholds=None, dcgm_diag=0):
+    """The host layer record of the node under ``root`` (docs/contract.md). Never raises for node state.
+    ``health_thresholds``: overrides of _health.THRESHOLDS (ValueError for an unknown name or a bad value);
+    ``dcgm_diag``: 0, or the dcgmi diag run level to run where dcgmi exists and no GPU is busy (docs/health.md)."""
     builder = LayerBuilder("host", CHECKS)
     evidence = collect_evidence(root=root, driver_root=driver_root, use_nvml=use_nvml, pynvml_module=pynvml_module,
-                                nvml_timeout=nvml_timeout)
+                                nvml_timeout=nvml_timeout, health_thresholds=health_thresholds, dcgm_diag=dcgm_diag)
     return evaluate(evidence, builder)

@@ -69,6 +69,8 @@ NODE_LAYERS_ARGSPEC = dict(
     self_built_variant=dict(type="str", default="full", choices=VARIANTS),
     stub_libcuda=dict(type="path"),
     runtime=dict(type="str", default="auto", choices=RUNTIMES),
+    health_thresholds=dict(type="dict", default={}),
+    dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
 )
 
 # The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
@@ -206,13 +208,17 @@ def inspect(p, check_mode=False):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root  # pylint: disable=import-outside-toplevel
 
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._health import check_thresholds  # pylint: disable=import-outside-toplevel
+
     check_root(p["root"])
+    check_thresholds(p["health_thresholds"])
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
     records = {}
     spec = None
     if "host" in layers:
         try:
-            records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"])
+            records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
+                                           health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"])
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
     if "cdi" in layers:

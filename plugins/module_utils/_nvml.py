@@ -22,7 +22,7 @@ import time
 import traceback
 import warnings
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health import read_gpu_health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health import read_gpu_health, read_mig_health
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -150,7 +150,9 @@ def _read_mig_device(nv, handle, slot):
     return {"slot": slot, "uuid": _text(_call(nv, errors, "uuid", nv.nvmlDeviceGetUUID, mig)), "name": name,
             "profile": mig_profile(name), "gi": _call(nv, errors, "gi", nv.nvmlDeviceGetGpuInstanceId, mig),
             "ci": _call(nv, errors, "ci", nv.nvmlDeviceGetComputeInstanceId, mig), "compute_processes": procs,
-            "errors": errors}
+            "errors": errors,
+            # the per-instance health readings (read-only): _health.health_evidence moves them into evidence.health
+            "health": read_mig_health(nv, mig, _call)}
 
 
 def _read_mig_devices(nv, errors, handle):

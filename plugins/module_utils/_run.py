@@ -190,6 +190,12 @@ def _dmesg_read(args):
     return args == ["--notime"]
 
 
+def _dcgmi_diag(args):
+    """dcgmi diag -r <1-4> -j: DCGM's diagnostic at the run level the user asked for (host.health.dcgm_diag), JSON out;
+    no other dcgmi subcommand (no config, policy, group or health settings)."""
+    return len(args) == 4 and args[:2] == ["diag", "-r"] and args[2] in ("1", "2", "3", "4") and args[3] == "-j"
+
+
 # (shape name, program basenames, predicate over argv[1:], what it is for). tests/unit/test_safety.py enumerates these.
 SHAPES = (
     ("tool --version", ("nvidia-ctk", "podman", "docker", "containerd", "runc", "crun", "crio", "nerdctl", "crictl"),
@@ -205,6 +211,7 @@ SHAPES = (
     ("ldconfig -p", ("ldconfig",), _ldconfig, "which libraries the loader knows"),
     ("journalctl kernel log", ("journalctl",), _journal_kernel, "host layer: NVRM Xid lines of this boot (host.health.xid)"),
     ("dmesg read", ("dmesg",), _dmesg_read, "host layer: NVRM Xid lines when there is no journal (host.health.xid)"),
+    ("dcgmi diag", ("dcgmi",), _dcgmi_diag, "host layer: DCGM's diagnostic where asked (host.health.dcgm_diag)"),
 )
 
 

@@ -65,6 +65,23 @@ options:
         C(nvmlInit) then makes C(host.nvml.init) FAIL with C(timeout after ...) and the other checks still run.
     type: int
     default: 30
+  health_thresholds:
+    description:
+      - Overrides of the WARN/FAIL thresholds of the C(host.health.*) checks, threshold name -> whole number, or
+        null to record the reading without judging it; the names and defaults are in docs/checks.md (Health
+        thresholds) and docs/health.md. Unknown names and bad values fail the module before anything is read.
+      - The thresholds in force are recorded in C(evidence.health.thresholds).
+    type: dict
+    default: {}
+  dcgm_diag:
+    description:
+      - V(0) (default) does not run DCGM. V(1) runs C(dcgmi diag -r 1 -j) (deployment and software checks, seconds,
+        no load on the GPU) where C(dcgmi) is installed and no GPU has a compute process, and makes each test result a
+        C(host.health.dcgm_diag) check; V(2)-V(4) run those levels, which load the GPU for minutes to hours, only when
+        set explicitly. Otherwise the check is C(NOT_RUN) with the reason.
+    type: int
+    default: 0
+    choices: [0, 1, 2, 3, 4]
 requirements:
   - pynvml (the nvidia-ml-py package) on the managed node for the NVML checks; without it those checks FAIL
     with the import error and every other check still runs.
@@ -157,6 +174,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health import check_thresholds
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root, check_timeout
 
 
@@ -167,16 +185,20 @@ def main():
             driver_root=dict(type="path"),
             nvml=dict(type="bool", default=True),
             nvml_timeout=dict(type="int", default=30),
+            health_thresholds=dict(type="dict", default={}),
+            dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
         ),
         supports_check_mode=True,
     )
     try:
         check_root(module.params["root"])
         check_timeout(module.params["nvml_timeout"], "nvml_timeout")
+        check_thresholds(module.params["health_thresholds"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     record = collect_host(root=module.params["root"], driver_root=module.params["driver_root"],
-                          use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"])
+                          use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"],
+                          health_thresholds=module.params["health_thresholds"], dcgm_diag=module.params["dcgm_diag"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_host": record})
 
 

@@ -89,6 +89,15 @@ options:
   stub_libcuda:
     description: As the O(gpuprobe.layers.cdi_spec#module:stub_libcuda) option.
     type: path
+  health_thresholds:
+    description: As the O(gpuprobe.layers.host_facts#module:health_thresholds) option.
+    type: dict
+    default: {}
+  dcgm_diag:
+    description: As the O(gpuprobe.layers.host_facts#module:dcgm_diag) option.
+    type: int
+    default: 0
+    choices: [0, 1, 2, 3, 4]
   runtime:
     description: The container runtime that will read the specs; the cdi layer judges the spec versions for it.
     type: str

@@ -173,6 +173,18 @@ options:
     description: Run the optional k8s layer (C(NOT_RUN) by itself without kubectl or a kubeconfig).
     type: bool
     default: true
+  health_thresholds:
+    description: As the O(gpuprobe.layers.host_facts#module:health_thresholds) option (per inventory group through the
+      verify role's C(verify_health_thresholds)).
+    type: dict
+    default: {}
+  dcgm_diag:
+    description:
+      - As the O(gpuprobe.layers.host_facts#module:dcgm_diag) option. The level's own timeout (120 s for level 1) must
+        be shorter than O(layer_timeout).
+    type: int
+    default: 0
+    choices: [0, 1, 2, 3, 4]
 seealso:
   - module: gpuprobe.layers.node_layers
   - module: gpuprobe.layers.node_probe

@@ -75,6 +75,7 @@ ALLOWED = {
     "journalctl kernel log": [["journalctl", "-k", "-b", "--no-pager", "-q", "-o", "cat"],
                               ["/usr/bin/journalctl", "-k", "-b", "--no-pager", "-q", "-o", "cat"]],
     "dmesg read": [["dmesg", "--notime"], ["/bin/dmesg", "--notime"]],
+    "dcgmi diag": [["dcgmi", "diag", "-r", "1", "-j"], ["/usr/bin/dcgmi", "diag", "-r", "3", "-j"]],
 }
 
 REFUSED = [
@@ -93,7 +94,9 @@ REFUSED = [
     ["rm", "-rf", "/var/run/cdi"], ["sh", "-c", "true"], ["bash"], ["ldconfig"], ["runc", "delete", "x"],
     ["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"], ["dmesg", "-c"], ["dmesg", "-C"], ["dmesg", "--clear"],
     ["dmesg", "-n", "1"], ["dmesg"], ["journalctl", "--vacuum-time=1s"], ["journalctl", "--rotate"], ["journalctl", "-k"],
-    ["podman", "--version", "--remote"], [],
+    ["podman", "--version", "--remote"], ["dcgmi", "diag", "-r", "1"], ["dcgmi", "diag", "-r", "5", "-j"],
+    ["dcgmi", "diag", "-r", "1", "-j", "--host", "10.0.0.1"], ["dcgmi", "config", "--set", "-c", "2"], ["dcgmi", "policy", "--clear"],
+    ["dcgmi", "diag", "-r", "memory", "-j"], [],
 ]
 
 

@@ -219,3 +219,18 @@ def test_a_verified_probe_without_the_cdi_layer_is_inconclusive(tree, monkeypatc
     assert result["records"]["cdi"]["status"] == NOT_RUN
     assert result["verdict"]["verdict"] == "INCONCLUSIVE"
     assert result["verdict"]["reason"].startswith("cdi: not run ("), result["verdict"]["reason"]
+
+
+def test_health_options_reach_the_host_layer_and_bad_ones_stop_before_any_call(tree):
+    node = Node()
+    result = run(_action({"mode": "audit", "root": tree, "nvml": False, "cdi_spec_dirs": ["/etc/cdi"],
+                          "health_thresholds": {"pcie_replay_warn": 9}, "dcgm_diag": 1}), node)
+    assert (node.calls[0][1]["health_thresholds"], node.calls[0][1]["dcgm_diag"]) == ({"pcie_replay_warn": 9}, 1)
+    health = result["records"]["host"]["evidence"]["health"]
+    assert health["thresholds"]["pcie_replay_warn"] == 9 and health["dcgm_diag"]["asked"] == 1
+    node = Node()
+    with pytest.raises(AnsibleActionFail) as err:
+        run(_action({"root": tree, "health_thresholds": {"replays": 1}, "dcgm_diag": 3}), node)
+    assert "health_thresholds: unknown threshold 'replays'" in str(err.value)
+    assert "dcgm_diag is 3: dcgmi diag -r 3 may take 3600 s, more than layer_timeout (300 s)" in str(err.value)
+    assert node.calls == []

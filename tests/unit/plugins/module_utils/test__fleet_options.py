@@ -40,6 +40,15 @@ ROLE = role_options()
     ({"verify_run_id": "Run 1"}, ["verify_run_id is 'Run 1': only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"]),
     ({"verify_run_id": "-x"}, ["verify_run_id is '-x': only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"]),
     ({"verify_layer_timeout": 0}, ["verify_layer_timeout is 0: must be a whole number of seconds greater than 0 and at most 86400"]),
+    # thresholds per group: the same names and values host_facts accepts; a dcgmi level longer than the layer's time
+    ({"verify_health_thresholds": {"pcie_replay_warn": 50, "retired_pages_fail": None}}, []),
+    ({"verify_health_thresholds": {"pcie_replay": 50}},
+     ["verify_health_thresholds is {'pcie_replay': 50}: must be valid: health_thresholds: unknown threshold 'pcie_replay' "
+      "(known: ecc_uncorrected_aggregate_warn, ecc_uncorrected_volatile_fail, mig_sram_uncorrected_fail, "
+      "nvlink_inactive_fail, pcie_replay_warn, retired_pages_fail, row_remap_banks_exhausted_warn, temperature_margin_c)"]),
+    ({"verify_dcgm_diag": 1}, []),
+    ({"verify_dcgm_diag": 2}, ["verify_dcgm_diag is 2: dcgmi diag -r 2 may take 900 s, more than verify_layer_timeout (300 s); raise it"]),
+    ({"verify_dcgm_diag": 2, "verify_layer_timeout": 1200}, []),
 ])
 def test_value_and_name_errors(values, expected):
     errors = opts.unknown_name_errors(values, ROLE) + opts.value_errors(values, ROLE)
@@ -148,6 +157,8 @@ BAD = [
     ("gpuprobe_status_file", ""), ("gpuprobe_hosts", ""), ("gpuprobe_pins", ["driver_version"]),
     ("gpuprobe_pins", {"driver_verison": "580"}), ("gpuprobe_dedicated_node", "maybe"),
     ("gpuprobe_drill_variants", ["full", "nope"]), ("gpuprobe_drill_variants", []),
+    ("verify_health_thresholds", {"temperature_margin_c": -2}), ("verify_health_thresholds", {"nvlink_inactive_fail": 0}),
+    ("verify_dcgm_diag", 5), ("verify_dcgm_diag", -1),
 ]
 GOOD = [
     ("verify_probe_timeout", 1), ("verify_probe_timeout", 86400), ("verify_layer_timeout", "600"),

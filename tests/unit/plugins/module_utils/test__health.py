@@ -1,6 +1,8 @@
 """host.health.*: per-GPU health readings through a fake pynvml that returns pynvml's own values and structures and
 raises its real NVMLError codes; Xid parsing over kernel log lines; the kernel log read through real programs."""
+import json
 import os
+import shutil
 
 import pytest
 
@@ -47,14 +49,20 @@ def test_healthy_h200_passes_and_says_what_it_did_not_read(h200):
         "host.health.ecc_mode": PASS, "host.health.ecc_errors": PASS, "host.health.row_remap": PASS,
         "host.health.clock_events": PASS, "host.health.temperature": PASS, "host.health.pcie_link": PASS,
         "host.health.pcie_replay": PASS, "host.health.recovery_action": PASS,
-        # Hopper has row remapping, not page retirement; this GPU has no NVLink fabric; a node tree has no kernel log
-        "host.health.retired_pages": NOT_RUN, "host.health.fabric": NOT_RUN, "host.health.xid": NOT_RUN}
+        # Hopper has row remapping, not page retirement; this GPU has no NVLink fabric and no NVLink; a node tree has
+        # no kernel log; dcgmi diag was not asked for
+        "host.health.retired_pages": NOT_RUN, "host.health.fabric": NOT_RUN, "host.health.xid": NOT_RUN,
+        "host.health.nvlink": NOT_RUN, "host.health.dcgm_diag": NOT_RUN}
     assert "NVML_ERROR_NOT_SUPPORTED" in one(record, "host.health.retired_pages")["observed"]
     assert "NVML_GPU_FABRIC_STATE_NOT_SUPPORTED" in one(record, "host.health.fabric")["observed"]
     assert one(record, "host.health.xid")["observed"] == "kernel log not read: the kernel log is only read when root is /"
+    assert one(record, "host.health.nvlink")["observed"] == (
+        "not read: Not Supported (NVML_ERROR_NOT_SUPPORTED, code 3) on links 0-%d" % (nv.NVML_NVLINK_MAX_LINKS - 1))
+    assert one(record, "host.health.dcgm_diag")["observed"] == "not asked (dcgm_diag: 0)"
     assert any("host.health.retired_pages" in item for item in record["not_proven"])
-    # the PCIe generation dropped at idle (1 of 5): informative, not a fault
-    assert one(record, "host.health.pcie_link")["observed"] == "x16 of x16; generation 1 of 5 (GPU max 5)"
+    # the H200's own reading: generation 5 of 5 while idle
+    assert one(record, "host.health.pcie_link")["observed"] == "x16 of x16; generation 5 of 5 (GPU max 5)"
+    assert one(record, "host.health.temperature")["observed"] == "35 C (slowdown 89 C, shutdown 95 C)"
 
 
 def test_evidence_holds_the_raw_readings_per_gpu_once(h200):
@@ -66,11 +74,17 @@ def test_evidence_holds_the_raw_readings_per_gpu_once(h200):
     assert g["ecc_errors"] == {"uncorrected_volatile": 0, "uncorrected_aggregate": 0, "corrected_volatile": 0, "corrected_aggregate": 0}
     assert g["remapped_rows"] == {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0}
     assert g["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
-    assert (g["temperature_c"], g["temperature_slowdown_c"], g["temperature_shutdown_c"]) == (44, 92, 95)
-    assert g["pcie"] == {"generation_current": 1, "generation_max": 5, "generation_gpu_max": 5, "width_current": 16,
+    assert (g["temperature_c"], g["temperature_slowdown_c"], g["temperature_shutdown_c"]) == (44, 89, 95)
+    assert g["pcie"] == {"generation_current": 5, "generation_max": 5, "generation_gpu_max": 5, "width_current": 16,
                          "width_max": 16, "replay_counter": 0}
     assert (g["clock_event_reasons"], g["clock_event_source"]) == (1, "nvmlDeviceGetCurrentClocksEventReasons")
-    assert g["recovery_action"] == 0 and g["fabric"]["state"] == 0
+    assert g["recovery_action"] == 0 and g["reset_status"] == {"reset_required": 0, "drain_and_reset": 0}
+    assert g["fabric"] == {"state": 0, "status": 0, "clique_id": 0, "cluster_uuid": "00" * 16, "health_mask": 0}
+    assert g["row_remap_histogram"] == {"max": 64, "high": 0, "partial": 0, "low": 0, "none": 0}
+    assert g["nvlink"]["links"] == {} and list(g["nvlink"]["errors"].values()) == [list(range(nv.NVML_NVLINK_MAX_LINKS))]
+    assert g["mig"] == []
+    assert health["thresholds"] == _health.DEFAULT_THRESHOLDS
+    assert health["dcgm_diag"] == {"asked": 0, "ran": False, "why": "not asked (dcgm_diag: 0)", "tests": []}
     assert "NVML_ERROR_NOT_SUPPORTED" in g["errors"]["retired_pages_pending"]
     assert all("health" not in gpu for gpu in record["evidence"]["nvml"]["gpus"])  # kept once, under evidence.health
 
@@ -114,11 +128,11 @@ THRESHOLDS = [
      "sw_power_cap, sync_boost"),
     ({"clock_events": 0}, "host.health.clock_events", PASS, "0x0: none active"),
     ({"clock_events": 0x200}, "host.health.clock_events", WARN, "bit_0x200"),
-    # temperature against the slowdown threshold (92 C here)
-    ({"temperature": 92}, "host.health.temperature", FAIL, "92 C (slowdown 92 C"),
+    # temperature against the slowdown threshold (the H200's: 89 C)
+    ({"temperature": 89}, "host.health.temperature", FAIL, "89 C (slowdown 89 C"),
     ({"temperature": 97}, "host.health.temperature", FAIL, "97 C"),
-    ({"temperature": 87}, "host.health.temperature", WARN, "87 C"),
-    ({"temperature": 86}, "host.health.temperature", PASS, "86 C"),
+    ({"temperature": 84}, "host.health.temperature", WARN, "84 C"),
+    ({"temperature": 83}, "host.health.temperature", PASS, "83 C"),
     # PCIe: width below max WARN, generation informative only
     ({"pcie": _pcie(nvmlDeviceGetCurrPcieLinkWidth=8)}, "host.health.pcie_link", WARN, "x8 of x16"),
     ({"pcie": _pcie(nvmlDeviceGetCurrPcieLinkGeneration=3)}, "host.health.pcie_link", PASS, "generation 3 of 5"),
@@ -128,7 +142,19 @@ THRESHOLDS = [
     ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT)}, "host.health.recovery_action", FAIL, "node reboot"),
     ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET)}, "host.health.recovery_action", FAIL, "drain and reset"),
     ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_DRAIN_P2P)}, "host.health.recovery_action", WARN, "drain peer-to-peer"),
-    ({"recovery_action": (nv.NVML_ERROR_NOT_SUPPORTED, 0)}, "host.health.recovery_action", NOT_RUN, "NVML_ERROR_NOT_SUPPORTED"),
+    ({"recovery_action": (nv.NVML_ERROR_NOT_SUPPORTED, 0), "reset_fields": {}}, "host.health.recovery_action", NOT_RUN,
+     "not read: field 226: NVML_ERROR_NOT_SUPPORTED (code 3); field 227: NVML_ERROR_NOT_SUPPORTED (code 3); field 230: "
+     "NVML_ERROR_NOT_SUPPORTED (code 3)"),
+    # a driver before the recovery-action field (R570): the reset fields it replaced
+    ({"recovery_action": (nv.NVML_ERROR_NOT_SUPPORTED, 0),
+      "reset_fields": {nv.NVML_FI_DEV_RESET_STATUS: (nv.NVML_SUCCESS, 1), nv.NVML_FI_DEV_DRAIN_AND_RESET_STATUS: (nv.NVML_SUCCESS, 0)}},
+     "host.health.recovery_action", FAIL, "a GPU reset is required"),
+    ({"recovery_action": (nv.NVML_ERROR_NOT_SUPPORTED, 0),
+      "reset_fields": {nv.NVML_FI_DEV_RESET_STATUS: (nv.NVML_SUCCESS, 0), nv.NVML_FI_DEV_DRAIN_AND_RESET_STATUS: (nv.NVML_SUCCESS, 1)}},
+     "host.health.recovery_action", FAIL, "drain and reset recommended"),
+    ({"recovery_action": (nv.NVML_ERROR_NOT_SUPPORTED, 0),
+      "reset_fields": {nv.NVML_FI_DEV_RESET_STATUS: (nv.NVML_SUCCESS, 0), nv.NVML_FI_DEV_DRAIN_AND_RESET_STATUS: (nv.NVML_SUCCESS, 0)}},
+     "host.health.recovery_action", PASS, "no reset required (NVML_FI_DEV_RESET_STATUS"),
     # NVLink fabric registration
     ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS, "clique": 7, "cluster": b"\x01" * 16}},
      "host.health.fabric", PASS, "completed, status 0, clique 7, cluster 0101"),
@@ -136,6 +162,15 @@ THRESHOLDS = [
      "completed, status %d" % nv.NVML_ERROR_NOT_READY),
     ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_IN_PROGRESS, "status": nv.NVML_SUCCESS}}, "host.health.fabric", WARN, "in progress"),
     ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_NOT_STARTED, "status": nv.NVML_SUCCESS}}, "host.health.fabric", WARN, "not started"),
+    ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS,
+                 "health_mask": nv.NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE}}, "host.health.fabric", WARN, "degraded bandwidth"),
+    ({"fabric": {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS,
+                 "health_mask": nv.NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE}}, "host.health.fabric", PASS, "health mask 0x2"),
+    # row remapping: banks without a spare row left (the histogram's 'none')
+    ({"row_remap_histogram": {"max": 60, "high": 2, "partial": 1, "low": 0, "none": 1}}, "host.health.row_remap", WARN, "none 1"),
+    ({"row_remap_histogram": {"max": 60, "high": 2, "partial": 1, "low": 1, "none": 0}}, "host.health.row_remap", PASS, "low 1, none 0"),
+    ({"row_remap_histogram": {"max": 60, "high": 0, "partial": 0, "low": 0, "none": 4}, "remapped_rows": (0, 3, 0, 1)},
+     "host.health.row_remap", FAIL, "failure 1"),
 ]
 
 
@@ -159,8 +194,9 @@ def test_thresholds(h200, over, check_id, status, observed):
     ("nvmlDeviceGetCurrPcieLinkWidth", "host.health.pcie_link", nv.NVML_ERROR_NOT_SUPPORTED),
     ("nvmlDeviceGetPcieReplayCounter", "host.health.pcie_replay", nv.NVML_ERROR_NOT_SUPPORTED),
     ("nvmlDeviceGetFieldValues", "host.health.recovery_action", nv.NVML_ERROR_INVALID_ARGUMENT),
-    ("nvmlDeviceGetGpuFabricInfo", "host.health.fabric", nv.NVML_ERROR_NOT_SUPPORTED),
-    ("nvmlDeviceGetGpuFabricInfo", "host.health.fabric", nv.NVML_ERROR_FUNCTION_NOT_FOUND),
+    ("nvmlDeviceGetGpuFabricInfoV", "host.health.fabric", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetNvLinkState", "host.health.nvlink", nv.NVML_ERROR_NOT_SUPPORTED),
+    ("nvmlDeviceGetNvLinkState", "host.health.nvlink", nv.NVML_ERROR_GPU_IS_LOST),
 ])
 def test_a_reading_the_driver_does_not_expose_is_not_run_with_its_code(h200, function, check_id, code):
     record = host(h200, [hf.gpu(0)], fail={(0, function): code})
@@ -186,7 +222,7 @@ def test_without_nvml_every_gpu_reading_is_not_run(h200, nvml_kw, observed):
     record = host(h200, [hf.gpu(0)], **nvml_kw)
     for check in health_checks(record):
         assert check["status"] == NOT_RUN, check
-        if check["id"] != "host.health.xid":
+        if check["id"] in _health.PER_GPU_CHECKS:
             assert check["observed"].startswith(observed), check
 
 
@@ -194,7 +230,7 @@ def test_a_gpu_without_handle_has_every_reading_not_run_with_the_handle_error(tm
     root = hf.build_node(tmp_path, gpus=2)
     record = host(root, [hf.gpu(0), hf.gpu(1)], fail={(1, "nvmlDeviceGetHandleByIndex"): nv.NVML_ERROR_GPU_IS_LOST})
     lost = [c for c in health_checks(record) if c["subject"] == "GPU 1"]
-    assert sorted(c["id"] for c in lost) == sorted(cid for cid in _health.CHECKS if cid != "host.health.xid")
+    assert sorted(c["id"] for c in lost) == sorted(_health.PER_GPU_CHECKS)
     assert all(c["status"] == NOT_RUN and "NVML_ERROR_GPU_IS_LOST" in c["observed"] for c in lost), lost
     assert [(c["subject"], c["status"]) for c in health_checks(record, "host.health.ecc_mode")] == [
         ("GPU 0 %s" % hf.gpu(0)["uuid"], PASS), ("GPU 1", NOT_RUN)]
@@ -202,7 +238,7 @@ def test_a_gpu_without_handle_has_every_reading_not_run_with_the_handle_error(tm
 
 def test_nvml_disabled_by_option(h200):
     record = _host.collect_host(root=str(h200), use_nvml=False)
-    assert {c["observed"] for c in health_checks(record) if c["id"] != "host.health.xid"} == {"disabled by option (nvml: false)"}
+    assert {c["observed"] for c in health_checks(record) if c["id"] in _health.PER_GPU_CHECKS} == {"disabled by option (nvml: false)"}
 
 
 def test_every_gpu_of_eight_is_judged_by_uuid(tmp_path):
@@ -339,3 +375,264 @@ def test_every_health_check_is_catalogued_with_its_thresholds():
     for cid, entry in _health.CHECKS.items():
         assert cid.startswith("host.health.") and cid in _host.CHECKS
         assert entry["title"] and entry["fail"] and entry["next"]
+
+
+# ---- NVLink per link (HGX systems), as nvmlDeviceGetNvLinkState returns it ---------------------------------------
+
+A, I, S, T = (nv.NVML_NVLINK_STATE_ACTIVE, nv.NVML_NVLINK_STATE_INACTIVE, nv.NVML_NVLINK_STATE_SLEEP,
+              nv.NVML_NVLINK_STATE_ACTIVE_TRAFFIC_DISABLED)
+
+
+@pytest.mark.parametrize("states,status,observed", [
+    # an H100/H200 SXM has 18 links; links 18..35 answer NVML_ERROR_INVALID_ARGUMENT (the GPU has no such link)
+    ([A] * 18, PASS, "active: links 0-17; not read: Invalid Argument (NVML_ERROR_INVALID_ARGUMENT, code 2) on links 18-35"),
+    ([A] * 17 + [I], FAIL, "inactive: links 17; active: links 0-16"),
+    ([A] * 9 + [I] * 9, FAIL, "inactive: links 9-17; active: links 0-8"),
+    ([I] * 18, FAIL, "inactive: links 0-17"),      # every link down on a GPU of an NVLink fabric
+    ([A] * 16 + [S] * 2, PASS, "active: links 0-15; sleep: links 16-17"),
+    ([A] * 17 + [T], WARN, "active: links 0-16; active, traffic disabled: links 17"),
+])
+def test_nvlink_state_per_link(h200, states, status, observed):
+    record = host(h200, [hf.gpu(0, **hf.nvlink_gpu(states))])
+    check = one(record, "host.health.nvlink")
+    assert check["status"] == status and check["observed"].startswith(observed), check
+    assert one(record, "host.health.fabric")["status"] == PASS
+
+
+def test_nvlink_links_all_down_without_a_fabric_is_not_run(h200):
+    """A PCIe GPU with NVLink but no bridge: every link inactive, no fabric: nothing to judge, said so."""
+    readings = hf.nvlink_gpu([I] * 4)
+    readings["fabric"] = hf.H200_READINGS["fabric"]
+    check = one(host(h200, [hf.gpu(0, **readings)]), "host.health.nvlink")
+    assert check["status"] == NOT_RUN and check["observed"].startswith("no NVLink is up and the GPU has no NVLink fabric"), check
+
+
+def test_an_older_pynvml_without_nvlink_says_so(h200):
+    record = host(h200, [hf.gpu(0)], legacy=True)
+    assert one(record, "host.health.nvlink")["observed"] == "not read: this pynvml has no nvmlDeviceGetNvLinkState"
+
+
+@pytest.mark.parametrize("code", [nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_ARGUMENT_VERSION_MISMATCH])
+def test_fabric_falls_back_to_the_first_call_on_a_driver_without_the_versioned_one(h200, code):
+    fabric = {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS, "clique": 3}
+    fake = hf.fake_pynvml([hf.gpu(0, fabric=fabric)], fail={(0, "nvmlDeviceGetGpuFabricInfoV"): code})
+    evidence = _host.collect_evidence(root=str(h200), pynvml_module=fake)
+    g = evidence["health"]["gpus"][0]
+    # read by the first call: no health mask (that structure has none), no error left from the versioned one
+    assert g["fabric"]["state"] == 3 and g["fabric"]["health_mask"] is None and "fabric" not in g["errors"]
+    check = one(_host.evaluate(evidence), "host.health.fabric")
+    assert check["status"] == PASS and "clique 3" in check["observed"]
+
+
+def test_fabric_layout_is_nvml_h_not_a_pynvml_release_with_an_80_byte_uuid():
+    """Some pynvml releases declared clusterUuid as 80 bytes: state then sat outside what NVML writes and always read 0
+    ('not supported'). The structures here follow nvml.h: 16-byte UUID, state an unsigned char; v2 is 36 bytes."""
+    import ctypes
+    assert ctypes.sizeof(_health._FabricInfoV2) == 0x24 and _health.FABRIC_INFO_V2 == 0x02000024
+    assert _health._FabricInfoV1.state.offset == 24 and _health._FabricInfoV2.healthMask.offset == 32
+
+
+# ---- per MIG instance ---------------------------------------------------------------------------------------------
+
+def test_mig_instances_get_their_own_uncorrected_sram_count(tmp_path):
+    sram = nv.NVML_MEMORY_LOCATION_SRAM
+    devs = [hf.mig_device(0, gi=1), hf.mig_device(0, gi=2, sram={sram: 2}),
+            hf.mig_device(0, gi=3, nvml_errors={"nvmlDeviceGetMemoryErrorCounter": nv.NVML_ERROR_NO_PERMISSION})]
+    gpus = [hf.gpu(0, mig_devices=devs)]
+    root = hf.build_node(tmp_path, gpus=gpus, mig=True)
+    record = host(root, gpus)
+    rows = health_checks(record, "host.health.mig_ecc")
+    assert [(c["subject"], c["status"]) for c in rows] == [
+        ("GPU 0 %s MIG %s" % (gpus[0]["uuid"], d["uuid"]), st) for d, st in zip(devs, (PASS, FAIL, NOT_RUN))]
+    assert rows[0]["observed"] == "0 (sram 0)" and rows[1]["observed"] == "2 (sram 2)"
+    assert "NVML_ERROR_NO_PERMISSION" in rows[2]["observed"]
+    assert record["signature"] == "host.health.mig_ecc"
+    mig = record["evidence"]["health"]["gpus"][0]["mig"]
+    assert [(m["gi"], m["sram_uncorrected_volatile"]["sram"]) for m in mig] == [(1, 0), (2, 2), (3, None)]
+    assert all("health" not in dev for dev in record["evidence"]["nvml"]["gpus"][0]["mig_devices"])   # kept once
+
+
+def test_xid_of_a_mig_gpu_names_its_gpu_instance(h200):
+    # the MIG form of the line, from NVIDIA's GPU memory error management guide (Table 3)
+    log = "NVRM: Xid (PCI:0000:06:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No\n"
+    (event,) = _health.parse_xids(log)
+    assert (event["pci"], event["gpu_instance"], event["xid"]) == ("0000:06:00", 5, 94)
+    check = one(host(h200, [hf.gpu(0)], kernel_log=log), "host.health.xid")
+    assert check["status"] == FAIL and check["observed"].endswith("; on GPU instance(s) 5"), check
+
+
+# ---- thresholds ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("thresholds,over,check_id,status", [
+    ({"pcie_replay_warn": 100}, {"pcie": _pcie(nvmlDeviceGetPcieReplayCounter=17)}, "host.health.pcie_replay", PASS),
+    ({"pcie_replay_warn": 10}, {"pcie": _pcie(nvmlDeviceGetPcieReplayCounter=17)}, "host.health.pcie_replay", WARN),
+    ({"pcie_replay_warn": None}, {"pcie": _pcie(nvmlDeviceGetPcieReplayCounter=17)}, "host.health.pcie_replay", PASS),
+    ({"temperature_margin_c": 10}, {"temperature": 80}, "host.health.temperature", WARN),
+    ({"temperature_margin_c": 0}, {"temperature": 88}, "host.health.temperature", PASS),
+    ({"temperature_margin_c": 0}, {"temperature": 89}, "host.health.temperature", FAIL),   # the slowdown is never moved
+    ({"ecc_uncorrected_volatile_fail": 3}, {"ecc_counts": _ecc(uv=2, ua=2)}, "host.health.ecc_errors", WARN),
+    ({"ecc_uncorrected_volatile_fail": 3, "ecc_uncorrected_aggregate_warn": 5}, {"ecc_counts": _ecc(uv=2, ua=2)},
+     "host.health.ecc_errors", PASS),
+    ({"retired_pages_fail": 10}, dict(SUPPORTED_PAGES, retired_pages={0: [1] * 6, 1: [2] * 4}), "host.health.retired_pages", FAIL),
+    ({"row_remap_banks_exhausted_warn": 3}, {"row_remap_histogram": {"max": 60, "high": 0, "partial": 0, "low": 0, "none": 2}},
+     "host.health.row_remap", PASS),
+    ({"nvlink_inactive_fail": 2}, hf.nvlink_gpu([A] * 17 + [I]), "host.health.nvlink", WARN),
+    ({"nvlink_inactive_fail": 2}, hf.nvlink_gpu([A] * 16 + [I] * 2), "host.health.nvlink", FAIL),
+])
+def test_thresholds_can_be_set(h200, thresholds, over, check_id, status):
+    evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([hf.gpu(0, **over)]),
+                                      health_thresholds=thresholds)
+    assert dict((k, evidence["health"]["thresholds"][k]) for k in thresholds) == thresholds
+    record = _host.evaluate(evidence)
+    assert one(record, check_id)["status"] == status, one(record, check_id)
+
+
+@pytest.mark.parametrize("value,message", [
+    ({"pcie_replay": 3}, "health_thresholds: unknown threshold 'pcie_replay' (known: ecc_uncorrected_aggregate_warn"),
+    ({"pcie_replay_warn": 0}, "health_thresholds.pcie_replay_warn must be a whole number >= 1, or null"),
+    ({"temperature_margin_c": -1}, "health_thresholds.temperature_margin_c must be a whole number >= 0"),
+    ({"retired_pages_fail": "60"}, "health_thresholds.retired_pages_fail must be a whole number >= 1"),
+    ({"retired_pages_fail": True}, "health_thresholds.retired_pages_fail must be a whole number >= 1"),
+    ([1], "health_thresholds must be a dict of threshold name -> number (got list)"),
+])
+def test_bad_thresholds_are_refused_before_anything_is_read(h200, value, message):
+    fake = hf.fake_pynvml([hf.gpu(0)])
+    with pytest.raises(ValueError) as err:
+        _host.collect_host(root=str(h200), pynvml_module=fake, health_thresholds=value)
+    assert str(err.value).startswith(message), str(err.value)
+    assert fake.calls == []
+
+
+def test_every_threshold_is_documented_and_used():
+    source = open(_health.__file__).read()
+    for name, entry in _health.THRESHOLDS.items():
+        assert entry["applies"].split()[0] in _health.CHECKS and entry["why"], name
+        assert source.count('t["%s"]' % name) >= 1, name
+
+
+# ---- dcgmi diag, through a fake dcgmi on PATH printing DCGM's own JSON shapes (tests/unit/fixtures/dcgm/README.md) ---
+
+DCGM_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures", "dcgm")
+
+
+CAT, SLEEP = shutil.which("cat"), shutil.which("sleep")   # PATH holds only the fake dcgmi in these tests
+
+
+def _fake_dcgmi(directory, fixture=None, rc=0, body=None):
+    """A dcgmi that records its arguments and prints ``fixture`` (DCGM exits non-zero when a test fails)."""
+    out = '%s "%s"' % (CAT, os.path.join(DCGM_FIXTURES, fixture)) if fixture else ""
+    _program(directory, "dcgmi", body or 'echo "$*" > "%s/dcgmi.args"\n%s\nexit %d' % (directory, out, rc))
+
+
+def _nvml(gpus):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
+    return _nvml.read_nvml(hf.fake_pynvml(gpus))
+
+
+def _dcgm_record(h200, diag, gpus):
+    evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml(gpus))
+    evidence["health"]["dcgm_diag"] = diag
+    return _host.evaluate(evidence)
+
+
+def test_dcgm_level_1_pass_is_a_check_per_test_and_gpu(tmp_path, monkeypatch, h200):
+    _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0), hf.gpu(1)]
+    diag = _health.read_dcgm_diag(1, _nvml(gpus))
+    assert open(os.path.join(str(tmp_path), "dcgmi.args")).read().split() == ["diag", "-r", "1", "-j"]
+    assert diag["ran"] and diag["rc"] == 0 and diag["version"] == "4.2.3"
+    assert [(t["category"], t["test"], t["entity"], t["status"]) for t in diag["tests"]] == [
+        ("Deployment", "software", 0, "Pass"), ("Deployment", "software", 1, "Pass")]
+    rows = health_checks(_dcgm_record(h200, diag, gpus), "host.health.dcgm_diag")
+    assert [(c["subject"], c["status"]) for c in rows] == [
+        ("GPU 0 %s: software" % hf.gpu(0)["uuid"], PASS), ("GPU 1 %s: software" % hf.gpu(1)["uuid"], PASS)]
+
+
+def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
+    _fake_dcgmi(tmp_path, "dcgm4-r1-fail.json", rc=226)   # dcgmi exits non-zero when a test fails; the JSON says which
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0), hf.gpu(1)]
+    root = hf.build_node(tmp_path / "node", gpus=2)
+    record = _dcgm_record(root, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
+    rows = dict((c["subject"], c) for c in health_checks(record, "host.health.dcgm_diag"))
+    failed = rows["GPU 1 %s: software" % hf.gpu(1)["uuid"]]
+    assert failed["status"] == FAIL
+    assert failed["observed"] == "Fail: GPU 1 had uncorrectable memory errors and row remapping failed."
+    assert rows["GPU 0 %s: software" % hf.gpu(0)["uuid"]]["status"] == PASS
+    assert (record["status"], record["signature"]) == (FAIL, "host.health.dcgm_diag")
+
+
+def test_dcgm_3_shape_is_read_too(tmp_path, monkeypatch):
+    _fake_dcgmi(tmp_path, "dcgm3-r1.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    diag = _health.read_dcgm_diag(1, _nvml([hf.gpu(0), hf.gpu(1)]))
+    assert diag["version"] == "3.3.9" and len(diag["tests"]) == 20   # 10 tests of GPUs 0 and 1
+    persistence = [(t["entity"], _health.DCGM_STATUSES[t["status"].lower()], t["warnings"]) for t in diag["tests"]
+                   if t["test"] == "Persistence Mode"]
+    assert persistence == [(1, WARN, ["Persistence mode for GPU 1 is disabled."]), (0, PASS, [])]
+    assert [t["status"] for t in diag["tests"] if t["test"] == "Inforom"] == ["SKIP", "SKIP"]
+
+
+@pytest.mark.parametrize("setup,level,gpus,why", [
+    (None, 0, [hf.gpu(0)], "not asked (dcgm_diag: 0)"),
+    ("absent", 1, [hf.gpu(0)], "dcgmi is not installed (no DCGM on this node)"),
+    ("fake", 1, [hf.gpu(0), hf.gpu(1, processes=[4242])],
+     "GPU in use, not preempting: 1 compute process(es) on %s: dcgmi diag not run" % hf.gpu(1)["uuid"]),
+    ("fake", 1, [hf.gpu(0, nvml_errors=dict(hf.H200_READINGS["nvml_errors"], nvmlDeviceGetComputeRunningProcesses=nv.NVML_ERROR_NO_PERMISSION))],
+     "cannot tell whether the GPUs are in use (no NVML list of compute processes): dcgmi diag not run"),
+])
+def test_dcgm_is_not_run_with_the_reason(tmp_path, monkeypatch, h200, setup, level, gpus, why):
+    if setup == "fake":
+        _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    diag = _health.read_dcgm_diag(level, _nvml(gpus))
+    assert (diag["ran"], diag["why"]) == (False, why)
+    assert not os.path.exists(os.path.join(str(tmp_path), "dcgmi.args"))   # never started
+    check = one(_dcgm_record(h200, diag, gpus), "host.health.dcgm_diag")
+    assert (check["status"], check["observed"]) == (NOT_RUN, why)
+
+
+def test_dcgm_without_nvml_is_not_run(tmp_path, monkeypatch):
+    _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    diag = _health.read_dcgm_diag(1, {"ok": False, "error": "pynvml cannot be imported: x"})
+    assert diag["why"] == "NVML unavailable, so whether a GPU is busy is unknown: pynvml cannot be imported: x"
+
+
+@pytest.mark.parametrize("body,timeout,status,observed", [
+    ('%s "%s"' % (CAT, os.path.join(DCGM_FIXTURES, "dcgm4-runtime-error.json")) + "; exit 1", None, WARN,
+     "DCGM runtime error: Error: unable to establish a connection to the specified host: localhost"),
+    ('echo "Error: unable to establish a connection to the specified host: localhost"; exit 255', None, WARN,
+     "no result: dcgmi diag gave no DCGM JSON (rc 255): no JSON object in the output; Error: unable to establish"),
+    ("%s 30" % SLEEP, 0.5, WARN, "no result: timeout after 0.5s"),
+])
+def test_dcgm_that_gives_no_result_warns_with_why(tmp_path, monkeypatch, h200, body, timeout, status, observed):
+    _fake_dcgmi(tmp_path, body=body)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    if timeout:
+        monkeypatch.setitem(_health.DCGM_TIMEOUTS, 1, timeout)
+    gpus = [hf.gpu(0)]
+    check = one(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
+    assert check["status"] == status and check["observed"].startswith(observed), check
+
+
+def test_dcgm_level_above_1_only_when_asked_and_never_above_4():
+    assert _health.check_dcgm_level(0) == 0 and _health.check_dcgm_level(3) == 3
+    for bad in (5, -1, True, "1"):
+        with pytest.raises(ValueError):
+            _health.check_dcgm_level(bad)
+
+
+def test_dcgm_summary_error_of_no_single_gpu_is_kept():
+    """DCGM 4 puts an error of no entity in the test's summary only: it must not vanish behind per-GPU passes."""
+    warning = {"warning": "Fabric Manager is not running", "error_id": 91, "error_category": 5, "error_severity": 2}
+    test = {"name": "software", "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"}],
+            "test_summary": {"status": "Fail", "warnings": [warning]}}
+    text = json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [test]}]},
+                       "metadata": {"version": "4.2.3"}})
+    tests = _health.parse_dcgm_diag(text)["tests"]
+    assert [(t["entity"], t["status"], t["warnings"]) for t in tests] == [
+        (0, "Pass", []), (None, "Fail", ["Fabric Manager is not running"])]
+    same = _health.parse_dcgm_diag(open(os.path.join(DCGM_FIXTURES, "dcgm4-r1-fail.json")).read())["tests"]
+    assert [t["entity"] for t in same] == [0, 1]     # a summary no worse than a GPU's result adds nothing

@@ -110,6 +110,14 @@ def test_isolated_reader_reports_a_dead_child():
     assert not ev["ok"] and ev["error"] == "the NVML reader died without an answer"
 
 
+# what the fake NVML gives per MIG device: the SRAM count 0, NVML_ERROR_NOT_SUPPORTED for the other non-DRAM memories
+_NS = "Not Supported (NVML_ERROR_NOT_SUPPORTED, code 3)"
+MIG_HEALTH = {"sram_uncorrected_volatile": {"l1_cache": None, "l2_cache": None, "register_file": None, "texture_memory": None,
+                                            "texture_shm": None, "cbu": None, "sram": 0},
+              "errors": dict(("sram_" + k, _NS) for k in ("l1_cache", "l2_cache", "register_file", "texture_memory",
+                                                          "texture_shm", "cbu"))}
+
+
 def test_reads_mig_devices_of_a_mig_enabled_gpu():
     devs = [hf.mig_device(0, gi=1), hf.mig_device(0, gi=2, ci=0, profile="3g.71gb")]
     fake = hf.fake_pynvml([hf.gpu(0, mig_devices=devs), hf.gpu(1, mig=(0, 1))])
@@ -117,9 +125,9 @@ def test_reads_mig_devices_of_a_mig_enabled_gpu():
     assert g0["mig_mode"] == {"current": 1, "pending": 1} and g0["errors"] == {}
     assert g0["mig_devices"] == [
         {"slot": 0, "uuid": devs[0]["uuid"], "name": "NVIDIA H200 MIG 1g.18gb", "profile": "1g.18gb", "gi": 1, "ci": 0,
-         "compute_processes": [], "errors": {}},
+         "compute_processes": [], "errors": {}, "health": MIG_HEALTH},
         {"slot": 1, "uuid": devs[1]["uuid"], "name": "NVIDIA H200 MIG 3g.71gb", "profile": "3g.71gb", "gi": 2, "ci": 0,
-         "compute_processes": [], "errors": {}}]
+         "compute_processes": [], "errors": {}, "health": MIG_HEALTH}]
     # the empty slots 2..6 answered NOT_FOUND: not an error, not a device
     assert fake.calls.count("nvmlDeviceGetMigDeviceHandleByIndex") == 7
     # MIG pending but not current: no MIG device to ask for

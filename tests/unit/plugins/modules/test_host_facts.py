@@ -60,3 +60,24 @@ def test_main_rejects_unknown_options(capsys):
             host_facts.main()
     out = json.loads(capsys.readouterr().out)
     assert exc.value.code == 1 and "bogus" in out["msg"]
+
+
+def test_main_thresholds_and_dcgm_diag_options(tmp_path, capsys, monkeypatch):
+    root = hf.build_node(tmp_path)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", hf.fake_pynvml([hf.gpu(pcie=dict(
+        hf.H200_READINGS["pcie"], nvmlDeviceGetPcieReplayCounter=17))]))
+    out = run_main(capsys, {"root": str(root), "health_thresholds": {"pcie_replay_warn": 20}, "dcgm_diag": 1})
+    record = out["ansible_facts"]["gpuprobe_host"]
+    assert record["evidence"]["health"]["thresholds"]["pcie_replay_warn"] == 20
+    replay = [c for c in record["checks"] if c["id"] == "host.health.pcie_replay"][0]
+    assert (replay["status"], replay["expected"], replay["observed"]) == (PASS, "< 20", "17")
+    dcgm = [c for c in record["checks"] if c["id"] == "host.health.dcgm_diag"]
+    assert [(c["status"], c["observed"]) for c in dcgm] == [(NOT_RUN, "dcgmi diag only runs when root is /")]
+
+
+def test_main_refuses_an_unknown_threshold(capsys):
+    with patch_module_args({"health_thresholds": {"replays": 3}}):
+        with pytest.raises(SystemExit) as exc:
+            host_facts.main()
+    out = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 1 and out["msg"].startswith("health_thresholds: unknown threshold 'replays' (known: ")
