@@ -428,3 +428,54 @@ def test_k8s_facts_module_compares_with_a_host_record(fake_kubectl, capsys):
     c = one(record, "k8s.dra.host_match", "dra-0 gpu-0")
     assert (c["status"], c["observed"]) == (FAIL, "driverVersion 580.159.4, loaded driver 575.57.08")
 
+
+
+# ---- a node's inspect stage: its real host record (synthetic node tree) reaches the k8s layer ----
+
+NODE_KUBECTL = r'''#!%(python)s
+import json, sys
+args = sys.argv[1:]
+if args[:2] == ["version", "--client"]:
+    print(json.dumps({"clientVersion": {"gitVersion": "v1.34.1"}})); sys.exit(0)
+what = args[args.index("get") + 1]
+docs = json.load(open(%(docs)r))
+print(json.dumps(docs.get(what, {"apiVersion": "v1", "kind": "List", "items": []})))
+'''
+
+
+def test_inspect_gives_the_k8s_layer_this_nodes_host_record(tmp_path, monkeypatch):
+    import socket  # pylint: disable=import-outside-toplevel
+    from hostfixture import build_node  # pylint: disable=import-outside-toplevel,import-error
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node  # pylint: disable=import-outside-toplevel
+
+    build_node(str(tmp_path / "node"), gpus=2, procfs=True)  # GPUs ...-000000000000 (minor 0, 0000:06:00.0) and ...-01
+    me = socket.gethostname()
+    slices = load("v1/resourceslices.json")
+    published = slices["items"][0]
+    published["spec"]["nodeName"] = published["spec"]["pool"]["name"] = me
+    devices = published["spec"]["devices"]
+    devices[0]["attributes"]["uuid"]["string"] = "GPU-6b1d2c3e-0000-4000-8000-000000000000"
+    devices[0]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] = "0000:06:00.0"
+    slices["items"] = [published]  # gpu-1 keeps a UUID this node does not have
+    node = load("nodes.json")["items"][0]
+    node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = me
+    docs = {"nodes": {"items": [node]}, "resourceslices": slices, "deviceclasses": load("v1/deviceclasses.json")}
+    (tmp_path / "docs.json").write_text(json.dumps(docs))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "kubectl").write_text(NODE_KUBECTL % {"python": sys.executable, "docs": str(tmp_path / "docs.json")})
+    (bindir / "kubectl").chmod(0o755)
+    (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("PATH", "%s%s%s" % (bindir, os.pathsep, os.environ["PATH"]))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p.update(nvml=False, root=str(tmp_path / "node"), layers=["host", "k8s"])
+    record = _node.inspect(p)["records"]["k8s"]
+    assert validate_record(record) == []
+    rows = [(c["status"], c["subject"], c["observed"]) for c in checks(record, "k8s.dra.host_match")]
+    assert rows == [
+        (PASS, "%s gpu-0" % me, "GPU-6b1d2c3e-0000-4000-8000-000000000000: minor 0, bus 0000:06:00.0, driver 580.159.04"),
+        (FAIL, "%s gpu-1" % me, "advertises GPU %s, which this node does not have (host GPUs: GPU-6b1d2c3e-0000-4000-8000-000000000000, "
+         "GPU-6b1d2c3e-0000-4000-8000-000000000001)" % GPU1),
+        (WARN, "%s GPU-6b1d2c3e-0000-4000-8000-000000000001" % me,
+         "host GPU GPU-6b1d2c3e-0000-4000-8000-000000000001 (minor 1, bus 0000:07:00.0) is not published")]
