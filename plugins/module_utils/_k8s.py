@@ -217,7 +217,7 @@ def node_resources(node, resources):
     for key in list((status.get("capacity") or {})) + list((status.get("allocatable") or {})):
         if DEVICE_PLUGIN_RESOURCE.match(key):
             found.add(key)
-    return [r for r in resources] + sorted(found - set(resources))
+    return list(resources) + sorted(found - set(resources))
 
 
 def node_summary(node, resources):
@@ -606,10 +606,11 @@ def match_node(names, hostname, labels=None):
     for name in names:
         if str(name).lower() == host:
             return {"name": name, "matched_by": "node name", "hostname": hostname}
+    host_short = host.split(".", maxsplit=1)[0]
     for name, label in (labels or {}).items():
-        if label and str(label).lower() in (host, host.split(".")[0]):
+        if label and str(label).lower() in (host, host_short):
             return {"name": name, "matched_by": "kubernetes.io/hostname label", "hostname": hostname}
-    short = [n for n in names if str(n).lower().split(".")[0] == host.split(".")[0]]
+    short = [n for n in names if str(n).lower().split(".", maxsplit=1)[0] == host_short]
     if len(short) == 1:
         return {"name": short[0], "matched_by": "short name", "hostname": hostname}
     return {"name": None, "hostname": hostname, "reason": "no node is named %s%s" % (
@@ -634,10 +635,14 @@ def _pending_observed(pod):
     return "Pending, no FailedScheduling event"
 
 
+def _claim_text(claim):
+    named = " (%s)" % claim["claim"] if claim["claim"] and claim["claim"] != claim["name"] else ""
+    classes = " %s" % ", ".join(claim["device_classes"]) if claim["device_classes"] else ""
+    return "claim %s%s: %s%s" % (claim["name"], named, claim["state"], classes)
+
+
 def _claims_text(pod):
-    return "; ".join("claim %s%s: %s%s" % (c["name"], " (%s)" % c["claim"] if c["claim"] and c["claim"] != c["name"] else "",
-                                          c["state"], " %s" % ", ".join(c["device_classes"]) if c["device_classes"] else "")
-                     for c in pod["claims"])
+    return "; ".join(_claim_text(c) for c in pod["claims"])
 
 
 def _check_pods(b, pods, pods_error):
@@ -668,9 +673,9 @@ def _check_pods(b, pods, pods_error):
     for pod in failed_prepare:
         last = [e for e in pod["dra_events"] if e["reason"] == "FailedPrepareDynamicResources"][-1]
         cause_id, cause, nxt = explain(last["message"], PREPARE_CAUSES)
+        because = " -> cause (%s): %s" % (cause_id, cause) if cause else ""
         b.add("k8s.pod.prepare", FAIL, "%s/%s" % (pod["namespace"], pod["name"]), "claims prepared by the kubelet",
-              "FailedPrepareDynamicResources on %s: %s%s" % (pod["node"], last["message"],
-                                                          " -> cause (%s): %s" % (cause_id, cause) if cause else ""), hint=nxt)
+              "FailedPrepareDynamicResources on %s: %s%s" % (pod["node"], last["message"], because), hint=nxt)
     if not failed_prepare:
         claimed = [p for p in pods if p["claims"]]
         b.add("k8s.pod.prepare", PASS, "GPU Pods", "claims prepared by the kubelet",

@@ -190,7 +190,7 @@ def pool_state(slices):
     for s in slices:
         pools.setdefault(s["pool"]["name"], []).append(s)
     out = []
-    for name in sorted(pools, key=lambda n: str(n)):
+    for name in sorted(pools, key=str):
         group = pools[name]
         newest = max(s["pool"]["generation"] or 0 for s in group)
         current = [s for s in group if (s["pool"]["generation"] or 0) == newest]

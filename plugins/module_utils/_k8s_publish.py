@@ -174,4 +174,3 @@ def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=
         out["changed"] = out["changed"] or (entry["changed"] and (entry["written"] or check_mode))
         out["published"].append(entry)
     return out
-

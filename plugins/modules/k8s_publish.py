@@ -96,13 +96,28 @@ published:
   type: list
   elements: dict
   contains:
-    host: {description: The inventory host., type: str}
-    node: {description: The Node., type: str}
-    condition: {description: The condition written (or that would be written in check mode)., type: dict}
-    label: {description: The label written, or null., type: dict}
-    changed: {description: Whether status, reason, message or the label differ from what the Node had., type: bool}
-    written: {description: Whether every write for this Node succeeded (false in check mode)., type: bool}
-    commands: {description: The kubectl argv of each write., type: list, elements: list}
+    host:
+      description: The inventory host.
+      type: str
+    node:
+      description: The Node.
+      type: str
+    condition:
+      description: The condition written (or that would be written in check mode).
+      type: dict
+    label:
+      description: The label written (or that would be written), null without O(label).
+      type: dict
+    changed:
+      description: Whether the status, the reason, the message or the label differ from what the Node had.
+      type: bool
+    written:
+      description: Whether every write for this Node succeeded (false in check mode).
+      type: bool
+    commands:
+      description: The kubectl argv of each write.
+      type: list
+      elements: list
 unmatched:
   description: Hosts with no Node, each with the reason.
   returned: always

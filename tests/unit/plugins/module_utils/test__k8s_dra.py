@@ -429,7 +429,6 @@ def test_k8s_facts_module_compares_with_a_host_record(fake_kubectl, capsys):
     assert (c["status"], c["observed"]) == (FAIL, "driverVersion 580.159.4, loaded driver 575.57.08")
 
 
-
 # ---- a node's inspect stage: its real host record (synthetic node tree) reaches the k8s layer ----
 
 NODE_KUBECTL = r'''#!%(python)s

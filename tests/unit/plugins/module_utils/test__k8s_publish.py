@@ -86,7 +86,8 @@ def test_plan_matches_hosts_to_nodes_and_reports_the_rest():
 def test_unchanged_condition_without_label_is_not_a_change():
     previous = {"type": "GPUComputeVerified", "status": "True", "reason": "COMPUTE_VERIFIED",
                 "message": "gpuprobe.layers verdict COMPUTE_VERIFIED", "lastTransitionTime": "2026-12-01T00:00:00Z"}
-    plans, _ = _k8s_publish.plan(nodes_json(previous), {"dra-0": "COMPUTE_VERIFIED"}, NOW)
+    plans, unmatched = _k8s_publish.plan(nodes_json(previous), {"dra-0": "COMPUTE_VERIFIED"}, NOW)
+    assert unmatched == []
     assert plans[0]["changed"] is False
     # the heartbeat is still written: the condition says when the verdict was last confirmed
     assert json.loads(plans[0]["patches"][0][3])["status"]["conditions"][0]["lastHeartbeatTime"] == NOW
