@@ -8,6 +8,8 @@ import os
 import sys
 
 import pytest
+from kubectlfixture import argv_log as kubectl_calls
+from kubectlfixture import checks, one, stand_in
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s, _k8s_dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
@@ -43,16 +45,6 @@ def analyse(version="v1", **kw):
     record = _k8s.analyse(load("nodes.json"), load("pods.json"), load("events.json"), dra_docs=dra_docs(version), **kw)
     assert validate_record(record) == []
     return record
-
-
-def checks(record, check_id, subject=None):
-    return [c for c in record["checks"] if c["id"] == check_id and (subject is None or c["subject"] == subject)]
-
-
-def one(record, check_id, subject=None):
-    found = checks(record, check_id, subject)
-    assert len(found) == 1, (check_id, subject, record["checks"])
-    return found[0]
 
 
 def nodes(record):
@@ -345,12 +337,7 @@ def test_fully_qualified_attribute_names_are_the_drivers_own():
 
 # ---- collect_k8s through a stand-in kubectl ----
 
-FAKE_KUBECTL = r'''#!%(python)s
-import json, os, sys
-args = sys.argv[1:]
-with open(os.path.join(%(tmp)r, "argv.log"), "a") as f:
-    f.write(json.dumps(args) + "\n")
-if args[:2] == ["version", "--client"]:
+FAKE_KUBECTL = r'''if args[:2] == ["version", "--client"]:
     print(json.dumps({"clientVersion": {"gitVersion": "v1.34.1"}})); sys.exit(0)
 what = args[args.index("get") + 1]
 served = os.environ.get("FAKE_DRA_VERSION", "v1")
@@ -370,17 +357,11 @@ print(json.dumps(doc))
 
 @pytest.fixture
 def fake_kubectl(tmp_path):
-    path = tmp_path / "kubectl"
-    path.write_text(FAKE_KUBECTL % {"python": sys.executable, "tmp": str(tmp_path), "fixtures": FIXTURES})
-    path.chmod(0o755)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    return str(path), str(kubeconfig), tmp_path
+    return stand_in(tmp_path, FAKE_KUBECTL, fixtures=FIXTURES) + (tmp_path,)
 
 
 def argv_log(tmp_path):
-    with open(tmp_path / "argv.log") as f:
-        return [json.loads(line)[4:] for line in f if "version" not in line]
+    return [argv[4:] for argv in kubectl_calls(tmp_path) if argv[:1] != ["version"]]
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -3,9 +3,9 @@ host, and publish() through a stand-in kubectl that records what it is asked to 
 here; tests/integration/test_k8s_kubectl_http.py runs the real kubectl against a recording HTTP endpoint)."""
 import json
 import os
-import sys
 
 import pytest
+from kubectlfixture import argv_log, stand_in
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish
@@ -100,12 +100,7 @@ def test_unknown_node_name_is_unmatched():
 
 # ---- publish() through a stand-in kubectl ----
 
-FAKE_KUBECTL = r'''#!%(python)s
-import json, os, sys
-args = sys.argv[1:]
-with open(os.path.join(%(tmp)r, "argv.log"), "a") as f:
-    f.write(json.dumps(args) + "\n")
-if "get" in args:
+FAKE_KUBECTL = r'''if "get" in args:
     sys.stdout.write(open(os.path.join(%(fixtures)r, "nodes.json")).read()); sys.exit(0)
 node = args[args.index("node") + 1]
 if node in os.environ.get("FAKE_FORBID", "").split(","):
@@ -118,17 +113,11 @@ print(json.dumps({"kind": "Node", "metadata": {"name": node}}))
 
 @pytest.fixture
 def fake_kubectl(tmp_path):
-    path = tmp_path / "kubectl"
-    path.write_text(FAKE_KUBECTL % {"python": sys.executable, "tmp": str(tmp_path), "fixtures": FIXTURES})
-    path.chmod(0o755)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    return str(path), str(kubeconfig), tmp_path
+    return stand_in(tmp_path, FAKE_KUBECTL, fixtures=FIXTURES) + (tmp_path,)
 
 
 def calls(tmp_path):
-    with open(tmp_path / "argv.log") as f:
-        return [json.loads(line)[4:] for line in f]
+    return [argv[4:] for argv in argv_log(tmp_path)]
 
 
 def test_publish_writes_one_condition_and_one_label_per_node(fake_kubectl):
