@@ -4,7 +4,6 @@
 import json
 import os
 import shutil
-import sys
 
 import pytest
 from kubectlfixture import argv_log, stand_in
