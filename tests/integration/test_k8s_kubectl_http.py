@@ -4,7 +4,9 @@ reads (core v1 and resource.k8s.io) and on k8s_publish's writes (``patch --subre
 This is not a kube-apiserver (none can be installed here): a small HTTP server that answers discovery, lists the
 fixture objects (tests/unit/fixtures/k8s/dra) as an API server lists them (items without apiVersion/kind), records
 every request, and answers PATCH with the Node. It proves the kubectl boundary (the URLs, verbs, patch content types
-and the JSON kubectl prints), not the API server's behaviour (docs/k8s.md says what was and was not run live).
+and the JSON kubectl prints), not the API server's behaviour (docs/k8s.md says what was and was not run live). The
+last tests run playbooks/verify-gpu.yml (audit, a synthetic node through the local connection) with
+gpuprobe_k8s_publish: the node's verdict reaches the endpoint as a Node condition and label.
 """
 import json
 import os
@@ -194,3 +196,56 @@ def test_real_kubectl_patches_the_node_status_subresource(endpoint):
     assert out["errors"] == [{"host": "plain-0", "node": "plain-0", "error": (
         'kubectl patch node plain-0 --subresource=status --type=strategic: Error from server (Forbidden): nodes "plain-0" '
         'is forbidden: User "probe" cannot patch resource "nodes/status" in API group "" at the cluster scope')}]
+
+
+# ---- the fleet playbook end to end: a node's verdict, published by the real kubectl ----
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _playbook(tmp_path, kubeconfig, *extra):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    from hostfixture import build_node  # pylint: disable=import-outside-toplevel,import-error
+
+    if not (tmp_path / "node").exists():
+        build_node(str(tmp_path / "node"))
+    inventory = {"all": {"hosts": {"dra-0": {  # the inventory name is the Node's name
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "verify_root": str(tmp_path / "node"),
+        "verify_nvml": False, "verify_k8s": False, "verify_cdi_spec_dirs": ["/etc/cdi"]}}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    argv = ["ansible-playbook", "-i", str(tmp_path / "hosts.yml"), os.path.join(ROOT, "playbooks", "verify-gpu.yml"),
+            "-e", "gpuprobe_mode=audit", "-e", "gpuprobe_report_dir=%s" % (tmp_path / "reports"),
+            "-e", "gpuprobe_k8s_publish=true", "-e", "gpuprobe_k8s_kubeconfig=%s" % kubeconfig,
+            "-e", "gpuprobe_k8s_publish_label=gpuprobe.layers/verdict"] + list(extra)
+    env = dict(os.environ, ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_RETRY_FILES_ENABLED="False")
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240, check=False)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.integration
+def test_fleet_run_publishes_the_verdict_as_a_node_condition(endpoint, tmp_path):
+    recorder, kubeconfig = endpoint()
+    status, output = _playbook(tmp_path, kubeconfig)
+    assert status == 0, output[-3000:]
+    patches = [r for r in recorder.requests if r["method"] == "PATCH"]
+    assert [p["path"] for p in patches] == ["/api/v1/nodes/dra-0/status", "/api/v1/nodes/dra-0"]
+    cond = json.loads(patches[0]["body"])["status"]["conditions"][0]
+    # a synthetic node with no CDI spec: FAILED_AT_CDI, as the report says
+    assert (cond["type"], cond["status"], cond["reason"]) == ("GPUComputeVerified", "False", "FAILED_AT_CDI")
+    assert cond["message"].startswith("gpuprobe.layers verdict FAILED_AT_CDI; signature cdi.")
+    assert json.loads(patches[1]["body"]) == {"metadata": {"labels": {"gpuprobe.layers/verdict": "FAILED_AT_CDI"}}}
+
+
+@pytest.mark.integration
+def test_fleet_run_fails_when_a_write_is_refused_and_check_mode_writes_nothing(endpoint, tmp_path):
+    recorder, kubeconfig = endpoint(forbid_patch=["dra-0"])
+    status, output = _playbook(tmp_path, kubeconfig)
+    assert status == 2 and "publishing the verdicts failed: dra-0: kubectl patch node dra-0 --subresource=status" in output
+    assert (tmp_path / "reports").is_dir()  # the report was written before
+    recorder.requests.clear()
+    status, output = _playbook(tmp_path, kubeconfig, "--check")
+    assert status == 0, output[-3000:]
+    assert [r for r in recorder.requests if r["method"] == "PATCH"] == []
+    assert [r["path"] for r in recorder.requests if r["path"].startswith("/api/v1/nodes")] == ["/api/v1/nodes"]
