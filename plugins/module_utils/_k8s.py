@@ -63,7 +63,8 @@ CHECKS = {
         "each GPU node is on exactly one GPU path: the device plugin (allocatable nvidia.com/gpu, nvidia.com/mig-*) or "
         "DRA (ResourceSlices of driver gpu.nvidia.com)",
         "both paths advertise this node's GPUs (the same GPU can go to two Pods; NVIDIA's DRA chart refuses this unless "
-        "gpuResourcesEnabledOverride is set), or neither does (NOT_RUN when the ResourceSlices could not be read)",
+        "gpuResourcesEnabledOverride is set), or neither does (NOT_RUN when the ResourceSlices could not be read: "
+        "neither one path nor both can be told then)",
         "kubectl get ds -A | grep -i nvidia (device plugin and DRA kubelet plugin on that node); "
         "kubectl get resourceslices --field-selector spec.nodeName=<node>"),
     "k8s.node.allocatable": _check(
@@ -390,9 +391,13 @@ def _check_path(b, node, dra_info):
         b.add("k8s.node.gpu_path", FAIL, subject, expected,
               "both: device plugin allocatable %s and %d DRA device(s) of %s" % (plugin, devices, dra.DRA_DRIVER))
     elif path == PATH_DEVICE_PLUGIN:
-        b.add("k8s.node.gpu_path", PASS, subject, expected, "device plugin: allocatable %s%s" % (
-            plugin, {"not_served": "; the cluster serves no resource.k8s.io (no DRA)",
-                     "error": "; ResourceSlices not read: %s" % dra_info["error"]}.get(dra_info["state"], "; no ResourceSlice of %s" % dra.DRA_DRIVER)))
+        if dra_info["state"] == "error":  # DRA unread: "both" cannot be excluded
+            b.add("k8s.node.gpu_path", NOT_RUN, subject, expected, "device plugin: allocatable %s; DRA unknown: "
+                  "ResourceSlices not read: %s" % (plugin, dra_info["error"]))
+            return
+        dra_text = "the cluster serves no resource.k8s.io (no DRA)" if dra_info["state"] == "not_served" else \
+            "no ResourceSlice of %s" % dra.DRA_DRIVER
+        b.add("k8s.node.gpu_path", PASS, subject, expected, "device plugin: allocatable %s; %s" % (plugin, dra_text))
     elif path == PATH_DRA:
         b.add("k8s.node.gpu_path", PASS, subject, expected, "DRA: %d device(s) of %s in %d slice(s); no device plugin resource"
               % (devices, dra.DRA_DRIVER, len(node["dra"]["slices"])))
@@ -407,18 +412,19 @@ def _check_path(b, node, dra_info):
 def _check_plugin_node(b, node, resources):
     alloc = dict((r, node["allocatable"][r] or 0) for r in node["allocatable"])
     cap = dict((r, node["capacity"][r] or 0) for r in node["capacity"])
+    # the resources asked for, and the others the node has (a mixed MIG strategy's nvidia.com/mig-*)
+    shown = [r for r in alloc if r in resources or alloc[r] or cap[r]]
     labels = ", ".join("%s=%s" % (k, node["gpu_labels"][k]) for k in GPU_PRESENT_LABELS if k in node["gpu_labels"])
     if not any(alloc.values()):
         observed = "device plugin advertises nothing: allocatable %s, capacity %s" % (
-            _fmt(dict((r, alloc[r]) for r in resources)) or _fmt(alloc), _fmt(dict((r, cap[r]) for r in resources)) or _fmt(cap))
+            _fmt(dict((r, alloc[r]) for r in shown)), _fmt(dict((r, cap[r]) for r in shown)))
         b.add("k8s.node.allocatable", FAIL, node["name"], "> 0 allocatable", observed + ("; labels " + labels if labels else ""))
-    else:
-        b.add("k8s.node.allocatable", PASS, node["name"], "> 0 allocatable", "allocatable %s" % _fmt(
-            dict((r, q) for r, q in alloc.items() if q or r in resources)))
-        short = [r for r in alloc if alloc[r] < cap[r]]
-        b.add("k8s.node.healthy_devices", WARN if short else PASS, node["name"], "allocatable == capacity",
-              "allocatable %s, capacity %s" % (_fmt(dict((r, alloc[r]) for r in alloc if alloc[r] or cap[r] or r in resources)),
-                                               _fmt(dict((r, cap[r]) for r in cap if alloc[r] or cap[r] or r in resources))))
+        return
+    b.add("k8s.node.allocatable", PASS, node["name"], "> 0 allocatable", "allocatable %s" % _fmt(
+        dict((r, alloc[r]) for r in shown)))
+    short = [r for r in alloc if alloc[r] < cap[r]]
+    b.add("k8s.node.healthy_devices", WARN if short else PASS, node["name"], "allocatable == capacity",
+          "allocatable %s, capacity %s" % (_fmt(dict((r, alloc[r]) for r in shown)), _fmt(dict((r, cap[r]) for r in shown))))
 
 
 def _check_dra_node(b, node):

@@ -281,7 +281,10 @@ def test_slices_refused_never_infers_a_path():
     c = one(record, "k8s.node.gpu_path", "dra-0")
     assert (c["status"], c["observed"]) == (NOT_RUN, "no device plugin resource; DRA unknown: ResourceSlices not read: %s" % FORBIDDEN)
     assert nodes(record)["dra-0"]["path"] == "unknown"
-    assert one(record, "k8s.node.gpu_path", "plain-0")["status"] == PASS
+    # a device plugin node: its path is known, but whether DRA serves it too is not
+    plain = one(record, "k8s.node.gpu_path", "plain-0")
+    assert (plain["status"], nodes(record)["plain-0"]["path"]) == (NOT_RUN, "device_plugin")
+    assert plain["observed"] == "device plugin: allocatable nvidia.com/gpu=8; DRA unknown: ResourceSlices not read: %s" % FORBIDDEN
 
 
 # ---- the verdict cross-check (for the fleet report) ----
