@@ -3,7 +3,7 @@
 - Ansible's collection loader is installed once, before any test imports the collection, as
   ansible-test units does: otherwise a test that initialises the plugin loader later changes how
   ``ansible_collections.gpuprobe.layers`` imports for every test after it.
-- ``hostfixture`` (node-tree builders) is importable by every test.
+- ``hostfixture`` (node-tree builders) and ``kubectlfixture`` (the stand-in kubectl) are importable by every test.
 - The suite must leave /etc/cdi exactly as it found it (DESIGN.md safety rules).
 """
 import os
@@ -15,6 +15,8 @@ from ansible.plugins.loader import init_plugin_loader
 # tests/unit/fixtures/host/hostfixture.py (node trees with real mknod devices, the fake pynvml) is shared by
 # the host, cdi and runtime tests: importable as ``hostfixture``
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "host"))
+# tests/unit/fixtures/k8s/kubectlfixture.py (the stand-in kubectl, record lookups) for the k8s layer's tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "k8s"))
 
 
 def pytest_configure(config):  # pylint: disable=unused-argument

@@ -24,7 +24,7 @@ import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _options
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish, _options
 from ansible_collections.gpuprobe.layers.plugins.module_utils._health import DCGM_TIMEOUTS, check_thresholds
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import RUNTIMES, VARIANTS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS
@@ -39,6 +39,8 @@ CDI_SOURCES = ("node", "self-built")
 PLAYBOOK_OPTIONS = (
     "gpuprobe_mode", "gpuprobe_hosts", "gpuprobe_cdi_source", "gpuprobe_report_dir", "gpuprobe_pins",
     "gpuprobe_status_file", "gpuprobe_dedicated_node", "gpuprobe_drill_variants",
+    "gpuprobe_k8s_publish", "gpuprobe_k8s_publish_label", "gpuprobe_k8s_condition_type", "gpuprobe_k8s_kubeconfig",
+    "gpuprobe_k8s_context", "gpuprobe_k8s_node_names",
 )
 
 # variables the collection sets itself (facts of its modules, set_fact/register of its playbooks and roles):
@@ -284,6 +286,14 @@ PLAYBOOK_DOMAINS = {
     "gpuprobe_pins": _pins,
     "gpuprobe_dedicated_node": _flag,
     "gpuprobe_drill_variants": _list_of(_one_of(VARIANTS)),
+    "gpuprobe_k8s_publish": _flag,
+    "gpuprobe_k8s_publish_label": lambda v: None if v in ("", None) else (
+        _text(v) or _k8s_publish.label_key_error(v)),
+    "gpuprobe_k8s_condition_type": lambda v: _text(v) or _k8s_publish.condition_type_error(v),
+    "gpuprobe_k8s_kubeconfig": lambda v: None if v in ("", None) else _text(v),
+    "gpuprobe_k8s_context": lambda v: None if v in ("", None) else _text(v),
+    "gpuprobe_k8s_node_names": lambda v: None if isinstance(v, dict) and all(
+        isinstance(n, str) and n for n in v.values()) else "must be a dict of inventory host -> Node name",
 }
 
 

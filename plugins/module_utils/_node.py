@@ -153,13 +153,14 @@ def layer_gate(records, mode="full"):
     return ""
 
 
-def _k8s(layers):
-    """The k8s record when asked for (the last layer of the inspect stage)."""
+def _k8s(layers, host_record=None):
+    """The k8s record when asked for (the last layer of the inspect stage); with this node's host record, the k8s
+    layer compares the node's DRA devices with its GPUs (k8s.dra.host_match)."""
     if "k8s" not in layers:
         return {}
     try:
         from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import collect_k8s  # pylint: disable=import-outside-toplevel
-        return {"k8s": collect_k8s()}
+        return {"k8s": collect_k8s(host_record=host_record)}
     except Exception as exc:  # pylint: disable=broad-except
         return {"k8s": crashed("k8s", exc)}
 
@@ -223,5 +224,5 @@ def inspect(p, check_mode=False):
             records["host"] = crashed("host", exc)
     if "cdi" in layers:
         records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer)
-    records.update(_k8s(layers))
+    records.update(_k8s(layers, records.get("host")))
     return {"records": records, "spec": spec}

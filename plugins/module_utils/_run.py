@@ -147,20 +147,58 @@ def _python_probe(args):
         return False
 
 
-KUBECTL_READS = (["version", "--client"], ["get", "nodes"], ["get", "pods"], ["get", "events"])
+KUBECTL_READS = (["version", "--client"], ["get", "nodes"], ["get", "pods"], ["get", "events"],
+                 ["get", "resourceslices"], ["get", "deviceclasses"], ["get", "resourceclaims"],
+                 ["get", "resourceclaimtemplates"])
+KUBECTL_BASE = ("--kubeconfig", "--context", "--request-timeout")
 
 
 def _kubectl(args):
-    """kubectl [--kubeconfig F] [--context C] [--request-timeout Ns] (version --client | get nodes|pods|events)
-    [-n NS | --all-namespaces] [--field-selector S] -o json: reads only."""
-    opts, pos = _options(args, flags_with_value=("--kubeconfig", "--context", "--request-timeout", "-n",
-                                                 "--field-selector", "-o"),
+    """kubectl [--kubeconfig F] [--context C] [--request-timeout Ns] (version --client | get nodes|pods|events|
+    resourceslices|deviceclasses|resourceclaims|resourceclaimtemplates) [-n NS | --all-namespaces]
+    [--field-selector S] -o json: reads only."""
+    opts, pos = _options(args, flags_with_value=KUBECTL_BASE + ("-n", "--field-selector", "-o"),
                          flags=("--all-namespaces", "--client"))
     if opts is None or opts.get("-o") != ["json"]:
         return False
     if pos == ["version"]:
         return "--client" in opts
-    return pos in (["get", "nodes"], ["get", "pods"], ["get", "events"]) and "--client" not in opts
+    return pos in KUBECTL_READS[1:] and "--client" not in opts
+
+
+def _node_status_patch(body):
+    """{"status": {"conditions": [one condition with a type]}}: nothing else of the Node's status."""
+    status = body.get("status") if list(body) == ["status"] else None
+    conditions = status.get("conditions") if isinstance(status, dict) and list(status) == ["conditions"] else None
+    return (isinstance(conditions, list) and len(conditions) == 1 and isinstance(conditions[0], dict)
+            and isinstance(conditions[0].get("type"), str))
+
+
+def _node_label_patch(body):
+    """{"metadata": {"labels": {one key: a string value}}}: one label, nothing else (no taint, no spec)."""
+    meta = body.get("metadata") if list(body) == ["metadata"] else None
+    labels = meta.get("labels") if isinstance(meta, dict) and list(meta) == ["labels"] else None
+    return isinstance(labels, dict) and len(labels) == 1 and all(isinstance(v, str) for v in labels.values())
+
+
+def _kubectl_node_write(args):
+    """kubectl [--kubeconfig F] [--context C] [--request-timeout Ns] patch node NAME then either
+    --subresource=status --type=strategic -p '{"status":{"conditions":[{...}]}}' (one Node condition) or
+    --type=merge -p '{"metadata":{"labels":{"k":"v"}}}' (one label), -o json. Nothing else: no Pod, no taint, no spec."""
+    opts, pos = _options(args, flags_with_value=KUBECTL_BASE + ("--subresource", "--type", "-p", "-o"))
+    if opts is None or opts.get("-o") != ["json"] or len(pos) != 3 or pos[:2] != ["patch", "node"]:
+        return False
+    if any(len(v) != 1 for v in opts.values()) or not opts.get("-p"):
+        return False
+    try:
+        body = json.loads(opts["-p"][0])
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    if opts.get("--subresource") == ["status"]:
+        return opts.get("--type") == ["strategic"] and _node_status_patch(body)
+    return "--subresource" not in opts and opts.get("--type") == ["merge"] and _node_label_patch(body)
 
 
 NVIDIA_SMI_QUERY_FLAGS = ("-L", "--list-gpus", "-q", "--query", "-x", "--xml-format")
@@ -206,7 +244,10 @@ SHAPES = (
     ("engine rm gpuprobe-*", ("podman", "docker"), _engine_rm, "cleanup: force-remove probe containers by name"),
     ("engine ps label=gpuprobe.run", ("podman", "docker"), _engine_ps, "cleanup: list probe containers by label"),
     ("python probe", ("python", "python3", "python3.*", "platform-python"), _python_probe, "compute layer: the host control probe"),
-    ("kubectl read", ("kubectl",), _kubectl, "k8s layer: version, get nodes/pods/events as JSON"),
+    ("kubectl read", ("kubectl",), _kubectl,
+     "k8s layer: version, get nodes/pods/events and the DRA objects (resource.k8s.io) as JSON"),
+    ("kubectl node condition write", ("kubectl",), _kubectl_node_write,
+     "k8s_publish (opt-in): one Node condition through the status subresource, or one Node label"),
     ("nvidia-smi query", ("nvidia-smi",), _nvidia_smi, "read-only GPU queries"),
     ("ldconfig -p", ("ldconfig",), _ldconfig, "which libraries the loader knows"),
     ("journalctl kernel log", ("journalctl",), _journal_kernel, "host layer: NVRM Xid lines of this boot (host.health.xid)"),

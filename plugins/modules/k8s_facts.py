@@ -11,12 +11,20 @@ module: k8s_facts
 short_description: The optional k8s layer - does the scheduler see the GPUs, and why is a GPU Pod Pending?
 version_added: 0.1.0
 description:
-  - Asks C(kubectl) for the nodes, the Pods and the FailedScheduling events and returns the k8s layer record
-    (docs/contract.md) as the fact C(gpuprobe_k8s).
-  - Per node, capacity and allocatable of each GPU resource and the GPU feature labels (C(nvidia.com/gpu.present),
-    C(nvidia.com/gpu.product), ...). A node with GPU labels but nothing allocatable is a FAIL
-    (C(device plugin advertises nothing)); a Pending Pod requesting a GPU resource is a FAIL carrying the
-    scheduler's message (for example C(Insufficient nvidia.com/gpu)).
+  - Asks C(kubectl) for the nodes, the Pods and their events and, where the cluster serves C(resource.k8s.io), for
+    the Dynamic Resource Allocation objects (ResourceSlices, DeviceClasses, ResourceClaims and their templates), and
+    returns the k8s layer record (docs/contract.md) as the fact C(gpuprobe_k8s). docs/k8s.md describes both paths.
+  - Per node, the GPU path it is on, device plugin (allocatable C(nvidia.com/gpu), C(nvidia.com/mig-*)), DRA
+    (ResourceSlices of driver C(gpu.nvidia.com)), both (a FAIL) or neither (a FAIL); capacity and allocatable, the
+    GPU feature labels, and for DRA the pools, the devices with their attributes and taints, and the claims
+    allocated to them. A device plugin node with GPU labels but nothing allocatable is a FAIL
+    (C(device plugin advertises nothing)); a DRA node whose slices publish no device is a FAIL.
+  - A Pending Pod requesting a GPU (resource or DRA claim) is a FAIL carrying the scheduler's message and its cause
+    (C(Insufficient nvidia.com/gpu), C(cannot allocate all claims), C(ResourceClaim not created yet), C(device class
+    ... does not exist), C(resourceclaim not available on the node)); a kubelet C(FailedPrepareDynamicResources) is a
+    FAIL of C(k8s.pod.prepare) with its cause.
+  - With O(host_record) (the host layer record of the node this runs on), that node's DRA devices are compared with
+    its GPUs and loaded driver (UUID, C(gpu-<minor>), PCI bus id, driver version).
   - No kubectl, no kubeconfig or an unreachable API server make the record C(NOT_RUN) with that exact reason.
   - This layer says nothing about the driver or libraries inside a Pod. Check ids are listed in docs/checks.md.
 extends_documentation_fragment:
@@ -58,8 +66,22 @@ options:
     description: Seconds each kubectl call may take (C(--request-timeout)); the call is killed shortly after.
     type: int
     default: 30
+  dra:
+    description: Read the C(resource.k8s.io) objects (DRA). When false the DRA checks are C(NOT_RUN).
+    type: bool
+    default: true
+  host_record:
+    description:
+      - The host layer record (C(gpuprobe_host)) of the node to compare its published DRA devices with.
+    type: dict
+  node:
+    description:
+      - The name of that node in the cluster; by default the Node named like this machine (its hostname, its
+        C(kubernetes.io/hostname) label, or a unique short name).
+    type: str
 requirements:
-  - kubectl on the host running the module, and credentials that can list nodes, Pods and events.
+  - kubectl on the host running the module, and credentials that can list nodes, Pods and events, and for DRA
+    resourceslices, deviceclasses, resourceclaims and resourceclaimtemplates (docs/k8s.md).
 seealso:
   - module: gpuprobe.layers.host_facts
 """
@@ -70,6 +92,10 @@ EXAMPLES = r"""
     kubeconfig: ~/.kube/config
   delegate_to: localhost
   run_once: true
+
+- name: Compare this node's DRA devices with its host layer
+  gpuprobe.layers.k8s_facts:
+    host_record: "{{ gpuprobe_host }}"
 
 - name: Why are the training Pods Pending?
   gpuprobe.layers.k8s_facts:
@@ -88,8 +114,10 @@ ansible_facts:
     gpuprobe_k8s:
       description:
         - The k8s layer record (docs/contract.md).
-        - C(evidence) holds C(kubectl), C(resources), C(nodes) (name, capacity, allocatable, gpu_labels, ready,
-          unschedulable), C(gpu_pods) (namespace, name, phase, node, requests, reason, message, events) and C(pods_error).
+        - C(evidence) holds C(kubectl), C(resources), C(nodes) (name, path, capacity, allocatable, gpu_labels, ready,
+          unschedulable, dra (slices, pools, devices, claims)), C(gpu_pods) (namespace, name, phase, node, requests,
+          claims, reason, message, events, dra_events), C(pods_error), C(self_node) and C(dra) (state, errors,
+          api_versions, device_classes).
       returned: always
       type: dict
       sample:
@@ -122,6 +150,9 @@ def main():
             nodes=dict(type="list", elements="str"),
             namespaces=dict(type="list", elements="str"),
             timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+            dra=dict(type="bool", default=True),
+            host_record=dict(type="dict"),
+            node=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -131,7 +162,8 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     record = collect_k8s(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
-                         node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"])
+                         node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
+                         host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_k8s": record})
 
 

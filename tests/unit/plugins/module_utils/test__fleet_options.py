@@ -159,6 +159,9 @@ BAD = [
     ("gpuprobe_drill_variants", ["full", "nope"]), ("gpuprobe_drill_variants", []),
     ("verify_health_thresholds", {"temperature_margin_c": -2}), ("verify_health_thresholds", {"nvlink_inactive_fail": 0}),
     ("verify_dcgm_diag", 5), ("verify_dcgm_diag", -1),
+    ("gpuprobe_k8s_publish", "maybe"), ("gpuprobe_k8s_publish_label", "Bad Key"), ("gpuprobe_k8s_publish_label", "/x"),
+    ("gpuprobe_k8s_condition_type", "not a type"), ("gpuprobe_k8s_kubeconfig", ["a"]), ("gpuprobe_k8s_node_names", ["a"]),
+    ("gpuprobe_k8s_node_names", {"h": ""}),
 ]
 GOOD = [
     ("verify_probe_timeout", 1), ("verify_probe_timeout", 86400), ("verify_layer_timeout", "600"),
@@ -168,6 +171,9 @@ GOOD = [
     ("verify_probe_environment", {"CONTAINERS_CONF": "/etc/c.conf", "N": 3}), ("verify_run_id", ""),
     ("gpuprobe_report_dir", "reports"), ("gpuprobe_pins", {"driver_version": "580.159.04"}),
     ("gpuprobe_dedicated_node", "true"), ("gpuprobe_drill_variants", ["full", "no_uvm_node"]),
+    ("gpuprobe_k8s_publish", True), ("gpuprobe_k8s_publish_label", "gpuprobe.layers/verdict"), ("gpuprobe_k8s_publish_label", ""),
+    ("gpuprobe_k8s_condition_type", "GPUComputeVerified"), ("gpuprobe_k8s_kubeconfig", "/home/u/.kube/config"),
+    ("gpuprobe_k8s_node_names", {"gpu01.lab": "gpu01"}),
 ]
 
 

@@ -4,9 +4,10 @@
 import json
 import os
 import shutil
-import sys
 
 import pytest
+from kubectlfixture import argv_log, stand_in
+from kubectlfixture import one as by
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
@@ -17,12 +18,6 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s"
 def load(name):
     with open(os.path.join(FIXTURES, name)) as f:
         return json.load(f)
-
-
-def by(record, check_id, subject=None):
-    found = [c for c in record["checks"] if c["id"] == check_id and (subject is None or c["subject"] == subject)]
-    assert len(found) == 1, (check_id, subject, record["checks"])
-    return found[0]
 
 
 @pytest.fixture
@@ -126,12 +121,7 @@ def test_quantity(value, count):
 
 # ---- collect_k8s: real subprocesses through _run.run ----
 
-FAKE_KUBECTL = r'''#!%s
-import json, os, sys
-args = sys.argv[1:]
-with open(os.path.join(%r, "argv.log"), "a") as f:
-    f.write(json.dumps(args) + "\n")
-fixtures = %r
+FAKE_KUBECTL = r'''fixtures = %(fixtures)r
 if args[:2] == ["version", "--client"]:
     print(json.dumps({"clientVersion": {"gitVersion": "v1.32.4"}})); sys.exit(0)
 if os.environ.get("FAKE_KUBECTL_DOWN") or "get" not in args:
@@ -145,17 +135,7 @@ sys.stdout.write(open(os.path.join(fixtures, what + ".json")).read())
 
 @pytest.fixture
 def fake_kubectl(tmp_path):
-    path = tmp_path / "kubectl"
-    path.write_text(FAKE_KUBECTL % (sys.executable, str(tmp_path), os.path.abspath(FIXTURES)))
-    path.chmod(0o755)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    return str(path), str(kubeconfig), tmp_path
-
-
-def argv_log(tmp_path):
-    with open(tmp_path / "argv.log") as f:
-        return [json.loads(line) for line in f]
+    return stand_in(tmp_path, FAKE_KUBECTL, fixtures=os.path.abspath(FIXTURES)) + (tmp_path,)
 
 
 def test_collect_through_kubectl(fake_kubectl):

@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: publish each node's verdict where the cluster reads it: a Node condition, optionally a Node label.
+Not public API.
+
+Opt-in (module gpuprobe.layers.k8s_publish). The condition goes through the Node's ``status`` subresource as a
+strategic merge patch (``kubectl patch node N --subresource=status --type=strategic``): Node ``status.conditions``
+merges by ``type`` (patchMergeKey), so the patch replaces this one condition and leaves the kubelet's (Ready,
+MemoryPressure, ...) and other writers' conditions alone, the way node-problem-detector writes its own. The label
+is a merge patch of ``metadata.labels`` with one key. Nothing else is written: no Pod, no taint, no spec (the
+command allowlist in _run.py refuses any other patch). ``plan`` is pure; ``publish`` reads the Nodes once, plans,
+and writes (or, in check mode, only returns what it would write). A write that fails is returned as an error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import (
+    DEFAULT_TIMEOUT, _items, _kubectl_json, _last_line, kubectl_base, match_node, resolve_kubectl,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run
+
+CONDITION_TYPE = "GPUComputeVerified"
+COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
+MESSAGE_LIMIT = 1024
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(r"^(?:(?P<prefix>[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?(?P<name>%s)$" % _NAME)
+_LABEL_VALUE = re.compile(r"^(%s)?$" % _NAME)
+_CONDITION_TYPE = re.compile(r"^(?:[a-z0-9.-]+/)?[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def label_key_error(key):
+    """Why ``key`` is not a valid label key (prefix a DNS subdomain <= 253, name <= 63), or None."""
+    match = _LABEL_KEY.match(key or "")
+    if not match:
+        return "label key %r is not a qualified name ([prefix/]name, name [A-Za-z0-9][-A-Za-z0-9_.]*)" % key
+    if len(match.group("name")) > 63 or len(match.group("prefix") or "") > 253:
+        return "label key %r is too long (name <= 63, prefix <= 253 characters)" % key
+    return None
+
+
+def condition_type_error(value):
+    return None if _CONDITION_TYPE.match(value or "") else (
+        "condition type %r is not a CamelCase name (optionally prefixed: example.com/Name)" % value)
+
+
+def _verdict_fields(entry, signature=None):
+    if isinstance(entry, dict):
+        return (entry.get("verdict") or "INCONCLUSIVE", entry.get("signature") or signature, entry.get("points_to"),
+                entry.get("reason"))
+    return (str(entry or "INCONCLUSIVE"), signature, None, None)
+
+
+def condition_status(verdict):
+    """True: the node computed on its GPUs; False: it failed at a layer; Unknown: not verified either way."""
+    if verdict == COMPUTE_VERIFIED:
+        return "True"
+    return "False" if str(verdict).startswith("FAILED_AT_") else "Unknown"
+
+
+def build_condition(entry, now, previous=None, condition_type=CONDITION_TYPE, signature=None, run_id=None):
+    """The Node condition for one verdict. ``lastTransitionTime`` stays the previous one while the status does not
+    change (the condition convention); ``lastHeartbeatTime`` is ``now``."""
+    verdict, signature, points_to, reason = _verdict_fields(entry, signature)
+    status = condition_status(verdict)
+    parts = ["gpuprobe.layers verdict %s" % verdict]
+    if signature:
+        parts.append("signature %s" % signature)
+    if points_to:
+        parts.append("points to %s" % points_to)
+    if reason:
+        parts.append(str(reason))
+    if run_id:
+        parts.append("run %s" % run_id)
+    message = "; ".join(parts)
+    if len(message) > MESSAGE_LIMIT:
+        message = message[:MESSAGE_LIMIT - 3] + "..."
+    transition = now
+    if previous and previous.get("status") == status and previous.get("lastTransitionTime"):
+        transition = previous["lastTransitionTime"]
+    return {"type": condition_type, "status": status, "reason": re.sub(r"[^A-Za-z0-9_]", "_", verdict) or "Unknown",
+            "message": message, "lastHeartbeatTime": now, "lastTransitionTime": transition}
+
+
+def label_value(verdict):
+    """The label value of a verdict (COMPUTE_VERIFIED, FAILED_AT_CDI, ...), cut to 63 characters."""
+    value = re.sub(r"[^A-Za-z0-9_.-]", "_", str(verdict))[:63].strip("_.-")
+    return value if _LABEL_VALUE.match(value) else "INCONCLUSIVE"
+
+
+def _previous(node, condition_type):
+    for cond in ((node.get("status") or {}).get("conditions") or []):
+        if cond.get("type") == condition_type:
+            return cond
+    return None
+
+
+def _same(cond, previous):
+    return bool(previous) and all(previous.get(k) == cond[k] for k in ("status", "reason", "message"))
+
+
+def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_type=CONDITION_TYPE, label_key=None,
+         run_id=None):
+    """What to write per host (pure). ``verdicts``: {host: verdict string or node_verdict dict}; ``node_names``:
+    {host: Node name} where the inventory name is not the Node's (otherwise matched by name, the
+    kubernetes.io/hostname label or a unique short name). Returns (plans, unmatched): plans
+    [{host, node, condition, previous, label, changed, patches}], unmatched [{host, reason}]."""
+    nodes = dict((((n.get("metadata") or {}).get("name")), n) for n in _items(nodes_json))
+    labels = dict((name, ((n.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/hostname")) for name, n in nodes.items())
+    plans, unmatched = [], []
+    for host in sorted(verdicts):
+        wanted = (node_names or {}).get(host)
+        if wanted:
+            match = {"name": wanted if wanted in nodes else None, "reason": "no Node named %s (node_names)" % wanted}
+        else:
+            match = match_node(list(nodes), host, labels)
+        if not match.get("name"):
+            unmatched.append({"host": host, "reason": match.get("reason") or "no matching Node"})
+            continue
+        node = nodes[match["name"]]
+        previous = _previous(node, condition_type)
+        cond = build_condition(verdicts[host], now, previous, condition_type, (signatures or {}).get(host), run_id)
+        patches = [["--subresource=status", "--type=strategic", "-p", json.dumps({"status": {"conditions": [cond]}}, sort_keys=True)]]
+        label = None
+        changed = not _same(cond, previous)
+        if label_key:
+            verdict = _verdict_fields(verdicts[host])[0]
+            label = {label_key: label_value(verdict)}
+            current = ((node.get("metadata") or {}).get("labels") or {}).get(label_key)
+            if current != label[label_key]:
+                changed = True
+            patches.append(["--type=merge", "-p", json.dumps({"metadata": {"labels": label}}, sort_keys=True)])
+        plans.append({"host": host, "node": match["name"], "condition": cond, "previous": previous, "label": label,
+                      "changed": changed, "patches": patches})
+    return plans, unmatched
+
+
+def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT, signatures=None,
+            node_names=None, condition_type=CONDITION_TYPE, label_key=None, run_id=None, check_mode=False, now=None):
+    """Read the Nodes, plan, write (not in check mode). Returns {changed, published, unmatched, errors, kubectl}:
+    every failed read or write is in ``errors`` (the module fails on any)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = {"changed": False, "published": [], "unmatched": [], "errors": [], "check_mode": check_mode,
+           "condition_type": condition_type, "label_key": label_key}
+    path, reason = resolve_kubectl(kubectl, kubeconfig)
+    if reason:
+        out["errors"].append({"host": None, "node": None, "error": reason})
+        return out
+    base = kubectl_base(path, kubeconfig, context, timeout)
+    nodes, error = _kubectl_json(base, ["get", "nodes"], timeout)
+    if error:
+        out["errors"].append({"host": None, "node": None, "error": error})
+        return out
+    plans, out["unmatched"] = plan(nodes, verdicts, now, signatures, node_names, condition_type, label_key, run_id)
+    for item in plans:
+        entry = dict((k, item[k]) for k in ("host", "node", "condition", "label", "changed"))
+        entry["commands"] = [["kubectl"] + base[1:] + ["patch", "node", item["node"]] + p + ["-o", "json"] for p in item["patches"]]
+        entry["written"] = False
+        if not check_mode:
+            for argv in entry["commands"]:
+                res = run([path] + argv[1:], timeout=timeout + 5)
+                if res["rc"] != 0:
+                    detail = res["error"] or _last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
+                    out["errors"].append({"host": item["host"], "node": item["node"], "error": "kubectl %s: %s" % (
+                        " ".join(argv[argv.index("patch"):argv.index("-p")]), detail)})
+                    break
+            else:
+                entry["written"] = True
+        out["changed"] = out["changed"] or (entry["changed"] and (entry["written"] or check_mode))
+        out["published"].append(entry)
+    return out

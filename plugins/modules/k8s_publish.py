@@ -1,0 +1,176 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: k8s_publish
+short_description: Publish each node's verdict as a Node condition (and optionally a label) where the cluster reads it
+version_added: 0.1.0
+description:
+  - Opt-in. Writes one Node condition per host through the Node's C(status) subresource
+    (C(kubectl patch node N --subresource=status --type=strategic)), so readiness gates, remediation controllers and
+    C(kubectl describe node) see the verdict. Node conditions merge by C(type), so the kubelet's own conditions and
+    other writers' stay as they are.
+  - "The condition has C(type) O(condition_type), C(status) V(True) for C(COMPUTE_VERIFIED), V(False) for
+    C(FAILED_AT_<LAYER>), V(Unknown) otherwise; C(reason) the verdict; C(message) the verdict, its signature, where it
+    points and the run id; C(lastTransitionTime) kept while the status does not change; C(lastHeartbeatTime) now."
+  - With O(label), also one Node label O(label)=<verdict> (a merge patch of C(metadata.labels)).
+  - Never touches Pods, taints or the Node's spec (the collection's command allowlist refuses any other write).
+  - Hosts are matched to Nodes by name, the C(kubernetes.io/hostname) label or a unique short name, or through
+    O(node_names). A host with no Node is returned in RV(unmatched). A read or a write that fails is returned in
+    RV(errors) and fails the task; nothing is hidden.
+  - The RBAC this needs is in docs/k8s.md (get/list nodes, patch nodes/status, and patch nodes for O(label)).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpuprobe.layers._attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
+      writes nothing.
+options:
+  verdicts:
+    description:
+      - Mapping inventory host -> its verdict, a string (C(COMPUTE_VERIFIED), C(FAILED_AT_CDI), ...) or the node
+        verdict dict of M(gpuprobe.layers.verify_node) (C(verdict), C(signature), C(points_to), C(reason)).
+      - The fleet report's C(verdicts) result (M(gpuprobe.layers.fleet_report)) fits as it is.
+    type: dict
+    required: true
+  signatures:
+    description: Mapping host -> failure signature, used when O(verdicts) gives strings (the fleet report's C(signatures)).
+    type: dict
+    default: {}
+  node_names:
+    description: Mapping host -> Node name, for hosts whose inventory name is not their Node's.
+    type: dict
+    default: {}
+  condition_type:
+    description: The Node condition type to write.
+    type: str
+    default: GPUComputeVerified
+  label:
+    description: When set, also write this Node label with the verdict as its value (for example C(gpuprobe.layers/verdict)).
+    type: str
+  run_id:
+    description: The run id to name in the condition message.
+    type: str
+  kubectl:
+    description: The kubectl program, a name looked up on PATH or a path.
+    type: str
+    default: kubectl
+  kubeconfig:
+    description: Path of the kubeconfig file; kubectl's own defaults when omitted.
+    type: path
+  context:
+    description: The kubeconfig context to use.
+    type: str
+  timeout:
+    description: Seconds each kubectl call may take (C(--request-timeout)).
+    type: int
+    default: 30
+requirements:
+  - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status) (docs/k8s.md).
+seealso:
+  - module: gpuprobe.layers.k8s_facts
+  - module: gpuprobe.layers.fleet_report
+"""
+
+EXAMPLES = r"""
+- name: Publish the verdicts of this run as Node conditions
+  gpuprobe.layers.k8s_publish:
+    verdicts: "{{ gpuprobe_fleet.verdicts }}"
+    signatures: "{{ gpuprobe_fleet.signatures }}"
+    label: gpuprobe.layers/verdict
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+published:
+  description: One entry per host matched to a Node.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    host:
+      description: The inventory host.
+      type: str
+    node:
+      description: The Node.
+      type: str
+    condition:
+      description: The condition written (or that would be written in check mode).
+      type: dict
+    label:
+      description: The label written (or that would be written), null without O(label).
+      type: dict
+    changed:
+      description: Whether the status, the reason, the message or the label differ from what the Node had.
+      type: bool
+    written:
+      description: Whether every write for this Node succeeded (false in check mode).
+      type: bool
+    commands:
+      description: The kubectl argv of each write.
+      type: list
+      elements: list
+unmatched:
+  description: Hosts with no Node, each with the reason.
+  returned: always
+  type: list
+  elements: dict
+errors:
+  description: Every read or write that failed (host, node, error); the task fails when it is not empty.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_timeout
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            verdicts=dict(type="dict", required=True),
+            signatures=dict(type="dict", default={}),
+            node_names=dict(type="dict", default={}),
+            condition_type=dict(type="str", default=_k8s_publish.CONDITION_TYPE),
+            label=dict(type="str"),
+            run_id=dict(type="str"),
+            kubectl=dict(type="str", default="kubectl"),
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        check_timeout(p["timeout"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    problem = _k8s_publish.condition_type_error(p["condition_type"]) or (
+        _k8s_publish.label_key_error(p["label"]) if p["label"] is not None else None)
+    if problem:
+        module.fail_json(msg=problem)
+    out = _k8s_publish.publish(p["verdicts"], kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"],
+                               timeout=p["timeout"], signatures=p["signatures"], node_names=p["node_names"],
+                               condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
+                               check_mode=module.check_mode)
+    if out["errors"]:
+        module.fail_json(msg="publishing the verdicts failed: %s" % "; ".join(
+            "%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]), **out)
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""Publishing the verdicts as Node conditions (opt-in): the condition and label built from a verdict, the plan per
+host, and publish() through a stand-in kubectl that records what it is asked to write (no kube-apiserver can exist
+here; tests/integration/test_k8s_kubectl_http.py runs the real kubectl against a recording HTTP endpoint)."""
+import json
+import os
+
+import pytest
+from kubectlfixture import argv_log, stand_in
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import check_allowed
+from ansible_collections.gpuprobe.layers.plugins.modules import k8s_publish
+
+FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s", "dra"))
+NOW = "2026-12-03T10:00:00Z"
+
+
+def nodes_json(previous=None):
+    with open(os.path.join(FIXTURES, "nodes.json")) as f:
+        doc = json.load(f)
+    if previous:
+        for node in doc["items"]:
+            if node["metadata"]["name"] == "dra-0":
+                node["status"]["conditions"].append(previous)
+    return doc
+
+
+@pytest.mark.parametrize("verdict,status", [("COMPUTE_VERIFIED", "True"), ("FAILED_AT_CDI", "False"),
+                                            ("FAILED_AT_COMPUTE", "False"), ("INCONCLUSIVE", "Unknown"), ("", "Unknown")])
+def test_condition_status(verdict, status):
+    cond = _k8s_publish.build_condition(verdict, NOW)
+    assert cond["status"] == status and cond["type"] == "GPUComputeVerified"
+    assert cond["lastHeartbeatTime"] == NOW == cond["lastTransitionTime"]
+
+
+def test_condition_from_a_node_verdict():
+    verdict = {"verdict": "FAILED_AT_COMPUTE", "signature": "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
+               "points_to": "cdi", "reason": "PTX load failed"}
+    cond = _k8s_publish.build_condition(verdict, NOW, run_id="r1")
+    assert cond["reason"] == "FAILED_AT_COMPUTE"
+    assert cond["message"] == ("gpuprobe.layers verdict FAILED_AT_COMPUTE; signature compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND; "
+                               "points to cdi; PTX load failed; run r1")
+
+
+def test_transition_time_is_kept_while_the_status_holds():
+    before = {"type": "GPUComputeVerified", "status": "False", "reason": "FAILED_AT_CDI", "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    assert _k8s_publish.build_condition("FAILED_AT_RUNTIME", NOW, before)["lastTransitionTime"] == "2026-12-01T00:00:00Z"
+    assert _k8s_publish.build_condition("COMPUTE_VERIFIED", NOW, before)["lastTransitionTime"] == NOW
+
+
+def test_long_messages_are_cut():
+    cond = _k8s_publish.build_condition({"verdict": "INCONCLUSIVE", "reason": "x" * 5000}, NOW)
+    assert len(cond["message"]) == _k8s_publish.MESSAGE_LIMIT and cond["message"].endswith("...")
+
+
+@pytest.mark.parametrize("key,ok", [("gpuprobe.layers/verdict", True), ("verdict", True), ("a.b-c/d_e.f", True),
+                                    ("Bad/verdict", False), ("/verdict", False), ("x/" + "n" * 64, False), ("", False)])
+def test_label_key(key, ok):
+    assert (_k8s_publish.label_key_error(key) is None) == ok
+
+
+@pytest.mark.parametrize("value,ok", [("GPUComputeVerified", True), ("example.com/GPUReady", True), ("bad type", False),
+                                      ("1abc", False)])
+def test_condition_type(value, ok):
+    assert (_k8s_publish.condition_type_error(value) is None) == ok
+
+
+def test_plan_matches_hosts_to_nodes_and_reports_the_rest():
+    previous = {"type": "GPUComputeVerified", "status": "True", "reason": "COMPUTE_VERIFIED",
+                "message": "gpuprobe.layers verdict COMPUTE_VERIFIED", "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    plans, unmatched = _k8s_publish.plan(nodes_json(previous), {
+        "dra-0.lab": "COMPUTE_VERIFIED", "gpu-x": "FAILED_AT_HOST", "h-plain": "FAILED_AT_CDI"},
+        NOW, node_names={"h-plain": "plain-0"}, label_key="gpuprobe.layers/verdict")
+    assert unmatched == [{"host": "gpu-x", "reason": "no node is named gpu-x"}]
+    by_host = dict((p["host"], p) for p in plans)
+    same = by_host["dra-0.lab"]
+    assert same["node"] == "dra-0" and same["condition"]["lastTransitionTime"] == "2026-12-01T00:00:00Z"
+    assert same["changed"] is True  # the condition is the same, the label is new
+    assert by_host["h-plain"]["node"] == "plain-0" and by_host["h-plain"]["label"] == {"gpuprobe.layers/verdict": "FAILED_AT_CDI"}
+    for item in plans:
+        for patch in item["patches"]:  # every write the plan makes is one the allowlist accepts
+            assert check_allowed(["kubectl", "patch", "node", item["node"]] + patch + ["-o", "json"]) == "kubectl node condition write"
+
+
+def test_unchanged_condition_without_label_is_not_a_change():
+    previous = {"type": "GPUComputeVerified", "status": "True", "reason": "COMPUTE_VERIFIED",
+                "message": "gpuprobe.layers verdict COMPUTE_VERIFIED", "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    plans, unmatched = _k8s_publish.plan(nodes_json(previous), {"dra-0": "COMPUTE_VERIFIED"}, NOW)
+    assert unmatched == []
+    assert plans[0]["changed"] is False
+    # the heartbeat is still written: the condition says when the verdict was last confirmed
+    assert json.loads(plans[0]["patches"][0][3])["status"]["conditions"][0]["lastHeartbeatTime"] == NOW
+
+
+def test_unknown_node_name_is_unmatched():
+    _plans, unmatched = _k8s_publish.plan(nodes_json(), {"h": "COMPUTE_VERIFIED"}, NOW, node_names={"h": "nope"})
+    assert unmatched == [{"host": "h", "reason": "no Node named nope (node_names)"}]
+
+
+# ---- publish() through a stand-in kubectl ----
+
+FAKE_KUBECTL = r'''if "get" in args:
+    sys.stdout.write(open(os.path.join(%(fixtures)r, "nodes.json")).read()); sys.exit(0)
+node = args[args.index("node") + 1]
+if node in os.environ.get("FAKE_FORBID", "").split(","):
+    sys.stderr.write('Error from server (Forbidden): nodes "%%s" is forbidden: User "probe" cannot patch resource "nodes/status" '
+                     'in API group "" at the cluster scope\n' %% node)
+    sys.exit(1)
+print(json.dumps({"kind": "Node", "metadata": {"name": node}}))
+'''
+
+
+@pytest.fixture
+def fake_kubectl(tmp_path):
+    return stand_in(tmp_path, FAKE_KUBECTL, fixtures=FIXTURES) + (tmp_path,)
+
+
+def calls(tmp_path):
+    return [argv[4:] for argv in argv_log(tmp_path)]
+
+
+def test_publish_writes_one_condition_and_one_label_per_node(fake_kubectl):
+    path, kubeconfig, tmp = fake_kubectl
+    out = _k8s_publish.publish({"dra-0": "COMPUTE_VERIFIED", "plain-0": "FAILED_AT_CDI"}, kubectl=path, kubeconfig=kubeconfig,
+                               signatures={"plain-0": "cdi.spec.parse"}, label_key="gpuprobe.layers/verdict", now=NOW)
+    assert out["errors"] == [] and out["unmatched"] == [] and out["changed"] is True
+    assert [(p["node"], p["written"]) for p in out["published"]] == [("dra-0", True), ("plain-0", True)]
+    log = calls(tmp)
+    assert log[0] == ["get", "nodes", "-o", "json"]
+    status = log[3]
+    assert status[:5] == ["patch", "node", "plain-0", "--subresource=status", "--type=strategic"]
+    cond = json.loads(status[6])["status"]["conditions"][0]
+    assert (cond["status"], cond["reason"]) == ("False", "FAILED_AT_CDI")
+    assert cond["message"] == "gpuprobe.layers verdict FAILED_AT_CDI; signature cdi.spec.parse"
+    assert log[4][:4] == ["patch", "node", "plain-0", "--type=merge"]
+    assert json.loads(log[4][5]) == {"metadata": {"labels": {"gpuprobe.layers/verdict": "FAILED_AT_CDI"}}}
+
+
+def test_check_mode_writes_nothing_and_shows_what_it_would(fake_kubectl):
+    path, kubeconfig, tmp = fake_kubectl
+    out = _k8s_publish.publish({"dra-0": "FAILED_AT_HOST"}, kubectl=path, kubeconfig=kubeconfig, check_mode=True, now=NOW)
+    assert [c[:2] for c in calls(tmp)] == [["get", "nodes"]]
+    entry = out["published"][0]
+    assert entry["written"] is False and out["changed"] is True
+    assert entry["condition"]["status"] == "False"
+    assert entry["commands"][0][:1] == ["kubectl"] and "--subresource=status" in entry["commands"][0]
+
+
+def test_a_failed_write_is_reported(fake_kubectl, monkeypatch):
+    path, kubeconfig, _tmp = fake_kubectl
+    monkeypatch.setenv("FAKE_FORBID", "plain-0")
+    out = _k8s_publish.publish({"dra-0": "COMPUTE_VERIFIED", "plain-0": "COMPUTE_VERIFIED"}, kubectl=path, kubeconfig=kubeconfig,
+                               label_key="v", now=NOW)
+    assert [(p["node"], p["written"]) for p in out["published"]] == [("dra-0", True), ("plain-0", False)]
+    assert out["errors"] == [{"host": "plain-0", "node": "plain-0", "error": (
+        'kubectl patch node plain-0 --subresource=status --type=strategic: Error from server (Forbidden): nodes "plain-0" is '
+        'forbidden: User "probe" cannot patch resource "nodes/status" in API group "" at the cluster scope')}]
+
+
+def test_no_cluster_is_an_error():
+    out = _k8s_publish.publish({"h": "COMPUTE_VERIFIED"}, kubectl="gpuprobe-no-such-kubectl")
+    assert out["errors"] == [{"host": None, "node": None, "error": "kubectl not found: gpuprobe-no-such-kubectl"}]
+
+
+def run_module(capsys, args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            k8s_publish.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_module_fails_on_a_failed_write(fake_kubectl, capsys, monkeypatch):
+    path, kubeconfig, _tmp = fake_kubectl
+    monkeypatch.setenv("FAKE_FORBID", "dra-0")
+    code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig, "verdicts": {"dra-0": "COMPUTE_VERIFIED"}})
+    assert code == 1 and out["failed"] is True
+    assert out["msg"].startswith("publishing the verdicts failed: dra-0: kubectl patch node dra-0 --subresource=status")
+    assert out["published"][0]["written"] is False
+
+
+def test_module_check_mode(fake_kubectl, capsys):
+    path, kubeconfig, tmp = fake_kubectl
+    code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig, "verdicts": {"plain-0": "INCONCLUSIVE"},
+                                    "label": "gpuprobe.layers/verdict", "_ansible_check_mode": True})
+    assert code == 0 and out["changed"] is True and out["published"][0]["label"] == {"gpuprobe.layers/verdict": "INCONCLUSIVE"}
+    assert [c[:2] for c in calls(tmp)] == [["get", "nodes"]]
+
+
+@pytest.mark.parametrize("args,msg", [({"label": "Bad Key"}, "label key 'Bad Key' is not a qualified name"),
+                                      ({"condition_type": "not a type"}, "condition type 'not a type'")])
+def test_module_refuses_bad_names(capsys, args, msg):
+    code, out = run_module(capsys, dict(args, verdicts={"h": "COMPUTE_VERIFIED"}))
+    assert code == 1 and out["msg"].startswith(msg)
