@@ -205,7 +205,7 @@ def _version_of(rec):
     return v if rec.get("cdiVersion") is not None and v is not None else None
 
 
-def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_dirs=None, root="/"):
+def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_dirs=None, root="/", engine=None):
     """Judge the requested devices' specs for the runtime that will read them.
 
     files: the cdi layer's file records (path, dir, cdiVersion, kind, devices, ok); requested_sources: requested
@@ -229,7 +229,7 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
     for name, info in sorted((ev.get("tools") or {}).items()):
         if name in AUTO_ORDER and isinstance(info, dict) and info.get("path"):
             runtimes[name] = readable_versions(name, info.get("version"))
-    name, info, why = pick_runtime(host_record, runtime)
+    name, info, why = (engine["name"], engine, None) if engine and engine.get("name") else pick_runtime(host_record, runtime)
     row = readable_versions(name, info.get("version")) if name else {
         "runtime": None, "version": None, "status": "unknown", "max_readable": None, "library": None, "source": None,
         "why": why}

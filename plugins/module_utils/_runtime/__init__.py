@@ -33,7 +33,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     RUNTIMES,
     SIGNATURES,
     START_PATTERNS,
-    UNSUPPORTED,
+    CRI_ENGINES,
     VERSION_RE,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import (  # noqa: F401
@@ -55,6 +55,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare i
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import (  # noqa: F401
     build_argv,
+    cli_info,
     container_name,
     detect_runtime,
     _parse_ps,

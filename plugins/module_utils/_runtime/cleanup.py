@@ -16,7 +16,7 @@ import time
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUN_ID_RE, UNSUPPORTED
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_ENGINES, RUN_ID_RE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
 
@@ -95,7 +95,7 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     engines = []
     candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
     for name in candidates:
-        if name in UNSUPPORTED:
+        if name in CRI_ENGINES:  # listed and removed through the CRI adapter (engines helper)
             continue
         path = which(name)
         if path:

@@ -15,29 +15,24 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _pr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, UNSUPPORTED, VERSION_RE, error_line,
+    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, VERSION_RE, error_line,
 )
 
 
-def detect_runtime(requested="auto", timeout=30):
-    """Which runtime to use: dict name, path, version, oci_runtime, cgroups, usable (bool), reason."""
-    requested = requested or "auto"
-    if requested in UNSUPPORTED:
-        return {"name": requested, "usable": False, "reason": "%s is not supported yet" % requested,
-                "path": which(requested) or which("nerdctl" if requested == "containerd" else "crictl")}
-    candidates = ("podman", "docker") if requested == "auto" else (requested,)
-    tried = []
-    for name in candidates:
-        path = which(name)
-        if not path:
-            tried.append("%s not found" % name)
-            continue
-        info = _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout)
-        if info["usable"] or requested != "auto":
-            return info
-        tried.append(info["reason"])
-    return {"name": requested if requested != "auto" else None, "usable": False, "path": None,
-            "reason": "no usable container runtime: %s" % "; ".join(tried)}
+def detect_runtime(requested="auto", timeout=30, endpoint=None):
+    """The one engine to use: dict name, path (CLI engines) or endpoint (CRI engines), version, oci_runtime, cgroups,
+    usable (bool), reason, selected_because. ``auto`` is ``_runtime_select``'s choice (the kubelet's CRI runtime, else
+    a running docker daemon, else podman); a CRI engine is reached at ``endpoint`` (else its default socket)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
+    return select_runtimes(requested or "auto", timeout=timeout, endpoint=endpoint)[0]
+
+
+def cli_info(name, timeout=30):
+    """The detection dict of a CLI engine (podman, docker) found on PATH."""
+    path = which(name)
+    if not path:
+        return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
+    return _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout)
 
 
 def parse_version(text):
@@ -65,14 +60,14 @@ def _podman_info(path, timeout):
 def _docker_info(path, timeout):
     r = run([path, "info", "--format", "{{json .}}"], timeout=timeout)
     if r["rc"] != 0:
-        return {"name": "docker", "path": path, "usable": False,
+        return {"name": "docker", "path": path, "usable": False, "daemon_running": False,
                 "reason": "docker info failed: %s" % (error_line(r["stderr"]) or r["error"])}
     try:
         info = json.loads(r["stdout"])
     except ValueError:
         info = {}
     spec_dirs = info.get("CDISpecDirs")
-    base = {"name": "docker", "path": path, "version": parse_version(info.get("ServerVersion")),
+    base = {"name": "docker", "path": path, "daemon_running": True, "version": parse_version(info.get("ServerVersion")),
             "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
     if not spec_dirs:
