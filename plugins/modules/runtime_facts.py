@@ -47,11 +47,20 @@ attributes:
 options:
   runtime:
     description:
-      - The container runtime. V(auto) takes podman, else docker when its CDI support is enabled.
-      - Docker without CDI enabled, V(containerd) and V(crio) give a C(NOT_RUN) record with the reason.
+      - The container runtime. V(auto) takes the runtime the node's workloads use, and says why in
+        C(evidence.engine.selected_because) - the kubelet's CRI endpoint when a kubelet is installed (its
+        C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
+        C(unix:///run/containerd/containerd.sock)), else a running docker daemon, else podman (docs/usage.md).
+      - V(containerd) and V(crio) are reached through the CRI at O(runtime_endpoint) (else the kubelet's endpoint, else
+        the engine's default socket). A runtime that cannot be used (docker with CDI off, no CRI adapter or
+        nothing on the socket) gives a C(NOT_RUN) record with the reason.
     type: str
     choices: [auto, podman, docker, containerd, crio]
     default: auto
+  runtime_endpoint:
+    description:
+      - The CRI endpoint (C(unix:///path.sock)) of V(containerd) or V(crio); with V(auto) the engine behind it is used.
+    type: str
   image:
     description:
       - The probe image. It needs C(python3) with its standard library only; CUDA must come from the host
@@ -186,6 +195,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+            runtime_endpoint=dict(type="str"),
             image=dict(type="str", required=True),
             pull=dict(type="str", default="never", choices=["never", "missing"]),
             cdi_devices=dict(type="list", elements="str", default=[]),

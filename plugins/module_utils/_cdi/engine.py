@@ -236,7 +236,8 @@ def read_containerd(info, timeout=CONFIG_TIMEOUT):
     procs = _proc_cmdlines("containerd")
     tried = []
     for _pid, argv, exe in procs:
-        binary = exe if exe and os.path.exists(exe) else which("containerd")
+        # the binary that runs (its /proc exe), so the dump is that release's; else the one on PATH
+        binary = exe if exe and os.path.basename(exe).startswith("containerd") and os.path.exists(exe) else which("containerd")
         if not binary:
             continue
         config = flag_value(argv[1:], "--config", "-c") or CONTAINERD_DEFAULT_CONFIG
