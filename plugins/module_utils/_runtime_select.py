@@ -9,7 +9,8 @@ CDI configuration, and must not carry the probe's code (a module's imports are s
 
 ``runtime: auto`` takes the runtime the node's workloads use:
 
-1. a kubelet is installed (its binary on PATH, its systemd unit, or /var/lib/kubelet/config.yaml): the CRI endpoint
+1. a kubelet is installed (its binary on PATH, its systemd unit or drop-ins, /var/lib/kubelet/config.yaml or
+   kubeadm-flags.env): the CRI endpoint
    the kubelet is configured with. The kubelet's own precedence: the ``--container-runtime-endpoint`` flag (from
    kubeadm's /var/lib/kubelet/kubeadm-flags.env, /etc/default/kubelet or /etc/sysconfig/kubelet KUBELET_EXTRA_ARGS,
    or an ExecStart/Environment line of the kubelet unit and its kubelet.service.d drop-ins) over the
@@ -184,9 +185,12 @@ def kubelet_endpoint(root="/"):
     for pattern in KUBELET_DROPINS:
         dropins.extend(sorted(glob.glob(_under(root, pattern))))
     evidence += ["unit %s" % u for u in units]
+    evidence += ["drop-in %s" % d[len(root.rstrip("/")):] if root not in ("", "/") else "drop-in %s" % d for d in dropins]
     config_default = os.path.isfile(_under(root, KUBELET_CONFIG))
     if config_default:
         evidence.append(KUBELET_CONFIG)
+    if os.path.isfile(_under(root, KUBELET_ENV_FILES[0])):
+        evidence.append(KUBELET_ENV_FILES[0])
     out = {"installed": bool(evidence), "evidence": evidence, "endpoint": None, "source": None, "errors": []}
     if not evidence:
         return out
