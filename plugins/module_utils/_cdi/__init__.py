@@ -264,7 +264,7 @@ def _judge_engines(engines, files, sources, resolved, host, runtime, runtime_dir
         if name:
             dirs[name] = {"spec_dirs": configured}
         own, compat = _compat.spec_compat(files, sources, host, runtime=name or "auto", runtime_dirs=dirs, root=root,
-                                          engine=info if name else None)
+                                          engine=info if name else None, judge_dirs=not name)
         own += _engine.engine_checks([info], files, sources, resolved, root)
         for c in own:
             if name:

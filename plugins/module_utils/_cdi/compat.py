@@ -125,7 +125,8 @@ CHECKS = {
     },
     "cdi.runtime.spec_dir": {
         "title": "each requested device has a providing spec in a directory the runtime reads (its configured "
-                 "cdi_spec_dirs, else /etc/cdi and /var/run/cdi)",
+                 "cdi_spec_dirs, else /etc/cdi and /var/run/cdi), from the runtimes' configuration files; only where no "
+                 "engine was selected and asked (root is not /): else cdi.engine.config says it from the engine itself",
         "fail": "the runtime never sees the spec: the container fails with 'unresolvable CDI devices'",
         "next": "write the spec into one of the runtime's spec dirs, or add its dir to the runtime's cdi_spec_dirs",
     },
@@ -205,7 +206,8 @@ def _version_of(rec):
     return v if rec.get("cdiVersion") is not None and v is not None else None
 
 
-def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_dirs=None, root="/", engine=None):
+def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_dirs=None, root="/", engine=None,
+                judge_dirs=True):
     """Judge the requested devices' specs for the runtime that will read them.
 
     files: the cdi layer's file records (path, dir, cdiVersion, kind, devices, ok); requested_sources: requested
@@ -273,7 +275,7 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
                 "a spec the runtime reads", "%s; %s" % (row["why"], listed))
         else:
             _judge_version(add, q, source, rows, row, subject, listed)
-        if name and row["status"] != "no_cdi":
+        if name and row["status"] != "no_cdi" and judge_dirs:
             seen = [p for p in rows if p["in_runtime_dir"]]
             unsure = [p for p in rows if p["in_runtime_dir"] is None]
             if seen:
