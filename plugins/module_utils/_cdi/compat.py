@@ -102,15 +102,16 @@ RUNTIME_LIBRARIES = (
 NOTES = {
     "docker": "docker --version reports the client; CDI needs the daemon's CDI feature (daemon.json features.cdi: off "
               "unless set before 28.2.0, on unless set false from 28.2.0, moby/moby cmd/dockerd/daemon.go cdiEnabled) "
-              "and reads its cdi-spec-dirs (daemon.json, not read here: the defaults are assumed)",
+              "and reads its cdi-spec-dirs (docker info CDISpecDirs: cdi.engine.config where docker was selected)",
     "containerd": "containerd's CRI plugin injects CDI devices only with enable_cdi (default false in 1.7, "
                   "pkg/cri/config/config_unix.go @ v1.7.0; true from 2.0, internal/cri/config/config_unix.go @ v2.0.0)",
 }
 
 CHECKS = {
     "cdi.runtime.cdi_support": {
-        "title": "the runtime that will read the specs (podman, else docker, else containerd) is found with a version the "
-                 "table maps to a CDI library and its highest readable cdiVersion (docs/identity.md)",
+        "title": "the runtime that will read the specs (each runtime the verdict speaks for, docs/usage.md; where none was "
+                 "selected, podman, else docker, else containerd on PATH) is found with a version the table maps to a CDI "
+                 "library and its highest readable cdiVersion (docs/identity.md)",
         "fail": "this runtime version has no CDI support (FAIL), or the table does not cover it (NOT_RUN: spec "
                 "versions cannot be judged for it)",
         "next": "upgrade the runtime (podman >= 4.1, docker >= 25, containerd >= 1.7) or tell which runtime reads the specs",

@@ -87,12 +87,15 @@ def runtime_facts(params, check_mode=False):
         return not_run("runtime", "check mode: no container was started", evidence), None
     if not devices:
         return not_run("runtime", "no CDI device requested (cdi_devices is empty)", evidence), None
-    info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"))[0]
     chosen = params.get("engine") or {}
-    if chosen.get("name") == info.get("name"):
-        # the selection the cdi layer judged (probe stage): why it was chosen, its CDI library and configuration
+    if chosen.get("name") and chosen.get("usable") and (chosen.get("path") or chosen.get("endpoint")):
+        # the probe stage: the engine the inspect stage selected, detected and the cdi layer judged (why it was
+        # chosen, its CDI library and configuration), not detected a second time
+        info = dict(chosen)
+    else:
+        info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"))[0]
         for key in ("selected_because", "cdi_library", "cdi_config"):
-            if chosen.get(key) is not None:
+            if chosen.get("name") == info.get("name") and chosen.get(key) is not None:
                 info[key] = chosen[key]
     evidence["engine"] = info
     library = (info.get("cdi_library") or {}).get("library")
