@@ -169,6 +169,8 @@ def runtime_facts(params, check_mode=False):
                     parsed["start"].get("uid")))
     probe = dict(parsed)
     probe.update({"executed": True, "runtime": versions["runtime"], "cdi_devices": devices, "container_name": name,
+                  "engine": dict([(k, info.get(k)) for k in ("name", "version", "endpoint", "path", "cdi_library")
+                                  if info.get(k) is not None], label=engine_label(info)),
                   "image": params["image"], "timed_out": result["timed_out"], "rc": result["rc"],
                   "wall_ms": result["duration_ms"], "stderr": (result["stderr"] or "")[-4000:]})
     inventory = parsed["inventory"]
