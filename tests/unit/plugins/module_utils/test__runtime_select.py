@@ -243,3 +243,12 @@ def test_engine_label():
     assert sel.engine_label({"name": "containerd", "version": "1.7.24", "endpoint": "unix:///run/c.sock"}) == \
         "containerd 1.7.24 (unix:///run/c.sock)"
     assert sel.engine_label({"name": "podman", "version": "4.3.1", "path": "/usr/bin/podman"}) == "podman 4.3.1 (/usr/bin/podman)"
+
+
+def test_auto_with_an_endpoint_is_the_engine_there(tmp_path, bindir, fake_cri):
+    _podman(bindir)
+    fake_cri["unix:///run/k3s/containerd/containerd.sock"] = ("containerd", "1.7.24")
+    [info] = sel.select_runtimes("auto", endpoint="unix:///run/k3s/containerd/containerd.sock", root=str(tmp_path))
+    assert info["name"] == "containerd" and info["selected_because"] == (
+        "runtime_endpoint unix:///run/k3s/containerd/containerd.sock was given; the CRI Version call there answered "
+        "containerd 1.7.24")
