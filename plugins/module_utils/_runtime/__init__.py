@@ -22,6 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     CHECKS,
     classify_start_error,
     CREATED_LABEL,
+    CRI_RUNTIMES,
     ENV_KEEP,
     error_line,
     LABEL,
@@ -61,6 +62,10 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines i
     parse_version,
     probe_containers,
     remove_container,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import (  # noqa: F401  (registers the CRI adapter)
+    cri_info,
+    CriEngine,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import (  # noqa: F401
     ControllerWatch,

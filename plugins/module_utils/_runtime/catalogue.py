@@ -28,7 +28,11 @@ PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
 
 
-UNSUPPORTED = ("containerd", "crio")
+UNSUPPORTED = ()
+
+
+# the runtimes reached through the CRI (_runtime.cri), as the kubelet reaches them
+CRI_RUNTIMES = ("containerd", "crio")
 
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

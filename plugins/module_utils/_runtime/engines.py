@@ -8,6 +8,7 @@ and removed through it."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid as uuidlib
 
@@ -15,16 +16,22 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _pr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, UNSUPPORTED, VERSION_RE, error_line,
+    CREATED_LABEL, CRI_RUNTIMES, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, UNSUPPORTED, VERSION_RE, error_line,
 )
 
 
-def detect_runtime(requested="auto", timeout=30):
-    """Which runtime to use: dict name, path, version, oci_runtime, cgroups, usable (bool), reason."""
+def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None):
+    """Which runtime to use: dict name, path, version, oci_runtime, cgroups, usable (bool), reason. ``endpoint``: the
+    runtime's socket (a CRI runtime's endpoint, docker's DOCKER_HOST); ``descriptor``: the CRI API descriptor set."""
     requested = requested or "auto"
     if requested in UNSUPPORTED:
         return {"name": requested, "usable": False, "reason": "%s is not supported yet" % requested,
                 "path": which(requested) or which("nerdctl" if requested == "containerd" else "crictl")}
+    if requested in CRI_RUNTIMES:
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info  # pylint: disable=import-outside-toplevel
+        return cri_info(requested, endpoint, timeout, descriptor)
+    if endpoint and requested != "docker":
+        raise ValueError("runtime_endpoint is for containerd, crio and docker, not %s" % requested)
     candidates = ("podman", "docker") if requested == "auto" else (requested,)
     tried = []
     for name in candidates:
@@ -32,7 +39,7 @@ def detect_runtime(requested="auto", timeout=30):
         if not path:
             tried.append("%s not found" % name)
             continue
-        info = _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout)
+        info = _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout, endpoint)
         if info["usable"] or requested != "auto":
             return info
         tried.append(info["reason"])
@@ -62,17 +69,25 @@ def _podman_info(path, timeout):
             "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
 
 
-def _docker_info(path, timeout):
-    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout)
+def _env(info):
+    """The environment of an engine's CLI: this process's, with the engine's own socket (docker: DOCKER_HOST)."""
+    return dict(os.environ, **info["env"]) if info.get("env") else None
+
+
+def _docker_info(path, timeout, endpoint=None):
+    env = {"DOCKER_HOST": endpoint} if endpoint else {}
+    where = {"endpoint": endpoint or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", "env": env}
+    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=_env(where))
     if r["rc"] != 0:
-        return {"name": "docker", "path": path, "usable": False,
-                "reason": "docker info failed: %s" % (error_line(r["stderr"]) or r["error"])}
+        return dict(where, name="docker", path=path, usable=False,
+                    reason="docker info failed: %s" % (error_line(r["stderr"]) or r["error"]))
     try:
         info = json.loads(r["stdout"])
     except ValueError:
         info = {}
     spec_dirs = info.get("CDISpecDirs")
-    base = {"name": "docker", "path": path, "version": parse_version(info.get("ServerVersion")),
+    base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env,
+            "version": parse_version(info.get("ServerVersion")),
             "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
     if not spec_dirs:
@@ -112,7 +127,7 @@ def remove_container(engine, name, timeout=30):
     # -t 0: kill at once; the probe is PID 1 in the container and ignores SIGTERM, so the default 10 s grace
     # period would only delay the removal of a hung probe
     argv = [engine["path"], "rm", "-f", "-t", "0", "-i", name] if engine["name"] == "podman" else [engine["path"], "rm", "-f", name]
-    r = run(argv, timeout=timeout)
+    r = run(argv, timeout=timeout, env=_env(engine))
     return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
 
 
@@ -154,7 +169,7 @@ def probe_containers(engine, run_id=None, timeout=30):
     (the label's exact value), owner, created, state."""
     label = "label=%s=%s" % (LABEL, run_id) if run_id else "label=%s" % LABEL
     fmt = "json" if engine["name"] == "podman" else "{{json .}}"
-    r = run([engine["path"], "ps", "-a", "--filter", label, "--format", fmt], timeout=timeout)
+    r = run([engine["path"], "ps", "-a", "--filter", label, "--format", fmt], timeout=timeout, env=_env(engine))
     if r["rc"] != 0:
         raise RuntimeError("%s ps failed: %s" % (engine["name"], error_line(r["stderr"]) or r["error"]))
     try:
@@ -188,7 +203,7 @@ class CliEngine(object):
         argv = build_argv(self.info, request["name"], request["run_id"], request["image"], request["devices"],
                           request["probe_path"], request["config"], user=request.get("user"),
                           pull=request.get("pull") or "never", owner=request.get("owner"))
-        result = run(argv, timeout=request["timeout"], keep_prefix=_probe_contract.LINE_PREFIX)
+        result = run(argv, timeout=request["timeout"], keep_prefix=_probe_contract.LINE_PREFIX, env=_env(self.info))
         result["request"] = {"argv": argv}
         return result
 

@@ -83,7 +83,8 @@ def runtime_facts(params, check_mode=False):
         return not_run("runtime", "check mode: no container was started", evidence), None
     if not devices:
         return not_run("runtime", "no CDI device requested (cdi_devices is empty)", evidence), None
-    info = detect_runtime(params.get("runtime") or "auto", timeout=30)
+    info = detect_runtime(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"),
+                          descriptor=params.get("cri_descriptor"))
     evidence["engine"] = info
     versions = {"runtime": ("%s %s" % (info.get("name"), info.get("version") or "")).strip() if info.get("name") else None,
                 "oci_runtime": info.get("oci_runtime"), "probe": _probe.PROBE_VERSION}
