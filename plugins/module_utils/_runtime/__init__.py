@@ -34,7 +34,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     RUNTIMES,
     SIGNATURES,
     START_PATTERNS,
-    UNSUPPORTED,
     VERSION_RE,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import (  # noqa: F401

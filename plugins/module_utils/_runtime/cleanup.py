@@ -16,7 +16,7 @@ import time
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_RUNTIMES, RUN_ID_RE, UNSUPPORTED
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_RUNTIMES, RUN_ID_RE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
@@ -99,8 +99,6 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     auto = runtime in (None, "auto")
     candidates = ("podman", "docker") + CRI_RUNTIMES if auto else (runtime,)
     for name in candidates:
-        if name in UNSUPPORTED:
-            continue
         if name in CRI_RUNTIMES:
             info = cri_info(name, None if auto else endpoint, timeout, descriptor)
             if info["usable"]:

@@ -16,7 +16,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _pr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, CRI_RUNTIMES, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, UNSUPPORTED, VERSION_RE, error_line,
+    CREATED_LABEL, CRI_RUNTIMES, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, VERSION_RE, error_line,
 )
 
 
@@ -24,9 +24,6 @@ def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None)
     """Which runtime to use: dict name, path, version, oci_runtime, cgroups, usable (bool), reason. ``endpoint``: the
     runtime's socket (a CRI runtime's endpoint, docker's DOCKER_HOST); ``descriptor``: the CRI API descriptor set."""
     requested = requested or "auto"
-    if requested in UNSUPPORTED:
-        return {"name": requested, "usable": False, "reason": "%s is not supported yet" % requested,
-                "path": which(requested) or which("nerdctl" if requested == "containerd" else "crictl")}
     if requested in CRI_RUNTIMES:
         from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info  # pylint: disable=import-outside-toplevel
         return cri_info(requested, endpoint, timeout, descriptor)

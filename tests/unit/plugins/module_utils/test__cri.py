@@ -82,3 +82,62 @@ def test_cri_error_says_timeout(code, timeout):
     e = _cri.CRIError("RunPodSandbox", code, "x")
     assert e.timeout is timeout
     assert str(e) == "RunPodSandbox: %s: x" % code
+
+
+# ---- the runtime layer through a CRI runtime that cannot be reached: NOT_RUN with the reason, never a traceback ----
+
+RUNTIME_RECORD = r"""
+import json, sys
+if sys.argv[1] == "no-grpc":
+    sys.modules["grpc"] = None  # an interpreter without grpcio: 'import grpc' raises ImportError, as on such a node
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
+record, probe = _runtime.runtime_facts(json.loads(sys.argv[2]))
+print(json.dumps({"status": record["status"], "reason": record["reason"], "probe": probe,
+                  "engine": record["evidence"].get("engine")}))
+"""
+
+
+def _record_in_fresh_interpreter(mode, **params):
+    import json
+    import os
+    import subprocess
+    import sys
+    args = {"run_id": "t-cri", "image": "localhost/gpuprobe-probe:local", "cdi_devices": ["gpuprobe.local/gpu-t=0"],
+            "runtime": "containerd"}
+    args.update(params)
+    env = dict(os.environ)
+    env.pop(_cri.DESCRIPTOR_ENV, None)
+    r = subprocess.run([sys.executable, "-c", RUNTIME_RECORD, mode, json.dumps(args)], capture_output=True, text=True,
+                       timeout=120, check=False, env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def test_no_grpc_on_the_node_is_not_run_with_missing_required_lib(tmp_path):
+    import socket
+    sock = str(tmp_path / "cri.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(sock)
+        out = _record_in_fresh_interpreter("no-grpc", runtime_endpoint=sock)
+    assert out["status"] == "NOT_RUN" and out["probe"] is None
+    assert out["reason"].startswith("Failed to import the required Python library (grpcio and protobuf)"), out["reason"]
+    assert "the CRI (containerd)" in out["reason"] and "grpc" in out["reason"].split("(")[-1]
+    assert out["engine"]["name"] == "containerd" and out["engine"]["usable"] is False
+
+
+def test_no_descriptor_on_the_node_is_not_run_saying_how_to_build_it(tmp_path):
+    pytest.importorskip("grpc")
+    import socket
+    sock = str(tmp_path / "cri.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(sock)
+        out = _record_in_fresh_interpreter("as-is", runtime_endpoint="unix://" + sock)
+        assert out["status"] == "NOT_RUN" and "no CRI API descriptor" in out["reason"]
+        assert "scripts/engines.sh stubs" in out["reason"] and "cri_descriptor" in out["reason"]
+        out = _record_in_fresh_interpreter("as-is", runtime_endpoint=sock, cri_descriptor=str(tmp_path / "absent.desc"))
+        assert out["status"] == "NOT_RUN" and "cannot read the CRI API descriptor" in out["reason"]
+
+
+def test_no_cri_socket_is_not_run(tmp_path):
+    out = _record_in_fresh_interpreter("as-is", runtime="crio", runtime_endpoint=str(tmp_path / "absent.sock"))
+    assert out["status"] == "NOT_RUN" and out["reason"] == "crio: no CRI socket at %s" % (tmp_path / "absent.sock")
