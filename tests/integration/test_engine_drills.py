@@ -445,3 +445,21 @@ def test_two_runs_at_once(engine, tmp_path):  # pylint: disable=redefined-outer-
     finally:
         for lab_ in labs:
             lab_.cleanup()
+
+
+def test_runtime_facts_module_through_the_engine(lab, capsys):
+    """The module itself (argument spec, runtime_endpoint, cri_descriptor) through this engine only."""
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpuprobe.layers.plugins.modules import runtime_facts
+
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    args = dict(lab.engine.params, image=IMAGE, run_id=lab.run_id, cdi_devices=[lab.device], expected_edits=edits)
+    with lab.engine.only(), patch_module_args(args):
+        with pytest.raises(SystemExit):
+            runtime_facts.main()
+    out = json.loads(capsys.readouterr().out)
+    record = out["ansible_facts"]["gpuprobe_runtime"]
+    assert record["status"] == "PASS", record["reason"]
+    assert record["evidence"]["engine"]["name"] == lab.engine.name
+    assert lab.leftovers() == []
