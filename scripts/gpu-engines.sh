@@ -27,18 +27,14 @@ ev=$out/evidence-engines
 log=$out/gpu-engines.log
 mkdir -p "$ev"
 failed=0
-step() {
-  local name=$1; shift
-  echo "=== $name" | tee -a "$log"
-  local t0=$SECONDS
-  if "$@" >>"$log" 2>&1; then echo "=== $name: ok ($((SECONDS - t0)) s)" | tee -a "$log"
-  else echo "=== $name: FAILED rc=$? ($((SECONDS - t0)) s)" | tee -a "$log"; failed=$((failed + 1)); fi
-}
+# shellcheck source=scripts/step.sh
+. "$repo/scripts/step.sh"
 
 # the collection imported from this tree (as scripts/dev-env.sh does, without its bootstrap)
 mkdir -p .build/dev/ansible_collections/gpuprobe
 ln -sfn "$repo" .build/dev/ansible_collections/gpuprobe/layers
 export PYTHONPATH=$repo/.build/dev${PYTHONPATH:+:$PYTHONPATH}
+# shellcheck disable=SC1091  # the lab set-up writes it (docs/lab.md)
 [ -f .gpu-lab/env.sh ] && . .gpu-lab/env.sh
 py=$(command -v python3)
 export GPUPROBE_ENGINES_DIR=$repo/.build/engines
