@@ -21,8 +21,8 @@ description:
     than O(max_age). An owner that runs on this host is never over, whatever the age. Anything else, such as the
     live probe of another operator's run, is reported in C(live) and never removed.
   - Looks in every supported runtime that is installed (podman, docker) with O(runtime=auto), and in containerd
-    and CRI-O through the CRI where their socket exists: there it removes our pod sandboxes (labelled
-    C(gpuprobe.run)) with their containers.
+    and CRI-O through the CRI where their socket exists (there it removes our pod sandboxes, labelled
+    C(gpuprobe.run), with their containers).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._attributes

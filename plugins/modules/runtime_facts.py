@@ -49,7 +49,7 @@ options:
     description:
       - The container runtime. V(auto) takes podman, else docker when its CDI support is enabled.
       - Docker without CDI enabled gives a C(NOT_RUN) record with the reason.
-      - V(containerd) and V(crio) are reached through the CRI, as the kubelet reaches them: a pod sandbox (host
+      - V(containerd) and V(crio) are reached through the CRI, as the kubelet reaches them, with a pod sandbox (host
         network, the runtime's configured sandbox image) and a container in it whose CDI devices are given both as
         the CRI C(CDIDevices) field and as C(cdi.k8s.io/) annotations, so the runtime's own CDI code injects them.
         This needs the Python libraries grpcio and protobuf on the node and the CRI API descriptor
