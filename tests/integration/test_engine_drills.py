@@ -146,6 +146,8 @@ class EngineLab(Lab):
         if params["cdi_devices"]:  # without a device nothing, not even the engine, is looked at
             assert record["evidence"]["engine"]["name"] == self.engine.name
             assert record["versions"]["runtime"].startswith(self.engine.name + " ")
+            cleanup = record["evidence"]["container"]["cleanup"]
+            assert cleanup["rc"] == 0 and cleanup["error"] is None, cleanup  # removed, or already gone: no error
         assert self.leftovers() == [], "the probe container (or sandbox) was not removed"
         return record, probe
 

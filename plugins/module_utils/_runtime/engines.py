@@ -125,7 +125,9 @@ def remove_container(engine, name, timeout=30):
     # period would only delay the removal of a hung probe
     argv = [engine["path"], "rm", "-f", "-t", "0", "-i", name] if engine["name"] == "podman" else [engine["path"], "rm", "-f", name]
     r = run(argv, timeout=timeout, env=_env(engine))
-    return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
+    # docker rm -f of a container that is gone (--rm removed it) exits 0 and still says "No such container": no error
+    return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()),
+            "error": r["error"] or (error_line(r["stderr"]) or None if r["rc"] != 0 else None)}
 
 
 def _parse_labels(value):

@@ -141,3 +141,46 @@ def test_no_descriptor_on_the_node_is_not_run_saying_how_to_build_it(tmp_path):
 def test_no_cri_socket_is_not_run(tmp_path):
     out = _record_in_fresh_interpreter("as-is", runtime="crio", runtime_endpoint=str(tmp_path / "absent.sock"))
     assert out["status"] == "NOT_RUN" and out["reason"] == "crio: no CRI socket at %s" % (tmp_path / "absent.sock")
+
+
+def test_the_cri_log_is_read_with_run_s_bounds_and_keeps_the_probe_lines(tmp_path):
+    """A probe whose libraries flood stdout (64 MiB would not fit): the CRI log is cut as _run.run cuts a CLI's output,
+    and the probe's JSON lines from the middle of the flood are kept whole (one split across P/F log lines too)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriEngine
+
+    noise = b"2026-12-03T12:00:00Z stdout F " + b"x" * 200 + b"\n"
+    n = (3 * _run.MAX_CAPTURE) // len(noise)
+    path = tmp_path / "probe.log"
+    with open(path, "wb") as f:
+        f.write(b'2026-12-03T12:00:00Z stdout F {"kind": "start"}\n')
+        f.write(noise * (n // 2))
+        f.write(b'2026-12-03T12:00:00Z stdout P {"kind": "inv\n2026-12-03T12:00:00Z stderr F warning\n'
+                b'2026-12-03T12:00:00Z stdout F entory"}\n')
+        f.write(noise * (n // 2))
+        f.write(b'2026-12-03T12:00:00Z stdout F {"kind": "done"}\n')
+    out = CriEngine._read_log(str(path))  # pylint: disable=protected-access
+    assert out["truncated"] is True and out["stdout_bytes"] > 2 * _run.MAX_CAPTURE
+    assert len(out["stdout"]) < 2 * _run.MAX_CAPTURE + 10000
+    lines = [line for line in out["stdout"].splitlines() if line.startswith('{"')]
+    assert lines == ['{"kind": "start"}', '{"kind": "inventory"}', '{"kind": "done"}']
+    assert out["stderr"] == "warning\n"
+
+
+def test_an_unreadable_cri_log_says_so(tmp_path):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriEngine
+    out = CriEngine._read_log(str(tmp_path / "absent.log"))  # pylint: disable=protected-access
+    assert out["stderr"].startswith("Error: the CRI log %s cannot be read" % (tmp_path / "absent.log"))
+
+
+@pytest.mark.parametrize("user,expected", [(None, None), ("", None), ("1000", (1000, None)), ("1000:44", (1000, 44))])
+def test_cri_user(user, expected):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import _user
+    assert _user(user) == expected
+
+
+@pytest.mark.parametrize("user", ["nobody", "1000:video", "nobody:nogroup"])
+def test_cri_user_names_are_refused(user):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import _user
+    with pytest.raises(ValueError, match="numeric uid"):
+        _user(user)
