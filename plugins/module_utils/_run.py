@@ -190,12 +190,26 @@ def _dmesg_read(args):
     return args == ["--notime"]
 
 
+def _engine_config(args):
+    """The engine's CDI configuration, read only: containerd [--config F] config dump | containerd config default
+    (prints, starts nothing); crio status [--socket S] config (asks the running server)."""
+    if args == ["config", "default"]:
+        return True
+    if args[-2:] == ["config", "dump"]:
+        return args[:-2] == [] or (len(args) == 4 and args[0] == "--config")
+    if args[:1] == ["status"] and args[-1:] == ["config"]:
+        return args[1:-1] == [] or (len(args) == 4 and args[1] == "--socket")
+    return False
+
+
 # (shape name, program basenames, predicate over argv[1:], what it is for). tests/unit/test_safety.py enumerates these.
 SHAPES = (
     ("tool --version", ("nvidia-ctk", "podman", "docker", "containerd", "runc", "crun", "crio", "nerdctl", "crictl"),
      _version_only, "host layer: versions of the container tools"),
     ("engine info", ("podman", "docker"), _engine_info, "runtime layer: detect the runtime"),
     ("engine version", ("podman", "docker"), _engine_version, "runtime layer: the runtime's version"),
+    ("engine config read", ("containerd", "crio"), _engine_config,
+     "cdi layer: the engine's own CDI configuration (containerd config dump/default, crio status config)"),
     ("engine run probe", ("podman", "docker"), _engine_run, "runtime layer: the probe container (--rm, labelled, no network)"),
     ("engine rm gpuprobe-*", ("podman", "docker"), _engine_rm, "cleanup: force-remove probe containers by name"),
     ("engine ps label=gpuprobe.run", ("podman", "docker"), _engine_ps, "cleanup: list probe containers by label"),

@@ -22,7 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     CHECKS,
     classify_start_error,
     CREATED_LABEL,
-    CRI_RUNTIMES,
+    CRI_ENGINES,
     ENV_KEEP,
     error_line,
     LABEL,
@@ -55,6 +55,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare i
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import (  # noqa: F401
     build_argv,
+    cli_info,
     container_name,
     detect_runtime,
     _parse_ps,

@@ -16,7 +16,7 @@ import time
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_RUNTIMES, RUN_ID_RE
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_ENGINES, RUN_ID_RE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
@@ -97,9 +97,9 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "not_listed": []}
     engines = []
     auto = runtime in (None, "auto")
-    candidates = ("podman", "docker") + CRI_RUNTIMES if auto else (runtime,)
+    candidates = ("podman", "docker") + CRI_ENGINES if auto else (runtime,)
     for name in candidates:
-        if name in CRI_RUNTIMES:
+        if name in CRI_ENGINES:
             info = cri_info(name, None if auto else endpoint, timeout, descriptor)
             if info["usable"]:
                 engines.append(adapter(info))

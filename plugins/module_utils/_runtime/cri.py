@@ -68,7 +68,8 @@ def _status_config(client, timeout):
 def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     """Detection of a CRI runtime (``containerd`` or ``crio``) at ``endpoint``: dict name, endpoint, path (the same),
     descriptor, version (the CRI Version call's runtime_version), version_text, runtime_name, runtime_api_version,
-    oci_runtime, cdi, usable, reason (why not usable)."""
+    oci_runtime, cdi, usable, reason (why not usable). ``name`` is the engine the CRI Version call answers (asked_as:
+    the name it was asked as, when that differs); an engine that is neither is not usable."""
     if name not in DEFAULT_ENDPOINTS:
         raise ValueError("%r is not a CRI runtime (%s)" % (name, ", ".join(sorted(DEFAULT_ENDPOINTS))))
     endpoint = endpoint_of(name, endpoint)
@@ -100,12 +101,15 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
         return info
     finally:
         client.close()
-    said = RUNTIME_NAMES.get(v.get("runtime_name"), v.get("runtime_name"))
+    said = RUNTIME_NAMES.get(v.get("runtime_name"))
     info.update(version=parse_version(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
                 runtime_name=v.get("runtime_name"), runtime_api_version=v.get("runtime_api_version"))
-    if said != name:
-        info["reason"] = "the CRI at %s is %s %s, not %s" % (endpoint, v.get("runtime_name"), v.get("runtime_version"), name)
+    if said is None:
+        info["reason"] = "the CRI at %s is %s %s, neither containerd nor CRI-O" % (
+            endpoint, v.get("runtime_name"), v.get("runtime_version"))
         return info
+    if said != name:  # the engine is what the socket answers, not what it was asked as
+        info.update(name=said, asked_as=name)
     runtimes = ((config.get("containerd") or {}).get("runtimes") or {})
     default = (config.get("containerd") or {}).get("defaultRuntimeName")
     if default in runtimes:

@@ -16,32 +16,26 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _pr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, CRI_RUNTIMES, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, VERSION_RE, error_line,
+    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, VERSION_RE, error_line,
 )
 
 
 def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None):
-    """Which runtime to use: dict name, path, version, oci_runtime, cgroups, usable (bool), reason. ``endpoint``: the
-    runtime's socket (a CRI runtime's endpoint, docker's DOCKER_HOST); ``descriptor``: the CRI API descriptor set."""
-    requested = requested or "auto"
-    if requested in CRI_RUNTIMES:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info  # pylint: disable=import-outside-toplevel
-        return cri_info(requested, endpoint, timeout, descriptor)
-    if endpoint and requested != "docker":
-        raise ValueError("runtime_endpoint is for containerd, crio and docker, not %s" % requested)
-    candidates = ("podman", "docker") if requested == "auto" else (requested,)
-    tried = []
-    for name in candidates:
-        path = which(name)
-        if not path:
-            tried.append("%s not found" % name)
-            continue
-        info = _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout, endpoint)
-        if info["usable"] or requested != "auto":
-            return info
-        tried.append(info["reason"])
-    return {"name": requested if requested != "auto" else None, "usable": False, "path": None,
-            "reason": "no usable container runtime: %s" % "; ".join(tried)}
+    """The one engine to use: dict name, path (CLI engines) or endpoint (CRI engines), version, oci_runtime, cgroups,
+    usable (bool), reason, selected_because. ``auto`` is ``_runtime_select``'s choice (the kubelet's CRI runtime, else
+    a running docker daemon, else podman); a CRI engine is reached at ``endpoint`` (else its default socket) with the
+    CRI API ``descriptor``; docker named with an ``endpoint`` is the daemon at that socket."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
+    return select_runtimes(requested or "auto", timeout=timeout, endpoint=endpoint, descriptor=descriptor)[0]
+
+
+def cli_info(name, timeout=30, endpoint=None):
+    """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket
+    (else DOCKER_HOST, else docker's default)."""
+    path = which(name)
+    if not path:
+        return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
+    return _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout, endpoint)
 
 
 def parse_version(text):
@@ -76,14 +70,14 @@ def _docker_info(path, timeout, endpoint=None):
     where = {"endpoint": endpoint or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", "env": env}
     r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=_env(where))
     if r["rc"] != 0:
-        return dict(where, name="docker", path=path, usable=False,
+        return dict(where, name="docker", path=path, usable=False, daemon_running=False,
                     reason="docker info failed: %s" % (error_line(r["stderr"]) or r["error"]))
     try:
         info = json.loads(r["stdout"])
     except ValueError:
         info = {}
     spec_dirs = info.get("CDISpecDirs")
-    base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env,
+    base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
             "version": parse_version(info.get("ServerVersion")),
             "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}

@@ -118,7 +118,7 @@ def test_no_grpc_on_the_node_is_not_run_with_missing_required_lib(tmp_path):
     sock = str(tmp_path / "cri.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(sock)
-        out = _record_in_fresh_interpreter("no-grpc", runtime_endpoint=sock)
+        out = _record_in_fresh_interpreter("no-grpc", runtime_endpoint="unix://" + sock)
     assert out["status"] == "NOT_RUN" and out["probe"] is None
     assert out["reason"].startswith("Failed to import the required Python library (grpcio and protobuf)"), out["reason"]
     assert "the CRI (containerd)" in out["reason"] and "grpc" in out["reason"].split("(")[-1]
@@ -134,12 +134,12 @@ def test_no_descriptor_on_the_node_is_not_run_saying_how_to_build_it(tmp_path):
         out = _record_in_fresh_interpreter("as-is", runtime_endpoint="unix://" + sock)
         assert out["status"] == "NOT_RUN" and "no CRI API descriptor" in out["reason"]
         assert "scripts/engines.sh stubs" in out["reason"] and "cri_descriptor" in out["reason"]
-        out = _record_in_fresh_interpreter("as-is", runtime_endpoint=sock, cri_descriptor=str(tmp_path / "absent.desc"))
+        out = _record_in_fresh_interpreter("as-is", runtime_endpoint="unix://" + sock, cri_descriptor=str(tmp_path / "absent.desc"))
         assert out["status"] == "NOT_RUN" and "cannot read the CRI API descriptor" in out["reason"]
 
 
 def test_no_cri_socket_is_not_run(tmp_path):
-    out = _record_in_fresh_interpreter("as-is", runtime="crio", runtime_endpoint=str(tmp_path / "absent.sock"))
+    out = _record_in_fresh_interpreter("as-is", runtime="crio", runtime_endpoint="unix://%s" % (tmp_path / "absent.sock"))
     assert out["status"] == "NOT_RUN" and out["reason"] == "crio: no CRI socket at %s" % (tmp_path / "absent.sock")
 
 

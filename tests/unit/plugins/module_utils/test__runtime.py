@@ -167,11 +167,12 @@ def test_build_argv_isolates_and_labels():
 
 
 @pytest.mark.parametrize("requested", ["containerd", "crio"])
-def test_a_cri_runtime_without_its_socket_is_not_run(requested, tmp_path):
+def test_cri_runtime_without_an_engine_is_not_run(requested, tmp_path):
+    # nothing serves the socket (or the CRI adapter is not there): NOT_RUN with the reason, no container
     record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested,
-                                            "runtime_endpoint": str(tmp_path / "absent.sock")})
-    assert record["status"] == "NOT_RUN" and probe is None
-    assert record["reason"] == "%s: no CRI socket at %s" % (requested, tmp_path / "absent.sock")
+                                            "runtime_endpoint": "unix://%s/none.sock" % tmp_path})
+    assert record["status"] == "NOT_RUN" and record["reason"] and probe is None
+    assert record["evidence"]["engine"]["name"] == requested
 
 
 def test_check_mode_and_no_device_start_nothing():
