@@ -465,3 +465,24 @@ def test_runtime_facts_module_through_the_engine(lab, capsys):
     assert record["status"] == "PASS", record["reason"]
     assert record["evidence"]["engine"]["name"] == lab.engine.name
     assert lab.leftovers() == []
+
+
+def test_auto_on_a_node_with_only_this_engine_selects_it(lab):
+    """runtime auto: a containerd-only node given its CRI endpoint (no kubelet here), a docker-only node (DOCKER_HOST,
+    the docker CLI alone on PATH), a podman node: each selects its one engine, says why, and verifies the same."""
+    edits = lab.full_edits()
+    lab.write_spec(edits)
+    auto = {"runtime": "auto"}
+    if lab.engine.name == "containerd":
+        auto.update(runtime_endpoint=lab.engine.params["runtime_endpoint"], cri_descriptor=lab.engine.params["cri_descriptor"])
+    env = {"DOCKER_HOST": lab.engine.params["runtime_endpoint"]} if lab.engine.name == "docker" else {}
+    saved = dict(lab.engine.env)
+    lab.engine.env.update(env)
+    try:
+        record, _probe = lab.run(edits, compute=False, **dict(auto, runtime_endpoint=auto.get("runtime_endpoint")))
+    finally:
+        lab.engine.env.clear()
+        lab.engine.env.update(saved)
+    assert record["status"] == "PASS", record["reason"]
+    engine = record["evidence"]["engine"]
+    assert engine["name"] == lab.engine.name and engine["selected_because"], engine
