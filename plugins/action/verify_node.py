@@ -17,7 +17,7 @@ import datetime
 import random
 import time
 
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
@@ -76,7 +76,16 @@ class ActionModule(ActionBase):
         calls = []
         problems = []  # why the node could not be verified, or what its run left behind: the task fails
         per_runtime = []  # one entry per runtime the probe ran through (runtime, engine, records)
-        inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC if name in args and name != "layers")
+        descriptor = None
+        if args["cri_descriptor"]:
+            # the CRI API descriptor (containerd, CRI-O) goes to the node in Ansible's own remote tmp dir, removed after
+            # the task; the inspect stage gets its path, the probe (and the sweep) GPUPROBE_CRI_DESCRIPTOR
+            descriptor = self._put_descriptor(args["cri_descriptor"])
+            args["probe_environment"] = dict(args["probe_environment"] or {}, GPUPROBE_CRI_DESCRIPTOR=descriptor)
+        inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC
+                            if name in args and name not in ("layers", "cri_descriptor"))
+        if descriptor:
+            inspect_args["cri_descriptor"] = descriptor
         inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         spec = None
@@ -111,6 +120,8 @@ class ActionModule(ActionBase):
         if spec_left:
             self._remove_spec(run_id, args, task_vars, calls, problems)
 
+        if args["cri_descriptor"] and self._connection._shell.tmpdir:  # pylint: disable=protected-access
+            self._remove_tmp_path(self._connection._shell.tmpdir)  # pylint: disable=protected-access
         verdict = node_verdict(records, runtimes=per_runtime if len(per_runtime) > 1 else None)
         for entry in per_runtime:  # each runtime's own verdict (the node's when there is one runtime)
             entry["verdict"] = verdict if len(per_runtime) == 1 else node_verdict(
@@ -156,6 +167,18 @@ class ActionModule(ActionBase):
         for layer in _node.PROBE_LAYERS:
             records[layer] = per_runtime[0]["records"][layer]
         return spec_left
+
+    def _put_descriptor(self, path):
+        """Copy the controller's CRI API descriptor into the task's remote tmp dir; its path on the node."""
+        try:
+            source = self._find_needle("files", path)
+        except AnsibleError as exc:
+            raise AnsibleActionFail("cri_descriptor %s: %s (scripts/engines.sh stubs builds it)" % (path, exc))
+        tmp = self._connection._shell.tmpdir or self._make_tmp_path()  # pylint: disable=protected-access
+        remote = self._connection._shell.join_path(tmp, "cri-api.desc")  # pylint: disable=protected-access
+        self._transfer_file(source, remote)
+        self._fixup_perms2((tmp, remote))
+        return remote
 
     def _probe(self, args, run_id, records, own_spec_left, task_vars, calls, problems, engine):  # pylint: disable=too-many-arguments
         """The probe call through one runtime (``engine``, the cdi layer's evidence.engines entry); the leftovers of a

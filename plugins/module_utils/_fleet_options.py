@@ -267,6 +267,7 @@ VERIFY_DOMAINS = {
     "probe_runtime_endpoint": lambda v: None if v in ("", None) else _raises(check_endpoint)(v),
     "probe_user": _raises(_options.check_user, "probe_user"),
     "probe_environment": _raises(_options.check_environment, "probe_environment"),
+    "cri_descriptor": _abs(empty_ok=True),
     "probe_isolation": _one_of(("shared", "per_device")),
     "allow_busy_gpu": _boolean,
     "host_control": _boolean,

@@ -70,12 +70,13 @@ NODE_LAYERS_ARGSPEC = dict(
     stub_libcuda=dict(type="path"),
     runtime=dict(type="raw", default="auto"),
     runtime_endpoint=dict(type="str"),
+    cri_descriptor=dict(type="path"),
 )
 
 # The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
 # their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
 VERIFY_NODE_ARGSPEC = dict(
-    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items() if name not in ("layers", "runtime", "runtime_endpoint")),
+    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items() if name not in ("layers", "runtime", "runtime_endpoint", "cri_descriptor")),
     mode=dict(type="str", default="full", choices=["full", "audit"]),
     layers=dict(type="list", elements="str", choices=list(LAYERS)),
     layer_timeout=dict(type="int", default=300),
@@ -85,6 +86,7 @@ VERIFY_NODE_ARGSPEC = dict(
     probe_timeout=dict(type="int", default=120),
     probe_user=dict(type="str", default=""),
     probe_environment=dict(type="dict", default={}),
+    cri_descriptor=dict(type="str", default=""),
     probe_isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
     allow_busy_gpu=dict(type="bool", default=False),
     host_control=dict(type="bool", default=True),
@@ -172,7 +174,8 @@ def selected_engines(p):
         return None
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
-    engines = [describe(info) for info in select_runtimes(p["runtime"], endpoint=p.get("runtime_endpoint"))]
+    engines = [describe(info) for info in select_runtimes(p["runtime"], endpoint=p.get("runtime_endpoint"),
+                                                          descriptor=p.get("cri_descriptor"))]
     for info in engines:
         info["cdi_config"] = read_engine_config(info)
     return engines

@@ -452,6 +452,18 @@ def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None,
     return result
 
 
+def capture_pieces(pieces, keep_prefix=None):
+    """What ``run`` returns of a process's output for output read elsewhere (a CRI log file): ``pieces`` yields
+    (stream name 'stdout' or 'stderr', bytes); the same bounds as ``run`` (head and tail of MAX_CAPTURE bytes each,
+    ``keep_prefix`` lines of stdout kept from the middle). A dict stdout, stderr, stdout_bytes, stderr_bytes,
+    truncated."""
+    caps = {"stdout": _Capture(MAX_CAPTURE, keep_prefix), "stderr": _Capture(MAX_CAPTURE)}
+    for stream, data in pieces:
+        caps[stream].feed(data)
+    return {"stdout": caps["stdout"].text(), "stderr": caps["stderr"].text(), "stdout_bytes": caps["stdout"].total,
+            "stderr_bytes": caps["stderr"].total, "truncated": caps["stdout"].truncated or caps["stderr"].truncated}
+
+
 def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, keep_prefix=None):
     """Run ``argv`` (a list, never a shell string; one of the allowed SHAPES) and return a dict:
 

@@ -230,7 +230,7 @@ def kubelet_endpoint(root="/"):
     return out
 
 
-def _cri_info(name, endpoint, timeout):
+def _cri_info(name, endpoint, timeout, descriptor=None):
     """The CRI adapter's detection (``_runtime.cri.cri_info``): dict name, endpoint, version, usable, reason (and the
     runtime name the CRI Version call answered). The engine behind the socket is named from that answer."""
     try:
@@ -238,7 +238,7 @@ def _cri_info(name, endpoint, timeout):
     except ImportError as exc:
         return {"name": name, "endpoint": endpoint, "usable": False, "version": None,
                 "reason": "the CRI adapter cannot be loaded: %s" % exc}
-    info = dict(cri_info(name, endpoint, timeout))
+    info = dict(cri_info(name, endpoint, timeout, descriptor))
     answered = CRI_RUNTIME_NAMES.get(str(info.get("runtime_name") or "").lower())
     if answered:
         info["name"] = answered
@@ -264,18 +264,19 @@ def _describe(info, why):
     return info
 
 
-def detect_one(name, timeout=30, endpoint=None, kubelet=None):
+def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None):
     """The detection dict of one named engine (not auto). CRI engines are reached at ``endpoint``, else the kubelet's
     endpoint when the kubelet's engine guess is this one, else the engine's default socket."""
     if name in CRI_ENGINES:
         if not endpoint and kubelet and kubelet.get("endpoint") and _guess_cri(kubelet["endpoint"]) == name:
             endpoint = kubelet["endpoint"]
-        return _cri_info(name, endpoint or DEFAULT_ENDPOINTS[name], timeout)
+        # no endpoint: _runtime.cri reads CONTAINER_RUNTIME_ENDPOINT (crictl's variable), else the default socket
+        return _cri_info(name, endpoint, timeout, descriptor)
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import cli_info  # pylint: disable=import-outside-toplevel
-    return cli_info(name, timeout=timeout)
+    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None)
 
 
-def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/"):
+def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None):
     """The engines a run verifies through: a list of detection dicts (name, version, path or endpoint, usable,
     reason, ...) each with ``selected_because``. ``auto`` gives exactly one (name None when no
     runtime is found); a list gives one per name, in order. ValueError for a bad option."""
@@ -283,15 +284,17 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/"):
     endpoint = check_endpoint(endpoint)
     kubelet = kubelet_endpoint(root) if (names == ["auto"] or set(names) & set(CRI_ENGINES)) and not endpoint else None
     if names != ["auto"]:
-        return [_describe(detect_one(n, timeout, endpoint, kubelet), "named in the runtime option%s" % (
-            " (endpoint %s)" % endpoint if endpoint and n in CRI_ENGINES else "")) for n in names]
+        # the endpoint is a CRI engine's socket, or docker's when docker alone is named
+        return [_describe(detect_one(n, timeout, endpoint if n in CRI_ENGINES or names == ["docker"] else None, kubelet,
+                                     descriptor), "named in the runtime option%s" % (
+            " (endpoint %s)" % endpoint if endpoint and (n in CRI_ENGINES or names == ["docker"]) else "")) for n in names]
     if endpoint:
-        info = _cri_info(_guess_cri(endpoint), endpoint, timeout)
+        info = _cri_info(_guess_cri(endpoint), endpoint, timeout, descriptor)
         answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
         return [_describe(info, "runtime_endpoint %s was given; the CRI Version call there answered %s" % (
             endpoint, "%s %s" % (answered, info.get("version")) if answered else "nothing (%s)" % info.get("reason")))]
     if kubelet["installed"]:
-        info = _cri_info(_guess_cri(kubelet["endpoint"]), kubelet["endpoint"], timeout)
+        info = _cri_info(_guess_cri(kubelet["endpoint"]), kubelet["endpoint"], timeout, descriptor)
         answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
         why = "a kubelet is installed (%s): its workloads run through its CRI endpoint %s (%s); %s" % (
             ", ".join(kubelet["evidence"]), kubelet["endpoint"], kubelet["source"],

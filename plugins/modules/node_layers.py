@@ -100,6 +100,9 @@ options:
   runtime_endpoint:
     description: The CRI endpoint (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default socket).
     type: str
+  cri_descriptor:
+    description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).
+    type: path
 seealso:
   - module: gpuprobe.layers.verify_node
   - module: gpuprobe.layers.node_probe

@@ -148,6 +148,15 @@ options:
   probe_runtime_endpoint:
     description: The CRI endpoint (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default socket).
     type: str
+  cri_descriptor:
+    description:
+      - The CRI API descriptor set on the controller (C(scripts/engines.sh stubs) builds it), for V(containerd) and
+        V(crio) - the probe reaches them through the CRI and reads the API from this file.
+      - It is copied into Ansible's remote temporary directory of the task (removed after it) and named to the node
+        side as C(GPUPROBE_CRI_DESCRIPTOR). Empty, a node needs its own copy named by C(GPUPROBE_CRI_DESCRIPTOR) in
+        O(probe_environment).
+    type: str
+    default: ""
   probe_timeout:
     description: Timeout in seconds of each probe (container and host control).
     type: int

@@ -214,7 +214,9 @@ START_PATTERNS = (
                                                   r"no such file or directory.*(mount|device)", re.I)),
     ("runtime.start.image_missing", re.compile(r"image not known|image not found|no such image|manifest unknown|"
                                                r"initializing source docker://|pull access denied|"
-                                               r"unable to find image", re.I)),
+                                               r"unable to find image|"
+                                               # containerd's CRI PullImage (pull: missing, the image nowhere to be had)
+                                               r"failed to pull and unpack image|failed to resolve reference", re.I)),
     ("runtime.start.permission_denied", re.compile(r"permission denied|operation not permitted|EACCES|EPERM", re.I)),
     ("runtime.start.oci_error", re.compile(r"OCI runtime|runc create failed|crun:|runc:|container init|"
                                            r"executable file not found", re.I)),

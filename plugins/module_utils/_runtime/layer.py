@@ -93,7 +93,8 @@ def runtime_facts(params, check_mode=False):
         # chosen, its CDI library and configuration), not detected a second time
         info = dict(chosen)
     else:
-        info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"))[0]
+        info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"),
+                               descriptor=params.get("cri_descriptor"))[0]
         for key in ("selected_because", "cdi_library", "cdi_config"):
             if chosen.get("name") == info.get("name") and chosen.get(key) is not None:
                 info[key] = chosen[key]

@@ -147,7 +147,7 @@ def fake_cri(monkeypatch):
     """The CRI adapter's detection: what a containerd or CRI-O would answer to Version at an endpoint."""
     answers = {}
 
-    def cri_info(name, endpoint, timeout):
+    def cri_info(name, endpoint, timeout, descriptor=None):  # pylint: disable=unused-argument
         answer = answers.get(endpoint)
         if answer is None:
             return {"name": name, "endpoint": endpoint, "usable": False, "version": None,
