@@ -274,3 +274,12 @@ def test_read_podman_containers_conf_env(tmp_path):
     bad.write_text("[engine\n")
     out = E.read_engine_config({"name": "podman", "version": "5.5.0"}, environ={"CONTAINERS_CONF": str(bad)})
     assert out["enabled"] is None and "not read" in out["reason"]
+
+
+def test_read_docker_asks_the_daemon_it_was_detected_at(bindir, tmp_path):
+    # the fake CLI answers only for the socket given as DOCKER_HOST
+    path = _exe(bindir, "docker", '[ "$DOCKER_HOST" = "unix://%s/d.sock" ] && /bin/cat "%s" || exit 1\n'
+                % (tmp_path, os.path.join(FIX, "docker-26.1.5-info-cdi.recorded.json")))
+    info = {"name": "docker", "path": path, "version": "26.1.5", "env": {"DOCKER_HOST": "unix://%s/d.sock" % tmp_path}}
+    out = E.read_engine_config(info)
+    assert out["enabled"] is True and out["source"].startswith("DOCKER_HOST=unix://%s/d.sock " % tmp_path)
