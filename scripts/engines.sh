@@ -14,6 +14,9 @@
 #                                         .build/engines/run/dockerd/docker.sock, the probe image loaded
 #   scripts/engines.sh stop [NAME]        stop what start started (both without NAME), its containers with it
 #   scripts/engines.sh env                print the variables the tests and the CRI client read (eval-able)
+#   scripts/engines.sh pack OUTDIR [PART] xz tarballs of the fetched engines (parts containerd, docker) for a host
+#                                         without network: OUTDIR/engines-PART.tar.xz + SHA256SUMS (.gpu-engines/)
+#   scripts/engines.sh unpack DIR         check and unpack them into the engines dir (scripts/gpu-engines.sh does)
 #
 # Nothing here touches the system's services, /run/containerd, /var/lib/docker, /var/lib/containerd or
 # /etc/cdi. Both engines read CDI specs from /etc/cdi and /var/run/cdi (their defaults, as on a real node).
@@ -325,6 +328,52 @@ stop_dockerd() {
   log "dockerd stopped"
 }
 
+# ---- carrying the engines to a host without network (the GPU host) -----------------------------------------
+
+# what each part holds, relative to the engines dir: the binaries with their .deb/.version records. containerd's
+# part also has the CRI API descriptor and the sandbox (pause) image, so that the host needs neither protoc nor gcc;
+# runc is Debian 13's 1.1.15 (glibc >= 2.38; elsewhere start falls back to the system's runc). dockerd starts the
+# containerd of the containerd part: the docker part alone does not run.
+part_paths() {
+  case "$1" in
+    containerd) echo containerd/.deb containerd/.version containerd/usr/bin/containerd \
+        containerd/usr/bin/containerd-shim-runc-v2 containerd/usr/bin/ctr cri/api.desc cri/VERSION \
+        run/pause-image/pause.tar runc/.deb runc/.version runc/usr/sbin/runc ;;
+    docker) echo docker.io/.deb docker.io/.version docker.io/usr/sbin/dockerd docker-cli/.deb docker-cli/.version \
+        docker-cli/usr/bin/docker ;;
+    *) die "no part $1 (containerd, docker)" ;;
+  esac
+}
+
+pack() {  # pack OUTDIR [PART...]: engines-PART.tar.xz (+ SHA256SUMS) for scripts/gpu-engines.sh
+  local out=${1:?usage: $0 pack OUTDIR [containerd] [docker]}; shift
+  local parts=("$@") p
+  [ ${#parts[@]} -gt 0 ] || parts=(containerd docker)
+  mkdir -p "$out" "$run"
+  for p in "${parts[@]}"; do
+    if [ "$p" = containerd ]; then stubs >/dev/null; build_pause >/dev/null; fi
+    local paths
+    read -r -a paths <<< "$(part_paths "$p")"
+    (cd "$eng" && for f in "${paths[@]}"; do [ -e "$f" ] || die "$f is missing: run '$0 fetch' (and stubs)"; done)
+    tar -C "$eng" --owner=0 --group=0 -cf - "${paths[@]}" | xz -6 -T0 > "$out/engines-$p.tar.xz.tmp"
+    mv "$out/engines-$p.tar.xz.tmp" "$out/engines-$p.tar.xz"
+    log "engines-$p.tar.xz: $(du -m "$out/engines-$p.tar.xz" | cut -f1) MB"
+  done
+  (cd "$out" && sha256sum engines-*.tar.xz > SHA256SUMS)
+  ls -la "$out"
+}
+
+unpack() {  # unpack DIR: every engines-*.tar.xz of DIR (checked against its SHA256SUMS) into the engines dir
+  local dir=${1:?usage: $0 unpack DIR} f
+  (cd "$dir" && sha256sum -c --quiet --ignore-missing SHA256SUMS) || die "the packed engines in $dir do not match their SHA256SUMS"
+  mkdir -p "$eng"
+  for f in "$dir"/engines-*.tar.xz; do
+    [ -e "$f" ] || die "no engines-*.tar.xz in $dir"
+    tar -C "$eng" -xJf "$f"
+    log "unpacked $(basename "$f") into $eng"
+  done
+}
+
 print_env() {
   echo "export GPUPROBE_ENGINES_DIR=\"$eng\""
   echo "export GPUPROBE_CRI_ENDPOINT=\"unix://$run/containerd/containerd.sock\""
@@ -336,6 +385,8 @@ print_env() {
 case "${1:-}" in
   fetch) shift; fetch "$@" ;;
   stubs) stubs ;;
+  pack) shift; pack "$@" ;;
+  unpack) shift; unpack "$@" ;;
   start)
     case "${2:-}" in
       containerd) start_containerd ;;
@@ -350,5 +401,5 @@ case "${1:-}" in
       *) die "usage: $0 stop [containerd|dockerd]" ;;
     esac ;;
   env) print_env ;;
-  *) die "usage: $0 fetch [--podman] | stubs | start containerd|dockerd | stop [containerd|dockerd] | env" ;;
+  *) die "usage: $0 fetch [--podman] | stubs | start containerd|dockerd | stop [containerd|dockerd] | env | pack OUTDIR [PART...] | unpack DIR" ;;
 esac

@@ -21,13 +21,8 @@ mkdir -p "$out/evidence"
 ev=$out/evidence
 log=$out/gpu-e2e.log
 failed=0
-step() {
-  local name=$1; shift
-  echo "=== $name" | tee -a "$log"
-  local t0=$SECONDS
-  if "$@" >>"$log" 2>&1; then echo "=== $name: ok ($((SECONDS - t0)) s)" | tee -a "$log"
-  else echo "=== $name: FAILED rc=$? ($((SECONDS - t0)) s)" | tee -a "$log"; failed=$((failed + 1)); fi
-}
+# shellcheck source=scripts/step.sh
+. "$repo/scripts/step.sh"
 
 col=/tmp/gpuprobe-e2e/collections
 rm -rf /tmp/gpuprobe-e2e && mkdir -p /tmp/gpuprobe-e2e/dist "$col"

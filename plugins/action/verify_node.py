@@ -17,13 +17,13 @@ import datetime
 import random
 import time
 
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import verify_value_errors
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, cdi_for_runtime, node_verdict
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
 PROBE_MODULE = "gpuprobe.layers.node_probe"
@@ -75,8 +75,18 @@ class ActionModule(ActionBase):
             records["k8s"] = not_run("k8s", _node.K8S_DISABLED)
         calls = []
         problems = []  # why the node could not be verified, or what its run left behind: the task fails
-        inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC if name in args and name != "layers")
-        inspect_args.update(run_id=run_id, runtime=args["probe_runtime"])
+        per_runtime = []  # one entry per runtime the probe ran through (runtime, engine, records)
+        descriptor = None
+        if args["cri_descriptor"]:
+            # the CRI API descriptor (containerd, CRI-O) goes to the node in Ansible's own remote tmp dir, removed after
+            # the task; the inspect stage gets its path, the probe (and the sweep) GPUPROBE_CRI_DESCRIPTOR
+            descriptor = self._put_descriptor(args["cri_descriptor"])
+            args["probe_environment"] = dict(args["probe_environment"] or {}, GPUPROBE_CRI_DESCRIPTOR=descriptor)
+        inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC
+                            if name in args and name not in ("layers", "cri_descriptor"))
+        if descriptor:
+            inspect_args["cri_descriptor"] = descriptor
+        inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         spec = None
         spec_left = False
@@ -96,12 +106,7 @@ class ActionModule(ActionBase):
                     spec = out.get("spec")
                     spec_left = bool(own_spec and spec) and not self._task.check_mode
             if "runtime" in layers or "compute" in layers:
-                gate = problems and "blocked: %s" % problems[0] or _node.layer_gate(records, args["mode"])
-                if gate:
-                    for layer in _node.PROBE_LAYERS:
-                        records[layer] = not_run(layer, gate)
-                else:
-                    spec_left = self._probe(args, run_id, records, spec_left, task_vars, calls, problems)
+                spec_left = self._probe_runtimes(args, run_id, records, spec_left, task_vars, calls, problems, per_runtime)
         except AnsibleConnectionFailure as exc:
             # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN; what this
             # run left there is removed by the node's next sweep (probe_cleanup, or the next spec write)
@@ -115,10 +120,16 @@ class ActionModule(ActionBase):
         if spec_left:
             self._remove_spec(run_id, args, task_vars, calls, problems)
 
-        verdict = node_verdict(records)
+        if args["cri_descriptor"] and self._connection._shell.tmpdir:  # pylint: disable=protected-access
+            self._remove_tmp_path(self._connection._shell.tmpdir)  # pylint: disable=protected-access
+        verdict = node_verdict(records, runtimes=per_runtime if len(per_runtime) > 1 else None)
+        for entry in per_runtime:  # each runtime's own verdict (the node's when there is one runtime)
+            entry["verdict"] = verdict if len(per_runtime) == 1 else node_verdict(
+                dict(records, cdi=cdi_for_runtime(records.get("cdi"), entry["runtime"]), **entry["records"]))
         result.update(
             changed=bool(own_spec and spec),
             records=records,
+            runtimes=per_runtime,
             verdict=verdict,
             run_id=run_id,
             layers=layers,
@@ -132,11 +143,50 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="; ".join(problems))
         return result
 
-    def _probe(self, args, run_id, records, own_spec_left, task_vars, calls, problems):  # pylint: disable=too-many-arguments
-        """The probe call; the leftovers of a probe that did not finish (its container) are removed here.
-        Returns whether this run's self-built spec is still to be removed; appends to ``problems``."""
+    def _probe_runtimes(self, args, run_id, records, spec_left, task_vars, calls, problems, per_runtime):  # pylint: disable=too-many-arguments
+        """The runtime and compute layers once per runtime the cdi layer selected (its evidence.engines; the option's
+        own value when it selected none), each gated on the cdi record as it speaks for that runtime. ``records`` gets
+        the first runtime's records, ``per_runtime`` one entry per runtime. Returns whether this run's self-built spec
+        is still to be removed (the probe removes it only when one runtime is verified)."""
+        engines = [e for e in ((records.get("cdi") or {}).get("evidence") or {}).get("engines") or [] if isinstance(e, dict)]
+        option = args["probe_runtime"]
+        if not engines:
+            engines = [{"name": option if isinstance(option, str) and option in _node.RUNTIMES else "auto"}]
+        several = len(engines) > 1
+        for engine in engines:
+            name = engine.get("name")
+            own = dict(records, cdi=cdi_for_runtime(records.get("cdi"), name))
+            gate = problems and "blocked: %s" % problems[0] or _node.layer_gate(own, args["mode"])
+            if gate or not name:
+                got = dict((layer, not_run(layer, gate or "no runtime: %s" % engine.get("reason"))) for layer in _node.PROBE_LAYERS)
+            else:
+                got, left = self._probe(args, run_id, own, spec_left and not several, task_vars, calls, problems, engine)
+                spec_left = spec_left and (several or left)
+            identity = dict((k, engine.get(k)) for k in ENGINE_KEYS if engine.get(k) is not None)
+            per_runtime.append({"runtime": name, "engine": identity or None, "records": got})
+        for layer in _node.PROBE_LAYERS:
+            records[layer] = per_runtime[0]["records"][layer]
+        return spec_left
+
+    def _put_descriptor(self, path):
+        """Copy the controller's CRI API descriptor into the task's remote tmp dir; its path on the node."""
+        try:
+            source = self._find_needle("files", path)
+        except AnsibleError as exc:
+            raise AnsibleActionFail("cri_descriptor %s: %s (scripts/engines.sh stubs builds it)" % (path, exc))
+        tmp = self._connection._shell.tmpdir or self._make_tmp_path()  # pylint: disable=protected-access
+        remote = self._connection._shell.join_path(tmp, "cri-api.desc")  # pylint: disable=protected-access
+        self._transfer_file(source, remote)
+        self._fixup_perms2((tmp, remote))
+        return remote
+
+    def _probe(self, args, run_id, records, own_spec_left, task_vars, calls, problems, engine):  # pylint: disable=too-many-arguments
+        """The probe call through one runtime (``engine``, the cdi layer's evidence.engines entry); the leftovers of a
+        probe that did not finish (its container) are removed here. Returns (its runtime and compute records, whether
+        this run's self-built spec is still to be removed); appends to ``problems``."""
         out = self._call(PROBE_MODULE, {
-            "records": {"host": records["host"], "cdi": records["cdi"]}, "run_id": run_id, "runtime": args["probe_runtime"],
+            "records": {"host": records["host"], "cdi": records["cdi"]}, "run_id": run_id, "runtime": engine["name"],
+            "runtime_endpoint": engine.get("endpoint") or args["probe_runtime_endpoint"],
             "image": args["probe_image"], "timeout": args["probe_timeout"], "user": args["probe_user"],
             "environment": args["probe_environment"], "isolation": args["probe_isolation"],
             "allow_busy_gpu": args["allow_busy_gpu"], "host_control": args["host_control"],
@@ -147,19 +197,19 @@ class ActionModule(ActionBase):
             # could not be verified, as when the inspect call fails
             problems.append("the node-side call (%s) failed: %s" % (PROBE_MODULE, _message(out)))
         got = out.get("records") if returned else {}
-        for layer in _node.PROBE_LAYERS:
-            records[layer] = got.get(layer) or not_run(
-                layer, "the node-side call (%s) did not return a record: %s" % (PROBE_MODULE, _message(out)))
+        got = dict((layer, got.get(layer) or not_run(
+            layer, "the node-side call (%s) did not return a record: %s" % (PROBE_MODULE, _message(out))))
+            for layer in _node.PROBE_LAYERS)
         spec_left = own_spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
         # per_device runs one container per device and reports only their outcome: swept every time
-        if not returned or args["probe_isolation"] == "per_device" or _container_left(records["runtime"]):
+        if not returned or args["probe_isolation"] == "per_device" or _container_left(got["runtime"]):
             cleanup = self._call("gpuprobe.layers.probe_cleanup", {
                 "run_id": run_id, "specs": False, "environment": args["probe_environment"],
-                "runtime": args["probe_runtime"] if args["probe_runtime"] in ("podman", "docker") else "auto"}, task_vars, calls)
+                "runtime": engine["name"] if engine["name"] in ("podman", "docker") else "auto"}, task_vars, calls)
             calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
             if cleanup.get("failed"):
                 problems.append("the probe container(s) of run %s may be left on the node: %s" % (run_id, _message(cleanup)))
-        return spec_left
+        return got, spec_left
 
     def _remove_spec(self, run_id, args, task_vars, calls, problems):
         out = self._call("gpuprobe.layers.cdi_spec", {"state": "absent", "run_id": run_id,

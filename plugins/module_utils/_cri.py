@@ -77,16 +77,23 @@ def cdi_annotations(devices, key="gpuprobe"):
     return {CDI_ANNOTATION_PREFIX + key: ",".join(devices)} if devices else {}
 
 
-def parse_cri_log(data):
-    """(stdout, stderr) of a CRI log file (``<RFC3339 time> <stream> <P|F> <text>`` per line; a ``P`` line is the
-    first part of a longer line, continued by the next line of the same stream)."""
-    out = {"stdout": [], "stderr": []}
-    for raw in data.splitlines():
-        parts = raw.split(" ", 3)
-        if len(parts) < 3 or parts[1] not in out:
+def iter_cri_log(lines):
+    """(stream, bytes) pieces of a CRI log (``<RFC3339 time> <stream> <P|F> <text>`` per line, as bytes lines): the
+    text of an ``F`` line ends with a newline, a ``P`` line is the first part of a longer line, continued by the next
+    piece of the same stream. Lines that are not CRI log lines are skipped."""
+    for raw in lines:
+        parts = raw.rstrip(b"\n").split(b" ", 3)
+        if len(parts) < 3 or parts[1] not in (b"stdout", b"stderr"):
             continue
-        text = parts[3] if len(parts) == 4 else ""
-        out[parts[1]].append(text if parts[2] == "P" else text + "\n")
+        text = parts[3] if len(parts) == 4 else b""
+        yield parts[1].decode("ascii"), text if parts[2] == b"P" else text + b"\n"
+
+
+def parse_cri_log(data):
+    """(stdout, stderr) of a CRI log's text, whole (``iter_cri_log``)."""
+    out = {"stdout": [], "stderr": []}
+    for stream, text in iter_cri_log(data.encode("utf-8").splitlines(True)):
+        out[stream].append(text.decode("utf-8", "replace"))
     return "".join(out["stdout"]), "".join(out["stderr"])
 
 
@@ -190,7 +197,7 @@ class CRIClient:
                          user=None, timeout=None):
         """Create a container in the sandbox; its id. ``cdi_devices`` are fully qualified CDI names given as the
         CRI CDIDevices field ("field") and/or as a cdi.k8s.io/ annotation ("annotations"), per ``cdi_via``.
-        ``mounts``: (host_path, container_path) pairs, bound read-only; ``user``: (uid, gid) to run as."""
+        ``mounts``: (host_path, container_path) pairs, bound read-only; ``user``: (uid, gid) or (uid,) to run as."""
         ann = dict(annotations or {})
         if "annotations" in cdi_via:
             ann.update(cdi_annotations(list(cdi_devices)))
@@ -202,8 +209,10 @@ class CRIClient:
         if mounts:
             config["mounts"] = [{"host_path": h, "container_path": c, "readonly": True} for h, c in mounts]
         if user is not None:
-            config["linux"]["security_context"].update({"run_as_user": {"value": int(user[0])},
-                                                        "run_as_group": {"value": int(user[1])}})
+            ctx = config["linux"]["security_context"]
+            ctx["run_as_user"] = {"value": int(user[0])}
+            if len(user) > 1 and user[1] is not None:
+                ctx["run_as_group"] = {"value": int(user[1])}
         if "field" in cdi_via and cdi_devices:
             config["CDI_devices"] = [{"name": d} for d in cdi_devices]
         if log_path:
@@ -264,6 +273,10 @@ class CRIClient:
     def image_present(self, image, timeout=None):
         """True when the runtime holds ``image`` (ImageStatus; no pull)."""
         return bool(self.call("ImageStatus", {"image": {"image": image}}, timeout).get("image"))
+
+    def pull_image(self, image, timeout=None):
+        """Pull ``image`` through the runtime (its configured registries and credentials); the image ref."""
+        return self.call("PullImage", {"image": {"image": image}}, timeout).get("image_ref")
 
     def remove_sandbox_tree(self, sandbox_id, timeout=None):
         """Stop and remove every container of the sandbox, then the sandbox (what the kubelet does when a Pod

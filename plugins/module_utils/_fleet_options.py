@@ -26,9 +26,10 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish, _options
 from ansible_collections.gpuprobe.layers.plugins.module_utils._health import DCGM_TIMEOUTS, check_thresholds
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import RUNTIMES, VARIANTS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VARIANTS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import check_endpoint, parse_runtime_option
 
 PREFIXES = ("gpuprobe", "verify")
 
@@ -265,9 +266,11 @@ VERIFY_DOMAINS = {
     "stub_libcuda": _abs(empty_ok=True),
     "run_id": lambda v: None if v in ("", None) else _run_id(v),
     "probe_image": _raises(_options.check_image, "probe_image"),
-    "probe_runtime": _one_of(RUNTIMES),
+    "probe_runtime": _raises(parse_runtime_option),
+    "probe_runtime_endpoint": lambda v: None if v in ("", None) else _raises(check_endpoint)(v),
     "probe_user": _raises(_options.check_user, "probe_user"),
     "probe_environment": _raises(_options.check_environment, "probe_environment"),
+    "cri_descriptor": _abs(empty_ok=True),
     "probe_isolation": _one_of(("shared", "per_device")),
     "allow_busy_gpu": _boolean,
     "host_control": _boolean,

@@ -68,7 +68,9 @@ NODE_LAYERS_ARGSPEC = dict(
     self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
     self_built_variant=dict(type="str", default="full", choices=VARIANTS),
     stub_libcuda=dict(type="path"),
-    runtime=dict(type="str", default="auto", choices=RUNTIMES),
+    runtime=dict(type="raw", default="auto"),
+    runtime_endpoint=dict(type="str"),
+    cri_descriptor=dict(type="path"),
     health_thresholds=dict(type="dict", default={}),
     dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
 )
@@ -76,15 +78,17 @@ NODE_LAYERS_ARGSPEC = dict(
 # The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
 # their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
 VERIFY_NODE_ARGSPEC = dict(
-    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items() if name not in ("layers", "runtime")),
+    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items() if name not in ("layers", "runtime", "runtime_endpoint", "cri_descriptor")),
     mode=dict(type="str", default="full", choices=["full", "audit"]),
     layers=dict(type="list", elements="str", choices=list(LAYERS)),
     layer_timeout=dict(type="int", default=300),
     probe_image=dict(type="str", default="localhost/gpuprobe-probe:local"),
-    probe_runtime=dict(type="str", default="auto", choices=RUNTIMES),
+    probe_runtime=dict(type="raw", default="auto"),
+    probe_runtime_endpoint=dict(type="str"),
     probe_timeout=dict(type="int", default=120),
     probe_user=dict(type="str", default=""),
     probe_environment=dict(type="dict", default={}),
+    cri_descriptor=dict(type="str", default=""),
     probe_isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
     allow_busy_gpu=dict(type="bool", default=False),
     host_control=dict(type="bool", default=True),
@@ -165,12 +169,31 @@ def _k8s(layers, host_record=None):
         return {"k8s": crashed("k8s", exc)}
 
 
+def selected_engines(p):
+    """The runtimes this run verifies through (``_runtime_select``), each with its own CDI configuration read
+    (``cdi_config``): what the cdi layer judges per runtime and the probe stage starts its container through.
+    None when the node's root is not / (the engines of another root cannot be asked)."""
+    if os.path.realpath(p["root"]) != "/":
+        return None
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
+    engines = [describe(info) for info in select_runtimes(p["runtime"], endpoint=p.get("runtime_endpoint"),
+                                                          descriptor=p.get("cri_descriptor"))]
+    for info in engines:
+        info["cdi_config"] = read_engine_config(info)
+    return engines
+
+
 def _cdi_record(p, host, check_mode, cdi_layer):
     """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first)."""
+    try:
+        engines = selected_engines(p)
+    except Exception as exc:  # pylint: disable=broad-except
+        return crashed("cdi", exc), None
     if p["cdi_source"] != "self-built":
         try:
             return cdi_layer(spec_dirs=p["cdi_spec_dirs"], devices=p["cdi_devices"], kinds=p["cdi_kinds"], host=host,
-                             root=p["root"], runtime=p["runtime"]), None
+                             root=p["root"], runtime=_single(p["runtime"]), engines=engines), None
         except Exception as exc:  # pylint: disable=broad-except
             return crashed("cdi", exc), None
     spec = p["cdi_spec"] or None
@@ -188,9 +211,15 @@ def _cdi_record(p, host, check_mode, cdi_layer):
     try:
         # a self-built spec lives in the real spec dir, its host paths already resolved under root
         return cdi_layer(spec_dirs=request["spec_dirs"], devices=request["devices"], kinds=request["kinds"], host=host,
-                         root="/", runtime=p["runtime"]), spec
+                         root="/", runtime=_single(p["runtime"]), engines=engines), spec
     except Exception as exc:  # pylint: disable=broad-except
         return crashed("cdi", exc), spec
+
+
+def _single(runtime):
+    """The runtime name compat judges when no engine was selected (root is not /): the option's only name, or auto."""
+    names = runtime if isinstance(runtime, list) else [runtime or "auto"]
+    return names[0] if len(names) == 1 else "auto"
 
 
 def self_built_request(spec):
@@ -210,9 +239,12 @@ def inspect(p, check_mode=False):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root  # pylint: disable=import-outside-toplevel
 
     from ansible_collections.gpuprobe.layers.plugins.module_utils._health import check_thresholds  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime_select  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])
     check_thresholds(p["health_thresholds"])
+    p = dict(p, runtime=_runtime_select.parse_runtime_option(p.get("runtime")),
+             runtime_endpoint=_runtime_select.check_endpoint(p.get("runtime_endpoint")))
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
     records = {}
     spec = None

@@ -21,6 +21,7 @@ NODE_PROBE_ARGSPEC = dict(
     records=dict(type="dict", required=True),
     run_id=dict(type="str", required=True),
     runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+    runtime_endpoint=dict(type="str"),
     image=dict(type="str", default="localhost/gpuprobe-probe:local"),
     timeout=dict(type="int", default=120),
     user=dict(type="str", default=""),
@@ -133,6 +134,19 @@ def isolation_for(isolation, cdi_devices, expected_gpus):
     return isolation, None
 
 
+def chosen_engine(cdi_evidence, runtime):
+    """The engine the cdi layer selected and judged (its evidence.engines) that this probe runs through: the one named
+    ``runtime``, or with ``auto`` the first (the selection's only one). {} when the cdi layer selected none (root not /,
+    an older record): the runtime layer then selects itself."""
+    engines = [e for e in (cdi_evidence or {}).get("engines") or [] if isinstance(e, dict)]
+    if runtime in (None, "", "auto"):
+        return dict(engines[0]) if engines else {}
+    for engine in engines:
+        if engine.get("name") == runtime:
+            return dict(engine)
+    return {}
+
+
 def probe(p, check_mode=False):
     """The probe stage: the probe container with the cdi record's devices (runtime layer), the compute layer
     from its output and the host control, then this run's self-built spec removed (``remove_spec``).
@@ -148,8 +162,10 @@ def probe(p, check_mode=False):
     evidence = cdi.get("evidence") or {}
     expected_gpus = (evidence.get("identity") or {}).get("expected_gpus") or []
     isolation, forced = isolation_for(p["isolation"], evidence.get("requested_devices") or [], expected_gpus)
+    engine = chosen_engine(evidence, p["runtime"])
     params = {
-        "runtime": p["runtime"],
+        "runtime": engine.get("name") or p["runtime"], "engine": engine,
+        "runtime_endpoint": p.get("runtime_endpoint") or engine.get("endpoint"),
         "image": p["image"], "pull": "never", "cdi_devices": list(evidence.get("requested_devices") or []),
         "expected_edits": evidence.get("expected_edits") or {}, "run_id": p["run_id"], "timeout": p["timeout"],
         "compute": True, "isolation": isolation, "allow_busy_gpu": p["allow_busy_gpu"],

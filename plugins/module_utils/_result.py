@@ -185,6 +185,30 @@ class LayerBuilder(object):
         }
 
 
+def with_checks(record, checks):
+    """A copy of ``record`` holding only ``checks`` (a subset of its own), its status, reason, signature, points_to and
+    not_proven recomputed from them as ``LayerBuilder.build`` computes them (the record's own reason and signature are
+    kept while its status does not change)."""
+    out = dict(record)
+    out["checks"] = list(checks)
+    status = rollup_status(out["checks"])
+    if status == record.get("status"):
+        return out
+    out["status"] = status
+    culprit = _first(out["checks"], status) if status in (FAIL, WARN) else None
+    out["reason"] = _describe(culprit) if culprit is not None else (
+        "no check of this layer was executed" if status == NOT_RUN else None)
+    if status == FAIL:
+        out["signature"] = culprit["id"]
+        out["points_to"] = record.get("layer")
+    else:
+        out["signature"] = out["points_to"] = None
+    base = [n for n in record.get("not_proven") or [] if not str(n).startswith("not checked: ")]
+    out["not_proven"] = (base or list(NOT_PROVEN.get(record.get("layer"), []))) + (
+        not_run_checks_not_proven(out["checks"]) if status in (PASS, WARN) else [])
+    return out
+
+
 def not_run(layer, reason, evidence=None, versions=None):
     """The record of a layer that was not executed. ``reason`` is mandatory."""
     if not reason:

@@ -234,12 +234,26 @@ def _dcgmi_diag(args):
     return len(args) == 4 and args[:2] == ["diag", "-r"] and args[2] in ("1", "2", "3", "4") and args[3] == "-j"
 
 
+def _engine_config(args):
+    """The engine's CDI configuration, read only: containerd [--config F] config dump | containerd config default
+    (prints, starts nothing); crio status [--socket S] config (asks the running server)."""
+    if args == ["config", "default"]:
+        return True
+    if args[-2:] == ["config", "dump"]:
+        return args[:-2] == [] or (len(args) == 4 and args[0] == "--config")
+    if args[:1] == ["status"] and args[-1:] == ["config"]:
+        return args[1:-1] == [] or (len(args) == 4 and args[1] == "--socket")
+    return False
+
+
 # (shape name, program basenames, predicate over argv[1:], what it is for). tests/unit/test_safety.py enumerates these.
 SHAPES = (
     ("tool --version", ("nvidia-ctk", "podman", "docker", "containerd", "runc", "crun", "crio", "nerdctl", "crictl"),
      _version_only, "host layer: versions of the container tools"),
     ("engine info", ("podman", "docker"), _engine_info, "runtime layer: detect the runtime"),
     ("engine version", ("podman", "docker"), _engine_version, "runtime layer: the runtime's version"),
+    ("engine config read", ("containerd", "crio"), _engine_config,
+     "cdi layer: the engine's own CDI configuration (containerd config dump/default, crio status config)"),
     ("engine run probe", ("podman", "docker"), _engine_run, "runtime layer: the probe container (--rm, labelled, no network)"),
     ("engine rm gpuprobe-*", ("podman", "docker"), _engine_rm, "cleanup: force-remove probe containers by name"),
     ("engine ps label=gpuprobe.run", ("podman", "docker"), _engine_ps, "cleanup: list probe containers by label"),
@@ -484,6 +498,18 @@ def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None,
     result["truncated"] = out.truncated or err.truncated
     result["duration_ms"] = round((time.monotonic() - t0) * 1000.0, 1)
     return result
+
+
+def capture_pieces(pieces, keep_prefix=None):
+    """What ``run`` returns of a process's output for output read elsewhere (a CRI log file): ``pieces`` yields
+    (stream name 'stdout' or 'stderr', bytes); the same bounds as ``run`` (head and tail of MAX_CAPTURE bytes each,
+    ``keep_prefix`` lines of stdout kept from the middle). A dict stdout, stderr, stdout_bytes, stderr_bytes,
+    truncated."""
+    caps = {"stdout": _Capture(MAX_CAPTURE, keep_prefix), "stderr": _Capture(MAX_CAPTURE)}
+    for stream, data in pieces:
+        caps[stream].feed(data)
+    return {"stdout": caps["stdout"].text(), "stderr": caps["stderr"].text(), "stdout_bytes": caps["stdout"].total,
+            "stderr_bytes": caps["stderr"].total, "truncated": caps["stdout"].truncated or caps["stderr"].truncated}
 
 
 def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, keep_prefix=None):

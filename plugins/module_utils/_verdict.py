@@ -15,7 +15,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution impor
     host_explains, host_outcome, image_env, image_setting, spec_edit_named, where_text,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
-    FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN, validate_record,
+    FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN, validate_record, with_checks,
 )
 
 COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
@@ -351,8 +351,92 @@ def _contradicted(records):
                                                            c["step"], c["step"]) for c in found) or None
 
 
-def node_verdict(records):
-    """Verdict of one node from its layer records (a mapping layer -> record; a missing layer is NOT_RUN).
+ENGINE_KEYS = ("name", "version", "endpoint", "path", "label", "cdi_library", "selected_because")
+
+
+def cdi_for_runtime(cdi_record, name):
+    """The cdi record as it speaks for the runtime ``name``: the checks that speak for another runtime (their
+    ``runtime`` key; the cdi layer sets it when several runtimes are verified) are left out and the status, reason and
+    signature recomputed (``_result.with_checks``). A record without such checks is returned as it is."""
+    checks = (cdi_record or {}).get("checks")
+    if not isinstance(checks, list) or not any(isinstance(c, dict) and c.get("runtime") for c in checks):
+        return cdi_record
+    return with_checks(cdi_record, [c for c in checks if not isinstance(c, dict) or c.get("runtime") in (None, name)])
+
+
+def runtime_identity(records):
+    """The runtime a set of records speaks for: the runtime record's engine (evidence.engine), else the first engine
+    the cdi layer selected (evidence.engines); dict name, version, endpoint or path, label, cdi_library,
+    selected_because (the keys known), or None when no record names one."""
+    engine = (((records.get("runtime") or {}).get("evidence") or {}).get("engine")) or {}
+    if not engine.get("name"):
+        engines = (((records.get("cdi") or {}).get("evidence") or {}).get("engines")) or []
+        engine = engines[0] if engines and isinstance(engines[0], dict) else {}
+    if not engine.get("name"):
+        return None
+    out = dict((k, engine.get(k)) for k in ENGINE_KEYS if engine.get(k) is not None)
+    if "label" not in out:
+        where = out.get("endpoint") or out.get("path")
+        out["label"] = ("%s %s" % (out["name"], out.get("version") or "")).strip() + (" (%s)" % where if where else "")
+    return out
+
+
+def _runtime_row(name, identity, verdict):
+    return {"runtime": name, "engine": identity, "verdict": verdict["verdict"], "layer": verdict["layer"],
+            "signature": verdict["signature"], "points_to": verdict["points_to"], "reason": verdict["reason"]}
+
+
+def node_verdict(records, runtimes=None):
+    """Verdict of one node from its layer records, through one or several runtimes.
+
+    ``runtimes`` (None: one runtime, the records' own): the per-runtime results of a run that verified through several
+    runtimes, in order: [{"runtime": name, "records": {"runtime": record, "compute": record}}]; ``records`` then holds
+    the node's host, cdi and k8s records (its runtime and compute records are not used). Each runtime's verdict is
+    this function's one-runtime verdict (``_one_runtime``) of host, the cdi record as it speaks for that runtime
+    (``cdi_for_runtime``), that runtime's runtime and compute records, and k8s. The node is COMPUTE_VERIFIED only when
+    every runtime is; else the verdict is the first runtime's that is not, its reason naming the runtimes proven and
+    those not. Every verdict carries ``runtime`` (the identity of the runtime it speaks for: name, version, endpoint or
+    path, label, cdi_library, selected_because; None when no record names one) and ``runtimes`` (one row per runtime:
+    runtime, engine, verdict, layer, signature, points_to, reason) besides the keys ``_one_runtime`` documents.
+    """
+    records = dict((k, v) for k, v in (records or {}).items() if v is not None)
+    if not runtimes:
+        verdict = _one_runtime(records)
+        identity = runtime_identity(records)
+        verdict["runtime"] = identity
+        verdict["runtimes"] = [_runtime_row(identity["name"], identity, verdict)] if identity else []
+        return verdict
+    rows, verdicts = [], []
+    for item in runtimes:
+        name = item.get("runtime")
+        own = dict(records)
+        own.pop("runtime", None)
+        own.pop("compute", None)
+        own["cdi"] = cdi_for_runtime(records.get("cdi"), name)
+        own.update(dict((k, v) for k, v in (item.get("records") or {}).items() if v is not None))
+        verdict = _one_runtime(own)
+        identity = runtime_identity(own) or {"name": name, "label": name}
+        verdicts.append((identity, verdict))
+        rows.append(_runtime_row(name, identity, verdict))
+    proven = [i["label"] for i, v in verdicts if v["verdict"] == COMPUTE_VERIFIED]
+    unproven = [(i, v) for i, v in verdicts if v["verdict"] != COMPUTE_VERIFIED]
+    if not unproven:
+        out = _verdict(COMPUTE_VERIFIED, "proven through every runtime asked for: %s" % "; ".join(
+            "%s: %s" % (i["label"], v["reason"]) for i, v in verdicts), gpus=verdicts[0][1]["gpus"])
+        out.update(runtime=verdicts[0][0], runtimes=rows)
+        return out
+    identity, first = unproven[0]
+    out = dict(first)
+    out["reason"] = "%s: %s; proven through: %s; not proven through: %s" % (
+        identity["label"], first["reason"], ", ".join(proven) or "none",
+        ", ".join("%s (%s)" % (i["label"], v["verdict"]) for i, v in unproven))
+    out.update(runtime=identity, runtimes=rows)
+    return out
+
+
+def _one_runtime(records):
+    """Verdict of one node through one runtime, from its layer records (a mapping layer -> record; a missing layer is
+    NOT_RUN).
 
     Returns a dict: verdict, layer (the failing one or None), signature, points_to, reason, because (the
     cdi checks that explain a failure attributed to the spec: check, status, subject, observed, hint) and
@@ -366,7 +450,6 @@ def node_verdict(records):
       host control did not FAIL, and no cdi check predicts a step to fail that PASSed (``PREDICTS``);
     - INCONCLUSIVE otherwise, with the reason naming what did not run or was not proven.
     """
-    records = dict((k, v) for k, v in (records or {}).items() if v is not None)
     malformed = malformed_records(records)
     if malformed:
         return _verdict(INCONCLUSIVE, "malformed record: %s" % "; ".join(

@@ -99,10 +99,21 @@ options:
     default: 0
     choices: [0, 1, 2, 3, 4]
   runtime:
-    description: The container runtime that will read the specs; the cdi layer judges the spec versions for it.
-    type: str
-    choices: [auto, podman, docker, containerd, crio]
+    description:
+      - The runtime(s) the verdict speaks for - V(auto), one of V(podman), V(docker), V(containerd), V(crio), or a
+        list of them. The cdi layer selects them (V(auto) - the kubelet's CRI runtime, else a running docker daemon,
+        else podman), reads each one's own CDI configuration and judges the spec versions and dirs for each
+        (C(cdi.engine.config), C(cdi.runtime.*)); C(evidence.engines) lists them with why each was chosen.
+    type: raw
     default: auto
+  runtime_endpoint:
+    description:
+      - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
+        socket), or of docker's daemon when V(docker) alone is named.
+    type: str
+  cri_descriptor:
+    description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).
+    type: path
 seealso:
   - module: gpuprobe.layers.verify_node
   - module: gpuprobe.layers.node_probe

@@ -42,10 +42,15 @@ options:
     type: str
     required: true
   runtime:
-    description: The container runtime CLI (V(auto) takes podman, else docker); containerd and CRI-O are C(NOT_RUN).
+    description:
+      - The runtime to run the probe through. V(auto) takes the runtime the cdi layer selected and judged (the first of
+        its C(evidence.engines)); a name takes that engine's entry there.
     type: str
     choices: [auto, podman, docker, containerd, crio]
     default: auto
+  runtime_endpoint:
+    description: The CRI endpoint (C(unix:///path.sock)) of V(containerd) or V(crio); default the selected engine's.
+    type: str
   image:
     description: The probe image; never pulled.
     type: str

@@ -20,7 +20,9 @@ description:
     of this host that is gone, or whose owner cannot be checked from here (another host, unknown) and that is older
     than O(max_age). An owner that runs on this host is never over, whatever the age. Anything else, such as the
     live probe of another operator's run, is reported in C(live) and never removed.
-  - Looks in every supported runtime that is installed (podman, docker) with O(runtime=auto).
+  - Looks in every supported runtime that is installed (podman, docker) with O(runtime=auto), and in containerd
+    and CRI-O through the CRI where their socket exists (there it removes our pod sandboxes, labelled
+    C(gpuprobe.run), with their containers).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._attributes
@@ -33,10 +35,19 @@ options:
     description: Only this run's container(s) and spec. Without it, everything labelled C(gpuprobe.run).
     type: str
   runtime:
-    description: Which runtime to look in; V(auto) looks in podman and docker where installed.
+    description: Which runtime to look in; V(auto) looks in podman and docker where installed, and in containerd and
+      CRI-O where their CRI socket exists.
     type: str
-    choices: [auto, podman, docker]
+    choices: [auto, podman, docker, containerd, crio]
     default: auto
+  runtime_endpoint:
+    description: The named runtime's socket, as for M(gpuprobe.layers.runtime_facts) (a CRI endpoint, or docker's
+      C(DOCKER_HOST)). Not used with O(runtime=auto).
+    type: str
+  cri_descriptor:
+    description: The CRI API descriptor set on the node, as for M(gpuprobe.layers.runtime_facts); unset,
+      C(GPUPROBE_CRI_DESCRIPTOR).
+    type: path
   spec_dir:
     description: Where the self-built specs live.
     type: path
@@ -124,7 +135,9 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             run_id=dict(type="str"),
-            runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker"]),
+            runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker", "containerd", "crio"]),
+            runtime_endpoint=dict(type="str"),
+            cri_descriptor=dict(type="path"),
             spec_dir=dict(type="path", default="/var/run/cdi"),
             specs=dict(type="bool", default=True),
             max_age=dict(type="int", default=3600),
@@ -139,7 +152,8 @@ def main():
         for key, value in p["environment"].items():
             os.environ[str(key)] = str(value)
         result = cleanup(run_id=p["run_id"], runtime=p["runtime"], spec_dir=p["spec_dir"], specs=p["specs"],
-                         check_mode=module.check_mode, timeout=p["timeout"], max_age=p["max_age"])
+                         check_mode=module.check_mode, timeout=p["timeout"], max_age=p["max_age"],
+                         endpoint=p["runtime_endpoint"], descriptor=p["cri_descriptor"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-except

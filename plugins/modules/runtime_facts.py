@@ -47,11 +47,35 @@ attributes:
 options:
   runtime:
     description:
-      - The container runtime. V(auto) takes podman, else docker when its CDI support is enabled.
-      - Docker without CDI enabled, V(containerd) and V(crio) give a C(NOT_RUN) record with the reason.
+      - The container runtime. V(auto) takes the runtime the node's workloads use, and says why in
+        C(evidence.engine.selected_because) - the kubelet's CRI endpoint when a kubelet is installed (its
+        C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
+        C(unix:///run/containerd/containerd.sock)), else a running docker daemon, else podman (docs/usage.md).
+      - V(containerd) and V(crio) are reached through the CRI at O(runtime_endpoint) (else the kubelet's endpoint, else
+        the engine's default socket). A runtime that cannot be used (docker with CDI off, no CRI adapter or
+        nothing on the socket) gives a C(NOT_RUN) record with the reason.
+      - V(containerd) and V(crio) are run as the kubelet runs a Pod, with a pod sandbox (host network, the runtime's
+        configured sandbox image) and a container in it whose CDI devices are given both as the CRI C(CDIDevices)
+        field and as C(cdi.k8s.io/) annotations, so the runtime's own CDI code injects them. This needs the Python
+        libraries grpcio and protobuf on the node and the CRI API descriptor (O(cri_descriptor)); without them the
+        record is C(NOT_RUN) with the reason.
     type: str
     choices: [auto, podman, docker, containerd, crio]
     default: auto
+  runtime_endpoint:
+    description:
+      - The runtime's socket. For V(containerd) and V(crio) the CRI endpoint (C(unix:///path.sock)); unset,
+        C(CONTAINER_RUNTIME_ENDPOINT), else the kubelet's endpoint, else C(unix:///run/containerd/containerd.sock) or
+        C(unix:///var/run/crio/crio.sock). With V(auto) the engine behind it is used.
+      - For V(docker) the daemon's socket (as C(DOCKER_HOST)); unset, C(DOCKER_HOST), else docker's default.
+      - Not used by podman (give C(CONTAINER_HOST) or C(CONTAINERS_CONF) in the task's environment).
+    type: str
+  cri_descriptor:
+    description:
+      - The CRI API descriptor set (protobuf C(FileDescriptorSet) of C(runtime.v1)) on the node, for V(containerd) and
+        V(crio). C(scripts/engines.sh stubs) builds it on the controller from the CRI's C(api.proto); the
+        C(gpuprobe.layers.verify) role takes it on the controller (C(verify_cri_descriptor)). Unset, C(GPUPROBE_CRI_DESCRIPTOR).
+    type: path
   image:
     description:
       - The probe image. It needs C(python3) with its standard library only; CUDA must come from the host
@@ -128,7 +152,8 @@ options:
     description: Run the probe as this C(uid:gid) inside the container.
     type: str
 notes:
-  - Needs root or a runtime that may create device nodes; tested with podman 4.3.1 and runc 1.1.5.
+  - Needs root or a runtime that may create device nodes; tested with podman 4.3.1 and runc 1.1.5, containerd 1.7.24
+    over the CRI and docker 26.1.5 (Debian 13's, with runc 1.1.5).
 seealso:
   - module: gpuprobe.layers.compute_facts
   - module: gpuprobe.layers.probe_cleanup
@@ -186,6 +211,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+            runtime_endpoint=dict(type="str"),
+            cri_descriptor=dict(type="path"),
             image=dict(type="str", required=True),
             pull=dict(type="str", default="never", choices=["never", "missing"]),
             cdi_devices=dict(type="list", elements="str", default=[]),

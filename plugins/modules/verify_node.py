@@ -134,12 +134,31 @@ options:
     default: localhost/gpuprobe-probe:local
   probe_runtime:
     description:
-      - The container runtime CLI (V(podman), V(docker), or V(auto)); the cdi layer judges the spec versions for it.
-      - V(auto) takes podman when installed, else docker when its daemon answers and CDI is enabled; containerd
-        and CRI-O are reported C(NOT_RUN).
-    type: str
-    choices: [auto, podman, docker, containerd, crio]
+      - The runtime(s) the verdict speaks for (docs/usage.md) - V(auto), one of V(podman), V(docker), V(containerd),
+        V(crio), or a list of them (V([containerd, docker])).
+      - V(auto) takes the runtime the node's workloads use - the kubelet's CRI endpoint when a kubelet is installed
+        (its C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
+        C(unix:///run/containerd/containerd.sock); containerd or CRI-O, as the CRI Version call there answers), else
+        a running docker daemon (CDI off there is a cdi FAIL for docker), else podman. Why is in
+        C(records.cdi.evidence.engines[].selected_because) and C(verdict.runtime.selected_because).
+      - A list verifies through each runtime in turn - the runtime and compute layers run once per runtime
+        (C(runtimes)), and the node is C(COMPUTE_VERIFIED) only when every one of them proved it.
+    type: raw
     default: auto
+  probe_runtime_endpoint:
+    description:
+      - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
+        socket), or of docker's daemon when V(docker) alone is named.
+    type: str
+  cri_descriptor:
+    description:
+      - The CRI API descriptor set on the controller (C(scripts/engines.sh stubs) builds it), for V(containerd) and
+        V(crio) - the probe reaches them through the CRI and reads the API from this file.
+      - It is copied into Ansible's remote temporary directory of the task (removed after it) and named to the node
+        side as C(GPUPROBE_CRI_DESCRIPTOR). Empty, a node needs its own copy named by C(GPUPROBE_CRI_DESCRIPTOR) in
+        O(probe_environment).
+    type: str
+    default: ""
   probe_timeout:
     description: Timeout in seconds of each probe (container and host control).
     type: int
@@ -211,14 +230,29 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: Every layer's record, layer name -> record (docs/contract.md); the layers that did not run are C(NOT_RUN) with their reason.
+  description:
+    - Every layer's record, layer name -> record (docs/contract.md); the layers that did not run are C(NOT_RUN) with
+      their reason. With several runtimes, C(runtime) and C(compute) are the first runtime's (every runtime's are in
+      RV(runtimes)).
   returned: always
   type: dict
+runtimes:
+  description:
+    - One entry per runtime the verdict speaks for, in order - C(runtime) (the engine name), C(engine) (name,
+      version, endpoint or path, label, cdi_library, selected_because), C(records) (its C(runtime) and C(compute)
+      records) and C(verdict) (that runtime's own verdict, the same keys as RV(verdict)).
+    - Empty when no runtime was selected (audit mode, root not /, the inspect call failed).
+  returned: always
+  type: list
+  elements: dict
 verdict:
   description:
-    - The node verdict (C(verdict), C(layer), C(signature), C(points_to), C(reason), C(because), C(gpus)) from the
-      collection's single verdict function; C(verdict) is one of C(COMPUTE_VERIFIED), C(FAILED_AT_<LAYER>),
-      C(INCONCLUSIVE), C(NOT_RUN).
+    - The node verdict (C(verdict), C(layer), C(signature), C(points_to), C(reason), C(because), C(gpus), C(runtime),
+      C(runtimes)) from the collection's single verdict function; C(verdict) is one of C(COMPUTE_VERIFIED),
+      C(FAILED_AT_<LAYER>), C(INCONCLUSIVE), C(NOT_RUN).
+    - C(runtime) is the runtime the verdict speaks for (name, version, endpoint or path, label, cdi_library,
+      selected_because); C(runtimes) has one row per runtime (runtime, engine, verdict, layer, signature, points_to,
+      reason). The node is C(COMPUTE_VERIFIED) only when every runtime asked for proved it.
   returned: always
   type: dict
   sample: {verdict: FAILED_AT_HOST, layer: host, signature: host.driver.missing, points_to: host, reason: "...", because: null, gpus: {}}

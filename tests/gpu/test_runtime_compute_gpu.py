@@ -52,9 +52,11 @@ def _save(name, records):
         json.dump(records, f, indent=2, sort_keys=True, default=str)
 
 
-def run_variant(variant, host, user=None, edit=None, name=None):
+def run_variant(variant, host, user=None, edit=None, name=None, engine=None):
     """All four layers for one spec variant (``edit``: a change made to its spec first, saved as ``name``);
-    returns the records and the verdict (and saves them)."""
+    returns the records and the verdict (and saves them). ``engine``: runtime_facts' runtime options (runtime,
+    runtime_endpoint, cri_descriptor), podman when not given."""
+    engine = engine or {"runtime": "podman"}
     run_id = "gpu-%s-%s" % (variant.replace("_", "-"), uuid.uuid4().hex[:6])
     try:
         spec = _cdi_spec.build_spec(run_id, variant=variant, driver_root=DRIVER_ROOT, host=host)
@@ -66,16 +68,18 @@ def run_variant(variant, host, user=None, edit=None, name=None):
     _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
     try:
         cdi = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
-        runtime, probe = _runtime.runtime_facts({
-            "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "runtime": "podman", "timeout": 60,
-            "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host, "user": user})
+        runtime, probe = _runtime.runtime_facts(dict(engine, **{
+            "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "timeout": 60,
+            "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host, "user": user}))
         compute = _compute.compute_record(probe, runtime, host_record=host, host_control=True, timeout=60)
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
-        leftovers = _runtime.cleanup(run_id=run_id, runtime="podman", spec_dir=SPEC_DIR)
+        leftovers = _runtime.cleanup(run_id=run_id, runtime=engine["runtime"], spec_dir=SPEC_DIR,
+                                     endpoint=engine.get("runtime_endpoint"), descriptor=engine.get("cri_descriptor"))
     records = {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}
     verdict = node_verdict(records)
     _save(name or variant, {"variant": name or variant, "prediction": _cdi_spec.prediction(variant), "user": user,
+                            "engine": dict(runtime["evidence"].get("engine") or {}, options=engine),
                             "records": dict(records, probe=probe), "verdict": verdict, "cleanup": leftovers})
     for layer in ("cdi", "runtime", "compute"):
         assert validate_record(records[layer]) == [], layer

@@ -114,6 +114,14 @@ class Lab(object):
                         "options": ["ro", "nosuid", "nodev", "bind"]}],
         }
 
+    def absent_mount_edits(self):
+        """The full edits plus a mount whose hostPath does not exist (the container never starts)."""
+        edits = self.full_edits()
+        edits["mounts"].append({"hostPath": os.path.join(self.lib, "absent.so.1"),
+                                "containerPath": "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
+                                "options": ["ro", "nosuid", "nodev", "bind"]})
+        return edits
+
     def write_spec(self, edits):
         spec = {"cdiVersion": "0.5.0", "kind": self.kind,
                 "devices": [{"name": self.device_name, "containerEdits": {"deviceNodes": edits.get("deviceNodes") or []}}],
@@ -260,10 +268,7 @@ def test_env_value_mismatch_fails(lab):
 
 
 def test_missing_host_path_container_never_starts(lab):
-    edits = lab.full_edits()
-    edits["mounts"].append({"hostPath": os.path.join(lab.lib, "absent.so.1"),
-                            "containerPath": "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
-                            "options": ["ro", "nosuid", "nodev", "bind"]})
+    edits = lab.absent_mount_edits()
     lab.write_spec(edits)
     record, probe = lab.run(edits)
     assert record["status"] == "FAIL"

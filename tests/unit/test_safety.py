@@ -53,6 +53,9 @@ ALLOWED = {
     "engine info": [["/usr/bin/podman", "info", "--format", "{{.Version.Version}}|{{.Host.OCIRuntime.Name}}"],
                     ["docker", "info", "--format", "{{json .}}"]],
     "engine version": [["podman", "version"]],
+    "engine config read": [["/usr/bin/containerd", "--config", "/etc/containerd/config.toml", "config", "dump"],
+                           ["containerd", "config", "default"], ["containerd", "config", "dump"],
+                           ["crio", "status", "--socket", "/var/run/crio/crio.sock", "config"], ["crio", "status", "config"]],
     "engine run probe": [["/usr/bin/podman", "run", "--rm", "--name", "gpuprobe-r1-0a1b2c3d", "--label", "gpuprobe.run=r1",
                           "--label", "gpuprobe.owner=h:12:34", "--label", "gpuprobe.created=1", "--network=none",
                           "--pull=never", "--device", "gpuprobe.local/gpu-r1=0", "-v", "/tmp/gpuprobe-probe-x/gpuprobe_probe.py:/gpuprobe/probe.py:ro",
@@ -119,7 +122,10 @@ REFUSED = [
     ["dmesg", "-n", "1"], ["dmesg"], ["journalctl", "--vacuum-time=1s"], ["journalctl", "--rotate"], ["journalctl", "-k"],
     ["podman", "--version", "--remote"], ["dcgmi", "diag", "-r", "1"], ["dcgmi", "diag", "-r", "5", "-j"],
     ["dcgmi", "diag", "-r", "1", "-j", "--host", "10.0.0.1"], ["dcgmi", "config", "--set", "-c", "2"], ["dcgmi", "policy", "--clear"],
-    ["dcgmi", "diag", "-r", "memory", "-j"], [],
+    ["dcgmi", "diag", "-r", "memory", "-j"],
+    ["podman", "--version", "--remote"], ["containerd", "--config", "/x.toml"], ["containerd", "config", "migrate"],
+    ["containerd", "--config", "/x.toml", "--address", "/tmp/s", "config", "dump"], ["crio", "--config", "/x", "config"],
+    ["crio", "status", "--socket", "/s", "containers"], ["crio", "wipe"], [],
 ]
 
 

@@ -42,7 +42,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, identity as _identity
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine as _engine, identity as _identity
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
     ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_LAYER_TIMEOUT, DEFAULT_MAX_SPEC_FILES,
@@ -69,6 +69,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.vendor import
 CHECKS = dict(_SPEC_CHECKS)
 CHECKS.update(_identity.CHECKS)
 CHECKS.update(_compat.CHECKS)
+CHECKS.update(_engine.CHECKS)
 
 # names other code imports from _cdi (tests, _cdi_spec, benchmarks), re-exported from the package's modules
 __all__ = [
@@ -247,11 +248,41 @@ def _read_spec_dirs(b, host_dirs, existing, max_size, max_files, deadline):
     return files, unread
 
 
+def _judge_engines(engines, files, sources, resolved, host, runtime, runtime_dirs, root):  # pylint: disable=too-many-arguments
+    """(checks, runtime_compat evidence, {engine: compat evidence} or None): the spec versions and dirs judged for the
+    runtime(s) the verdict speaks for, and each engine's own CDI configuration (cdi.engine.config). With several
+    engines every check speaks for one of them: its ``runtime`` key names it (the verdict's per-runtime view)."""
+    if engines is None:
+        checks, compat = _compat.spec_compat(files, sources, host, runtime=runtime or "auto", runtime_dirs=runtime_dirs, root=root)
+        return checks, compat, None
+    checks, by_engine, first = [], {}, None
+    for info in engines:
+        name = info.get("name")
+        cfg = info.get("cdi_config") or {}
+        dirs = dict(runtime_dirs or {})
+        configured = cfg.get("configured_spec_dirs") if name == "podman" else (cfg.get("spec_dirs") if cfg.get("origin") != "default" else None)
+        if name:
+            dirs[name] = {"spec_dirs": configured}
+        own, compat = _compat.spec_compat(files, sources, host, runtime=name or "auto", runtime_dirs=dirs, root=root,
+                                          engine=info if name else None, judge_dirs=not name)
+        own += _engine.engine_checks([info], files, sources, resolved, root)
+        for c in own:
+            if name:
+                c["runtime"] = name
+        checks += own
+        by_engine[name or "none"] = compat
+        first = compat if first is None else first
+    return checks, first, by_engine
+
+
 def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
               host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
-              max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT):
+              max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT, engines=None):
     """Run the cdi layer and return its record (plugins/module_utils/_result.py contract). ``timeout``: the layer's own
-    time limit for reading the spec dirs (seconds, None: none), enforced here on the node."""
+    time limit for reading the spec dirs (seconds, None: none), enforced here on the node. ``engines``: the runtimes
+    the verdict speaks for (``_runtime_select.select_runtimes``' dicts, each with ``cdi_config`` from
+    ``_engine.read_engine_config``): their own CDI configuration is judged (``cdi.engine.config``, per runtime) and the
+    spec versions are judged for each of them; None: the runtime ``runtime`` names or the first found (compat)."""
     b = LayerBuilder("cdi", CHECKS)
     devices = [str(d) for d in (devices or [])]
     kinds = list(kinds or DEFAULT_KINDS)
@@ -319,10 +350,11 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     identity_devices = [{"name": q, "deviceNodes": merge_edits(registry, [q], root)[0]["deviceNodes"]}
                         for q in sorted(registry) if q.split("=", 1)[0] in requested_kinds]
     identity_checks, identity = _identity.identity_map(identity_devices, resolved, host, requested_kinds)
-    compat_checks, compat = _compat.spec_compat(files, sources, host, runtime=runtime or "auto", runtime_dirs=runtime_dirs,
-                                                root=root)
+    compat_checks, compat, by_engine = _judge_engines(engines, files, sources, resolved, host, runtime, runtime_dirs, root)
     for c in identity_checks + compat_checks:
-        b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
+        added = b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
+        if c.get("runtime"):
+            added["runtime"] = c["runtime"]  # the runtime this check speaks for (several runtimes verified)
     if resolved:
         host_checks(b, edits, root, host, driver)
         inject_checks(b, edits)
@@ -362,6 +394,8 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         "spec_digest": spec_digest(providing) if providing else None,
         "identity": identity,
         "runtime_compat": compat,
+        "engines": [dict((k, v) for k, v in e.items()) for e in engines] if engines is not None else None,
+        "runtime_compat_by_engine": by_engine,
         "dra_claims": dra_claim_specs(files),
         "unread_files": dict((d, len(paths)) for d, paths in unread.items()),
     }

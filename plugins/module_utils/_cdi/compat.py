@@ -102,15 +102,16 @@ RUNTIME_LIBRARIES = (
 NOTES = {
     "docker": "docker --version reports the client; CDI needs the daemon's CDI feature (daemon.json features.cdi: off "
               "unless set before 28.2.0, on unless set false from 28.2.0, moby/moby cmd/dockerd/daemon.go cdiEnabled) "
-              "and reads its cdi-spec-dirs (daemon.json, not read here: the defaults are assumed)",
+              "and reads its cdi-spec-dirs (docker info CDISpecDirs: cdi.engine.config where docker was selected)",
     "containerd": "containerd's CRI plugin injects CDI devices only with enable_cdi (default false in 1.7, "
                   "pkg/cri/config/config_unix.go @ v1.7.0; true from 2.0, internal/cri/config/config_unix.go @ v2.0.0)",
 }
 
 CHECKS = {
     "cdi.runtime.cdi_support": {
-        "title": "the runtime that will read the specs (podman, else docker, else containerd) is found with a version the "
-                 "table maps to a CDI library and its highest readable cdiVersion (docs/identity.md)",
+        "title": "the runtime that will read the specs (each runtime the verdict speaks for, docs/usage.md; where none was "
+                 "selected, podman, else docker, else containerd on PATH) is found with a version the table maps to a CDI "
+                 "library and its highest readable cdiVersion (docs/identity.md)",
         "fail": "this runtime version has no CDI support (FAIL), or the table does not cover it (NOT_RUN: spec "
                 "versions cannot be judged for it)",
         "next": "upgrade the runtime (podman >= 4.1, docker >= 25, containerd >= 1.7) or tell which runtime reads the specs",
@@ -125,7 +126,8 @@ CHECKS = {
     },
     "cdi.runtime.spec_dir": {
         "title": "each requested device has a providing spec in a directory the runtime reads (its configured "
-                 "cdi_spec_dirs, else /etc/cdi and /var/run/cdi)",
+                 "cdi_spec_dirs, else /etc/cdi and /var/run/cdi), from the runtimes' configuration files; only where no "
+                 "engine was selected and asked (root is not /): else cdi.engine.config says it from the engine itself",
         "fail": "the runtime never sees the spec: the container fails with 'unresolvable CDI devices'",
         "next": "write the spec into one of the runtime's spec dirs, or add its dir to the runtime's cdi_spec_dirs",
     },
@@ -205,7 +207,8 @@ def _version_of(rec):
     return v if rec.get("cdiVersion") is not None and v is not None else None
 
 
-def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_dirs=None, root="/"):
+def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_dirs=None, root="/", engine=None,
+                judge_dirs=True):
     """Judge the requested devices' specs for the runtime that will read them.
 
     files: the cdi layer's file records (path, dir, cdiVersion, kind, devices, ok); requested_sources: requested
@@ -229,7 +232,7 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
     for name, info in sorted((ev.get("tools") or {}).items()):
         if name in AUTO_ORDER and isinstance(info, dict) and info.get("path"):
             runtimes[name] = readable_versions(name, info.get("version"))
-    name, info, why = pick_runtime(host_record, runtime)
+    name, info, why = (engine["name"], engine, None) if engine and engine.get("name") else pick_runtime(host_record, runtime)
     row = readable_versions(name, info.get("version")) if name else {
         "runtime": None, "version": None, "status": "unknown", "max_readable": None, "library": None, "source": None,
         "why": why}
@@ -273,7 +276,7 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
                 "a spec the runtime reads", "%s; %s" % (row["why"], listed))
         else:
             _judge_version(add, q, source, rows, row, subject, listed)
-        if name and row["status"] != "no_cdi":
+        if name and row["status"] != "no_cdi" and judge_dirs:
             seen = [p for p in rows if p["in_runtime_dir"]]
             unsure = [p for p in rows if p["in_runtime_dir"] is None]
             if seen:

@@ -85,6 +85,8 @@ def container_evidence(container_probe, runtime_record=None):  # pylint: disable
         "executed": executed,
         "cdi_devices": list(probe.get("cdi_devices") or []) if executed else [],
         "runtime": probe.get("runtime") or ((runtime_record or {}).get("versions") or {}).get("runtime"),
+        # the runtime the container ran through: name, version, endpoint or path, label, CDI library
+        "engine": probe.get("engine") or (((runtime_record or {}).get("evidence") or {}).get("engine") or None),
         "container_name": probe.get("container_name"),
         "image": probe.get("image"),
         "compute_requested": bool(probe.get("compute_requested")),

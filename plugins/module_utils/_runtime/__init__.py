@@ -22,6 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     CHECKS,
     classify_start_error,
     CREATED_LABEL,
+    CRI_ENGINES,
     ENV_KEEP,
     error_line,
     LABEL,
@@ -33,7 +34,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     RUNTIMES,
     SIGNATURES,
     START_PATTERNS,
-    UNSUPPORTED,
     VERSION_RE,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import (  # noqa: F401
@@ -55,12 +55,17 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare i
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import (  # noqa: F401
     build_argv,
+    cli_info,
     container_name,
     detect_runtime,
     _parse_ps,
     parse_version,
     probe_containers,
     remove_container,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import (  # noqa: F401  (registers the CRI adapter)
+    cri_info,
+    CriEngine,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import (  # noqa: F401
     ControllerWatch,

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 
+# re-exported: the engines reached through the CRI
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES  # noqa: F401 pylint: disable=unused-import
+
 
 LABEL = "gpuprobe.run"
 
@@ -26,9 +29,6 @@ PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
 
 
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
-
-
-UNSUPPORTED = ("containerd", "crio")
 
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -214,7 +214,9 @@ START_PATTERNS = (
                                                   r"no such file or directory.*(mount|device)", re.I)),
     ("runtime.start.image_missing", re.compile(r"image not known|image not found|no such image|manifest unknown|"
                                                r"initializing source docker://|pull access denied|"
-                                               r"unable to find image", re.I)),
+                                               r"unable to find image|"
+                                               # containerd's CRI PullImage (pull: missing, the image nowhere to be had)
+                                               r"failed to pull and unpack image|failed to resolve reference", re.I)),
     ("runtime.start.permission_denied", re.compile(r"permission denied|operation not permitted|EACCES|EPERM", re.I)),
     ("runtime.start.oci_error", re.compile(r"OCI runtime|runc create failed|crun:|runc:|container init|"
                                            r"executable file not found", re.I)),

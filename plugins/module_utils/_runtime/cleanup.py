@@ -16,7 +16,8 @@ import time
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUN_ID_RE, UNSUPPORTED
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_ENGINES, RUN_ID_RE
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
 
@@ -76,14 +77,16 @@ def remove_own_spec(params):
 
 
 def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30,
-            max_age=_owner.DEFAULT_MAX_AGE, tmp_dir=None):
+            max_age=_owner.DEFAULT_MAX_AGE, tmp_dir=None, endpoint=None, descriptor=None):
     """Remove what is provably ours and belongs to a run that is over (_owner.is_over): probe containers
     (labelled gpuprobe.run) and self-built specs (gpuprobe-<run_id>.yaml of our kind). With ``run_id``, that
     run's items (the caller's own run: over by definition); without it, every item whose owner is gone or
     that is older than ``max_age``. Items of other runs that are not over are listed in ``live``, never
     removed. Probe temp dirs of processes that are gone are removed too. Returns a dict: changed, containers,
     specs, probe_dirs, live, errors, not_listed (runtimes that could not be listed under runtime=auto; not
-    ``skipped``, which Ansible reserves)."""
+    ``skipped``, which Ansible reserves). ``endpoint`` (the named runtime's socket: a CRI endpoint, docker's
+    DOCKER_HOST) and ``descriptor`` (the CRI API descriptor set) as for runtime_facts; under runtime=auto a CRI
+    runtime is looked in when its socket (CONTAINER_RUNTIME_ENDPOINT or the default) exists."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
 
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
@@ -93,13 +96,22 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     check_absolute(spec_dir, "spec_dir")
     out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "not_listed": []}
     engines = []
-    candidates = ("podman", "docker") if runtime in (None, "auto") else (runtime,)
+    auto = runtime in (None, "auto")
+    candidates = ("podman", "docker") + CRI_ENGINES if auto else (runtime,)
     for name in candidates:
-        if name in UNSUPPORTED:
+        if name in CRI_ENGINES:
+            info = cri_info(name, None if auto else endpoint, timeout, descriptor)
+            if info["usable"]:
+                engines.append(adapter(info))
+            elif not auto:
+                out["errors"].append(info["reason"])
+            elif "no CRI socket" not in info["reason"]:  # a CRI socket is there, and could not be read
+                out["not_listed"].append(info["reason"])
             continue
         path = which(name)
         if path:
-            engines.append(adapter({"name": name, "path": path}))
+            env = {"DOCKER_HOST": endpoint} if endpoint and name == "docker" and not auto else {}
+            engines.append(adapter({"name": name, "path": path, "env": env}))
     now = time.time()
     caller = _owner.resolve(None, fallback_pid=os.getpid()) if run_id else None
     for engine in engines:

@@ -8,6 +8,7 @@ and removed through it."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid as uuidlib
 
@@ -15,29 +16,26 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _pr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, UNSUPPORTED, VERSION_RE, error_line,
+    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, VERSION_RE, error_line,
 )
 
 
-def detect_runtime(requested="auto", timeout=30):
-    """Which runtime to use: dict name, path, version, oci_runtime, cgroups, usable (bool), reason."""
-    requested = requested or "auto"
-    if requested in UNSUPPORTED:
-        return {"name": requested, "usable": False, "reason": "%s is not supported yet" % requested,
-                "path": which(requested) or which("nerdctl" if requested == "containerd" else "crictl")}
-    candidates = ("podman", "docker") if requested == "auto" else (requested,)
-    tried = []
-    for name in candidates:
-        path = which(name)
-        if not path:
-            tried.append("%s not found" % name)
-            continue
-        info = _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout)
-        if info["usable"] or requested != "auto":
-            return info
-        tried.append(info["reason"])
-    return {"name": requested if requested != "auto" else None, "usable": False, "path": None,
-            "reason": "no usable container runtime: %s" % "; ".join(tried)}
+def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None):
+    """The one engine to use: dict name, path (CLI engines) or endpoint (CRI engines), version, oci_runtime, cgroups,
+    usable (bool), reason, selected_because. ``auto`` is ``_runtime_select``'s choice (the kubelet's CRI runtime, else
+    a running docker daemon, else podman); a CRI engine is reached at ``endpoint`` (else its default socket) with the
+    CRI API ``descriptor``; docker named with an ``endpoint`` is the daemon at that socket."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
+    return select_runtimes(requested or "auto", timeout=timeout, endpoint=endpoint, descriptor=descriptor)[0]
+
+
+def cli_info(name, timeout=30, endpoint=None):
+    """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket
+    (else DOCKER_HOST, else docker's default)."""
+    path = which(name)
+    if not path:
+        return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
+    return _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout, endpoint)
 
 
 def parse_version(text):
@@ -62,17 +60,25 @@ def _podman_info(path, timeout):
             "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
 
 
-def _docker_info(path, timeout):
-    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout)
+def _env(info):
+    """The environment of an engine's CLI: this process's, with the engine's own socket (docker: DOCKER_HOST)."""
+    return dict(os.environ, **info["env"]) if info.get("env") else None
+
+
+def _docker_info(path, timeout, endpoint=None):
+    env = {"DOCKER_HOST": endpoint} if endpoint else {}
+    where = {"endpoint": endpoint or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", "env": env}
+    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=_env(where))
     if r["rc"] != 0:
-        return {"name": "docker", "path": path, "usable": False,
-                "reason": "docker info failed: %s" % (error_line(r["stderr"]) or r["error"])}
+        return dict(where, name="docker", path=path, usable=False, daemon_running=False,
+                    reason="docker info failed: %s" % (error_line(r["stderr"]) or r["error"]))
     try:
         info = json.loads(r["stdout"])
     except ValueError:
         info = {}
     spec_dirs = info.get("CDISpecDirs")
-    base = {"name": "docker", "path": path, "version": parse_version(info.get("ServerVersion")),
+    base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
+            "version": parse_version(info.get("ServerVersion")),
             "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
     if not spec_dirs:
@@ -112,8 +118,10 @@ def remove_container(engine, name, timeout=30):
     # -t 0: kill at once; the probe is PID 1 in the container and ignores SIGTERM, so the default 10 s grace
     # period would only delay the removal of a hung probe
     argv = [engine["path"], "rm", "-f", "-t", "0", "-i", name] if engine["name"] == "podman" else [engine["path"], "rm", "-f", name]
-    r = run(argv, timeout=timeout)
-    return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()), "error": r["error"] or (error_line(r["stderr"]) or None)}
+    r = run(argv, timeout=timeout, env=_env(engine))
+    # docker rm -f of a container that is gone (--rm removed it) exits 0 and still says "No such container": no error
+    return {"rc": r["rc"], "removed": bool((r["stdout"] or "").strip()),
+            "error": r["error"] or (error_line(r["stderr"]) or None if r["rc"] != 0 else None)}
 
 
 def _parse_labels(value):
@@ -154,7 +162,7 @@ def probe_containers(engine, run_id=None, timeout=30):
     (the label's exact value), owner, created, state."""
     label = "label=%s=%s" % (LABEL, run_id) if run_id else "label=%s" % LABEL
     fmt = "json" if engine["name"] == "podman" else "{{json .}}"
-    r = run([engine["path"], "ps", "-a", "--filter", label, "--format", fmt], timeout=timeout)
+    r = run([engine["path"], "ps", "-a", "--filter", label, "--format", fmt], timeout=timeout, env=_env(engine))
     if r["rc"] != 0:
         raise RuntimeError("%s ps failed: %s" % (engine["name"], error_line(r["stderr"]) or r["error"]))
     try:
@@ -188,7 +196,7 @@ class CliEngine(object):
         argv = build_argv(self.info, request["name"], request["run_id"], request["image"], request["devices"],
                           request["probe_path"], request["config"], user=request.get("user"),
                           pull=request.get("pull") or "never", owner=request.get("owner"))
-        result = run(argv, timeout=request["timeout"], keep_prefix=_probe_contract.LINE_PREFIX)
+        result = run(argv, timeout=request["timeout"], keep_prefix=_probe_contract.LINE_PREFIX, env=_env(self.info))
         result["request"] = {"argv": argv}
         return result
 

@@ -17,7 +17,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAI
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CHECKS, RUN_ID_RE, SIGNATURES, classify_start_error, error_line
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name, detect_runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import check_endpoint, engine_label, parse_runtime_option, select_runtimes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import ControllerWatch, deferred_signals, interruptible
 
 
@@ -67,6 +68,9 @@ def check_params(params):
             raise ValueError("expected_edits.%s must be a list of dicts" % key)
     check_user(params.get("user"))
     _owner.normalize(params.get("owner"))
+    if len(parse_runtime_option(params.get("runtime"))) != 1:
+        raise ValueError("runtime: one record speaks for one runtime; name one engine or auto (got %r)" % (params.get("runtime"),))
+    check_endpoint(params.get("runtime_endpoint"))
 
 
 def runtime_facts(params, check_mode=False):
@@ -83,10 +87,22 @@ def runtime_facts(params, check_mode=False):
         return not_run("runtime", "check mode: no container was started", evidence), None
     if not devices:
         return not_run("runtime", "no CDI device requested (cdi_devices is empty)", evidence), None
-    info = detect_runtime(params.get("runtime") or "auto", timeout=30)
+    chosen = params.get("engine") or {}
+    if chosen.get("name") and chosen.get("usable") and (chosen.get("path") or chosen.get("endpoint")):
+        # the probe stage: the engine the inspect stage selected, detected and the cdi layer judged (why it was
+        # chosen, its CDI library and configuration), not detected a second time
+        info = dict(chosen)
+    else:
+        info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"),
+                               descriptor=params.get("cri_descriptor"))[0]
+        for key in ("selected_because", "cdi_library", "cdi_config"):
+            if chosen.get("name") == info.get("name") and chosen.get(key) is not None:
+                info[key] = chosen[key]
     evidence["engine"] = info
+    library = (info.get("cdi_library") or {}).get("library")
     versions = {"runtime": ("%s %s" % (info.get("name"), info.get("version") or "")).strip() if info.get("name") else None,
-                "oci_runtime": info.get("oci_runtime"), "probe": _probe.PROBE_VERSION}
+                "oci_runtime": info.get("oci_runtime"), "probe": _probe.PROBE_VERSION,
+                "cdi_library": library}
     if not info["usable"]:
         return not_run("runtime", info["reason"], evidence, versions), None
     engine = adapter(info)
@@ -94,8 +110,10 @@ def runtime_facts(params, check_mode=False):
     builder = LayerBuilder("runtime", CHECKS)
     builder.evidence = evidence
     builder.versions = versions
-    builder.add("runtime.engine.available", PASS, subject=info["name"], expected="installed, CDI capable",
-                observed="%s (%s; %s)" % (versions["runtime"], info.get("oci_runtime"), info.get("cdi")))
+    builder.add("runtime.engine.available", PASS, subject=engine_label(info), expected="installed, CDI capable",
+                observed="%s (%s; %s; CDI library %s); selected because %s" % (
+                    versions["runtime"], info.get("oci_runtime"), info.get("cdi"), library or "unknown",
+                    info.get("selected_because") or "named"))
     if info.get("version") == "unknown":
         builder.add("runtime.engine.version", NOT_RUN, subject=info["name"], expected="a version string",
                     observed="not understood: %r (recorded as unknown, not trusted)" % info.get("version_text"))
@@ -152,6 +170,8 @@ def runtime_facts(params, check_mode=False):
                     parsed["start"].get("uid")))
     probe = dict(parsed)
     probe.update({"executed": True, "runtime": versions["runtime"], "cdi_devices": devices, "container_name": name,
+                  "engine": dict([(k, info.get(k)) for k in ("name", "version", "endpoint", "path", "cdi_library")
+                                  if info.get(k) is not None], label=engine_label(info)),
                   "image": params["image"], "timed_out": result["timed_out"], "rc": result["rc"],
                   "wall_ms": result["duration_ms"], "stderr": (result["stderr"] or "")[-4000:]})
     inventory = parsed["inventory"]

@@ -187,6 +187,10 @@ def test_a_spec_given_by_the_caller_is_left_to_the_caller(tree, tmp_path, monkey
     ({"run_id": "Bad_Id"}, "run_id is 'Bad_Id'"),
     ({"run_id": "a" * 64}, "at most 63"),
     ({"probe_timeout": 0}, "probe_timeout is 0: must be a whole number of seconds greater than 0 and at most 86400"),
+    ({"probe_runtime": []}, "runtime is an empty list"),
+    ({"probe_runtime": ["containerd", "nerdctl"]}, "unknown engine name"),
+    ({"probe_runtime": ["auto", "docker"]}, "cannot be combined"),
+    ({"probe_runtime_endpoint": "tcp://10.0.0.1:10010"}, "only unix:///absolute/path.sock"),
 ])
 def test_invalid_options_stop_before_any_call(args, text):
     node = Node()
@@ -234,3 +238,36 @@ def test_health_options_reach_the_host_layer_and_bad_ones_stop_before_any_call(t
     assert "health_thresholds: unknown threshold 'replays'" in str(err.value)
     assert "dcgm_diag is 3: dcgmi diag -r 3 may take 3600 s, more than layer_timeout (300 s)" in str(err.value)
     assert node.calls == []
+
+
+def test_several_runtimes_probe_once_each_gated_on_the_cdi_record_as_it_speaks_for_that_runtime(tree, monkeypatch):
+    """Issue 25: [podman, docker] where docker's own CDI configuration FAILs: podman is probed, docker is blocked by
+    its cdi FAIL only, and the result carries one entry per runtime; the node verdict speaks for the failing one."""
+    engines = [
+        {"name": "podman", "version": "4.3.1", "path": "/usr/bin/podman", "usable": True, "selected_because": "named",
+         "cdi_config": {"engine": "podman", "enabled": True, "spec_dirs": ["/etc/cdi"], "origin": "default", "source": "c"}},
+        {"name": "docker", "version": "26.1.5", "path": "/usr/bin/docker", "usable": False, "selected_because": "named",
+         "cdi_config": {"engine": "docker", "enabled": False, "spec_dirs": [], "source": "docker info",
+                        "reason": "CDISpecDirs is empty"}}]
+    seen = {}
+    monkeypatch.setattr(_node, "selected_engines", lambda p: [dict(e) for e in engines])
+
+    def gate(records, mode):
+        own = [c for c in records["cdi"]["checks"] if c.get("runtime")]
+        seen.setdefault("runtimes", []).append(sorted(set(c["runtime"] for c in own)))
+        return "blocked by cdi FAIL" if any(c["status"] == "FAIL" for c in own) else ""
+
+    monkeypatch.setattr(_node, "layer_gate", gate)
+    node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")})
+    result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": ["podman", "docker"]}), node)
+    assert seen["runtimes"] == [["podman"], ["docker"]]  # each gate saw only its own runtime's checks
+    assert [c[0] for c in node.calls] == ["inspect", "probe"] and node.calls[1][1]["runtime"] == "podman"
+    assert node.calls[0][1]["runtime"] == ["podman", "docker"]
+    assert [r["runtime"] for r in result["runtimes"]] == ["podman", "docker"]
+    assert result["runtimes"][1]["records"]["runtime"]["reason"] == "blocked by cdi FAIL"
+    assert result["runtimes"][1]["engine"]["version"] == "26.1.5"
+    assert result["records"]["runtime"] == result["runtimes"][0]["records"]["runtime"]
+    docker = [c for c in result["records"]["cdi"]["checks"] if c["id"] == "cdi.engine.config" and c.get("runtime") == "docker"]
+    assert docker and docker[0]["status"] == "FAIL" and "CDISpecDirs is empty" in docker[0]["observed"]
+    assert [row["runtime"] for row in result["verdict"]["runtimes"]] == ["podman", "docker"]
+    assert result["runtimes"][1]["verdict"]["verdict"] == "FAILED_AT_CDI"

@@ -82,3 +82,105 @@ def test_cri_error_says_timeout(code, timeout):
     e = _cri.CRIError("RunPodSandbox", code, "x")
     assert e.timeout is timeout
     assert str(e) == "RunPodSandbox: %s: x" % code
+
+
+# ---- the runtime layer through a CRI runtime that cannot be reached: NOT_RUN with the reason, never a traceback ----
+
+RUNTIME_RECORD = r"""
+import json, sys
+if sys.argv[1] == "no-grpc":
+    sys.modules["grpc"] = None  # an interpreter without grpcio: 'import grpc' raises ImportError, as on such a node
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
+record, probe = _runtime.runtime_facts(json.loads(sys.argv[2]))
+print(json.dumps({"status": record["status"], "reason": record["reason"], "probe": probe,
+                  "engine": record["evidence"].get("engine")}))
+"""
+
+
+def _record_in_fresh_interpreter(mode, **params):
+    import json
+    import os
+    import subprocess
+    import sys
+    args = {"run_id": "t-cri", "image": "localhost/gpuprobe-probe:local", "cdi_devices": ["gpuprobe.local/gpu-t=0"],
+            "runtime": "containerd"}
+    args.update(params)
+    env = dict(os.environ)
+    env.pop(_cri.DESCRIPTOR_ENV, None)
+    r = subprocess.run([sys.executable, "-c", RUNTIME_RECORD, mode, json.dumps(args)], capture_output=True, text=True,
+                       timeout=120, check=False, env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def test_no_grpc_on_the_node_is_not_run_with_missing_required_lib(tmp_path):
+    import socket
+    sock = str(tmp_path / "cri.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(sock)
+        out = _record_in_fresh_interpreter("no-grpc", runtime_endpoint="unix://" + sock)
+    assert out["status"] == "NOT_RUN" and out["probe"] is None
+    assert out["reason"].startswith("Failed to import the required Python library (grpcio and protobuf)"), out["reason"]
+    assert "the CRI (containerd)" in out["reason"] and "grpc" in out["reason"].split("(")[-1]
+    assert out["engine"]["name"] == "containerd" and out["engine"]["usable"] is False
+
+
+def test_no_descriptor_on_the_node_is_not_run_saying_how_to_build_it(tmp_path):
+    pytest.importorskip("grpc")
+    import socket
+    sock = str(tmp_path / "cri.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(sock)
+        out = _record_in_fresh_interpreter("as-is", runtime_endpoint="unix://" + sock)
+        assert out["status"] == "NOT_RUN" and "no CRI API descriptor" in out["reason"]
+        assert "scripts/engines.sh stubs" in out["reason"] and "cri_descriptor" in out["reason"]
+        out = _record_in_fresh_interpreter("as-is", runtime_endpoint="unix://" + sock, cri_descriptor=str(tmp_path / "absent.desc"))
+        assert out["status"] == "NOT_RUN" and "cannot read the CRI API descriptor" in out["reason"]
+
+
+def test_no_cri_socket_is_not_run(tmp_path):
+    out = _record_in_fresh_interpreter("as-is", runtime="crio", runtime_endpoint="unix://%s" % (tmp_path / "absent.sock"))
+    assert out["status"] == "NOT_RUN" and out["reason"] == "crio: no CRI socket at %s" % (tmp_path / "absent.sock")
+
+
+def test_the_cri_log_is_read_with_run_s_bounds_and_keeps_the_probe_lines(tmp_path):
+    """A probe whose libraries flood stdout (64 MiB would not fit): the CRI log is cut as _run.run cuts a CLI's output,
+    and the probe's JSON lines from the middle of the flood are kept whole (one split across P/F log lines too)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriEngine
+
+    noise = b"2026-12-03T12:00:00Z stdout F " + b"x" * 200 + b"\n"
+    n = (3 * _run.MAX_CAPTURE) // len(noise)
+    path = tmp_path / "probe.log"
+    with open(path, "wb") as f:
+        f.write(b'2026-12-03T12:00:00Z stdout F {"kind": "start"}\n')
+        f.write(noise * (n // 2))
+        f.write(b'2026-12-03T12:00:00Z stdout P {"kind": "inv\n2026-12-03T12:00:00Z stderr F warning\n'
+                b'2026-12-03T12:00:00Z stdout F entory"}\n')
+        f.write(noise * (n // 2))
+        f.write(b'2026-12-03T12:00:00Z stdout F {"kind": "done"}\n')
+    out = CriEngine._read_log(str(path))  # pylint: disable=protected-access
+    assert out["truncated"] is True and out["stdout_bytes"] > 2 * _run.MAX_CAPTURE
+    assert len(out["stdout"]) < 2 * _run.MAX_CAPTURE + 10000
+    lines = [line for line in out["stdout"].splitlines() if line.startswith('{"')]
+    assert lines == ['{"kind": "start"}', '{"kind": "inventory"}', '{"kind": "done"}']
+    assert out["stderr"] == "warning\n"
+
+
+def test_an_unreadable_cri_log_says_so(tmp_path):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriEngine
+    out = CriEngine._read_log(str(tmp_path / "absent.log"))  # pylint: disable=protected-access
+    assert out["stderr"].startswith("Error: the CRI log %s cannot be read" % (tmp_path / "absent.log"))
+
+
+@pytest.mark.parametrize("user,expected", [(None, None), ("", None), ("1000", (1000, None)), ("1000:44", (1000, 44))])
+def test_cri_user(user, expected):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import _user
+    assert _user(user) == expected
+
+
+@pytest.mark.parametrize("user", ["nobody", "1000:video", "nobody:nogroup"])
+def test_cri_user_names_are_refused(user):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import _user
+    with pytest.raises(ValueError, match="numeric uid"):
+        _user(user)

@@ -26,8 +26,35 @@ PODMAN_ERRORS = [
     ("something nobody has seen", "runtime.start.failed"),
 ]
 
+# Messages observed through containerd 1.7.24's CRI (the adapter's "Error: <call>: <code>: <details>") and dockerd 26.1.5
+# (docker CLI 26.1.5), both with runc 1.1.5, on this machine (tests/integration/test_engine_drills.py).
+ENGINE_ERRORS = [
+    ("Error: CreateContainer: UNKNOWN: failed to create containerd container: CDI device injection failed: unresolvable "
+     "CDI devices gpuprobe.local/gpu-t861c8dd39c=t861c8dd39c", "runtime.start.cdi_unresolvable"),
+    ("Error: StartContainer: UNKNOWN: failed to create containerd task: failed to create shim task: OCI runtime create "
+     "failed: runc create failed: unable to start container process: error during container init: error mounting "
+     '"/tmp/t/lib/absent.so.1" to rootfs at "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1": stat '
+     "/tmp/t/lib/absent.so.1: no such file or directory: unknown", "runtime.start.hostpath_missing"),
+    ("Error: StartContainer: UNKNOWN: failed to create containerd task: failed to create shim task: OCI runtime create "
+     'failed: runc create failed: unable to start container process: exec: "python3": executable file not found in '
+     "$PATH: unknown", "runtime.start.oci_error"),
+    ("Error: StartContainer: UNKNOWN: failed to create containerd task: failed to create shim task: OCI runtime create "
+     "failed: runc create failed: unable to start container process: error during container init: error running hook "
+     "#0: error running hook: exit status 3, stdout: , stderr: gpuprobe test hook refuses: unknown", "runtime.start.oci_error"),
+    ('Error: PullImage: UNKNOWN: failed to pull and unpack image "localhost/gpuprobe-absent:none": failed to resolve '
+     'reference "localhost/gpuprobe-absent:none": failed to do request: Head "http://localhost/v2/gpuprobe-absent/'
+     'manifests/none": dial tcp 127.0.0.1:80: connect: connection refused', "runtime.start.image_missing"),
+    ("docker: Error response from daemon: CDI device injection failed: unresolvable CDI devices "
+     "gpuprobe.local/gpu-t920d4fdb87=t920d4fdb87.", "runtime.start.cdi_unresolvable"),
+    ("docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime "
+     "create failed: runc create failed: unable to start container process: error during container init: error mounting "
+     '"/tmp/t/lib/absent.so.1" to rootfs at "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1": stat '
+     "/tmp/t/lib/absent.so.1: no such file or directory: unknown.", "runtime.start.hostpath_missing"),
+    ("docker: Error response from daemon: No such image: localhost/gpuprobe-absent:none.", "runtime.start.image_missing"),
+]
 
-@pytest.mark.parametrize("message,signature", PODMAN_ERRORS)
+
+@pytest.mark.parametrize("message,signature", PODMAN_ERRORS + ENGINE_ERRORS)
 def test_classify_start_error(message, signature):
     assert _runtime.classify_start_error(message) == signature
     assert signature in _runtime.SIGNATURES
@@ -140,9 +167,12 @@ def test_build_argv_isolates_and_labels():
 
 
 @pytest.mark.parametrize("requested", ["containerd", "crio"])
-def test_unsupported_runtimes_are_not_run(requested):
-    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested})
-    assert record["status"] == "NOT_RUN" and "not supported yet" in record["reason"] and probe is None
+def test_cri_runtime_without_an_engine_is_not_run(requested, tmp_path):
+    # nothing serves the socket (or the CRI adapter is not there): NOT_RUN with the reason, no container
+    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested,
+                                            "runtime_endpoint": "unix://%s/none.sock" % tmp_path})
+    assert record["status"] == "NOT_RUN" and record["reason"] and probe is None
+    assert record["evidence"]["engine"]["name"] == requested
 
 
 def test_check_mode_and_no_device_start_nothing():

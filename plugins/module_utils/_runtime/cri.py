@@ -1,0 +1,285 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (runtime layer): containerd and CRI-O through the Container Runtime Interface, the way the kubelet runs a
+Pod: one sandbox (host network, the runtime's configured sandbox image) and one container in it whose CDI devices
+come as the CRI CDIDevices field and as cdi.k8s.io/ annotations, so the runtime's own CDI code injects them.
+
+``cri_info`` is the detection (the same dict shape as podman's and docker's); ``CriEngine`` is the adapter
+(``engines.CliEngine``'s interface: run_probe, remove, list_ours), registered for both ``containerd`` and ``crio``.
+
+Where the CRI is and how it is read: the endpoint is the option given (``runtime_endpoint``), else
+``CONTAINER_RUNTIME_ENDPOINT`` (crictl's variable), else the runtime's default socket; the CRI API descriptor set
+(built on the controller by ``scripts/engines.sh stubs``, copied to the node) is ``cri_descriptor``, else
+``GPUPROBE_CRI_DESCRIPTOR``. grpcio and protobuf are optional: without them, or without the descriptor, the
+runtime is not usable and the record NOT_RUN says why (``missing_required_lib``'s words), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid as uuidlib
+
+from ansible.module_utils.basic import missing_required_lib
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri, _owner, _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import capture_pieces
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
+    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import parse_version, register
+
+
+# the runtime's own socket when neither the option nor CONTAINER_RUNTIME_ENDPOINT names one (the kubelet's defaults)
+DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}
+ENDPOINT_ENV = "CONTAINER_RUNTIME_ENDPOINT"
+# what the CRI Version call names each runtime
+RUNTIME_NAMES = {"containerd": "containerd", "cri-o": "crio"}
+NAMESPACE = "gpuprobe"                # the sandbox's metadata namespace (a Pod's namespace)
+CONTAINER = "probe"                   # the container's metadata name in its sandbox
+LOG_NAME = "probe.log"                # the container's CRI log file, in the sandbox's log directory
+MIN_CALL_S = 2.0                      # every call gets at least this much, even when the probe's budget is spent
+LOG_LIMIT = 64 * 1024 * 1024          # bytes of the CRI log read (the probe prints kilobytes; a flood is cut here)
+STATES = {"SANDBOX_READY": "running", "SANDBOX_NOTREADY": "exited"}
+
+
+def endpoint_of(name, endpoint=None):
+    return endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINTS[name]
+
+
+def _socket_path(endpoint):
+    target = _cri.endpoint_target(endpoint)
+    return target[len("unix://"):] if target.startswith("unix://") else None
+
+
+def _status_config(client, timeout):
+    """The runtime's own configuration as its verbose CRI Status gives it (containerd: info.config as JSON), or {}."""
+    try:
+        info = client.call("Status", {"verbose": True}, timeout).get("info") or {}
+        return json.loads(info.get("config") or "{}")
+    except (_cri.CRIError, ValueError, TypeError):
+        return {}
+
+
+def cri_info(name, endpoint=None, timeout=30, descriptor=None):
+    """Detection of a CRI runtime (``containerd`` or ``crio``) at ``endpoint``: dict name, endpoint, path (the same),
+    descriptor, version (the CRI Version call's runtime_version), version_text, runtime_name, runtime_api_version,
+    oci_runtime, cdi, usable, reason (why not usable). ``name`` is the engine the CRI Version call answers (asked_as:
+    the name it was asked as, when that differs); an engine that is neither is not usable."""
+    if name not in DEFAULT_ENDPOINTS:
+        raise ValueError("%r is not a CRI runtime (%s)" % (name, ", ".join(sorted(DEFAULT_ENDPOINTS))))
+    endpoint = endpoint_of(name, endpoint)
+    descriptor = descriptor or os.environ.get(_cri.DESCRIPTOR_ENV)
+    info = {"name": name, "endpoint": endpoint, "path": endpoint, "descriptor": descriptor, "usable": False,
+            "reason": None, "version": None}
+    try:
+        sock = _socket_path(endpoint)
+    except ValueError as exc:
+        info["reason"] = str(exc)
+        return info
+    if not _cri.HAS_CRI_LIBS:
+        info["reason"] = "%s (%s)" % (missing_required_lib(_cri.CRI_LIBS, reason="the CRI (%s)" % name), _cri.CRI_IMPORT_ERROR)
+        return info
+    if sock and not os.path.exists(sock):
+        info["reason"] = "%s: no CRI socket at %s" % (name, sock)
+        return info
+    try:
+        client = _cri.CRIClient(endpoint, descriptor, timeout=timeout)
+    except _cri.CRIUnavailable as exc:
+        info["reason"] = "%s: %s (scripts/engines.sh stubs builds it on the controller; give its path on the node as " \
+                         "cri_descriptor)" % (name, exc)
+        return info
+    try:
+        v = client.version()
+        config = _status_config(client, timeout)
+    except _cri.CRIError as exc:
+        info["reason"] = "%s: the CRI Version call at %s failed: %s" % (name, endpoint, exc)
+        return info
+    finally:
+        client.close()
+    said = RUNTIME_NAMES.get(v.get("runtime_name"))
+    info.update(version=parse_version(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
+                runtime_name=v.get("runtime_name"), runtime_api_version=v.get("runtime_api_version"))
+    if said is None:
+        info["reason"] = "the CRI at %s is %s %s, neither containerd nor CRI-O" % (
+            endpoint, v.get("runtime_name"), v.get("runtime_version"))
+        return info
+    if said != name:  # the engine is what the socket answers, not what it was asked as
+        info.update(name=said, asked_as=name)
+    runtimes = ((config.get("containerd") or {}).get("runtimes") or {})
+    default = (config.get("containerd") or {}).get("defaultRuntimeName")
+    if default in runtimes:
+        opts = runtimes[default].get("options") or {}
+        info["oci_runtime"] = "%s (%s%s)" % (default, runtimes[default].get("runtimeType") or "",
+                                             ", %s" % opts["BinaryName"] if opts.get("BinaryName") else "")
+    cdi = "CRI CDIDevices field and cdi.k8s.io/ annotations"
+    if "enableCDI" in config:
+        cdi += "; enable_cdi %s, cdi_spec_dirs %s" % (str(config["enableCDI"]).lower(), ", ".join(config.get("cdiSpecDirs") or []))
+    info.update(usable=True, reason=None, cdi=cdi, sandbox_image=config.get("sandboxImage"))
+    return info
+
+
+def _user(user):
+    """'uid[:gid]' -> (uid, gid or None); the CRI runs a Pod's container as numbers only here."""
+    if user in (None, ""):
+        return None
+    uid, _sep, gid = str(user).partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        raise ValueError("user %r: a CRI runtime runs the probe as a numeric uid[:gid]" % (user,))
+    return (int(uid), int(gid) if gid else None)
+
+
+class _Calls(object):
+    """The CRI calls of one probe, for the record: method, milliseconds, and the error when one failed."""
+
+    def __init__(self, client, deadline):
+        self.client, self.deadline, self.done = client, deadline, []
+
+    def left(self):
+        return max(MIN_CALL_S, self.deadline - time.monotonic())
+
+    def __call__(self, method, *args, **kwargs):
+        t0 = time.monotonic()
+        entry = {"call": method}
+        self.done.append(entry)
+        try:
+            return getattr(self.client, method)(*args, timeout=self.left(), **kwargs)
+        except _cri.CRIError as exc:
+            entry["error"] = str(exc)
+            raise
+        finally:
+            entry["ms"] = round((time.monotonic() - t0) * 1000.0, 1)
+
+
+class CriEngine(object):
+    """The runtime interface (see ``engines.CliEngine``) for a CRI runtime: the probe runs as a Pod would."""
+
+    def __init__(self, info):
+        self.info = info
+        self.name = info["name"]
+        self._sandboxes = {}   # probe name -> sandbox id, of this process's probes
+
+    def _client(self, timeout=_cri.DEFAULT_TIMEOUT):
+        return _cri.CRIClient(self.info.get("endpoint") or endpoint_of(self.name), self.info.get("descriptor"),
+                              timeout=timeout)
+
+    def run_probe(self, request):
+        devices = [check_device(d) for d in request["devices"]]
+        check_image(request["image"])
+        user = _user(request.get("user"))
+        timeout = float(request["timeout"])
+        labels = {LABEL: request["run_id"], OWNER_LABEL: _owner.format_owner(request.get("owner")),
+                  CREATED_LABEL: str(int(time.time()))}
+        command = ["python3"] + list(_probe_contract.ISOLATED_FLAGS) + [
+            PROBE_IN_CONTAINER, json.dumps(request["config"], sort_keys=True)]
+        log_dir = os.path.join(os.path.dirname(request["probe_path"]), "cri-log")
+        os.makedirs(log_dir, mode=0o700, exist_ok=True)
+        summary = {"endpoint": self.info.get("endpoint"), "sandbox": {"name": request["name"], "namespace": NAMESPACE,
+                                                                      "network": "NODE", "labels": labels},
+                   "container": {"image": request["image"], "command": command, "cdi_devices_field": devices,
+                                 "annotations": _cri.cdi_annotations(devices),
+                                 "mounts": [{"host_path": request["probe_path"], "container_path": PROBE_IN_CONTAINER,
+                                             "readonly": True}], "user": request.get("user") or None}}
+        result = {"rc": None, "stdout": "", "stderr": "", "duration_ms": 0.0, "timed_out": False, "error": None,
+                  "stdout_bytes": 0, "stderr_bytes": 0, "truncated": False, "request": {"cri": summary}}
+        t0 = time.monotonic()
+        client = self._client()
+        calls = _Calls(client, time.monotonic() + timeout)
+        summary["calls"] = calls.done
+        try:
+            if not calls("image_present", request["image"]):
+                if (request.get("pull") or "never") == "never":
+                    raise _cri.CRIError("ImageStatus", "NOT_FOUND", "image not found: %s is not present in %s and pull "
+                                        "is never (ErrImageNeverPull)" % (request["image"], self.name))
+                calls("pull_image", request["image"])
+            config = client.sandbox_config(request["name"], str(uuidlib.uuid4()), namespace=NAMESPACE, labels=labels,
+                                           log_directory=log_dir)
+            sandbox = calls("run_pod_sandbox", config)
+            self._sandboxes[request["name"]] = summary["sandbox_id"] = sandbox
+            cid = calls("create_container", sandbox, config, CONTAINER, request["image"], command, cdi_devices=devices,
+                        labels=labels, log_path=LOG_NAME, mounts=[(request["probe_path"], PROBE_IN_CONTAINER)], user=user)
+            summary["container_id"] = cid
+            calls("start_container", cid)
+            status = client.wait_container(cid, max(0.0, calls.deadline - time.monotonic()), timeout=MIN_CALL_S * 5)
+            if status.get("state") != _cri.STATE_EXITED:
+                result["timed_out"] = True
+                result["error"] = "timeout after %gs" % timeout
+                calls("stop_container", cid, 0)
+                status = client.container_status(cid, timeout=MIN_CALL_S * 5)
+            summary["status"] = dict((k, status.get(k)) for k in ("state", "exit_code", "reason", "message"))
+            if status.get("state") == _cri.STATE_EXITED and not result["timed_out"]:
+                result["rc"] = status.get("exit_code")
+            result.update(self._read_log(status.get("log_path") or os.path.join(log_dir, LOG_NAME)))
+        except _cri.CRIError as exc:
+            result["timed_out"] = result["timed_out"] or exc.timeout
+            result["error"] = "timeout after %gs" % timeout if exc.timeout else str(exc)
+            result["stderr"] = (result["stderr"] or "") + "Error: %s\n" % exc
+        finally:
+            client.close()
+            result["duration_ms"] = round((time.monotonic() - t0) * 1000.0, 1)
+        return result
+
+    @staticmethod
+    def _read_log(path):
+        """The container's CRI log read into stdout/stderr with ``_run.run``'s bounds and probe-line keeping."""
+        try:
+            with open(path, "rb") as f:
+                lines = iter(lambda: f.readline(LOG_LIMIT), b"")
+                return capture_pieces(_cri.iter_cri_log(_bounded(lines, LOG_LIMIT)), keep_prefix=_probe_contract.LINE_PREFIX)
+        except OSError as exc:
+            return {"stderr": "Error: the CRI log %s cannot be read: %s\n" % (path, exc)}
+
+    def _ours(self, client, run_id=None, timeout=None):
+        """Our sandboxes: (row, sandbox) pairs, the row in ``engines.probe_containers``' shape."""
+        items = client.list_pod_sandboxes({LABEL: run_id} if run_id else None, timeout=timeout)
+        out = []
+        for item in items:
+            labels = item.get("labels") or {}
+            name = (item.get("metadata") or {}).get("name") or ""
+            rid = labels.get(LABEL)
+            if not rid or not RUN_ID_RE.match(rid) or not name.startswith("gpuprobe-") or (run_id and rid != run_id):
+                continue
+            created = labels.get(CREATED_LABEL)
+            out.append(({"name": name, "run_id": rid, "owner": _owner.parse_owner(labels.get(OWNER_LABEL)),
+                         "created": int(created) if str(created or "").isdigit() else None,
+                         "state": STATES.get(item.get("state"), item.get("state")), "id": item.get("id")}, item))
+        return out
+
+    def remove(self, name, timeout=30):
+        """Remove the probe's sandbox tree (its containers, then the sandbox), found by the id this process got or by
+        its name among our labelled sandboxes (a sandbox whose RunPodSandbox call an interrupt cut short)."""
+        removed, error = False, None
+        try:
+            with self._client(timeout) as client:
+                ids = set([self._sandboxes.pop(name)]) if name in self._sandboxes else set()
+                ids.update(row["id"] for row, _item in self._ours(client, timeout=timeout) if row["name"] == name)
+                for sandbox in sorted(ids):
+                    client.remove_sandbox_tree(sandbox, timeout=timeout)
+                    removed = True
+        except (_cri.CRIError, _cri.CRIUnavailable) as exc:
+            error = str(exc)
+        return {"rc": 1 if error else 0, "removed": removed, "error": error}
+
+    def list_ours(self, run_id=None, timeout=30):
+        try:
+            with self._client(timeout) as client:
+                return [row for row, _item in self._ours(client, run_id, timeout)]
+        except (_cri.CRIError, _cri.CRIUnavailable) as exc:
+            raise RuntimeError("%s: our sandboxes cannot be listed: %s" % (self.name, exc))
+
+
+def _bounded(lines, limit):
+    seen = 0
+    for line in lines:
+        seen += len(line)
+        if seen > limit:
+            return
+        yield line
+
+
+register("containerd", CriEngine)
+register("crio", CriEngine)

@@ -1,0 +1,318 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: which runtime(s) a verdict speaks for. Not public API.
+
+Outside the ``_runtime`` package on purpose: the inspect stage (host, cdi) selects the runtimes and judges their
+CDI configuration, and must not carry the probe's code (a module's imports are shipped and compiled on the node).
+
+``runtime: auto`` takes the runtime the node's workloads use:
+
+1. a kubelet is installed (its binary on PATH, its systemd unit or drop-ins, /var/lib/kubelet/config.yaml or
+   kubeadm-flags.env): the CRI endpoint
+   the kubelet is configured with. The kubelet's own precedence: the ``--container-runtime-endpoint`` flag (from
+   kubeadm's /var/lib/kubelet/kubeadm-flags.env, /etc/default/kubelet or /etc/sysconfig/kubelet KUBELET_EXTRA_ARGS,
+   or an ExecStart/Environment line of the kubelet unit and its kubelet.service.d drop-ins) over the
+   KubeletConfiguration's ``containerRuntimeEndpoint`` (the ``--config`` file, kubeadm's /var/lib/kubelet/config.yaml)
+   over the KubeletConfiguration default ``unix:///run/containerd/containerd.sock`` (kubernetes
+   pkg/kubelet/apis/config/v1beta1/defaults.go). Which engine serves it (containerd or CRI-O) is the runtime name the
+   CRI ``Version`` call answers, not the socket's name;
+2. else a running docker daemon (``docker info`` answers), whatever its CDI state: a docker host's workloads run
+   through docker, so CDI off there is a cdi FAIL for docker, not a reason to verify another engine;
+3. else podman.
+
+A list of names verifies through each of them (per-runtime records); ``auto`` cannot be part of a list. Every
+selected engine's dict says why it was chosen (``selected_because``); the cdi layer adds which CDI library the compat
+table gives its release (``_cdi.engine.describe``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import posixpath
+import re
+import shlex
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
+
+ENGINES = ("podman", "docker", "containerd", "crio")
+CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri)
+KUBELET_DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+KUBELET_ENV_FILES = ("/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet")
+KUBELET_UNITS = ("/usr/lib/systemd/system/kubelet.service", "/lib/systemd/system/kubelet.service",
+                 "/etc/systemd/system/kubelet.service")
+KUBELET_DROPINS = ("/usr/lib/systemd/system/kubelet.service.d/*.conf", "/lib/systemd/system/kubelet.service.d/*.conf",
+                   "/etc/systemd/system/kubelet.service.d/*.conf")
+# CRI Version.runtime_name -> engine
+CRI_RUNTIME_NAMES = {"containerd": "containerd", "cri-o": "crio", "crio": "crio"}
+
+
+def parse_runtime_option(value):
+    """The runtime option as a list of engine names, or ["auto"]. ValueError with one clear message for an unknown
+    name, an empty list, duplicates, or 'auto' inside a list."""
+    if value is None or value == "":
+        return ["auto"]
+    if isinstance(value, str):
+        names = [v.strip() for v in value.split(",")] if "," in value else [value.strip()]
+    elif isinstance(value, (list, tuple)):
+        names = [str(v).strip() if isinstance(v, str) else v for v in value]
+    else:
+        raise ValueError("runtime must be 'auto', an engine name or a list of engine names (%s), got %r" % (
+            ", ".join(ENGINES), value))
+    if not names:
+        raise ValueError("runtime is an empty list: name at least one engine (%s), or use 'auto'" % ", ".join(ENGINES))
+    unknown = [n for n in names if n not in ENGINES and n != "auto"]
+    if unknown:
+        raise ValueError("runtime: unknown engine name(s) %s; known: auto, %s" % (
+            ", ".join(repr(u) for u in unknown), ", ".join(ENGINES)))
+    if "auto" in names and len(names) > 1:
+        raise ValueError("runtime: 'auto' picks one engine and cannot be combined with names (got %s)" % ", ".join(names))
+    dups = sorted(set(n for n in names if names.count(n) > 1))
+    if dups:
+        raise ValueError("runtime: %s named more than once" % ", ".join(dups))
+    return names
+
+
+def check_endpoint(endpoint):
+    """None, or a ``unix:///absolute/path`` CRI endpoint (ValueError otherwise)."""
+    if endpoint in (None, ""):
+        return None
+    text = str(endpoint)
+    if not text.startswith("unix://") or not text[len("unix://"):].startswith("/"):
+        raise ValueError("runtime_endpoint %r: only unix:///absolute/path.sock CRI endpoints are supported" % (text,))
+    return text
+
+
+def _under(root, path):
+    return path if root in ("", "/") else posixpath.join(root, path.lstrip("/"))
+
+
+def _read(path, limit=256 * 1024):
+    try:
+        with open(path, "r") as fh:
+            return fh.read(limit)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _env_values(text):
+    """The values of KEY=value / KEY="value" lines of an environment file (systemd EnvironmentFile syntax)."""
+    out = []
+    for line in (text or "").splitlines():
+        m = re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=(.*)$", line)
+        if m:
+            value = m.group(1).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            out.append(value)
+    return out
+
+
+def _unit_values(text):
+    """The ExecStart= and Environment= values of a systemd unit or drop-in."""
+    out = []
+    for line in (text or "").splitlines():
+        m = re.match(r"^\s*(ExecStart|Environment)\s*=\s*(.*)$", line)
+        if not m:
+            continue
+        value = m.group(2).strip()
+        if m.group(1) == "Environment":
+            try:
+                parts = shlex.split(value)
+            except ValueError:
+                parts = [value]
+            out.extend(p.split("=", 1)[1] for p in parts if "=" in p)
+        else:
+            out.append(value)
+    return out
+
+
+def _flag(words, name):
+    found = None
+    for i, word in enumerate(words):
+        if word == name and i + 1 < len(words):
+            found = words[i + 1]
+        elif word.startswith(name + "="):
+            found = word[len(name) + 1:]
+    return found
+
+
+def _words(value):
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _config_endpoint(text):
+    """containerRuntimeEndpoint of a KubeletConfiguration (YAML), '' when not set, None when not understood."""
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        yaml = None
+    if yaml is not None:
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return None
+        if not isinstance(doc, dict):
+            return None
+        value = doc.get("containerRuntimeEndpoint")
+        return "" if value is None else str(value)
+    m = re.search(r"^containerRuntimeEndpoint:\s*['\"]?([^'\"#\s]+)", text, re.M)
+    return m.group(1) if m else ""
+
+
+def normalize_endpoint(value):
+    """A kubelet endpoint value as unix://path (the kubelet takes a bare path as a unix socket, with a warning)."""
+    value = str(value or "").strip()
+    return "unix://" + value if value.startswith("/") else value
+
+
+def kubelet_endpoint(root="/"):
+    """Whether a kubelet is installed and the CRI endpoint it is configured with:
+    dict installed (bool), evidence (what showed it), endpoint, source (where the endpoint came from), errors."""
+    evidence = []
+    binary = which("kubelet") if root in ("", "/") else None
+    if binary:
+        evidence.append("kubelet binary %s" % binary)
+    units = [u for u in KUBELET_UNITS if os.path.isfile(_under(root, u))]
+    dropins = []
+    for pattern in KUBELET_DROPINS:
+        dropins.extend(sorted(glob.glob(_under(root, pattern))))
+    evidence += ["unit %s" % u for u in units]
+    evidence += ["drop-in %s" % d[len(root.rstrip("/")):] if root not in ("", "/") else "drop-in %s" % d for d in dropins]
+    config_default = os.path.isfile(_under(root, KUBELET_CONFIG))
+    if config_default:
+        evidence.append(KUBELET_CONFIG)
+    if os.path.isfile(_under(root, KUBELET_ENV_FILES[0])):
+        evidence.append(KUBELET_ENV_FILES[0])
+    out = {"installed": bool(evidence), "evidence": evidence, "endpoint": None, "source": None, "errors": []}
+    if not evidence:
+        return out
+    flag_sources = []
+    for path in [_under(root, u) for u in units] + dropins:
+        flag_sources += [(path, v) for v in _unit_values(_read(path))]
+    for env in KUBELET_ENV_FILES:
+        path = _under(root, env)
+        if os.path.isfile(path):
+            flag_sources += [(path, v) for v in _env_values(_read(path))]
+    endpoint = config = None
+    for path, value in flag_sources:
+        words = _words(value)
+        found = _flag(words, "--container-runtime-endpoint")
+        if found:
+            endpoint = (found, "--container-runtime-endpoint in %s" % path)
+        found = _flag(words, "--config")
+        if found and not found.startswith("$"):
+            config = found
+    if endpoint:
+        out.update(endpoint=normalize_endpoint(endpoint[0]), source=endpoint[1])
+        return out
+    config = config or (KUBELET_CONFIG if config_default else None)
+    if config:
+        text = _read(_under(root, config))
+        value = _config_endpoint(text) if text is not None else None
+        if text is None:
+            out["errors"].append("kubelet config %s not readable" % config)
+        elif value is None:
+            out["errors"].append("kubelet config %s not understood (YAML)" % config)
+        elif value:
+            out.update(endpoint=normalize_endpoint(value), source="containerRuntimeEndpoint in %s" % config)
+            return out
+    out.update(endpoint=KUBELET_DEFAULT_ENDPOINT,
+               source="the KubeletConfiguration default (no --container-runtime-endpoint flag%s)" % (
+                   ", no containerRuntimeEndpoint in %s" % config if config else ", no config file"))
+    return out
+
+
+def _cri_info(name, endpoint, timeout, descriptor=None):
+    """The CRI adapter's detection (``_runtime.cri.cri_info``): dict name, endpoint, version, usable, reason (and the
+    runtime name the CRI Version call answered). The engine behind the socket is named from that answer."""
+    try:
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        return {"name": name, "endpoint": endpoint, "usable": False, "version": None,
+                "reason": "the CRI adapter cannot be loaded: %s" % exc}
+    info = dict(cri_info(name, endpoint, timeout, descriptor))
+    answered = CRI_RUNTIME_NAMES.get(str(info.get("runtime_name") or "").lower())
+    if answered:
+        info["name"] = answered
+    info.setdefault("endpoint", endpoint)
+    return info
+
+
+def _guess_cri(endpoint):
+    return "crio" if "crio" in os.path.basename(endpoint or "") else "containerd"
+
+
+def engine_label(info):
+    """'containerd 1.7.24 (unix:///run/containerd/containerd.sock)', 'podman 4.3.1 (/usr/bin/podman)'."""
+    info = info or {}
+    where = info.get("endpoint") or info.get("path")
+    text = ("%s %s" % (info.get("name") or "no runtime", info.get("version") or "")).strip()
+    return "%s (%s)" % (text, where) if where else text
+
+
+def _describe(info, why):
+    info = dict(info)
+    info["selected_because"] = why
+    return info
+
+
+def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None):
+    """The detection dict of one named engine (not auto). CRI engines are reached at ``endpoint``, else the kubelet's
+    endpoint when the kubelet's engine guess is this one, else the engine's default socket."""
+    if name in CRI_ENGINES:
+        if not endpoint and kubelet and kubelet.get("endpoint") and _guess_cri(kubelet["endpoint"]) == name:
+            endpoint = kubelet["endpoint"]
+        # no endpoint: _runtime.cri reads CONTAINER_RUNTIME_ENDPOINT (crictl's variable), else the default socket
+        return _cri_info(name, endpoint, timeout, descriptor)
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import cli_info  # pylint: disable=import-outside-toplevel
+    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None)
+
+
+def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None):
+    """The engines a run verifies through: a list of detection dicts (name, version, path or endpoint, usable,
+    reason, ...) each with ``selected_because``. ``auto`` gives exactly one (name None when no
+    runtime is found); a list gives one per name, in order. ValueError for a bad option."""
+    names = parse_runtime_option(requested)
+    endpoint = check_endpoint(endpoint)
+    kubelet = kubelet_endpoint(root) if (names == ["auto"] or set(names) & set(CRI_ENGINES)) and not endpoint else None
+    if names != ["auto"]:
+        # the endpoint is a CRI engine's socket, or docker's when docker alone is named
+        return [_describe(detect_one(n, timeout, endpoint if n in CRI_ENGINES or names == ["docker"] else None, kubelet,
+                                     descriptor), "named in the runtime option%s" % (
+            " (endpoint %s)" % endpoint if endpoint and (n in CRI_ENGINES or names == ["docker"]) else "")) for n in names]
+    if endpoint:
+        info = _cri_info(_guess_cri(endpoint), endpoint, timeout, descriptor)
+        answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
+        return [_describe(info, "runtime_endpoint %s was given; the CRI Version call there answered %s" % (
+            endpoint, "%s %s" % (answered, info.get("version")) if answered else "nothing (%s)" % info.get("reason")))]
+    if kubelet["installed"]:
+        info = _cri_info(_guess_cri(kubelet["endpoint"]), kubelet["endpoint"], timeout, descriptor)
+        answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
+        why = "a kubelet is installed (%s): its workloads run through its CRI endpoint %s (%s); %s" % (
+            ", ".join(kubelet["evidence"]), kubelet["endpoint"], kubelet["source"],
+            "the CRI Version call there answered %s %s" % (answered, info.get("version")) if answered else
+            "the engine there did not answer the CRI Version call (%s)" % info.get("reason"))
+        if kubelet["errors"]:
+            why += "; %s" % "; ".join(kubelet["errors"])
+        return [_describe(info, why)]
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import cli_info  # pylint: disable=import-outside-toplevel
+    tried = ["no kubelet installed (no kubelet binary, unit or %s)" % KUBELET_CONFIG]
+    docker = cli_info("docker", timeout=timeout) if which("docker") else None
+    if docker is not None and docker.get("daemon_running"):
+        return [_describe(docker, "%s; a docker daemon is running (docker info answered): a docker host's workloads run "
+                                  "through docker" % tried[0])]
+    tried.append("no running docker daemon (%s)" % (docker["reason"] if docker else "no docker CLI"))
+    podman = cli_info("podman", timeout=timeout)
+    if podman.get("path"):
+        return [_describe(podman, "%s; podman %s is installed" % ("; ".join(tried), podman.get("version") or ""))]
+    tried.append(podman.get("reason") or "podman not found")
+    return [_describe({"name": None, "usable": False, "path": None, "version": None,
+                       "reason": "no usable container runtime: %s" % "; ".join(tried)}, "; ".join(tried))]
