@@ -61,6 +61,11 @@ PODMAN_CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/cont
 CONFIG_TIMEOUT = 30
 
 
+def _not_understood(exc):
+    """Why a TOML text was not read: no reader on this node, or the reader's own words."""
+    return str(exc) if _toml.READER is None else "output not understood by %s: %s" % (_toml.READER, exc)
+
+
 def _result(engine, source, enabled=None, spec_dirs=None, origin=None, reason=None, reader=None, **extra):
     """The engine configuration record: enabled True/False/None (unknown), spec_dirs the dirs it reads (None:
     unknown), origin 'configured'/'default'/..., reason why unknown or off."""
@@ -227,7 +232,7 @@ def _containerd_dump(binary, config, timeout):
     try:
         return _toml.loads(r["stdout"]), source, None
     except _toml.TomlError as exc:
-        return None, source, "output not understood by %s: %s" % (_toml.reader_name(), exc)
+        return None, source, _not_understood(exc)
 
 
 def read_containerd(info, timeout=CONFIG_TIMEOUT):
@@ -268,7 +273,7 @@ def read_crio(info, timeout=CONFIG_TIMEOUT):
     try:
         return crio_cdi(_toml.loads(r["stdout"]), source, _toml.reader_name())
     except _toml.TomlError as exc:
-        return _result("crio", source, reason="output not understood by %s: %s" % (_toml.reader_name(), exc))
+        return _result("crio", source, reason=_not_understood(exc))
 
 
 def read_docker(info, timeout=CONFIG_TIMEOUT):

@@ -16,7 +16,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "engines")
-READERS = [False, True]  # tomllib (3.11+), the collection's reader (nodes on 3.9 / 3.10)
 
 
 def text(name):
@@ -24,34 +23,36 @@ def text(name):
         return fh.read()
 
 
-def doc(name, fallback=False):
-    return _toml.loads(text(name), fallback=fallback)
+def doc(name):
+    return _toml.loads(text(name))
 
 
 # ---- TOML ----------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(n for n in os.listdir(FIX) if n.endswith(".toml") or n.startswith("containers")))
-def test_fallback_reader_reads_every_fixture_as_tomllib_does(name):
-    tomllib = pytest.importorskip("tomllib")
-    assert _toml.loads(text(name), fallback=True) == tomllib.loads(text(name))
+def test_toml_reader_is_tomllib_or_tomli_and_errors_are_toml_errors():
+    assert _toml.READER in ("tomllib", "tomli")
+    assert _toml.loads('a = 1\n[t]\nk = ["x"]\n') == {"a": 1, "t": {"k": ["x"]}}
+    for bad in ('a = 1\na = 2\n', 'a = "open\n', 'a = nope\n'):
+        with pytest.raises(_toml.TomlError):
+            _toml.loads(bad)
 
 
-@pytest.mark.parametrize("bad", ['a = 1\na = 2\n', '[t]\n[t]\n', 'when = 1979-05-27T07:32:00Z\n', 'a = "open\n',
-                                 'a = [1, 2\n', '= 3\n', 'a = nope\n'])
-def test_fallback_reader_refuses_what_it_does_not_understand(bad):
-    with pytest.raises(_toml.TomlError):
-        _toml.loads(bad, fallback=True)
-
-
-def test_fallback_reader_strings_and_tables():
-    got = _toml.loads('x = """a\\\n   b"""\ny = \'\'\'raw\\n\'\'\'\n[[t]]\nk = {a = 1, "b.c" = [true, 0x1F]}\n[[t]]\nk = -2.5e1\n',
-                      fallback=True)
-    assert got == {"x": "ab", "y": "raw\\n", "t": [{"k": {"a": 1, "b.c": [True, 31]}}, {"k": -25.0}]}
+def test_a_node_without_a_toml_reader_reads_no_engine_configuration(monkeypatch, tmp_path):
+    """Python < 3.11 without tomli: the configuration is not read, and the check says why (NOT_RUN, never a guess)."""
+    monkeypatch.setattr(_toml, "_reader", None)
+    monkeypatch.setattr(_toml, "READER", None)
+    with pytest.raises(_toml.TomlError) as err:
+        _toml.loads("a = 1\n")
+    assert "tomli" in str(err.value) and "Python < 3.11" in str(err.value)
+    conf = tmp_path / "containers.conf"
+    conf.write_text('[engine]\ncdi_spec_dirs = ["/opt/cdi"]\n')
+    out = E.read_podman({"name": "podman", "version": "5.5.0"}, environ={"CONTAINERS_CONF": str(conf)})
+    assert out["enabled"] is None and out["spec_dirs"] in (None, []), out
+    assert "not read" in out["reason"] and "tomli library is not installed" in out["reason"], out
 
 
 # ---- containerd ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fallback", READERS)
 @pytest.mark.parametrize("name, enabled, dirs, section", [
     ("containerd-1.7.24-config-default.toml", False, ["/etc/cdi", "/var/run/cdi"], 'plugins."io.containerd.grpc.v1.cri"'),
     ("containerd-1.7.24-dump-disabled.toml", False, ["/etc/cdi", "/var/run/cdi"], 'plugins."io.containerd.grpc.v1.cri"'),
@@ -59,8 +60,8 @@ def test_fallback_reader_strings_and_tables():
     ("containerd-1.7.24-dump-v1-enabled.toml", True, ["/etc/cdi", "/var/run/cdi"], 'plugins."io.containerd.grpc.v1.cri"'),
     ("containerd-2.x-dump-v3.toml", True, ["/etc/cdi", "/var/run/cdi"], 'plugins."io.containerd.cri.v1.runtime"'),
 ])
-def test_containerd_dump(name, enabled, dirs, section, fallback):
-    out = E.containerd_cdi(doc(name, fallback), "1.7.24")
+def test_containerd_dump(name, enabled, dirs, section):
+    out = E.containerd_cdi(doc(name), "1.7.24")
     assert (out["enabled"], out["spec_dirs"], out["section"]) == (enabled, dirs, section)
     assert (out["reason"] is None) == enabled
     if not enabled:
@@ -96,9 +97,8 @@ def test_containerd_not_understood_is_unknown(mutate, words):
 
 # ---- CRI-O, docker, podman --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fallback", READERS)
-def test_crio_status_config(fallback):
-    out = E.crio_cdi(doc("crio-status-config.toml", fallback))
+def test_crio_status_config():
+    out = E.crio_cdi(doc("crio-status-config.toml"))
     assert (out["enabled"], out["spec_dirs"], out["origin"]) == (True, ["/etc/cdi", "/opt/vendor/cdi"], "configured")
 
 
