@@ -236,7 +236,8 @@ def inspect(p, check_mode=False):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import check_endpoint, parse_runtime_option  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import (  # pylint: disable=import-outside-toplevel
+        check_endpoint, parse_runtime_option)
     p = dict(p, runtime=parse_runtime_option(p.get("runtime")), runtime_endpoint=check_endpoint(p.get("runtime_endpoint")))
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
     records = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES  # noqa: F401  (reached through the CRI)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES  # noqa: F401  # pylint: disable=unused-import
 
 
 LABEL = "gpuprobe.run"
@@ -28,8 +28,6 @@ PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
 
 
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
-
-
 
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

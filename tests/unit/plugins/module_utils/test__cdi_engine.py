@@ -231,7 +231,7 @@ def test_read_containerd_finds_the_daemon_serving_the_endpoint(tmp_path, bindir)
     proc = subprocess.Popen(["/bin/bash", "-c", 'exec -a containerd %s -c "import time; time.sleep(30)" --config %s' % (
         sys.executable, config)])
     try:
-        for _ in range(50):
+        for _attempt in range(50):
             with open("/proc/%d/cmdline" % proc.pid, "rb") as fh:
                 if fh.read().startswith(b"containerd\0"):
                     break
