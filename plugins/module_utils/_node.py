@@ -236,9 +236,9 @@ def inspect(p, check_mode=False):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import (  # pylint: disable=import-outside-toplevel
-        check_endpoint, parse_runtime_option)
-    p = dict(p, runtime=parse_runtime_option(p.get("runtime")), runtime_endpoint=check_endpoint(p.get("runtime_endpoint")))
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime_select  # pylint: disable=import-outside-toplevel
+    p = dict(p, runtime=_runtime_select.parse_runtime_option(p.get("runtime")),
+             runtime_endpoint=_runtime_select.check_endpoint(p.get("runtime_endpoint")))
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
     records = {}
     spec = None

@@ -290,11 +290,12 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
             " (endpoint %s)" % endpoint if endpoint and (n in CRI_ENGINES or names == ["docker"]) else "")) for n in names]
     if endpoint:
         info = _cri_info(_guess_cri(endpoint), endpoint, timeout, descriptor)
+        answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
         return [_describe(info, "runtime_endpoint %s was given; the CRI Version call there answered %s" % (
-            endpoint, info.get("runtime_name") or "nothing (%s)" % info.get("reason")))]
+            endpoint, "%s %s" % (answered, info.get("version")) if answered else "nothing (%s)" % info.get("reason")))]
     if kubelet["installed"]:
         info = _cri_info(_guess_cri(kubelet["endpoint"]), kubelet["endpoint"], timeout, descriptor)
-        answered = info.get("runtime_name")
+        answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
         why = "a kubelet is installed (%s): its workloads run through its CRI endpoint %s (%s); %s" % (
             ", ".join(kubelet["evidence"]), kubelet["endpoint"], kubelet["source"],
             "the CRI Version call there answered %s %s" % (answered, info.get("version")) if answered else

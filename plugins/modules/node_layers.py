@@ -98,7 +98,9 @@ options:
     type: raw
     default: auto
   runtime_endpoint:
-    description: The CRI endpoint (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default socket).
+    description:
+      - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
+        socket), or of docker's daemon when V(docker) alone is named.
     type: str
   cri_descriptor:
     description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).

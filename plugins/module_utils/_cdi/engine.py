@@ -275,8 +275,11 @@ def read_docker(info, timeout=CONFIG_TIMEOUT):
     path = info.get("path") or which("docker")
     if not path:
         return _result("docker", "docker info", reason="no docker CLI")
-    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout)
-    source = "%s info --format '{{json .}}'" % path
+    # the daemon the engine was detected at (its socket as DOCKER_HOST), not whichever the CLI would default to
+    env = dict(os.environ, **info["env"]) if info.get("env") else None
+    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=env)
+    source = "%s%s info --format '{{json .}}'" % ("DOCKER_HOST=%s " % info["env"]["DOCKER_HOST"] if (info.get("env") or {}).get(
+        "DOCKER_HOST") else "", path)
     if r["rc"] != 0:
         return _result("docker", source, reason="docker info failed: %s" % (first_line(r["stderr"]) or r["error"]))
     try:

@@ -108,7 +108,7 @@ def test_crio_without_dirs_reads_the_library_defaults_and_without_runtime_table_
 
 
 @pytest.mark.parametrize("name, enabled, dirs, words", [
-    ("docker-26.1.5-info-cdi.json", True, ["/etc/cdi", "/var/run/cdi"], None),
+    ("docker-26.1.5-info-cdi.recorded.json", True, ["/etc/cdi", "/var/run/cdi"], None),
     ("docker-26.1.5-info-nocdi.json", False, [], "CDISpecDirs is empty"),
     ("docker-24.0.7-info.json", False, None, "no CDI before docker 25"),
 ])
@@ -188,7 +188,7 @@ def test_check_no_runtime_selected_is_not_run():
 
 
 def test_check_without_a_request_says_what_the_engine_reads():
-    cfg = E.docker_cdi(json.loads(text("docker-26.1.5-info-cdi.json")))
+    cfg = E.docker_cdi(json.loads(text("docker-26.1.5-info-cdi.recorded.json")))
     [check] = E.engine_checks([engine("docker", cfg, "26.1.5")], FILES, SOURCES, [])
     assert check["status"] == PASS and "reads /etc/cdi, /var/run/cdi (daemon" in check["observed"]
 
@@ -274,3 +274,12 @@ def test_read_podman_containers_conf_env(tmp_path):
     bad.write_text("[engine\n")
     out = E.read_engine_config({"name": "podman", "version": "5.5.0"}, environ={"CONTAINERS_CONF": str(bad)})
     assert out["enabled"] is None and "not read" in out["reason"]
+
+
+def test_read_docker_asks_the_daemon_it_was_detected_at(bindir, tmp_path):
+    # the fake CLI answers only for the socket given as DOCKER_HOST
+    path = _exe(bindir, "docker", '[ "$DOCKER_HOST" = "unix://%s/d.sock" ] && /bin/cat "%s" || exit 1\n'
+                % (tmp_path, os.path.join(FIX, "docker-26.1.5-info-cdi.recorded.json")))
+    info = {"name": "docker", "path": path, "version": "26.1.5", "env": {"DOCKER_HOST": "unix://%s/d.sock" % tmp_path}}
+    out = E.read_engine_config(info)
+    assert out["enabled"] is True and out["source"].startswith("DOCKER_HOST=unix://%s/d.sock " % tmp_path)

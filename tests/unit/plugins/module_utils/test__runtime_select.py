@@ -162,7 +162,7 @@ def fake_cri(monkeypatch):
 
 
 def test_auto_kubelet_containerd(tmp_path, bindir, fake_cri):
-    _docker(bindir, "docker-26.1.5-info-cdi.json")  # a running docker does not win over the kubelet
+    _docker(bindir, "docker-26.1.5-info-cdi.recorded.json")  # a running docker does not win over the kubelet
     _podman(bindir)
     _put(tmp_path, "/var/lib/kubelet/config.yaml", fixture("kubelet-config-noendpoint.yaml"))
     fake_cri["unix:///run/containerd/containerd.sock"] = ("containerd", "1.7.24")
@@ -190,7 +190,7 @@ def test_auto_kubelet_runtime_down_is_still_the_one(tmp_path, bindir, fake_cri):
 
 
 def test_auto_running_docker(tmp_path, bindir):
-    _docker(bindir, "docker-26.1.5-info-cdi.json")
+    _docker(bindir, "docker-26.1.5-info-cdi.recorded.json")
     _podman(bindir)
     [info] = sel.select_runtimes("auto", root=str(tmp_path))
     assert info["name"] == "docker" and info["usable"] and info["version"] == "26.1.5+dfsg1"
@@ -220,7 +220,7 @@ def test_auto_nothing(tmp_path, bindir):
 
 
 def test_list_gives_one_per_name(tmp_path, bindir, fake_cri):
-    _docker(bindir, "docker-26.1.5-info-cdi.json")
+    _docker(bindir, "docker-26.1.5-info-cdi.recorded.json")
     fake_cri["unix:///run/containerd/containerd.sock"] = ("containerd", "2.1.4")
     infos = sel.select_runtimes(["containerd", "docker"], root=str(tmp_path))
     assert [i["name"] for i in infos] == ["containerd", "docker"]
@@ -243,3 +243,12 @@ def test_engine_label():
     assert sel.engine_label({"name": "containerd", "version": "1.7.24", "endpoint": "unix:///run/c.sock"}) == \
         "containerd 1.7.24 (unix:///run/c.sock)"
     assert sel.engine_label({"name": "podman", "version": "4.3.1", "path": "/usr/bin/podman"}) == "podman 4.3.1 (/usr/bin/podman)"
+
+
+def test_auto_with_an_endpoint_is_the_engine_there(tmp_path, bindir, fake_cri):
+    _podman(bindir)
+    fake_cri["unix:///run/k3s/containerd/containerd.sock"] = ("containerd", "1.7.24")
+    [info] = sel.select_runtimes("auto", endpoint="unix:///run/k3s/containerd/containerd.sock", root=str(tmp_path))
+    assert info["name"] == "containerd" and info["selected_because"] == (
+        "runtime_endpoint unix:///run/k3s/containerd/containerd.sock was given; the CRI Version call there answered "
+        "containerd 1.7.24")
