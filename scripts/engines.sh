@@ -24,7 +24,8 @@
 # runc instead (printed by start). See docs/runtimes.md.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-eng=${GPUPROBE_ENGINES_DIR:-$root/.build/engines}
+# the real path: mountinfo and /proc/*/cmdline name it so (.build/engines may be a link to a shared fetch)
+eng=$(realpath -m "${GPUPROBE_ENGINES_DIR:-$root/.build/engines}")
 run=$eng/run
 suite=trixie
 mirror=${GPUPROBE_DEBIAN_MIRROR:-http://deb.debian.org/debian}

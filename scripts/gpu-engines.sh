@@ -37,7 +37,7 @@ export PYTHONPATH=$repo/.build/dev${PYTHONPATH:+:$PYTHONPATH}
 # shellcheck disable=SC1091  # the lab set-up writes it (docs/lab.md)
 [ -f .gpu-lab/env.sh ] && . .gpu-lab/env.sh
 py=$(command -v python3)
-export GPUPROBE_ENGINES_DIR=$repo/.build/engines
+export GPUPROBE_ENGINES_DIR=${GPUPROBE_ENGINES_DIR:-$repo/.build/engines}
 
 # 1. the carried engines
 if ls .gpu-engines/engines-*.tar.xz >/dev/null 2>&1; then

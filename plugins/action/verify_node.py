@@ -203,9 +203,11 @@ class ActionModule(ActionBase):
         spec_left = own_spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
         # per_device runs one container per device and reports only their outcome: swept every time
         if not returned or args["probe_isolation"] == "per_device" or _container_left(got["runtime"]):
-            cleanup = self._call("gpuprobe.layers.probe_cleanup", {
-                "run_id": run_id, "specs": False, "environment": args["probe_environment"],
-                "runtime": engine["name"] if engine["name"] in ("podman", "docker") else "auto"}, task_vars, calls)
+            sweep = {"run_id": run_id, "specs": False, "environment": args["probe_environment"],
+                     "runtime": engine["name"] if engine["name"] in _node.RUNTIMES else "auto"}
+            if engine.get("endpoint") and engine["name"] in ("containerd", "crio", "docker"):
+                sweep["runtime_endpoint"] = engine["endpoint"]  # where this run's probe lives (a CRI socket, docker's)
+            cleanup = self._call("gpuprobe.layers.probe_cleanup", sweep, task_vars, calls)
             calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
             if cleanup.get("failed"):
                 problems.append("the probe container(s) of run %s may be left on the node: %s" % (run_id, _message(cleanup)))

@@ -26,7 +26,7 @@ import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_attribution_podman import _node_edits, _records as _attribution_records
 from test_fake_driver_podman import DRIVER, _build as _build_driver, _records as _fake_driver_records
 from test_probe_failures_podman import CRASHES, _build
-from test_runtime_podman import GPU_A, IMAGE, LIB_IN_CONTAINER, SPEC_DIR, Lab, _checks, _podman_env, expected_gpus, idle_host
+from test_runtime_podman import GPU_A, IMAGE, LIB_IN_CONTAINER, Lab, _checks, _podman_env, expected_gpus, idle_host
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _cri, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record

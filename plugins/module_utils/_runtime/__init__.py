@@ -11,7 +11,8 @@ the compute steps (``compute: true``), whose raw output is handed to the compute
 
 The entries are ``runtime_facts`` (the record) and ``cleanup`` (probe_cleanup). The package is split by concern:
 ``catalogue`` (CHECKS, SIGNATURES, labels, start-error classes), ``engines`` (which engine, and starting,
-listing and removing the probe container through it), ``compare`` (the edit comparison and the loader check on
+listing and removing the probe container through it: podman and docker by their CLI), ``cri`` (containerd and CRI-O
+through the CRI, as the kubelet runs a Pod), ``compare`` (the edit comparison and the loader check on
 the probe's in-container inventory), ``signals`` (interrupts and the controller watch), ``cleanup`` (what a run
 that is over left) and ``layer`` (the record itself).
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 # re-exported: the engines reached through the CRI
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES  # noqa: F401  # pylint: disable=unused-import
 
 
 LABEL = "gpuprobe.run"
