@@ -706,7 +706,7 @@ def summary_lines(report):
     for f in (report.get("health") or {}).get("findings") or []:
         lines.append("  health %s: %s" % (f["status"], health_line(f)))
     if s.get("drifted"):
-        lines.append("  %s differ from their pins" % plural(s["drifted"], "host"))
+        lines.append("  %s from %s pins" % (plural(s["drifted"], "host differs", "hosts differ"), "its" if s["drifted"] == 1 else "their"))
     return lines
 
 
