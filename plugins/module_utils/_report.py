@@ -814,9 +814,22 @@ def diff_reports(old, new):
     }
 
 
+def _compact(value):
+    return json.dumps(value, separators=(",", ":"), sort_keys=False, default=str)
+
+
 def render_json(report):
-    """The report's JSON: the source of truth, from which every other rendering is made."""
-    return json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
+    """The report's JSON: the source of truth, from which every other rendering is made. One top-level key per line
+    and one host per line under "hosts" (grep and diff find a host's line; the C encoder writes it: a 2,000-host report
+    is ~6x faster to write and ~40% smaller than indented JSON, docs/performance.md)."""
+    lines = []
+    for key, value in report.items():
+        if key == "hosts" and isinstance(value, dict):
+            hosts = ",\n".join("  %s: %s" % (_compact(name), _compact(entry)) for name, entry in value.items())
+            lines.append('"hosts": {\n%s\n}' % hosts if hosts else '"hosts": {}')
+        else:
+            lines.append("%s: %s" % (_compact(key), _compact(value)))
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 # ---------------------------------------------------------------------------------------------------

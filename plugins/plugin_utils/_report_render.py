@@ -100,18 +100,27 @@ def predicted_text(row):
     return row.get("predicted_layer") or "none (passes)"
 
 
-def health_table(entry):
-    """Per-GPU health rows of a host: (columns, rows); columns are the health checks' short names, a row is
-    (subject, [(status, observed) per column]). Empty when the host layer has no health check."""
-    checks = health_checks(entry)
-    columns = []
+def health_rows(entry):
+    """The per-GPU health rows of a host (its host layer's host.health.* checks, one row per GPU or subject): subject,
+    passed (how many readings PASSed), findings [(reading, status, observed)] for WARN/FAIL, not_read [(reading,
+    observed)] for NOT_RUN. A GPU whose readings all passed is one short row; what went wrong is said in full."""
     rows = {}
-    for c in checks:
+    for c in health_checks(entry):
+        row = rows.setdefault(c.get("subject") or "", {"subject": c.get("subject") or "", "passed": 0, "findings": [],
+                                                       "not_read": []})
         short = c["id"][len(HEALTH_PREFIX):]
-        if short not in columns:
-            columns.append(short)
-        rows.setdefault(c.get("subject") or "", {})[short] = (c.get("status"), c.get("observed"))
-    return columns, [(subject, [cells.get(col) for col in columns]) for subject, cells in rows.items()]
+        if c.get("status") == PASS:
+            row["passed"] += 1
+        elif c.get("status") == NOT_RUN:
+            row["not_read"].append((short, c.get("observed")))
+        else:
+            row["findings"].append((short, c.get("status"), c.get("observed")))
+    return list(rows.values())
+
+
+def layer_checks(record):
+    """The checks of a layer record shown in its table: all but the host.health.* readings (their per-GPU rows say them)."""
+    return [c for c in record.get("checks") or [] if not str(c.get("id") or "").startswith(HEALTH_PREFIX)]
 
 
 def svg_bar_chart(counts, title, width=420, bar_height=22):
@@ -205,7 +214,7 @@ def _env(kind):
         env.filters.update(text=_text, md=_md, raw=Markup, plural=plural, state_words=state_words,
                            state_colour=state_colour, status_colour=status_colour, because_text=because_text,
                            health_line=health_line, predicted_text=predicted_text, gpu_cell=gpu_cell,
-                           health_table=health_table)
+                           health_rows=health_rows, layer_checks=layer_checks)
         env.globals.update(gpu_tree=gpu_tree)
         _ENVS[kind] = env
     return _ENVS[kind]
