@@ -141,8 +141,11 @@ def test_failures_by_signature_and_groups_match_the_json(fleet):
     by_sig = Counter(e["signature"] for e in data["hosts"].values() if e["signature"])
     rows = page.tables["by-signature"][1:]
     assert dict((r[0], _n(r[3])) for r in rows) == dict(by_sig)
+    groups = page.tables["groups"][1:]
+    assert [(r[0], _n(r[1]), r[2], r[3]) for r in groups] == [(g["state"], g["count"], g["cause"], g["points_to"] or "")
+                                                             for g in data["groups"]]
     for g in data["groups"]:
-        assert page.groups[g["id"]].split(": ", 1)[0].endswith("%s host%s" % ("{:,}".format(g["count"]), "" if g["count"] == 1 else "s"))
+        assert page.groups[g["id"]] == R.plural(g["count"], "host")
     failing = Counter(e["failing_layer"] for e in data["hosts"].values() if e["failing_layer"])
     assert page.headlines[2] == "%d hosts failed: %s" % (sum(failing.values()), ", ".join(
         "%d at %s" % (failing[layer], layer) for layer in ("host", "cdi", "runtime", "compute") if failing[layer]))
