@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Screenshots of the fleet report's HTML in headless Chromium: a documentation tool, not a test (CI does not need
 Chromium). Renders two reports with the collection's own renderer and photographs the top of each page (the
 dashboard a person reads first) and the hosts table:
@@ -61,7 +60,7 @@ def shoot(chromium, html_path, png_path, height, fragment=""):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--chromium")

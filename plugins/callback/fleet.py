@@ -18,7 +18,8 @@ description:
     verify task (ok, failed, or unreachable) is one progress line
     (C(gpuprobe [4/500] node08: UNREACHABLE name does not resolve (DNS))) instead of C(ok:), C(fatal:) or the
     C(UNREACHABLE!) JSON of the whole result; the final gate (a node that could not be verified, or is not
-    C(COMPUTE_VERIFIED) in a post-check) adds no line for a node already reported, one count at the end instead. At the end, the hosts grouped by state and cause,
+    C(COMPUTE_VERIFIED) in a post-check) adds no line for a node already reported, one count at the end instead.
+    At the end, the hosts grouped by state and cause,
     and the report files.
   - Every other task is printed as the default callback prints it. The records are in the report, not on screen.
   - Use it as the stdout callback (C(stdout_callback = gpuprobe.layers.fleet) in the C([defaults]) section of

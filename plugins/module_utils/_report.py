@@ -129,8 +129,8 @@ def unverifiable_reason(unreachable=None, error=None):
 UNREACHABLE = "UNREACHABLE"     # a state of its own: the node was never looked at (its verdict is INCONCLUSIVE)
 RUN_FAILED = "RUN_FAILED"       # the verify run stopped on the node (no usable Python, a node-side call failed)
 # host states in reading order: what needs a person first
-STATES = tuple("FAILED_AT_" + layer.upper() for layer in ORDERED_LAYERS) + (UNREACHABLE, RUN_FAILED, INCONCLUSIVE,
-                                                                             COMPUTE_VERIFIED)
+STATES = tuple("FAILED_AT_" + layer.upper() for layer in ORDERED_LAYERS) + (
+    UNREACHABLE, RUN_FAILED, INCONCLUSIVE, COMPUTE_VERIFIED)
 UNREACHABLE_REASON = "host unreachable"
 RUN_FAILED_REASON = "verify run failed before this layer"
 
@@ -701,8 +701,8 @@ def summary_lines(report):
     for g in report.get("groups") or []:
         if g["state"] == COMPUTE_VERIFIED:
             continue
-        lines.append("  %s %s: %s%s (e.g. %s)" % (plural(g["count"], "host"), g["state"], g["cause"],
-                                                " -> %s" % g["points_to"] if g.get("points_to") else "", g["example"]))
+        points = " -> %s" % g["points_to"] if g.get("points_to") else ""
+        lines.append("  %s %s: %s%s (e.g. %s)" % (plural(g["count"], "host"), g["state"], g["cause"], points, g["example"]))
     for f in (report.get("health") or {}).get("findings") or []:
         lines.append("  health %s: %s" % (f["status"], health_line(f)))
     if s.get("drifted"):

@@ -158,9 +158,10 @@ def headlines(report):
     for finding in (report.get("health") or {}).get("findings") or []:
         out.append(health_line(finding))
     if s.get("drifted"):
+        pins = ", ".join("%s on %s" % (key, plural(sum(states.values()), "host"))
+                         for key, states in (counts.get("drift_by_pin") or {}).items())
         out.append("%s from %s pins: %s" % (plural(s["drifted"], "host differs", "hosts differ"),
-                                          "its" if s["drifted"] == 1 else "their", ", ".join(
-            "%s on %s" % (key, plural(sum(states.values()), "host")) for key, states in (counts.get("drift_by_pin") or {}).items())))
+                                            "its" if s["drifted"] == 1 else "their", pins))
     if s.get("k8s_findings"):
         out.append("%s where what Kubernetes is told disagrees with the node verdict" % plural(s["k8s_findings"], "finding"))
     return out

@@ -142,8 +142,8 @@ def test_failures_by_signature_and_groups_match_the_json(fleet):
     rows = page.tables["by-signature"][1:]
     assert dict((r[0], _n(r[3])) for r in rows) == dict(by_sig)
     groups = page.tables["groups"][1:]
-    assert [(r[0], _n(r[1]), r[2], r[3]) for r in groups] == [(g["state"], g["count"], g["cause"], g["points_to"] or "")
-                                                             for g in data["groups"]]
+    want = [(g["state"], g["count"], g["cause"], g["points_to"] or "") for g in data["groups"]]
+    assert [(r[0], _n(r[1]), r[2], r[3]) for r in groups] == want
     for g in data["groups"]:
         assert page.groups[g["id"]] == R.plural(g["count"], "host")
     failing = Counter(e["failing_layer"] for e in data["hosts"].values() if e["failing_layer"])
