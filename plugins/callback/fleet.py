@@ -59,7 +59,7 @@ class CallbackModule(DefaultCallback):
             super(CallbackModule, self).v2_runner_on_ok(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        if self.progress.seen(result):
+        if self.progress.seen(result, failed=True):
             return
         task = _task(result)
         host = _host(result)

@@ -75,14 +75,15 @@ def progress_info(data):
     return info if isinstance(info, dict) else None
 
 
-def node_outcome(data, unreachable=False):
+def node_outcome(data, unreachable=False, failed=False):
     """What the progress line says of a node: its verdict and signature, or UNREACHABLE / RUN_FAILED with the cause
     (classified as the report groups it), never the whole result."""
     info = progress_info(data) or {}
     if unreachable or data.get("unreachable"):
         return "%s %s" % (UNREACHABLE, classify(data.get("msg"), UNREACHABLE_CAUSES))
     verdict = (data.get("verdict") or {}) if isinstance(data.get("verdict"), dict) else {}
-    if data.get("failed") and info.get("verdict", verdict.get("verdict")) in (None, "INCONCLUSIVE"):
+    # (from ansible-core 2.19 on, a failed result reaches the callback without its "failed" key: v2_runner_on_failed says it)
+    if (failed or data.get("failed")) and info.get("verdict", verdict.get("verdict")) in (None, "INCONCLUSIVE"):
         return "%s %s" % (RUN_FAILED, classify(data.get("msg"), RUN_FAILED_CAUSES))
     text = str(info.get("verdict") or verdict.get("verdict") or "?")
     if verdict.get("signature"):
@@ -111,7 +112,7 @@ class Progress(object):
         if first:
             self.owner._display.display(progress_line(len(self.done), self.total, host, outcome))
 
-    def seen(self, result, unreachable=False):
+    def seen(self, result, unreachable=False, failed=False):
         """Count a verify result (one carrying PROGRESS_KEY) once per host; remember the fleet_report result.
         Returns True when the result was a node's verify result."""
         data = _data(result)
@@ -120,7 +121,7 @@ class Progress(object):
         info = progress_info(data)
         if info is None:
             return False
-        self.mark_done(_host(result), node_outcome(data, unreachable), info.get("total"))
+        self.mark_done(_host(result), node_outcome(data, unreachable, failed), info.get("total"))
         return True
 
     def play_start(self, play):
@@ -172,7 +173,7 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if not self.silent:
-            self.progress.seen(result)
+            self.progress.seen(result, failed=True)
 
     def v2_runner_on_unreachable(self, result):
         if not self.silent and not self.progress.seen(result, unreachable=True) and _host(result) not in self.done:

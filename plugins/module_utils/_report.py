@@ -59,6 +59,12 @@ def _norm(value):
     return str(value).strip()
 
 
+def _repeats(reason, message):
+    """Whether a layer's NOT_RUN reason only repeats the host's error message (``blocked: <message>`` included)."""
+    text = reason[len("blocked: "):] if reason.startswith("blocked: ") else reason
+    return bool(text) and text in message
+
+
 def host_layers(records, unreachable=None, error=None):
     """The complete, ordered layer records of one host: every layer of ``_result.LAYERS`` is present.
 
@@ -73,8 +79,11 @@ def host_layers(records, unreachable=None, error=None):
     for layer in LAYERS:
         record = records.get(layer)
         if isinstance(record, dict) and record.get("status"):
-            if unreachable and record["status"] == NOT_RUN and str(record.get("reason") or "").startswith("host unreachable"):
+            reason = str(record.get("reason") or "")
+            if record["status"] == NOT_RUN and unreachable and reason.startswith("host unreachable"):
                 record = dict(record, reason=UNREACHABLE_REASON)
+            elif record["status"] == NOT_RUN and error and _repeats(reason, error):
+                record = dict(record, reason=RUN_FAILED_REASON)
             out[layer] = record
             continue
         if unreachable:

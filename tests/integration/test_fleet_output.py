@@ -24,7 +24,8 @@ def run(tmp_path_factory):
     base = tmp_path_factory.mktemp("fleet-output")
     build_node(str(base / "node"))
     ssh = {"ansible_connection": "ssh", "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes"}
-    hosts = {"node": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}
+    hosts = {"node": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+             "nopython": {"ansible_connection": "local", "ansible_python_interpreter": "/nonexistent/bin/python3"}}
     for i in range(REFUSED):
         hosts["refused-%02d" % i] = dict(ssh, ansible_host="127.0.0.1", ansible_port=1)
     for i in range(UNRESOLVED):
@@ -38,7 +39,7 @@ def run(tmp_path_factory):
                ANSIBLE_STDOUT_CALLBACK="gpuprobe.layers.fleet", ANSIBLE_CALLBACKS_ENABLED="gpuprobe.layers.gpuprobe_summary",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     r = subprocess.run(["ansible-playbook", "-i", str(base / "hosts.yml"), PLAYBOOK, "-e", "gpuprobe_mode=audit",
-                        "-e", "gpuprobe_report_dir=%s" % reports, "--forks", "13"],
+                        "-e", "gpuprobe_report_dir=%s" % reports, "--forks", "14"],
                        env=env, capture_output=True, text=True, timeout=300, check=False)
     report = json.loads((reports / "gpuprobe-report-latest.json").read_text())
     return r, report, reports
@@ -46,7 +47,7 @@ def run(tmp_path_factory):
 
 def test_stdout_is_one_line_per_node(run):
     r, _report, _reports = run
-    total = REFUSED + UNRESOLVED + 1
+    total = REFUSED + UNRESOLVED + 2
     assert r.returncode == 2, r.stdout[-3000:]
     progress = [line for line in r.stdout.splitlines() if line.startswith("gpuprobe [")]
     assert len(progress) == total, r.stdout
@@ -57,12 +58,15 @@ def test_stdout_is_one_line_per_node(run):
     unresolved = [line for line in progress if " nosuch-" in line]
     assert all(line.endswith(": UNREACHABLE connection refused (no SSH server listening)") for line in refused), refused
     assert all(line.endswith(": UNREACHABLE name does not resolve (DNS)") for line in unresolved), unresolved
+    # a node whose verify run failed (its task failed: ansible-core 2.19 hands the callback no "failed" key)
+    assert [line for line in progress if " nopython:" in line][0].endswith(": RUN_FAILED no usable Python on the node")
     # no result JSON of an unreachable node, and no node's message repeated per node by the gate task
     assert "UNREACHABLE!" not in r.stdout and "...ignoring" not in r.stdout
     assert "could not be verified:" not in r.stdout
     for i in range(1, REFUSED):    # (refused-00 is its group's example in the summary)
         assert r.stdout.count("refused-%02d" % i) == 2, r.stdout      # its progress line and the recap
-    assert "the run fails for %d host(s)" % (REFUSED + UNRESOLVED) in r.stdout
+    assert "the run fails for %d host(s)" % (REFUSED + UNRESOLVED + 1) in r.stdout
+    assert "  1 host RUN_FAILED: no usable Python on the node (e.g. nopython)" in r.stdout
     # the end-of-run summary is by group, not per node
     assert "  %d hosts UNREACHABLE: connection refused (no SSH server listening)" % REFUSED in r.stdout
     assert "  %d hosts UNREACHABLE: name does not resolve (DNS)" % UNRESOLVED in r.stdout
