@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: gpuprobe_summary
 type: aggregate
-short_description: Progress (hosts done / total) and a verdict table for gpuprobe.layers fleet runs
+short_description: Progress (hosts done / total) and the hosts by cause for gpuprobe.layers fleet runs
 version_added: "0.1.0"
 author:
   - gpuprobe.layers contributors (!UNKNOWN)
