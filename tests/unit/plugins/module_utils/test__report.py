@@ -158,7 +158,12 @@ def test_host_drift(pins, expected):
 
 
 def test_json_roundtrip_and_schema_version(report):
-    data = json.loads(V.render_json(report))
+    text = V.render_json(report)
+    data = json.loads(text)
+    assert data == json.loads(json.dumps(report))
+    # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
+    line = [x for x in text.splitlines() if x.startswith('  "gpu-jit": ')][0]
+    assert json.loads("{%s}" % line.rstrip(",")) == {"gpu-jit": data["hosts"]["gpu-jit"]}
     assert data["schema_version"] == R.SCHEMA_VERSION == 2
     assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
 
