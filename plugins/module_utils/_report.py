@@ -295,6 +295,11 @@ HEALTH_WORDS = {
     ("host.health.fabric", WARN): "NVLink fabric registration not completed",
     ("host.health.xid", FAIL): "Xid errors that need a reset (48, 63, 64, 79, 94, 95)",
     ("host.health.xid", WARN): "other Xid events",
+    ("host.health.nvlink", FAIL): "NVLink links down",
+    ("host.health.nvlink", WARN): "NVLink links inactive or with traffic disabled",
+    ("host.health.mig_ecc", FAIL): "uncorrected SRAM errors in a MIG instance",
+    ("host.health.dcgm_diag", FAIL): "a failed DCGM diagnostic",
+    ("host.health.dcgm_diag", WARN): "a DCGM diagnostic warning or no DCGM result",
 }
 
 
