@@ -205,6 +205,20 @@ def test_markdown_says_the_same_sentences(fleet):
         assert "- %s" % V._md(line) in md
 
 
+def test_a_fleet_nobody_could_reach_says_so_in_words():
+    """issue 22.5: no "0 of 0 GPUs verified; 0 failed on 0 host(s)" for a fleet whose GPUs nobody saw."""
+    hosts = [synthetic_host(i, 500) for i in range(500) if synthetic_host(i, 500)["unreachable"]]
+    report = R.build_report(hosts, "2026-12-03T12:00:00Z", run={"mode": "full"})
+    page = Page()
+    page.feed(V.render_html(report))
+    n = len(hosts)
+    assert page.tiles["UNREACHABLE"].startswith("%d unreachable (100%%)" % n) and page.tiles["gpu-tile"] == "no GPU seen on any host"
+    assert page.headlines[:2] == ["%d hosts: %d unreachable" % (n, n), "No GPU was seen: the GPUs of %d hosts are unknown "
+                                  "(unreachable, or their host layer did not list them)" % n]
+    text = " ".join(page.headlines) + " ".join(page.tiles.values())
+    assert " 0 " not in " %s " % text and "(s)" not in text and "drift" not in text
+
+
 def test_one_host_report_reads_in_words():
     report = R.build_report([synthetic_host(30, 1)], "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
     page = Page()
