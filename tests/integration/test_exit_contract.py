@@ -58,7 +58,7 @@ def _report_dir_cannot_be_created(reports):
 
 CASES = [
     # id, extra vars, --limit, expected status, text the output must hold, set-up of the report dir
-    ("audit-ok", ["gpuprobe_mode=audit"], "node", 0, "1 host(s): ", None),
+    ("audit-ok", ["gpuprobe_mode=audit"], "node", 0, "1 host: ", None),
     ("unknown-mode", ["gpuprobe_mode=bogus"], "node", 2, "gpuprobe_mode is 'bogus': must be one of audit, full, postcheck", None),
     ("cdi-source-typo", ["gpuprobe_cdi_source=selfbuilt"], "node", 2, "gpuprobe_cdi_source is 'selfbuilt'", None),
     ("timeout-abc", ["gpuprobe_mode=audit", "verify_probe_timeout=abc"], "node", 2, "verify_probe_timeout", None),
