@@ -20,6 +20,7 @@ import time
 import yaml
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _report
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader as _cdi_loader
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, LayerBuilder, not_run
 
@@ -97,8 +98,8 @@ def main():
                       "ratio_to_yaml_safe_load": dict((k, round(statistics.median(v) / base, 2)) for k, v in t.items())}
     hosts = synthetic_hosts()
     report = _report.build_report(hosts, "2026-12-02T00:00:00Z")
-    renderers = {"json.dumps": json.dumps, "markdown": _report.render_markdown,
-                 "html": _report.render_html, "junit": _report.render_junit}
+    renderers = {"json.dumps": json.dumps, "markdown": _report_render.render_markdown,
+                 "html": _report_render.render_html, "junit": _report_render.render_junit}
     t = dict((k, []) for k in renderers)
     sizes = {}
     for _round in range(ROUNDS):

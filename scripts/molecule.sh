@@ -17,12 +17,18 @@ for dir in molecule/*/; do
   [ -f "$dir/molecule.yml" ] || continue
   echo "=== molecule scenario: $name" >&2
   t0=$SECONDS
-  if molecule test -s "$name"; then
+  # what the scenario writes besides its results stays under .build and goes with it: molecule's ephemeral
+  # directory (else under ~/.cache) and Ansible's controller/module temporary directories (else ~/.ansible/tmp)
+  scratch=$root/.build/molecule/$name
+  rm -rf "$scratch"; mkdir -p "$scratch/local" "$scratch/remote"
+  if MOLECULE_EPHEMERAL_DIRECTORY=$scratch/ephemeral ANSIBLE_LOCAL_TEMP=$scratch/local ANSIBLE_REMOTE_TMP=$scratch/remote \
+      molecule test -s "$name"; then
     echo "=== molecule scenario $name: ok ($((SECONDS - t0)) s)" >&2
   else
     echo "=== molecule scenario $name: FAILED ($((SECONDS - t0)) s)" >&2
     failed+=("$name")
   fi
+  rm -rf "$scratch"
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "molecule: FAILED scenarios: ${failed[*]}" >&2

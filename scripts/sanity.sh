@@ -18,7 +18,11 @@ class P:
 print(get_venv_packages(P)["pip"])
 PY
 )
-cache=$HOME/.ansible/test/cache
+# ansible-test keeps its sanity virtualenvs and caches under ~/.ansible/test: give it a home under .build, so that
+# what it creates stays with the checkout (removed with .build); the first run there builds its virtualenvs
+test_home=$root/.build/ansible-test-home
+mkdir -p "$test_home"
+cache=$test_home/.ansible/test/cache
 shim=$cache/get_pip_${pip_version//./_}.py
 if [ ! -f "$shim" ]; then
   mkdir -p "$cache"
@@ -37,5 +41,5 @@ git init -q . && git add -A >/dev/null 2>&1
 for f in tests/sanity/ignore-*.txt; do
   if [ -s "$f" ]; then echo "sanity: $f is not empty" >&2; exit 1; fi
 done
-ansible-test sanity --python "$(python -c 'import sys;print("%d.%d" % sys.version_info[:2])')" \
+HOME=$test_home ansible-test sanity --python "$(python -c 'import sys;print("%d.%d" % sys.version_info[:2])')" \
   --requirements --color no "$@"

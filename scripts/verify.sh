@@ -24,7 +24,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 (cd "$root" && bash scripts/bootstrap.sh)
 # shellcheck source=/dev/null
 source "$root/.build/env.sh"
-# progress (nodes done / total) and the verdict table at the end
+# one line per node as it finishes (nodes done / total, its outcome and cause), the hosts by cause at the end; the
+# aggregate callback does the same next to a stdout callback of the user's (it stays silent next to ours)
+export ANSIBLE_STDOUT_CALLBACK=${ANSIBLE_STDOUT_CALLBACK:-gpuprobe.layers.fleet}
 export ANSIBLE_CALLBACKS_ENABLED=${ANSIBLE_CALLBACKS_ENABLED:-gpuprobe.layers.gpuprobe_summary}
 inventory=(-i "$root/inventory/localhost.yml")
 for a in "$@"; do

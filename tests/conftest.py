@@ -5,8 +5,13 @@
   ``ansible_collections.gpuprobe.layers`` imports for every test after it.
 - ``hostfixture`` (node-tree builders) and ``kubectlfixture`` (the stand-in kubectl) are importable by every test.
 - The suite must leave /etc/cdi exactly as it found it (DESIGN.md safety rules).
+- The suite leaves nothing of its own outside the checkout (issue 22.8): Ansible's controller and module temporary
+  directories of every ansible-playbook it starts (also one interrupted on purpose, whose payload a killed worker
+  cannot remove) go under .build/test-tmp/<pid>, removed at the end; /var/run/cdi, when the suite created it, is
+  removed at the end if nothing but the suite used it (empty), since its presence changes the cdi layer's reasons.
 """
 import os
+import shutil
 import sys
 
 import pytest
@@ -19,8 +24,31 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "uni
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "k8s"))
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ANSIBLE_TMP = os.path.join(ROOT, ".build", "test-tmp", str(os.getpid()))
+VAR_RUN_CDI = "/var/run/cdi"
+
+
 def pytest_configure(config):  # pylint: disable=unused-argument
+    # before any test starts ansible-playbook: every run of this session inherits them (a test that sets its own keeps it)
+    for var, sub in (("ANSIBLE_LOCAL_TEMP", "local"), ("ANSIBLE_REMOTE_TMP", "remote")):
+        if var not in os.environ:
+            os.makedirs(os.path.join(ANSIBLE_TMP, sub), exist_ok=True)
+            os.environ[var] = os.path.join(ANSIBLE_TMP, sub)
     init_plugin_loader()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_outside_the_checkout():
+    """Remove what this session created outside the checkout (see the module's docstring)."""
+    var_run_cdi_was_there = os.path.lexists(VAR_RUN_CDI)
+    yield
+    shutil.rmtree(ANSIBLE_TMP, ignore_errors=True)
+    if not var_run_cdi_was_there and os.path.isdir(VAR_RUN_CDI) and not os.path.islink(VAR_RUN_CDI):
+        try:
+            os.rmdir(VAR_RUN_CDI)      # only when empty: a spec another run put there meanwhile stays
+        except OSError:
+            pass
 
 
 def _snapshot(path):

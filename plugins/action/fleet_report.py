@@ -5,7 +5,8 @@
 """Action plugin gpuprobe.layers.fleet_report: the one place where the fleet is aggregated.
 
 Runs on the controller, reads the layer records of every host from hostvars, builds the report with
-module_utils/_report.py (verdicts from _verdict.node_verdict) and writes its files as one set: all of them
+module_utils/_report.py (verdicts from _verdict.node_verdict), renders it with
+plugin_utils/_report_render.py (Jinja2 templates shipped in plugin_utils/_report_templates/) and writes its files as one set: all of them
 or none, <basename>-latest switched to it in one atomic step. Documentation:
 plugins/modules/fleet_report.py."""
 
@@ -19,6 +20,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
@@ -133,9 +135,9 @@ class ActionModule(ActionBase):
             report_dir = args["report_dir"]
             try:
                 os.makedirs(report_dir, exist_ok=True)
-                texts = dict((_report.RENDERERS[fmt][0], _report.RENDERERS[fmt][1](report)) for fmt in args["formats"])
+                texts = dict((RENDERERS[fmt][0], RENDERERS[fmt][1](report)) for fmt in args["formats"])
                 _run_dir, written = write_report_set(report_dir, args["basename"], now.strftime("%Y%m%dT%H%M%SZ"), texts)
-                files = dict((fmt, written[_report.RENDERERS[fmt][0]]) for fmt in args["formats"])
+                files = dict((fmt, written[RENDERERS[fmt][0]]) for fmt in args["formats"])
             except OSError as exc:
                 message = "%s: %s" % (REPORT_NOT_WRITTEN % report_dir, exc)
                 self._status(args, {"report": "failed", "error": message, "unverifiable": unverifiable})

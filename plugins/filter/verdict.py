@@ -11,7 +11,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report import diff_reports, drill_row, render_diff_markdown
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report import diff_reports, drill_row
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import render_diff_markdown
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 

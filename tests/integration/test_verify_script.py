@@ -102,7 +102,7 @@ def test_the_configured_inventory_is_used(lab, tmp_path, source):
 
 RUNS = [
     # id, arguments after -i <lab>, status, text the output must hold
-    ("verified", ["-e", "gpuprobe_mode=audit", "--limit", "cfgnode", "-e", "gpuprobe_report_dir={reports}"], 0, "1 host(s): "),
+    ("verified", ["-e", "gpuprobe_mode=audit", "--limit", "cfgnode", "-e", "gpuprobe_report_dir={reports}"], 0, "1 host: "),
     ("limit-matches-nothing", ["-e", "gpuprobe_mode=postcheck", "--limit", "nosuch"], 1, "leaves us with no hosts to target"),
     ("pattern-and-limit-disjoint", ["-e", "gpuprobe_mode=postcheck", "-e", "gpuprobe_hosts=other", "--limit", "cfgnode"], 2,
      "gpuprobe_hosts 'other' and --limit 'cfgnode' have no host in common: no node would be verified"),

@@ -69,6 +69,9 @@ def test_fleet_ansible_cfg(fleet):
     callback = cfg.get("defaults", "callbacks_enabled")
     assert callback == "gpuprobe.layers.gpuprobe_summary"
     assert os.path.isfile(os.path.join(ROOT, "plugins", "callback", callback.split(".")[-1] + ".py"))
+    stdout = cfg.get("defaults", "stdout_callback")
+    assert stdout == "gpuprobe.layers.fleet"
+    assert os.path.isfile(os.path.join(ROOT, "plugins", "callback", stdout.split(".")[-1] + ".py"))
     assert os.path.isfile(os.path.join(FLEET, cfg.get("defaults", "inventory")))
 
 

@@ -125,7 +125,10 @@ def test_run_writes_every_format_and_returns_summary(tmp_path):
     assert data["schema_version"] == 2 and data["run"]["mode"] == "full"
     assert data["hosts"]["broken"]["layers"]["runtime"]["reason"] == "blocked by host FAIL"
     assert data["hosts"]["broken"]["layers"]["cdi"]["status"] == "NOT_RUN"
-    assert data["hosts"]["silent"]["layers"]["host"]["reason"].startswith("verify run failed before this layer: no verify record")
+    # issue 22.4: the host's error once (unverifiable), its layers say only that the run failed before them
+    assert data["hosts"]["silent"]["layers"]["host"]["reason"] == "verify run failed before this layer"
+    assert data["hosts"]["silent"]["unverifiable"].startswith("verify run failed: no verify record")
+    assert data["hosts"]["gone"]["state"] == "UNREACHABLE" and data["hosts"]["silent"]["state"] == "RUN_FAILED"
     latest = json.loads(open(str(tmp_path / "gpuprobe-report-latest.json")).read())
     assert latest == data
     # a second run in the same second gets its own timestamped files

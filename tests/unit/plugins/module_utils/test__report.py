@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render as V
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, LAYERS, NOT_RUN, PASS, WARN, LayerBuilder, make_check, not_run, validate_record,
 )
@@ -108,13 +109,18 @@ def test_verdicts_come_from_node_verdict(report, host, verdict, signature, point
 def test_unreachable_and_crashed_hosts_are_not_run_with_reason_never_missing_never_pass(report):
     gone = report["hosts"]["gone"]
     assert gone["reachable"] is False
+    # issue 22.4: the host's message is said once (unverifiable), not again by each of its five NOT_RUN layers
     for record in gone["layers"].values():
         assert record["status"] == NOT_RUN
-        assert record["reason"].startswith("host unreachable: ssh: connect")
+        assert record["reason"] == R.UNREACHABLE_REASON
+    assert gone["unverifiable"] == "host unreachable: ssh: connect to host gone port 22: No route"
+    assert (gone["state"], gone["cause"], gone["drift"]) == (R.UNREACHABLE, "no route to host", [])
     crashed = report["hosts"]["crashed"]
     assert crashed["layers"]["host"]["status"] == PASS
     assert crashed["layers"]["cdi"]["status"] == NOT_RUN
-    assert "cdi_facts: MODULE FAILURE" in crashed["layers"]["cdi"]["reason"]
+    assert crashed["layers"]["cdi"]["reason"] == R.RUN_FAILED_REASON
+    assert crashed["unverifiable"] == "verify run failed: cdi_facts: MODULE FAILURE"
+    assert (crashed["state"], crashed["cause"]) == (R.RUN_FAILED, "a node-side module failed (MODULE FAILURE)")
     assert "cdi: verify run failed before this layer" in crashed["reason"]
 
 
@@ -125,7 +131,7 @@ def test_counts(report):
     assert c["by_signature"] == {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": 1, "host.nvml.init": 1}
     assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
-                                 "unreachable": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0,
+                                 "unreachable": 1, "run_failed": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0,
                                  "gpus": {"total": 2, "verified": 2, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0,
                                           "hosts_with_unknown_gpus": 4, "mig_gpus": 0, "mig_instances": NO_MIG}}
 
@@ -152,13 +158,18 @@ def test_host_drift(pins, expected):
 
 
 def test_json_roundtrip_and_schema_version(report):
-    data = json.loads(R.render_json(report))
+    text = V.render_json(report)
+    data = json.loads(text)
+    assert data == json.loads(json.dumps(report))
+    # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
+    line = [x for x in text.splitlines() if x.startswith('  "gpu-jit": ')][0]
+    assert json.loads("{%s}" % line.rstrip(",")) == {"gpu-jit": data["hosts"]["gpu-jit"]}
     assert data["schema_version"] == R.SCHEMA_VERSION == 2
     assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
 
 
 def test_markdown_has_table_counts_drift_and_every_check(report):
-    md = R.render_markdown(report)
+    md = V.render_markdown(report)
     assert "| gpu-jit | **FAILED_AT_COMPUTE** | PASS | PASS | PASS | FAIL | NOT_RUN |" in md
     assert "| FAILED\\_AT\\_HOST | 1 |" in md
     assert "| old-driver | driver\\_version | 580.159.04 | 570.1 | differs: host layer |" in md
@@ -168,7 +179,7 @@ def test_markdown_has_table_counts_drift_and_every_check(report):
 
 def test_markdown_escapes_pipes_and_html():
     r = R.build_report([{"name": "n|1", "records": {"host": rec("host", FAIL, observed="<b>x|y</b>")}}], "t")
-    md = R.render_markdown(r)
+    md = V.render_markdown(r)
     assert "n\\|1" in md and "\\<b\\>x\\|y\\</b\\>" in md and "<b>" not in md
 
 
@@ -187,10 +198,11 @@ class _Collect(HTMLParser):
 
 def test_html_is_self_contained_escaped_and_has_chart(report):
     report["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["observed"] = "<script>alert(1)</script>"
-    page = R.render_html(report)
+    page = V.render_html(report)
     parser = _Collect()
     parser.feed(page)
-    assert "script" not in parser.tags
+    # issue 22.5: one inline script (the hosts table's filter), never an external one
+    assert parser.tags.count("script") == 1 and "<script src" not in page and "<script>alert" not in page
     assert not any(t in parser.tags for t in ("link", "img", "iframe"))
     assert "src=" not in page and "href=\"http" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -201,54 +213,63 @@ def test_html_is_self_contained_escaped_and_has_chart(report):
 
 
 def test_svg_chart_scales_bars():
-    svg = R.svg_bar_chart({"host": 4, "cdi": 2}, "t")
+    svg = V.svg_bar_chart({"host": 4, "cdi": 2}, "t")
     assert svg.count("<rect") == 2
     assert 'width="270"' in svg and 'width="135"' in svg
 
 
 def test_junit_suite_per_host_case_per_layer(report):
-    root = ET.fromstring(R.render_junit(report))
+    root = ET.fromstring(V.render_junit(report))
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == list(report["hosts"])
-    assert root.get("tests") == str(6 * len(LAYERS))
+    # a testcase per layer, and one more (connect / verify run) for each of the two nodes that could not be verified
+    assert root.get("tests") == str(6 * len(LAYERS) + 2)
     jit = [s for s in suites if s.get("name") == "gpu-jit"][0]
     assert [c.get("name") for c in jit.findall("testcase")] == list(LAYERS)
     failure = jit.find("testcase[@name='compute']/failure")
     assert failure.get("type") == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
     assert (jit.get("failures"), jit.get("skipped")) == ("1", "1")
-    # a node that could not be verified is an <error> on every layer without a result, never skipped
+    # issue 22.4: unreachable is a state of its own, and its error is said once: one <error> of its own type on a
+    # testcase "connect", the layers that could not run skipped (the suite still has an error: CI never goes green)
     gone = [s for s in suites if s.get("name") == "gone"][0]
     errors = gone.findall("testcase/error")
-    assert (len(errors), gone.findall("testcase/skipped")) == (len(LAYERS), [])
-    assert errors[0].get("message").startswith("host unreachable") and errors[0].get("type") == "gpuprobe.unverifiable"
-    assert gone.get("errors") == str(len(LAYERS))
-    # "crashed" stopped after its host layer: that layer keeps its PASS, the four others are errors
+    assert [c.get("name") for c in gone.findall("testcase")] == ["connect"] + list(LAYERS)
+    assert len(errors) == 1 and errors[0].get("type") == "gpuprobe.unreachable"
+    assert errors[0].get("message") == "unreachable: no route to host"
+    assert errors[0].text == "host unreachable: ssh: connect to host gone port 22: No route"
+    assert (gone.get("errors"), gone.get("skipped")) == ("1", str(len(LAYERS)))
+    # "crashed" stopped after its host layer: that layer keeps its PASS, one "verify run" error, the others skipped
     crashed = [s for s in suites if s.get("name") == "crashed"][0]
-    assert crashed.find("testcase[@name='host']").findall("*") == [] and crashed.get("errors") == str(len(LAYERS) - 1)
-    assert root.get("errors") == str(2 * len(LAYERS) - 1)
+    assert crashed.find("testcase[@name='host']").findall("*") == [] and crashed.get("errors") == "1"
+    assert crashed.find("testcase[@name='verify run']/error").get("type") == "gpuprobe.run_failed"
+    assert root.get("errors") == "2"
 
     props = dict((p.get("name"), p.get("value")) for p in jit.find("properties"))
-    assert props["verdict"] == "FAILED_AT_COMPUTE"
+    assert props["verdict"] == "FAILED_AT_COMPUTE" and props["state"] == "FAILED_AT_COMPUTE"
+    assert dict((p.get("name"), p.get("value")) for p in gone.find("properties"))["state"] == "UNREACHABLE"
 
 
 def test_none_is_never_rendered_as_python_none():
     host = rec("host", PASS, "host.sample", versions={"driver": None, "nvml": "12.5"})
     host["checks"][0].update(expected=None, observed={"minor": None, "paths": ["/dev/nvidia0", None]})
     report = R.build_report([{"name": "n", "records": {"host": host}}], "2026-12-02T18:30:00Z", run={"mode": None})
-    html_text, md_text, junit = R.render_html(report), R.render_markdown(report), R.render_junit(report)
+    html_text, md_text, junit = V.render_html(report), V.render_markdown(report), V.render_junit(report)
     for text in (html_text, md_text, junit):
         assert "None" not in text
     assert "versions: driver=unknown, nvml=12.5" in html_text
-    assert "{&quot;minor&quot;: null, &quot;paths&quot;: [&quot;/dev/nvidia0&quot;, null]}" in html_text
+    assert "{&#34;minor&#34;: null, &#34;paths&#34;: [&#34;/dev/nvidia0&#34;, null]}" in html_text
     assert '{"minor": null, "paths": \\["/dev/nvidia0", null\\]}' in md_text
 
 
 def test_summary_lines(report):
+    # issue 22.4: the end-of-run summary is one line per group of hosts (state, count, cause), not per host
     lines = R.summary_lines(report)
-    assert lines[0].split() == ["HOST", "VERDICT", "SIGNATURE", "DRIFT"]
-    assert any(line.split()[:3] == ["old-driver", "COMPUTE_VERIFIED", "-"] and line.split()[3] == "1" for line in lines)
-    assert lines[-2] == "6 host(s): COMPUTE_VERIFIED=2, FAILED_AT_COMPUTE=1, FAILED_AT_HOST=1, INCONCLUSIVE=2"
-    assert lines[-1].startswith("2 of 2 GPUs verified; 0 failed on 0 host(s)")
+    assert lines[0] == "6 hosts: 1 failed at host, 1 failed at compute, 1 unreachable, 1 run failed, 2 verified"
+    assert lines[1] == "2 of 2 GPUs verified in a container; the GPUs of 4 hosts are unknown (not counted)"
+    assert "  1 host UNREACHABLE: no route to host (e.g. gone)" in lines
+    assert "  1 host FAILED_AT_COMPUTE: compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND -> runtime (e.g. gpu-jit)" in lines
+    assert lines[-1] == "  2 hosts differ from their pins"
+    assert not [line for line in lines if "gpu-ok" in line]
 
 
 def _gpu_node(n, fail=(), busy=()):
@@ -280,12 +301,12 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
                                          "hosts_with_unknown_gpus": 1, "mig_gpus": 0, "mig_instances": NO_MIG}
     assert report["hosts"]["n8-one-bad"]["verdict"] == "FAILED_AT_COMPUTE"
     assert report["hosts"]["n8-busy"]["verdict"] == "INCONCLUSIVE" and "GPU 5" in report["hosts"]["n8-busy"]["reason"]
-    want = ("18 of 20 GPUs verified; 1 failed on 1 host(s); 1 not verified (busy, or compute did not reach them); "
-            "1 host(s) whose GPUs are unknown (not counted)")
-    assert R.summary_lines(report)[-1] == want
-    md = R.render_markdown(report)
+    want = ("18 of 20 GPUs verified in a container; 1 failed (on 1 host); 1 not verified (busy, or compute did not reach "
+            "them); the GPUs of 1 host are unknown (not counted)")
+    assert R.summary_lines(report)[1] == want
+    md = V.render_markdown(report)
     assert "18 of 20 GPUs verified" in md and "| 3 | GPU-00000003-0000-4000-8000-000000000000 | NVIDIA H200 | true | FAIL |" in md
-    assert "18 of 20 GPUs verified" in R.render_html(report)
+    assert "18 of 20 GPUs verified" in V.render_html(report)
 
 
 def test_diff_reports(report):
@@ -295,7 +316,7 @@ def test_diff_reports(report):
         {"name": "new-node", "records": healthy()},
     ]
     newer = R.build_report(hosts, "2026-12-03T00:00:00Z")
-    older = json.loads(R.render_json(report))
+    older = json.loads(V.render_json(report))
     diff = R.diff_reports(older, newer)
     assert diff["added"] == ["new-node"]
     assert diff["removed"] == ["cpu-only", "crashed", "gone", "old-driver"]
@@ -304,7 +325,7 @@ def test_diff_reports(report):
     fields = dict((f["field"], (f["old"], f["new"])) for f in diff["changed"]["gpu-ok"])
     assert fields["verdict"] == ("COMPUTE_VERIFIED", "FAILED_AT_COMPUTE")
     assert fields["layers.compute.status"] == ("PASS", "FAIL")
-    md = R.render_diff_markdown(diff)
+    md = V.render_diff_markdown(diff)
     assert "| gpu-ok | verdict | COMPUTE\\_VERIFIED | FAILED\\_AT\\_COMPUTE |" in md
 
 
@@ -312,7 +333,7 @@ def test_diff_of_identical_reports_is_empty(report):
     diff = R.diff_reports(report, report)
     assert diff["changed"] == {} and diff["added"] == [] and diff["removed"] == []
     assert diff["unchanged"] == 6
-    assert "No host changed." in R.render_diff_markdown(diff)
+    assert "No host changed." in V.render_diff_markdown(diff)
 
 
 @pytest.mark.parametrize("old_run,new_run,differ", [
@@ -326,14 +347,14 @@ def test_diff_of_identical_reports_is_empty(report):
 ])
 def test_diff_says_when_the_runs_were_not_made_the_same_way(old_run, new_run, differ):
     hosts = [{"name": "gpu-ok", "records": healthy()}]
-    old = json.loads(R.render_json(R.build_report(hosts, "2026-12-01T00:00:00Z", run=old_run)))
+    old = json.loads(V.render_json(R.build_report(hosts, "2026-12-01T00:00:00Z", run=old_run)))
     diff = R.diff_reports(old, R.build_report(hosts, "2026-12-02T00:00:00Z", run=new_run))
     assert [(f["field"], f["old"], f["new"]) for f in diff["runs_differ"]] == differ
-    md = R.render_diff_markdown(diff)
+    md = V.render_diff_markdown(diff)
     said = "the two runs were not made the same way" in md
     assert said == bool(differ), md
     for field, before, after in differ:
-        assert "%s %s in the old report, %s in the new" % (R._md(field), R._md(before), R._md(after)) in md
+        assert "%s %s in the old report, %s in the new" % (V._md(field), V._md(before), V._md(after)) in md
 
 
 @pytest.mark.parametrize("prediction,records,match,observed_layer", [
@@ -356,7 +377,7 @@ def test_drill_row(prediction, records, match, observed_layer):
 def test_drill_row_without_prediction_never_matches():
     row = R.drill_row("full", {}, {"cdi": not_run("cdi", "drill did not run: no GPU device node")}, host="n1")
     assert row["predicted"] is False and row["match"] is False
-    md = R.render_drills_markdown([row])
+    md = V.render_drills_markdown([row])
     assert "| n1 | full | no prediction (the drill did not run) |" in md
 
 
@@ -364,9 +385,9 @@ def test_report_with_drills_renders_table():
     row = R.drill_row("no_uvm_node", {"predicted_layer": "compute", "predicted_signature": "x"}, no_gpu(), host="n1")
     r = R.build_report([{"name": "n1", "records": no_gpu()}], "t", drills=[row])
     assert r["summary"]["drills"] == 1 and r["summary"]["drills_matched"] == 0
-    md = R.render_markdown(r)
+    md = V.render_markdown(r)
     assert "| n1 | no\\_uvm\\_node | compute | x | FAILED\\_AT\\_HOST | host.nvml.init | **no** |" in md
-    assert "no_uvm_node" in R.render_html(r)
+    assert "no_uvm_node" in V.render_html(r)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -410,10 +431,10 @@ def test_k8s_crosscheck_findings(k8s_report):
 
 
 def test_k8s_crosscheck_is_rendered(k8s_report):
-    md = R.render_markdown(k8s_report)
+    md = V.render_markdown(k8s_report)
     assert "## Kubernetes vs node verdicts" in md
     assert "| gpu-c | gpu-c | stale\\_driver\\_label | WARN |" in md
-    page = R.render_html(k8s_report)
+    page = V.render_html(k8s_report)
     assert "<h2>Kubernetes vs node verdicts</h2>" in page and "allocatable_on_unverified_node" in page
 
 
@@ -441,9 +462,9 @@ def test_because_is_rendered_for_a_spec_attributed_failure():
     assert entry["because"] == [] and entry["gpus"] == [dict(GPU_ROW, mig=False, instances=[])]
     entry["because"] = [{"check": "cdi.nvidia.nvidiactl", "status": WARN, "subject": "/dev/nvidiactl",
                          "observed": "absent", "hint": None}]
-    assert "- cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)" in R.render_markdown(entry_report)
-    assert "cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in R.render_html(entry_report)
-    props = ET.fromstring(R.render_junit(entry_report).split("\n", 1)[1]).find("testsuite/properties")
+    assert "- cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)" in V.render_markdown(entry_report)
+    assert "cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in V.render_html(entry_report)
+    props = ET.fromstring(V.render_junit(entry_report).split("\n", 1)[1]).find("testsuite/properties")
     assert {p.get("name"): p.get("value") for p in props}["because"] == "cdi.nvidia.nvidiactl /dev/nvidiactl: absent"
 
 
@@ -513,28 +534,28 @@ def test_mig_instances_are_counted_under_their_physical_gpu(rows, inventory, ide
     assert parent[0]["status"] == parent_status
     assert [i["uuid"] for i in parent[0]["instances"]] == [r["uuid"] for r in rows if r["uuid"] != P1]
     assert not [g for g in entry["gpus"] if g["uuid"] and g["uuid"].upper().startswith("MIG-")]   # no instance at GPU level
-    line = R.summary_lines(report)[-1]
-    assert line.startswith("%d of %d GPUs verified" % (gpus[1], gpus[0]))
-    assert "MIG: %d of %d requested instance(s) verified on 1 GPU(s)" % (instances[1], instances[0]) in line
+    line = R.summary_lines(report)[1]
+    assert line.startswith("%d of %s verified in a container" % (gpus[1], R.plural(gpus[0], "GPU")))
+    assert "MIG: %d of %s verified on 1 GPU" % (instances[1], R.plural(instances[0], "requested instance")) in line
 
 
 def test_mig_instances_are_listed_under_their_gpu_in_every_format():
     rows = [_inst_row(0, 1), _inst_row(0, 2, FAIL), dict(GPU_ROW, index=1, uuid=P1)]
     report = R.build_report([{"name": "n", "records": _mig_node(rows, {0: [1, 2], 1: []})}], "t")
-    data = json.loads(R.render_json(report))
+    data = json.loads(V.render_json(report))
     gpus = data["hosts"]["n"]["gpus"]
     assert [(g["index"], g["uuid"], g["mig"], [i["uuid"] for i in g["instances"]]) for g in gpus] == [
         (0, P0, True, [_mig(0, 1), _mig(0, 2)]), (1, P1, False, [])]
     assert gpus[0]["reason"].startswith("MIG: 1 of 2 requested instance(s) verified; %s: wrong values" % _mig(0, 2))
-    md = R.render_markdown(report).splitlines()
+    md = V.render_markdown(report).splitlines()
     at = md.index(next(x for x in md if x.startswith("| 0 | %s |" % P0)))
     assert md[at + 1].startswith("|  | \u21b3 MIG %s |" % _mig(0, 1).replace("_", "\\_"))
     assert md[at + 2].startswith("|  | \u21b3 MIG %s |" % _mig(0, 2)) and "| FAIL |" in md[at + 2]
     assert md[at + 3].startswith("| 1 | %s |" % P1)
-    page = R.render_html(report)
+    page = V.render_html(report)
     assert page.index(P0) < page.index('<tr class="mig"><td></td><td>\u21b3 MIG %s' % _mig(0, 1)) < page.index(
         '<tr class="mig"><td></td><td>\u21b3 MIG %s' % _mig(0, 2)) < page.index("<td>%s</td>" % P1)
-    props = ET.fromstring(R.render_junit(report).split("\n", 1)[1]).find("testsuite/properties")
+    props = ET.fromstring(V.render_junit(report).split("\n", 1)[1]).find("testsuite/properties")
     names = [p.get("name") for p in props]
     assert names[-4:] == ["gpu 0", "gpu 0 mig %s" % _mig(0, 1), "gpu 0 mig %s" % _mig(0, 2), "gpu 1"]
     values = dict((p.get("name"), p.get("value")) for p in props)

@@ -1,0 +1,336 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: rendering the fleet report (JSON, Markdown, HTML, JUnit) and the comparison of two reports.
+
+Not public API. Controller side only (the action plugin gpuprobe.layers.fleet_report and the filter plugins): the
+report's model is module_utils/_report.py (``build_report``: a dict whose JSON is the source of truth); HTML and
+Markdown are rendered from it by the Jinja2 templates shipped in ``_report_templates/`` next to this file (HTML with
+autoescape; Markdown with every value escaped by the environment's ``finalize``), through a small view (``view``)
+that only orders and words what the report holds. JUnit is built with ElementTree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
+    BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, plural,
+    render_json, state_words,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED, INCONCLUSIVE
+
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_report_templates")
+
+STATUS_COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", NOT_RUN: "#6e7781"}
+STATE_COLOURS = {COMPUTE_VERIFIED: "#1a7f37", INCONCLUSIVE: "#6e7781", UNREACHABLE: "#8250df", RUN_FAILED: "#bc4c00"}
+BREAKDOWN_TITLES = {"gpu_model": "GPU model", "driver_branch": "driver branch", "runtime": "container runtime"}
+GPU_COLUMNS = ("index", "uuid", "model", "expected", "status", "signature", "reason")
+MIG_MARK = "\u21b3 MIG "      # an instance row, under its GPU: "↳ MIG MIG-…"
+
+
+# ---------------------------------------------------------------------------------------------------
+# text helpers shared by the templates
+
+def _text(value):
+    """Plain text of a report value: "" for None, JSON for lists and mappings (null, never Python's None)."""
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _md(value):
+    """A value escaped for a Markdown table cell or line (Markup passes as it is: the template's own markup)."""
+    if isinstance(value, Markup):
+        return str(value)
+    text = _text(value).replace("\r", " ").replace("\n", " ")
+    for ch in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def _html_finalize(value):
+    return _text(value) if not isinstance(value, Markup) else value
+
+
+def state_colour(state):
+    return STATE_COLOURS.get(state) or (STATUS_COLOURS[FAIL] if str(state).startswith("FAILED_AT_") else "#6e7781")
+
+
+def status_colour(status):
+    return STATUS_COLOURS.get(status) or state_colour(status)
+
+
+def gpu_tree(gpus):
+    """(depth, row) of a host entry's GPUs in reading order: each physical GPU (depth 0), then its MIG instances (1)."""
+    for gpu in gpus or []:
+        yield 0, gpu
+        for inst in gpu.get("instances") or []:
+            yield 1, inst
+
+
+def gpu_cell(row, key, depth):
+    """A GPU table cell: an instance row leaves the index to its GPU's row and marks its UUID as a MIG instance."""
+    if depth and key == "index":
+        return ""
+    if depth and key == "uuid":
+        return MIG_MARK + _text(row.get("uuid") or "#%s" % row.get("ordinal"))
+    return row.get(key)
+
+
+def _instance_name(row):
+    return row.get("uuid") or "#%s" % row.get("ordinal")
+
+
+def predicted_text(row):
+    if row.get("predicted") is False:
+        return "no prediction (the drill did not run)"
+    return row.get("predicted_layer") or "none (passes)"
+
+
+def health_rows(entry):
+    """The per-GPU health rows of a host (its host layer's host.health.* checks, one row per GPU or subject): subject,
+    passed (how many readings PASSed), findings [(reading, status, observed)] for WARN/FAIL, not_read [(reading,
+    observed)] for NOT_RUN. A GPU whose readings all passed is one short row; what went wrong is said in full."""
+    rows = {}
+    for c in health_checks(entry):
+        row = rows.setdefault(c.get("subject") or "", {"subject": c.get("subject") or "", "passed": 0, "findings": [],
+                                                       "not_read": []})
+        short = c["id"][len(HEALTH_PREFIX):]
+        if c.get("status") == PASS:
+            row["passed"] += 1
+        elif c.get("status") == NOT_RUN:
+            row["not_read"].append((short, c.get("observed")))
+        else:
+            row["findings"].append((short, c.get("status"), c.get("observed")))
+    return list(rows.values())
+
+
+def layer_checks(record):
+    """The checks of a layer record shown in its table: all but the host.health.* readings (their per-GPU rows say them)."""
+    return [c for c in record.get("checks") or [] if not str(c.get("id") or "").startswith(HEALTH_PREFIX)]
+
+
+def svg_bar_chart(counts, title, width=420, bar_height=22):
+    """An inline SVG horizontal bar chart of ``counts`` (label -> number), as Markup (every text escaped)."""
+    items = list(counts.items())
+    label_w = 110
+    height = 28 + bar_height * max(len(items), 1) + 6
+    top = max([value for _label, value in items] or [1]) or 1
+    bars = []
+    for i, (label, value) in enumerate(items):
+        bars.append({"label": label, "value": value, "y": 26 + i * bar_height,
+                     "w": max(int((width - label_w - 40) * value / top), 1)})
+    return Markup(_env("html").get_template("bar_chart.svg.j2").render(
+        title=title, width=width, height=height, label_w=label_w, bar_height=bar_height, bars=bars,
+        colour=STATUS_COLOURS[FAIL]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# the view: what the dashboard says, ordered and worded (no figure is computed here that the JSON lacks)
+
+def headlines(report):
+    """The dashboard's sentences, in words a person uses, each from the report's figures."""
+    s = report["summary"]
+    counts = report["counts"]
+    out = [fleet_line(report), gpu_line(s.get("gpus"))]
+    failing = counts.get("by_failing_layer") or {}
+    if failing:
+        out.append("%s failed: %s" % (plural(sum(failing.values()), "host"), ", ".join(
+            "{0:,} at {1}".format(failing[layer], layer) for layer in ORDERED_LAYERS if failing.get(layer))))
+    for state, verb in ((UNREACHABLE, "could not be reached"), (RUN_FAILED, "could not be verified (the run failed on them)")):
+        groups = [g for g in report.get("groups") or [] if g["state"] == state]
+        if groups:
+            out.append("%s %s: %s" % (plural(sum(g["count"] for g in groups), "host"), verb,
+                                      "; ".join("{0} ({1:,})".format(g["cause"], g["count"]) for g in groups)))
+    for finding in (report.get("health") or {}).get("findings") or []:
+        out.append(health_line(finding))
+    if s.get("drifted"):
+        pins = ", ".join("%s on %s" % (key, plural(sum(states.values()), "host"))
+                         for key, states in (counts.get("drift_by_pin") or {}).items())
+        out.append("%s from %s pins: %s" % (plural(s["drifted"], "host differs", "hosts differ"),
+                                            "its" if s["drifted"] == 1 else "their", pins))
+    if s.get("k8s_findings"):
+        out.append("%s where what Kubernetes is told disagrees with the node verdict" % plural(s["k8s_findings"], "finding"))
+    return out
+
+
+def state_tiles(report):
+    total = report["summary"]["hosts"] or 1
+    return [{"state": state, "words": state_words(state), "count": n, "percent": 100.0 * n / total,
+             "colour": state_colour(state)} for state, n in (report["counts"].get("by_state") or {}).items()]
+
+
+def view(report):
+    """The variables of the report templates."""
+    hosts = report["hosts"]
+    groups = report.get("groups") or []
+    failing = report["counts"].get("by_failing_layer") or {}
+    return {
+        "r": report,
+        "run": report.get("run") or {},
+        "s": report["summary"],
+        "layers": LAYERS,
+        "headlines": headlines(report),
+        "tiles": state_tiles(report),
+        "groups": groups,
+        "group_of": dict((g["id"], g) for g in groups),
+        "breakdown": [(dim, BREAKDOWN_TITLES.get(dim, dim), (report.get("breakdown") or {}).get(dim) or {}) for dim in BREAKDOWN],
+        "states": list((report["counts"].get("by_state") or {}).keys()),
+        "failing_chart": svg_bar_chart(dict((layer, failing[layer]) for layer in ORDERED_LAYERS if layer in failing),
+                                       "hosts by failing layer"),
+        "signatures": [g for g in groups if g.get("signature")],
+        "health": report.get("health") or {"findings": [], "not_read": {}, "gpus_read": 0, "hosts_read": 0},
+        "entries": list(hosts.values()),
+        "UNREACHABLE": UNREACHABLE, "RUN_FAILED": RUN_FAILED, "PASS": PASS, "WARN": WARN, "FAIL": FAIL,
+        "GPU_COLUMNS": GPU_COLUMNS,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# the Jinja2 environments (one per output kind; the templates are shipped with the collection)
+
+_ENVS = {}
+
+
+def _env(kind):
+    if kind not in _ENVS:
+        if not os.path.isdir(TEMPLATE_DIR):
+            raise OSError("the report templates are missing: %s (a broken install of gpuprobe.layers?)" % TEMPLATE_DIR)
+        env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=(kind == "html"), undefined=StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                          finalize=_html_finalize if kind == "html" else _md)
+        env.filters.update(text=_text, md=_md, raw=Markup, plural=plural, state_words=state_words,
+                           state_colour=state_colour, status_colour=status_colour, because_text=because_text,
+                           health_line=health_line, predicted_text=predicted_text, gpu_cell=gpu_cell,
+                           health_rows=health_rows, layer_checks=layer_checks)
+        env.globals.update(gpu_tree=gpu_tree)
+        _ENVS[kind] = env
+    return _ENVS[kind]
+
+
+def render_html(report):
+    """A self-contained HTML page: inline CSS, SVG and one inline script (the hosts table's filter), no external asset."""
+    return _env("html").get_template("report.html.j2").render(view(report))
+
+
+def render_markdown(report):
+    return _env("md").get_template("report.md.j2").render(view(report))
+
+
+def render_diff_markdown(diff):
+    return _env("md").get_template("diff.md.j2").render(d=diff)
+
+
+def render_drills_markdown(rows):
+    return _env("md").get_template("drills.md.j2").render(drills=rows)
+
+
+# ---------------------------------------------------------------------------------------------------
+# JUnit XML
+
+def _check_lines(record, statuses):
+    lines = []
+    for c in record.get("checks") or []:
+        if c.get("status") in statuses:
+            lines.append("%s %s %s: expected %s, observed %s%s" % (
+                c.get("status"), c.get("id"), _text(c.get("subject")), _text(c.get("expected")) or "-",
+                _text(c.get("observed")) or "-",
+                ("; next: %s" % c["hint"]) if c.get("hint") else ""))
+    return "\n".join(lines)
+
+
+def gpu_properties(gpus):
+    """The GPUs of a host as JUnit properties, each MIG instance under its GPU: ("gpu <index>", "<uuid> <status>[
+    <signature>][: reason]"), then ("gpu <index> mig <MIG uuid>", "<status>[ <signature>][: reason]")."""
+    out = []
+    parent_name = "gpu ?"
+    for depth, row in gpu_tree(gpus):
+        text = "%s%s%s" % (row.get("status"), " %s" % row["signature"] if row.get("signature") else "",
+                           ": %s" % row["reason"] if row.get("reason") else "")
+        if depth:
+            out.append(("%s mig %s" % (parent_name, _instance_name(row)), text))
+        else:
+            parent_name = "gpu %s" % (row.get("index") if row.get("index") is not None else row.get("uuid") or "?")
+            out.append((parent_name, "%s %s" % (row.get("uuid") or "?", text)))
+    return out
+
+
+JUNIT_ERROR_CASE = {UNREACHABLE: ("connect", "gpuprobe.unreachable"), RUN_FAILED: ("verify run", "gpuprobe.run_failed")}
+
+
+def render_junit(report):
+    """JUnit XML: a testsuite per host, a testcase per layer (NOT_RUN -> skipped, FAIL -> failure).
+
+    A node that could not be verified is its own state here too: an unreachable node has one testcase ``connect``
+    with an <error type="gpuprobe.unreachable"> (its message once), a node whose verify run failed one testcase
+    ``verify run`` with <error type="gpuprobe.run_failed">; their layers without a result are <skipped>. So CI gating
+    on JUnit never goes green over nodes nobody looked at, in every mode, and counts each such node once.
+    """
+    suites = ET.Element("testsuites", name="gpuprobe fleet report %s" % report["generated_at"])
+    total = dict(tests=0, failures=0, errors=0, skipped=0)
+    for name, e in report["hosts"].items():
+        suite = ET.SubElement(suites, "testsuite", name=name, timestamp=str(report["generated_at"]))
+        counts = dict(tests=0, failures=0, errors=0, skipped=0)
+        unverifiable = e.get("unverifiable")
+        seconds = 0.0
+        if unverifiable:
+            case_name, error_type = JUNIT_ERROR_CASE.get(e.get("state"), JUNIT_ERROR_CASE[RUN_FAILED])
+            case = ET.SubElement(suite, "testcase", classname="gpuprobe.%s" % name, name=case_name, time="0.000")
+            error = ET.SubElement(case, "error", message="%s: %s" % (state_words(e.get("state")), e.get("cause")),
+                                  type=error_type)
+            error.text = unverifiable
+            counts["tests"] += 1
+            counts["errors"] += 1
+        for layer in LAYERS:
+            rec = e["layers"][layer]
+            t = float(rec.get("duration_ms") or 0.0) / 1000.0
+            seconds += t
+            case = ET.SubElement(suite, "testcase", classname="gpuprobe.%s" % name, name=layer, time="%.3f" % t)
+            counts["tests"] += 1
+            if rec["status"] == FAIL:
+                counts["failures"] += 1
+                failure = ET.SubElement(case, "failure", message=str(rec.get("reason") or ""),
+                                        type=str(rec.get("signature") or "%s.failed" % layer))
+                failure.text = _check_lines(rec, (FAIL,))
+            elif rec["status"] == NOT_RUN:
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message=str(rec.get("reason") or "not run"))
+            elif rec["status"] == WARN:
+                out = ET.SubElement(case, "system-out")
+                out.text = "WARN: %s\n%s" % (rec.get("reason") or "", _check_lines(rec, (WARN,)))
+        props = ET.Element("properties")
+        for key in ("state", "verdict", "signature", "points_to", "cause", "group"):
+            ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
+        if e.get("because"):
+            ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
+        for name_, value in gpu_properties(e.get("gpus")):
+            ET.SubElement(props, "property", name=name_, value=value)
+        suite.insert(0, props)
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            total[key] += value
+        suite.set("time", "%.3f" % seconds)
+    for key, value in total.items():
+        suites.set(key, str(value))
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+RENDERERS = {
+    "json": (".json", render_json),
+    "markdown": (".md", render_markdown),
+    "html": (".html", render_html),
+    "junit": (".junit.xml", render_junit),
+}
