@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import advertising_findings
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN, not_run,
 )
@@ -420,44 +421,31 @@ def _k8s_node_of(host, nodes):
 
 
 def k8s_crosscheck(verdicts, k8s_records, drivers=None):
-    """What the scheduler is told about a node against what the node verdict proved.
+    """What the scheduler is told about a node, on either GPU path (device plugin or DRA), against what the node
+    verdict proved.
 
-    ``verdicts``: {host: verdict (string, or a node_verdict dict)}; ``k8s_records``: k8s layer records (their
-    evidence.nodes, matched to hosts by name or short name); ``drivers``: {host: the host layer's driver
-    version}. Returns findings {host, k8s_node, finding, severity, observed, message}:
-    - allocatable_on_unverified_node: GPUs allocatable on a node that cannot compute (FAIL) or was not verified (WARN);
-    - nothing_advertised: allocatable 0 on a COMPUTE_VERIFIED node (WARN);
-    - stale_driver_label: the feature labels' driver version differs from the host's (WARN).
+    ``verdicts``: {host: verdict (string, or a node_verdict dict, whose per-GPU rows say which GPUs computed)};
+    ``k8s_records``: k8s layer records (their evidence.nodes, matched to hosts by name or short name); ``drivers``:
+    {host: the host layer's driver version}. Returns findings {host, k8s_node, finding, severity, observed,
+    message}: those of ``_k8s.advertising_findings`` (allocatable_on_unverified_node, dra_device_compute_failed,
+    dra_devices_on_unverified_node, nothing_advertised), and stale_driver_label: the feature labels' driver
+    version differs from the host's (WARN).
     """
     nodes = _k8s_nodes(k8s_records)
     drivers = drivers or {}
     findings = []
     for host in sorted(verdicts):
-        verdict = verdicts[host]
-        verdict = verdict.get("verdict") if isinstance(verdict, dict) else verdict
         node = _k8s_node_of(host, nodes)
         if node is None:
             continue
-
-        def add(finding, severity, observed, message, _host=host, _node=node["name"]):
-            findings.append({"host": _host, "k8s_node": _node, "finding": finding, "severity": severity,
-                             "observed": observed, "message": message})
-        allocatable = dict((r, q) for r, q in sorted((node.get("allocatable") or {}).items()) if q)
-        counts = ", ".join("%s=%s" % kv for kv in allocatable.items())
-        if allocatable and verdict != COMPUTE_VERIFIED:
-            cannot = str(verdict).startswith("FAILED_AT_")
-            add("allocatable_on_unverified_node", FAIL if cannot else WARN, "allocatable %s; verdict %s" % (counts, verdict),
-                "the scheduler will place GPU Pods here, on a node that %s" % (
-                    "cannot compute" if cannot else "was not verified to compute"))
-        elif not allocatable and verdict == COMPUTE_VERIFIED:
-            add("nothing_advertised", WARN, "allocatable %s; verdict %s" % (
-                ", ".join("%s=%s" % kv for kv in sorted((node.get("allocatable") or {}).items())) or "none", verdict),
-                "the device plugin advertises nothing: GPU Pods cannot land on this verified node")
+        findings.extend(advertising_findings(host, verdicts[host], node))
         label = label_driver_version(node.get("gpu_labels"))
         driver = drivers.get(host)
         if label and driver and str(driver) != label:
-            add("stale_driver_label", WARN, "feature label driver %s, host driver %s" % (label, driver),
-                "stale labels: GPU feature discovery has not relabelled the node since the driver changed")
+            findings.append({"host": host, "k8s_node": node["name"], "finding": "stale_driver_label", "severity": WARN,
+                             "observed": "feature label driver %s, host driver %s" % (label, driver),
+                             "message": "stale labels: GPU feature discovery has not relabelled the node since the "
+                                        "driver changed"})
     return findings
 
 

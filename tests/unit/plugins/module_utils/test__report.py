@@ -425,7 +425,8 @@ def test_k8s_crosscheck_findings(k8s_report):
     assert (a["k8s_node"], a["severity"]) == ("gpu-a", FAIL)
     assert a["message"] == "the scheduler will place GPU Pods here, on a node that cannot compute"
     assert a["observed"] == "allocatable nvidia.com/gpu=8; verdict FAILED_AT_HOST"
-    assert found[("gpu-b", "nothing_advertised")]["message"].startswith("the device plugin advertises nothing")
+    assert found[("gpu-b", "nothing_advertised")]["message"].startswith(
+        "neither the device plugin nor the DRA driver advertises a GPU")
     assert found[("gpu-c", "stale_driver_label")]["observed"] == "feature label driver 570.124.06, host driver 580.159.04"
     assert k8s_report["summary"]["k8s_findings"] == 4
 
@@ -436,6 +437,20 @@ def test_k8s_crosscheck_is_rendered(k8s_report):
     assert "| gpu-c | gpu-c | stale\\_driver\\_label | WARN |" in md
     page = V.render_html(k8s_report)
     assert "<h2>Kubernetes vs node verdicts</h2>" in page and "allocatable_on_unverified_node" in page
+
+
+def test_k8s_crosscheck_a_verified_dra_node_is_advertised_and_a_failed_dra_gpu_is_named():
+    """A node on the DRA path has no nvidia.com/gpu in allocatable: its slice devices are what it advertises (no
+    nothing_advertised), and a slice device whose GPU failed compute is named by UUID."""
+    uuid = "GPU-14a33659-ffa3-a123-467d-a46dda49789c"
+    node = {"name": "gpu-a", "allocatable": {}, "path": "dra",
+            "dra": {"devices": [{"name": "gpu-0", "type": "gpu", "uuid": uuid}]}}
+    k8s = {"layer": "k8s", "status": PASS, "checks": [], "evidence": {"nodes": [node]}}
+    assert R.k8s_crosscheck({"gpu-a": "COMPUTE_VERIFIED"}, [k8s]) == []
+    failed = {"verdict": "FAILED_AT_COMPUTE", "gpus": [{"uuid": uuid, "status": FAIL}]}
+    findings = R.k8s_crosscheck({"gpu-a": failed}, [k8s])
+    assert [(f["finding"], f["severity"]) for f in findings] == [("dra_device_compute_failed", FAIL)]
+    assert uuid in findings[0]["observed"] or uuid in findings[0]["message"]
 
 
 def test_k8s_crosscheck_unverified_node_is_a_warning_and_not_run_k8s_says_nothing():
