@@ -73,9 +73,14 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
                            if isinstance(rec, dict) and rec.get("status") not in (None, "NOT_RUN"))
         if not records and not unreachable and not error:
             error = NO_RECORD
+        result = hv.get(result_var) if not records_var else None
+        runtimes = result.get("runtimes") if isinstance(result, dict) else None
         hosts.append({
             "name": name,
             "records": _plain(records) if records else None,
+            # verified through several runtimes (a list in verify_probe_runtime): each runtime's runtime and compute
+            # records, for node_verdict to speak for all of them
+            "runtimes": _plain(runtimes) if isinstance(runtimes, list) and len(runtimes) > 1 and not error else None,
             "unreachable": str(unreachable) if unreachable else None,
             "error": str(error) if error else None,
             "pins": _plain(hv.get(pins_var) or {}),

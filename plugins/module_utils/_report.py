@@ -251,6 +251,9 @@ def host_profile(entry):
     models += [g.get("model") for g in entry.get("gpus") or [] if isinstance(g, dict)]
     driver = _norm((host.get("versions") or {}).get("driver"))
     runtime = _norm(((layers.get("runtime") or {}).get("versions") or {}).get("runtime"))
+    rows = entry.get("runtimes") or []
+    if len(rows) > 1:  # verified through several runtimes: the fleet row names them all
+        runtime = " + ".join(str(r.get("runtime")) for r in rows)
     return {"gpu_model": _most_common(models) or "unknown",
             "driver_branch": driver.split(".", 1)[0] if driver else "unknown",
             "runtime": runtime or "unknown"}
@@ -350,10 +353,12 @@ def health_line(finding):
     return "%s with %s on %s" % (plural(finding["gpus"], "GPU"), finding["words"], plural(finding["hosts"], "host"))
 
 
-def host_entry(name, records=None, unreachable=None, error=None, pins=None, extra=None):
-    """The report entry of one host: verdict (from ``node_verdict``), every layer record, drift."""
+def host_entry(name, records=None, unreachable=None, error=None, pins=None, extra=None, runtimes=None):
+    """The report entry of one host: verdict (from ``node_verdict``), every layer record, drift. ``runtimes``: the
+    per-runtime results of a node verified through several runtimes (verify_node's ``runtimes``): the verdict then
+    speaks for every one of them, and the entry's ``runtimes`` rows say which were proven."""
     layers = host_layers(records, unreachable=unreachable, error=error)
-    verdict = node_verdict(layers)
+    verdict = node_verdict(layers, runtimes=runtimes if runtimes and len(runtimes) > 1 else None)
     state, cause = host_state(verdict, unreachable, error, name)
     drift = host_drift(layers, pins)
     if unreachable or error:
@@ -376,6 +381,8 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
         "layers": layers,
         "pins": dict(pins or {}),
         "drift": drift,
+        "runtime": verdict.get("runtime"),
+        "runtimes": verdict.get("runtimes") or [],
     }
     if extra:
         entry.update(extra)
@@ -593,13 +600,14 @@ def build_report(hosts, generated_at, run=None, drills=None):
     """The fleet report (a JSON-serialisable dict, schema ``SCHEMA_VERSION``).
 
     ``hosts`` is a list of dicts with keys name, records (layer -> record), unreachable (reason or
-    None), error (reason or None), pins (gpuprobe_pins or None). ``drills`` is an optional list of
+    None), error (reason or None), pins (gpuprobe_pins or None), runtimes (verify_node's per-runtime results when
+    the node was verified through several runtimes, else None). ``drills`` is an optional list of
     fault-drill rows (see ``drill_row``).
     """
     entries = {}
     for item in hosts:
         entries[item["name"]] = host_entry(item["name"], item.get("records"), item.get("unreachable"),
-                                           item.get("error"), item.get("pins"), item.get("extra"))
+                                           item.get("error"), item.get("pins"), item.get("extra"), item.get("runtimes"))
     ordered = [entries[name] for name in sorted(entries)]
     layer_status = {}
     for layer in LAYERS:
