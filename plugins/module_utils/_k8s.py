@@ -109,10 +109,11 @@ CHECKS = {
         "(WARN) a claim holds a device its node no longer publishes (GPU lost, driver republished without it)",
         "kubectl get resourceclaim <claim> -o yaml (status.allocation, reservedFor); the node's ResourceSlices"),
     "k8s.dra.host_match": _check(
-        "each GPU device this node publishes through DRA is a GPU the host layer read: same UUID, name gpu-<minor>, "
-        "PCI bus id, driver version",
-        "the slice advertises a GPU the node does not have, under another minor or bus id, or with a driver other than "
-        "the loaded one (WARN: a host GPU the driver does not publish); NOT_RUN without the node's host record",
+        "each GPU device this node publishes through DRA is a GPU the host layer read: same UUID, minor attribute, "
+        "PCI bus id, driver version; name gpu-<minor> or gpu-<published index>",
+        "the slice advertises a GPU the node does not have, a wrong minor attribute, another bus id, or a driver other "
+        "than the loaded one (WARN: a host GPU the driver does not publish, a name or index nothing published explains, "
+        "a device with nothing compared); NOT_RUN without the node's host record",
         "the DRA kubelet plugin on that node (restart it after a driver change); compare kubectl get resourceslices "
         "-o yaml with nvidia-smi -q"),
     "k8s.pod.pending": _check(
@@ -348,7 +349,8 @@ def device_summary(device):
     return {"name": device["name"], "pool": device["pool"], "type": dra.device_type(device), "uuid": attrs.get("uuid"),
             "parent_uuid": attrs.get("parentUUID"), "product_name": attrs.get("productName"),
             "driver_version": attrs.get("driverVersion"), "cuda_driver_version": attrs.get("cudaDriverVersion"),
-            "pci_bus_id": attrs.get(dra.PCI_BUS_ID_ATTRIBUTE), "taints": device["taints"]}
+            "pci_bus_id": attrs.get(dra.PCI_BUS_ID_ATTRIBUTE), "minor": attrs.get("minor"), "index": attrs.get("index"),
+            "taints": device["taints"]}
 
 
 def node_dra(name, slices, claims):
@@ -560,12 +562,10 @@ def host_match(node, host_record):
                          % (dev["uuid"], ", ".join(g.get("uuid") or "?" for g in gpus) or "none")))
             continue
         seen.add(dra.uuid_key(dev["uuid"]))
-        problems, matched = [], []
-        minor = dra.device_minor(dev)
-        if gpu.get("minor") is not None and minor is not None and minor != gpu["minor"]:
-            problems.append("name %s, but the GPU's minor is %s (gpu-%s)" % (dev["name"], gpu["minor"], gpu["minor"]))
-        else:
-            matched.append("minor %s" % gpu.get("minor"))
+        problems, matched, doubts = [], [], []
+        verdict, text = dra.gpu_name_check(dev["name"], dev.get("minor"), dev.get("index"), gpu.get("minor"), gpu.get("index"))
+        if verdict in ("mismatch", "match", "unsure"):
+            {"mismatch": problems, "match": matched, "unsure": doubts}[verdict].append(text)
         if dev["pci_bus_id"] and gpu.get("pci_bus_id"):
             if dra.bus_id_key(dev["pci_bus_id"]) != dra.bus_id_key(gpu["pci_bus_id"]):
                 problems.append("pciBusID %s, host %s" % (dev["pci_bus_id"], gpu["pci_bus_id"]))
@@ -576,8 +576,14 @@ def host_match(node, host_record):
                 problems.append("driverVersion %s, loaded driver %s" % (dev["driver_version"], driver))
             else:
                 matched.append("driver %s" % driver)
-        rows.append((FAIL if problems else PASS, subject, "uuid, gpu-<minor>, pciBusID, driverVersion of the host's GPU",
-                     "; ".join(problems) if problems else "%s: %s" % (dev["uuid"], ", ".join(matched))))
+        expected = "uuid, name/minor/index, pciBusID, driverVersion of the host's GPU"
+        if problems:
+            rows.append((FAIL, subject, expected, "; ".join(problems)))
+        elif doubts:
+            rows.append((WARN, subject, expected, "%s: %s%s" % (dev["uuid"], "; ".join(doubts),
+                                                                "; matched " + ", ".join(matched) if matched else "")))
+        else:
+            rows.append((PASS, subject, expected, "%s: %s" % (dev["uuid"], ", ".join(matched))))
     for gpu in gpus:
         if gpu.get("uuid") and dra.uuid_key(gpu["uuid"]) not in seen:
             rows.append((WARN, "%s %s" % (node["name"], gpu["uuid"]), "published by the DRA driver",
