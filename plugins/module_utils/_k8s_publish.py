@@ -23,7 +23,9 @@ import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import (
     DEFAULT_TIMEOUT, _items, _kubectl_json, _last_line, kubectl_base, match_node, resolve_kubectl,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import (
+    first_line, node_condition_type_refused, reserved_prefix, run,
+)
 
 CONDITION_TYPE = "GPUComputeVerified"
 COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
@@ -41,12 +43,18 @@ def label_key_error(key):
         return "label key %r is not a qualified name ([prefix/]name, name [A-Za-z0-9][-A-Za-z0-9_.]*)" % key
     if len(match.group("name")) > 63 or len(match.group("prefix") or "") > 253:
         return "label key %r is too long (name <= 63, prefix <= 253 characters)" % key
+    if reserved_prefix(key):
+        return "label key %r is in the namespace %s reserved for Kubernetes (kubernetes.io/, *.kubernetes.io/, k8s.io/, " \
+               "*.k8s.io/): use a prefix of your own, such as gpuprobe.layers/" % (key, reserved_prefix(key))
     return None
 
 
 def condition_type_error(value):
-    return None if _CONDITION_TYPE.match(value or "") else (
-        "condition type %r is not a CamelCase name (optionally prefixed: example.com/Name)" % value)
+    """Why ``value`` may not be the published condition type (not a CamelCase name; the kubelet's own Ready,
+    MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable; a reserved namespace), or None."""
+    if not _CONDITION_TYPE.match(value or ""):
+        return "condition type %r is not a CamelCase name (optionally prefixed: example.com/Name)" % value
+    return node_condition_type_refused(value)
 
 
 def _verdict_fields(entry, signature=None):

@@ -55,13 +55,21 @@ def test_long_messages_are_cut():
 
 
 @pytest.mark.parametrize("key,ok", [("gpuprobe.layers/verdict", True), ("verdict", True), ("a.b-c/d_e.f", True),
-                                    ("Bad/verdict", False), ("/verdict", False), ("x/" + "n" * 64, False), ("", False)])
+                                    ("Bad/verdict", False), ("/verdict", False), ("x/" + "n" * 64, False), ("", False),
+                                    # namespaces reserved for Kubernetes' own components
+                                    ("kubernetes.io/hostname", False), ("node-role.kubernetes.io/control-plane", False),
+                                    ("node.kubernetes.io/exclude-from-external-load-balancers", False),
+                                    ("k8s.io/x", False), ("x.k8s.io/verdict", False), ("notkubernetes.io/verdict", True)])
 def test_label_key(key, ok):
     assert (_k8s_publish.label_key_error(key) is None) == ok
 
 
 @pytest.mark.parametrize("value,ok", [("GPUComputeVerified", True), ("example.com/GPUReady", True), ("bad type", False),
-                                      ("1abc", False)])
+                                      ("1abc", False),
+                                      # the kubelet's own conditions: the node lifecycle controller taints/evicts on them
+                                      ("Ready", False), ("MemoryPressure", False), ("DiskPressure", False),
+                                      ("PIDPressure", False), ("NetworkUnavailable", False), ("ready", False),
+                                      ("node.kubernetes.io/GPUReady", False), ("ReadyForGPU", True)])
 def test_condition_type(value, ok):
     assert (_k8s_publish.condition_type_error(value) is None) == ok
 
