@@ -217,10 +217,11 @@ CHECKS = {
         "nvidia-smi -q (GPU Reset Status / Recovery Action); drain the node and do what the driver asks"),
     "host.health.fabric": _check(
         "per GPU on an NVSwitch (NVLink fabric) system: the GPU's fabric registration completed successfully, and its "
-        "health mask shows no degraded bandwidth (nvmlDeviceGetGpuFabricInfoV, else ...GpuFabricInfo); NOT_RUN where the "
-        "GPU has no fabric",
-        "registration completed with an error (FAIL): CUDA cannot start on the GPU; not started or in progress, or "
-        "degraded bandwidth (WARN)",
+        "health mask (every NVML_GPU_FABRIC_HEALTH_MASK_* field) is healthy (nvmlDeviceGetGpuFabricInfoV, else "
+        "...GpuFabricInfo); NOT_RUN where the GPU has no fabric",
+        "registration completed with an error, a route unhealthy or an incorrect configuration (FAIL): CUDA cannot "
+        "start on the GPU or its NVLink traffic fails; not started or in progress, degraded bandwidth, route or access "
+        "timeout recovery, no partition assigned, the fabric manager disconnected, or an unknown value or bit (WARN)",
         "the nvidia-fabricmanager service's state and log; nvidia-smi -q | grep -A6 Fabric"),
     "host.health.nvlink": _check(
         "per GPU with NVLink: every NVLink is up (nvmlDeviceGetNvLinkState for links 0 to NVML_NVLINK_MAX_LINKS - 1); "
@@ -285,7 +286,42 @@ class _FabricInfoV2(ctypes.Structure):
 
 
 FABRIC_INFO_V2 = ctypes.sizeof(_FabricInfoV2) | (2 << 24)    # nvmlGpuFabricInfo_v2 (0x02000024)
-DEGRADED_BW = {0: None, 1: True, 2: False}   # healthMask bits 0-1: NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_*
+# nvmlGpuFabricInfo_v2_t.healthMask, every field of nvml.h's NVML_GPU_FABRIC_HEALTH_MASK_* (as NVIDIA's nvidia-ml-py
+# 13.580 pynvml.py copies them: SHIFT_x, WIDTH_x (the field's mask after the shift), and its values; value 0 of every
+# field is NOT_SUPPORTED): (field, shift, width, {value: (meaning, status)}). A value not listed, and any bit outside
+# these fields, is a WARN ("unknown"): a newer driver says something this table does not know.
+FABRIC_HEALTH_FIELDS = (
+    ("degraded bandwidth", 0, 0x3, {1: ("degraded bandwidth", WARN), 2: (None, PASS)}),
+    ("route recovery", 2, 0x3, {1: ("route recovery in progress", WARN), 2: (None, PASS)}),
+    ("route unhealthy", 4, 0x3, {1: ("route unhealthy", FAIL), 2: (None, PASS)}),
+    ("access timeout recovery", 6, 0x3, {1: ("access timeout recovery in progress", WARN), 2: (None, PASS)}),
+    ("incorrect configuration", 8, 0xf, {1: (None, PASS), 2: ("incorrect configuration: system GUID", FAIL),
+                                         3: ("incorrect configuration: chassis serial number", FAIL),
+                                         4: ("incorrect configuration: no partition", FAIL),
+                                         5: ("incorrect configuration: insufficient NVLinks", FAIL),
+                                         6: ("incorrect configuration: incompatible GPU firmware", FAIL),
+                                         7: ("incorrect configuration: invalid location", FAIL),
+                                         8: ("incorrect configuration: GPU state invalid", FAIL)}),
+    ("partition assigned", 12, 0x3, {1: (None, PASS), 2: ("not assigned to an NVLink partition", WARN)}),
+    ("fabric manager", 14, 0x3, {1: (None, PASS), 2: ("global fabric manager disconnected", WARN)}),
+)
+_FABRIC_HEALTH_KNOWN = sum(width << shift for _name, shift, width, _values in FABRIC_HEALTH_FIELDS)
+
+
+def fabric_health(mask):
+    """[(status, text)] of every field of a fabric health mask that is not healthy or not supported (pure)."""
+    out = []
+    for name, shift, width, values in FABRIC_HEALTH_FIELDS:
+        value = (mask >> shift) & width
+        if value == 0:
+            continue
+        meaning, status = values.get(value, ("%s: unknown value %d" % (name, value), WARN))
+        if meaning:
+            out.append((status, meaning))
+    unknown = mask & ~_FABRIC_HEALTH_KNOWN
+    if unknown:
+        out.append((WARN, "unknown health bits 0x%x" % unknown))
+    return out
 
 
 def _fabric(nv, call, errors, handle):
@@ -765,14 +801,15 @@ def _fabric_check(b, s, g, t):
         b.add("host.health.fabric", NOT_RUN, s, "registration completed",
               "the GPU has no NVLink fabric (NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)")
         return
-    degraded = DEGRADED_BW.get((f.get("health_mask") or 0) & 0x3) if f.get("health_mask") is not None else None
+    health = fabric_health(f["health_mask"]) if f.get("health_mask") is not None else []
     observed = "%s, status %s, clique %s, cluster %s%s" % (
         state, f["status"], f["clique_id"], f["cluster_uuid"],
-        "" if f.get("health_mask") is None else ", health mask 0x%x%s" % (f["health_mask"], ", degraded bandwidth" if degraded else ""))
+        "" if f.get("health_mask") is None else ", health mask 0x%x%s" % (
+            f["health_mask"], "".join(", %s" % text for _status, text in health)))
     if f["state"] == 3:
-        status = FAIL if f["status"] != 0 else (WARN if degraded else PASS)
+        status = FAIL if f["status"] != 0 else _worst([PASS] + [st for st, _text in health])
     else:
-        status = WARN
+        status = _worst([WARN] + [st for st, _text in health])
     b.add("host.health.fabric", status, s, "registration completed with status 0 (NVML_SUCCESS)", observed)
 
 

@@ -184,6 +184,51 @@ def test_thresholds(h200, over, check_id, status, observed):
         assert (record["status"], record["signature"], record["points_to"]) == (FAIL, check_id, "host")
 
 
+def _mask(**fields):
+    """A fabric health mask from NVIDIA's own constants (nvidia-ml-py's copy of nvml.h): every field healthy, then
+    the named fields set (route_unhealthy="TRUE", incorrect_configuration="NO_PARTITION", ...)."""
+    healthy = {"DEGRADED_BW": "FALSE", "ROUTE_RECOVERY": "FALSE", "ROUTE_UNHEALTHY": "FALSE",
+               "ACCESS_TIMEOUT_RECOVERY": "FALSE", "INCORRECT_CONFIGURATION": "NONE", "PARTITION_ASSIGNED": "TRUE",
+               "GFM_STATE": "CONNECTED"}
+    healthy.update((k.upper(), v) for k, v in fields.items())
+    prefix = "NVML_GPU_FABRIC_HEALTH_MASK_"
+    return sum(getattr(nv, prefix + f + "_" + v) << getattr(nv, prefix + "SHIFT_" + f) for f, v in healthy.items())
+
+
+@pytest.mark.parametrize("mask,status,text", [
+    (_mask(), PASS, None),
+    (_mask(route_unhealthy="TRUE"), FAIL, "route unhealthy"),
+    (_mask(incorrect_configuration="NO_PARTITION"), FAIL, "incorrect configuration: no partition"),
+    (_mask(incorrect_configuration="INCORRECT_SYSGUID"), FAIL, "incorrect configuration: system GUID"),
+    (_mask(incorrect_configuration="GPU_STATE_INVALID"), FAIL, "incorrect configuration: GPU state invalid"),
+    (_mask(route_recovery="TRUE"), WARN, "route recovery in progress"),
+    (_mask(access_timeout_recovery="TRUE"), WARN, "access timeout recovery in progress"),
+    (_mask(gfm_state="DISCONNECTED"), WARN, "global fabric manager disconnected"),
+    (_mask(partition_assigned="FALSE"), WARN, "not assigned to an NVLink partition"),
+    (_mask(degraded_bw="TRUE"), WARN, "degraded bandwidth"),
+    (_mask() | (1 << 20), WARN, "unknown health bits 0x100000"),
+    (_mask(incorrect_configuration="NONE") | (0xf << 8), WARN, "incorrect configuration: unknown value 15"),
+    (0, PASS, None),   # every field NOT_SUPPORTED (a GPU whose driver fills no field): nothing to judge against
+    (_mask(route_unhealthy="TRUE", gfm_state="DISCONNECTED"), FAIL, "route unhealthy, global fabric manager disconnected"),
+])
+def test_fabric_health_mask_every_field(h200, mask, status, text):
+    fabric = {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS, "clique": 1, "cluster": b"\x5a" * 16,
+              "health_mask": mask}
+    check = one(host(h200, [hf.gpu(0, fabric=fabric)]), "host.health.fabric")
+    assert check["status"] == status, check
+    assert check["observed"].endswith("health mask 0x%x%s" % (mask, ", " + text if text else "")), check
+
+
+def test_fabric_health_fields_are_nvml_h():
+    """Each field's shift and width are nvml.h's (NVIDIA's pynvml carries them as constants)."""
+    names = {"degraded bandwidth": "DEGRADED_BW", "route recovery": "ROUTE_RECOVERY", "route unhealthy": "ROUTE_UNHEALTHY",
+             "access timeout recovery": "ACCESS_TIMEOUT_RECOVERY", "incorrect configuration": "INCORRECT_CONFIGURATION",
+             "partition assigned": "PARTITION_ASSIGNED", "fabric manager": "GFM_STATE"}
+    for name, shift, width, _values in _health.FABRIC_HEALTH_FIELDS:
+        assert (shift, width) == (getattr(nv, "NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_" + names[name]),
+                                  getattr(nv, "NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_" + names[name])), name
+
+
 @pytest.mark.parametrize("function,check_id,code", [
     ("nvmlDeviceGetEccMode", "host.health.ecc_mode", nv.NVML_ERROR_NOT_SUPPORTED),
     ("nvmlDeviceGetTotalEccErrors", "host.health.ecc_errors", nv.NVML_ERROR_NOT_SUPPORTED),
