@@ -522,25 +522,51 @@ def _busy_gpus(nvml):
     return busy_reason(busy) if busy else ""
 
 
+def _dcgm_list(value, what):
+    """A JSON list of objects, or ValueError naming what was not one (a missing value is an empty list)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ValueError("%s is not a list of objects: %s" % (what, json.dumps(value)[:120]))
+    return value
+
+
+def _dcgm_texts(value, key):
+    """Warnings or info of one result: a list of strings or of {key: text} objects (DCGM 4's warnings)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        value = [value]
+    return [str(v.get(key) if isinstance(v, dict) else v) for v in value]
+
+
 def parse_dcgm_diag(text):
     """The per-test results of ``dcgmi diag -j`` output: {version, runtime_error, tests: [{category, test, entity
-    (GPU id or None for the test's summary), status (DCGM's word), warnings: [text], info: [text]}]}.
+    (GPU id or None for the test's summary), gpu_uuid (where dcgmi names the GPU's UUID), status (DCGM's word),
+    warnings: [text], info: [text]}]}.
 
     Both JSON shapes DCGM has printed: DCGM 4 ("DCGM Diagnostic", results per entity with entity_group/entity_id and a
     test_summary, dcgmi/Diag.cpp HelperJsonBuildOutput) and DCGM 3 ("DCGM GPU Diagnostic", results with a gpu_ids
-    string). ValueError when the text holds no such JSON object."""
+    string). ValueError, never another exception, when the text holds no such JSON object or its shape is not one
+    of these (a list where an object belongs, a result that is a string, ...)."""
     start, end = (text or "").find("{"), (text or "").rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object in the output")
-    doc = json.loads(text[start:end + 1])
+    try:
+        doc = json.loads(text[start:end + 1])
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply")
+    if not isinstance(doc, dict):
+        raise ValueError("the JSON is not an object")
     body = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic")
     if not isinstance(body, dict):
         raise ValueError("no 'DCGM Diagnostic' object in the JSON")
-    version = (doc.get("metadata") or {}).get("version") or body.get("version")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    version = meta.get("version") or body.get("version")
     tests = []
-    for category in body.get("test_categories") or []:
-        for test in category.get("tests") or []:
-            entries = [(r, _dcgm_entities(r)) for r in test.get("results") or []]
+    for category in _dcgm_list(body.get("test_categories"), "test_categories"):
+        for test in _dcgm_list(category.get("tests"), "tests of %s" % category.get("category")):
+            entries = [(r, _dcgm_entities(r)) for r in _dcgm_list(test.get("results"), "results of %s" % test.get("name"))]
             summary = test.get("test_summary")
             if isinstance(summary, dict) and (not entries or _dcgm_worse(summary, [r for r, _e in entries])):
                 # the summary alone (no result per GPU), or it says worse than every GPU's result: an error of no
@@ -548,11 +574,23 @@ def parse_dcgm_diag(text):
                 entries.append((summary, [None]))
             for result, entities in entries:
                 for entity in entities:
-                    tests.append({"category": category.get("category"), "test": test.get("name"), "entity": entity,
+                    tests.append({"category": str(category.get("category")), "test": str(test.get("name")), "entity": entity,
+                                  "gpu_uuid": _dcgm_uuid(result) if entity is not None else None,
                                   "status": str(result.get("status") or ""),
-                                  "warnings": [str(w.get("warning") if isinstance(w, dict) else w) for w in result.get("warnings") or []],
-                                  "info": [str(i) for i in result.get("info") or []]})
-    return {"version": version, "runtime_error": body.get("runtime_error"), "tests": tests}
+                                  "warnings": _dcgm_texts(result.get("warnings"), "warning"),
+                                  "info": _dcgm_texts(result.get("info"), "info")})
+    runtime_error = body.get("runtime_error")
+    return {"version": None if version is None else str(version),
+            "runtime_error": None if runtime_error in (None, "") else str(runtime_error), "tests": tests}
+
+
+def _dcgm_uuid(result):
+    """The GPU's UUID where dcgmi names it in a result (entity_uuid, gpu_uuid or uuid), else None."""
+    for key in ("entity_uuid", "gpu_uuid", "uuid"):
+        value = result.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
 
 
 def _dcgm_rank(result):
@@ -564,10 +602,16 @@ def _dcgm_worse(summary, results):
 
 
 def _dcgm_entities(result):
-    """The GPU ids one result is for: DCGM 4's entity_id of entity_group GPU, DCGM 3's gpu_ids "0,1,2"."""
+    """The GPU ids (DCGM's entity ids) one result is for: DCGM 4's entity_id of entity_group GPU, DCGM 3's gpu_ids
+    "0,1,2"; ValueError for an id that is not a number."""
     if "entity_id" in result:
         group = str(result.get("entity_group") or "GPU")
-        return [int(result["entity_id"]) if group.upper() == "GPU" else "%s %s" % (group, result["entity_id"])]
+        entity = result["entity_id"]
+        if group.upper() == "GPU":
+            if isinstance(entity, bool) or not isinstance(entity, (int, str)) or not str(entity).strip().isdigit():
+                raise ValueError("a GPU result's entity_id is not a number: %s" % json.dumps(entity)[:60])
+            return [int(str(entity).strip())]
+        return ["%s %s" % (group, entity)]
     ids = [i.strip() for i in str(result.get("gpu_ids", result.get("gpu_id", ""))).split(",") if i.strip()]
     return [int(i) if i.isdigit() else i for i in ids] or [None]
 
@@ -603,7 +647,7 @@ def read_dcgm_diag(level, nvml, root="/"):
     try:
         out.update(parse_dcgm_diag(res["stdout"]))
     except ValueError as exc:
-        out["error"] = "dcgmi diag gave no DCGM JSON (rc %s): %s; %s" % (
+        out["error"] = "dcgmi diag output not understood (rc %s): %s; %s" % (
             res["rc"], exc, ((res["stdout"] or "") + (res["stderr"] or "")).strip()[-300:])
     return out
 

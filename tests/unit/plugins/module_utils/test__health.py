@@ -649,7 +649,7 @@ def test_dcgm_without_nvml_is_not_run(tmp_path, monkeypatch):
     ('%s "%s"' % (CAT, os.path.join(DCGM_FIXTURES, "dcgm4-runtime-error.json")) + "; exit 1", None, WARN,
      "DCGM runtime error: Error: unable to establish a connection to the specified host: localhost"),
     ('echo "Error: unable to establish a connection to the specified host: localhost"; exit 255', None, WARN,
-     "no result: dcgmi diag gave no DCGM JSON (rc 255): no JSON object in the output; Error: unable to establish"),
+     "no result: dcgmi diag output not understood (rc 255): no JSON object in the output; Error: unable to establish"),
     ("%s 30" % SLEEP, 0.5, WARN, "no result: timeout after 0.5s"),
 ])
 def test_dcgm_that_gives_no_result_warns_with_why(tmp_path, monkeypatch, h200, body, timeout, status, observed):
@@ -660,6 +660,43 @@ def test_dcgm_that_gives_no_result_warns_with_why(tmp_path, monkeypatch, h200, b
     gpus = [hf.gpu(0)]
     check = one(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
     assert check["status"] == status and check["observed"].startswith(observed), check
+
+
+ODD_DCGM_SHAPES = [
+    ["DCGM Diagnostic"], 17, {"DCGM Diagnostic": {"test_categories": ["x"]}},
+    {"DCGM Diagnostic": {"test_categories": {"Deployment": []}}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": ["Software"]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": {"name": "s"}}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": ["pass"]}]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": "Pass"}]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": [{"entity_id": [0], "status": "Pass"}]}]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": [{"entity_id": None, "status": "Pass"}]}]}]}},
+]
+
+
+@pytest.mark.parametrize("doc", ODD_DCGM_SHAPES, ids=lambda d: json.dumps(d)[:60])
+def test_dcgm_odd_json_is_a_value_error_and_a_warn_never_a_crash(tmp_path, monkeypatch, h200, doc):
+    """Any JSON dcgmi prints that the parser does not understand is ValueError (nothing else escapes), and the host
+    record gets the 'no result' WARN with the reason instead of crashing (which would block the compute probe)."""
+    text = json.dumps(doc)
+    if isinstance(doc, dict):
+        with pytest.raises(ValueError):
+            _health.parse_dcgm_diag(text)
+    (tmp_path / "out.json").write_text(text)
+    _fake_dcgmi(tmp_path, body='%s "%s"' % (CAT, tmp_path / "out.json"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0)]
+    record = _dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
+    check = one(record, "host.health.dcgm_diag")
+    assert check["status"] == WARN and check["observed"].startswith("no result: dcgmi diag output not understood (rc 0): "), check
+
+
+def test_dcgm_odd_values_inside_a_known_shape_are_read_as_text():
+    """Warnings as one string, a status that is a number, info objects: read as text, not a crash."""
+    test = {"name": "software", "results": [{"entity_group": "GPU", "entity_id": "0", "status": 3,
+                                              "warnings": "one string", "info": [{"info": "x"}]}]}
+    tests = _health.parse_dcgm_diag(json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": 1, "tests": [test]}]}}))["tests"]
+    assert [(t["entity"], t["status"], t["warnings"], t["info"]) for t in tests] == [(0, "3", ["one string"], ["x"])]
 
 
 def test_dcgm_level_above_1_only_when_asked_and_never_above_4():
