@@ -265,6 +265,50 @@ def test_host_match_names_gpus_by_minor_or_index(name, attributes, host, status,
         assert [(r[0], r[3]) for r in rows] == [(status, observed)]
 
 
+def _dev(name, kind, uuid=None, parent=None, driver="580.159.4", bus=None):
+    return {"name": name, "pool": "n1", "type": kind, "uuid": uuid, "parent_uuid": parent, "driver_version": driver,
+            "pci_bus_id": bus, "minor": None, "index": None, "taints": []}
+
+
+MIG_HOST = [{"index": 0, "uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1b:00.0",
+             "mig": {"instances": [{"uuid": "MIG-1", "gi": 1, "ci": 0}]}}]
+BARE_MIG_HOST = [{"index": 0, "uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1b:00.0", "mig": {"instances": [{"uuid": None}]}}]
+
+
+@pytest.mark.parametrize("dev,gpus,status,observed", [
+    # nothing compared: NOT_RUN with why, never PASS
+    (_dev("gpu-vfio-0", "vfio", bus="0000:99:00.0"), MIG_HOST, NOT_RUN,
+     "vfio device (bound to vfio-pci, not visible to NVML): not compared with the host record"),
+    (_dev("gpu-0-mig-9-4-4", "mig", uuid="MIG-deadbeef"), BARE_MIG_HOST, NOT_RUN,
+     "not compared: the device publishes no parentUUID; the host record lists no MIG instance UUID"),
+    (_dev("gpu-0", "gpu"), MIG_HOST, NOT_RUN, "not compared: the device publishes no uuid"),
+    # what was compared, and only that
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-1", parent=GPU0), MIG_HOST, PASS,
+     "MIG-1: parent %s, MIG instance MIG-1, driver 580.159.04" % GPU0),
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-x", parent=GPU0), BARE_MIG_HOST, PASS, "MIG-x: parent %s, driver 580.159.04" % GPU0),
+    # a MIG device's driverVersion is its parent's driver (both NVIDIA DRA drivers publish it): compared too
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-1", parent=GPU0, driver="570.1.0"), MIG_HOST, FAIL,
+     "driverVersion 570.1.0, loaded driver 580.159.04"),
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-2", parent=GPU0), MIG_HOST, FAIL, "MIG device MIG-2 is not a MIG instance of this host"),
+    # a version that is not numbers is not compared (never "equal" to another such version)
+    (_dev("gpu-0", "gpu", uuid=GPU0, driver="580.159.4-rc.1"), MIG_HOST, PASS,
+     "%s: minor 0; driverVersion 580.159.4-rc.1 against loaded driver 580.159.04 not compared (not numeric)" % GPU0),
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-x", driver="garbage"), BARE_MIG_HOST, NOT_RUN,
+     "not compared: the device publishes no parentUUID; the host record lists no MIG instance UUID"),
+])
+def test_host_match_says_what_was_compared(dev, gpus, status, observed):
+    rows = _k8s.host_match({"name": "n1", "dra": {"devices": [dev]}}, host_record(gpus))
+    assert (rows[0][0], rows[0][3]) == (status, observed)
+
+
+def test_version_keys_that_are_not_numbers_are_never_equal():
+    assert _k8s_dra.version_key("580.159.4-rc.1") is None and _k8s_dra.version_key("garbage") is None
+    rows = _k8s.host_match({"name": "n1", "dra": {"devices": [_dev("gpu-0", "gpu", uuid=GPU0, driver="garbage")]}},
+                           host_record(MIG_HOST, driver="also garbage"))
+    assert rows[0][0] == PASS and "driverVersion garbage against loaded driver also garbage not compared" in rows[0][3]
+    assert "driver also garbage," not in rows[0][3]
+
+
 def test_host_gpu_not_published_warns():
     gpus = host_record()["evidence"]["gpus"] + [{"uuid": "GPU-ffff", "minor": 2, "pci_bus_id": "0000:50:00.0"}]
     c = one(analyse(host_record=host_record(gpus), hostname="dra-0"), "k8s.dra.host_match", "dra-0 GPU-ffff")
