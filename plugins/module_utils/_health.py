@@ -682,6 +682,19 @@ def _not_read(errors, *keys):
     return "not read: %s" % "; ".join(sorted(set(texts))) if texts else None
 
 
+# NVML's answers for a link or a memory location the GPU has not (nothing there to read, not a missing reading)
+ABSENT_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT")
+
+
+def _add_judged(b, check_id, status, s, expected, observed, missing):
+    """Add a check whose FAIL criterion needs the readings ``missing`` names (a "not read: ..." text, None when all
+    were read): a PASS without them is NOT_RUN with NVML's code, never PASS; a FAIL or WARN from what was read
+    stands."""
+    if missing and status == PASS:
+        status, observed = NOT_RUN, "%s; %s" % (missing, observed)
+    b.add(check_id, status, s, expected, observed)
+
+
 def _at_or_above(value, threshold):
     """Whether ``value`` reaches ``threshold`` (None: that threshold is off, nothing is judged by it)."""
     return threshold is not None and value is not None and value >= threshold
@@ -714,9 +727,12 @@ def _ecc_errors(b, s, g, t):
         status = WARN
     else:
         status = PASS
-    b.add("host.health.ecc_errors", status, s, "%s (FAIL), %s (WARN)" % (
+    missing = None
+    if c["uncorrected_volatile"] is None and t["ecc_uncorrected_volatile_fail"] is not None:
+        missing = "uncorrected volatile %s" % (_not_read(g["errors"], "ecc_uncorrected_volatile") or "not read")
+    _add_judged(b, "host.health.ecc_errors", status, s, "%s (FAIL), %s (WARN)" % (
         _limit(t["ecc_uncorrected_volatile_fail"], "uncorrected volatile <"),
-        _limit(t["ecc_uncorrected_aggregate_warn"], "uncorrected aggregate <")), observed)
+        _limit(t["ecc_uncorrected_aggregate_warn"], "uncorrected aggregate <")), observed, missing)
 
 
 def _retired_pages(b, s, g, t):
@@ -728,8 +744,12 @@ def _retired_pages(b, s, g, t):
         return
     total = (p["single_bit"] or 0) + (p["double_bit"] or 0)
     status = FAIL if _at_or_above(total, t["retired_pages_fail"]) else (WARN if p["pending"] else PASS)
-    b.add("host.health.retired_pages", status, s, expected,
-          "single-bit %s, double-bit %s, pending %s" % (p["single_bit"], p["double_bit"], p["pending"]))
+    unread = [k for k in ("single_bit", "double_bit") if p[k] is None]
+    missing = _not_read(g["errors"], *["retired_pages_" + k for k in unread]) or (
+        "not read: %s" % ", ".join(unread) if unread else None)
+    _add_judged(b, "host.health.retired_pages", status, s, expected,
+                "single-bit %s, double-bit %s, pending %s" % (p["single_bit"], p["double_bit"], p["pending"]),
+                missing if t["retired_pages_fail"] is not None else None)
 
 
 def _row_remap(b, s, g, t):
@@ -830,9 +850,11 @@ def _recovery(b, s, g, t):
               _not_read(g["errors"], "recovery_action", "reset_required", "drain_and_reset"))
         return
     asked = [text for key, text in read if reset[key]]
-    b.add("host.health.recovery_action", FAIL if asked else PASS, s, "no reset required",
-          "%s (NVML_FI_DEV_RESET_STATUS / DRAIN_AND_RESET_STATUS; %s)" % (
-              "; ".join(asked) or "no reset required", _not_read(g["errors"], "recovery_action")))
+    unread = [key for key, _text in RESET_FIELDS if reset.get(key) is None]
+    _add_judged(b, "host.health.recovery_action", FAIL if asked else PASS, s, "no reset required",
+                "%s (NVML_FI_DEV_RESET_STATUS / DRAIN_AND_RESET_STATUS; %s)" % (
+                    "; ".join(asked) or "no reset required", _not_read(g["errors"], "recovery_action")),
+                _not_read(g["errors"], *unread) or ("not read: %s" % ", ".join(unread) if unread else None))
 
 
 def _fabric_check(b, s, g, t):
@@ -884,7 +906,11 @@ def _nvlink_check(b, s, g, t):
         status = WARN
     else:
         status = PASS
-    b.add("host.health.nvlink", status, s, expected, observed)
+    # a link NVML says the GPU has not (NOT_SUPPORTED, INVALID_ARGUMENT) is absent; any other error is a link unread
+    unread = dict((text, ls) for text, ls in n["errors"].items() if not any(code in text for code in ABSENT_CODES))
+    missing = "links not read: %s" % "; ".join("%s on links %s" % (text, _ranges(ls)) for text, ls in sorted(unread.items())) \
+        if unread else None
+    _add_judged(b, "host.health.nvlink", status, s, expected, observed, missing)
 
 
 def _mig_ecc(b, s, g, t):
@@ -898,8 +924,10 @@ def _mig_ecc(b, s, g, t):
             continue
         total = sum(counts.values())
         observed = "%d (%s)" % (total, ", ".join("%s %s" % kv for kv in sorted(counts.items())))
-        b.add("host.health.mig_ecc", FAIL if _at_or_above(total, t["mig_sram_uncorrected_fail"]) else PASS, subject, expected,
-              observed)
+        # a location NVML says this GPU has not (NOT_SUPPORTED) is absent; any other error is a count unread
+        errors = dict((k, v) for k, v in (dev.get("errors") or {}).items() if not any(code in v for code in ABSENT_CODES))
+        _add_judged(b, "host.health.mig_ecc", FAIL if _at_or_above(total, t["mig_sram_uncorrected_fail"]) else PASS, subject,
+                    expected, observed, _not_read(errors, *errors.keys()))
 
 
 def _xid_summary(events):

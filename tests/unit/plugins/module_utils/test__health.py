@@ -718,3 +718,79 @@ def test_dcgm_summary_error_of_no_single_gpu_is_kept():
         (0, "Pass", []), (None, "Fail", ["Fabric Manager is not running"])]
     same = _health.parse_dcgm_diag(open(os.path.join(DCGM_FIXTURES, "dcgm4-r1-fail.json")).read())["tests"]
     assert [t["entity"] for t in same] == [0, 1]     # a summary no worse than a GPU's result adds nothing
+
+
+# ---- a FAIL criterion whose reading is missing is never a PASS ----
+
+NOT_SUPPORTED_TEXT = "Not Supported (NVML_ERROR_NOT_SUPPORTED, code 3)"
+NO_PERMISSION_TEXT = "Insufficient Permissions (NVML_ERROR_NO_PERMISSION, code 4)"
+
+
+def _evaluate_with(h200, gpu, change):
+    """The host record after ``change(gpu_health)`` edits the collected evidence of GPU 0 (a reading NVML refused
+    only in part cannot be made with the fake, which fails a whole function)."""
+    evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([gpu]))
+    change(evidence["health"]["gpus"][0])
+    return _host.evaluate(evidence)
+
+
+def _ecc_volatile_unread(g):
+    g["ecc_errors"]["uncorrected_volatile"] = None
+    g["errors"]["ecc_uncorrected_volatile"] = NOT_SUPPORTED_TEXT
+
+
+def _single_bit_unread(g):
+    g["retired_pages"].update(single_bit=None, double_bit=0, pending=False)
+    g["errors"]["retired_pages_single_bit"] = NO_PERMISSION_TEXT
+    g["errors"].pop("retired_pages_double_bit", None)
+
+
+def _reset_field_unread(g):
+    g["recovery_action"] = None
+    g["errors"]["recovery_action"] = NOT_SUPPORTED_TEXT
+    g["reset_status"] = {"reset_required": 0, "drain_and_reset": None}
+    g["errors"]["drain_and_reset"] = NO_PERMISSION_TEXT
+
+
+@pytest.mark.parametrize("change,check_id,observed", [
+    (_ecc_volatile_unread, "host.health.ecc_errors", "uncorrected volatile not read: %s" % NOT_SUPPORTED_TEXT),
+    (_single_bit_unread, "host.health.retired_pages", "not read: %s" % NO_PERMISSION_TEXT),
+    (_reset_field_unread, "host.health.recovery_action", "not read: %s" % NO_PERMISSION_TEXT),
+])
+def test_a_pass_without_the_fail_reading_is_not_run(h200, change, check_id, observed):
+    check = one(_evaluate_with(h200, hf.gpu(0), change), check_id)
+    assert check["status"] == NOT_RUN and check["observed"].startswith(observed), check
+
+
+def test_a_fail_or_warn_from_what_was_read_stands(h200):
+    def change(g):
+        _ecc_volatile_unread(g)
+        g["ecc_errors"]["uncorrected_aggregate"] = 5
+    assert one(_evaluate_with(h200, hf.gpu(0), change), "host.health.ecc_errors")["status"] == WARN
+
+    def retired(g):
+        g["retired_pages"].update(single_bit=None, double_bit=80, pending=False)
+    assert one(_evaluate_with(h200, hf.gpu(0), retired), "host.health.retired_pages")["status"] == FAIL
+
+
+def test_nvlink_a_link_unread_is_not_a_pass_but_a_link_the_gpu_has_not_is(h200):
+    A = nv.NVML_NVLINK_STATE_ACTIVE
+    record = host(h200, [hf.gpu(0, **hf.nvlink_gpu([A] * 18))])
+    assert one(record, "host.health.nvlink")["status"] == PASS   # links 18+: INVALID_ARGUMENT, a link the GPU has not
+
+    def change(g):
+        g["nvlink"]["links"].pop("5")
+        g["nvlink"]["errors"][NO_PERMISSION_TEXT] = [5]
+    check = one(_evaluate_with(h200, hf.gpu(0, **hf.nvlink_gpu([A] * 18)), change), "host.health.nvlink")
+    assert check["status"] == NOT_RUN and check["observed"].startswith("links not read: %s on links 5" % NO_PERMISSION_TEXT)
+
+
+def test_mig_ecc_a_location_unread_is_not_a_pass(h200):
+    gpu = hf.gpu(0, mig_devices=[hf.mig_device(0, gi=1)])
+    assert [c["status"] for c in health_checks(host(h200, [gpu]), "host.health.mig_ecc")] == [PASS]  # others NOT_SUPPORTED
+
+    def change(g):
+        g["mig"][0]["sram_uncorrected_volatile"].update(sram=0, l2_cache=None)
+        g["mig"][0]["errors"] = {"sram_l2_cache": NO_PERMISSION_TEXT, "sram_l1_cache": NOT_SUPPORTED_TEXT}
+    check = one(_evaluate_with(h200, hf.gpu(0, mig_devices=[hf.mig_device(0, gi=1)]), change), "host.health.mig_ecc")
+    assert check["status"] == NOT_RUN and check["observed"].startswith("not read: %s" % NO_PERMISSION_TEXT), check
