@@ -21,9 +21,9 @@ description:
   - With O(label), also one Node label O(label)=<verdict> (a merge patch of C(metadata.labels)).
   - Never touches Pods, taints or the Node's spec (the collection's command allowlist refuses any other write).
   - Hosts are matched to Nodes by name, the C(kubernetes.io/hostname) label or a unique short name, or through
-    O(node_names). A host with no Node, and hosts that resolve to one Node (refused: which verdict is the Node's
+    O(node_names). A host with no Node, and hosts that resolve to one Node (refused, since which verdict is the Node's
     cannot be told), are returned in RV(unmatched), each with a warning, and fail the task after the other Nodes are
-    written: a verdict that was asked to be published and was not is an error. A read or a write that fails is
+    written, since a verdict that was asked to be published and was not is an error. A read or a write that fails is
     returned in RV(errors) and fails the task; nothing is hidden.
   - The RBAC this needs is in docs/k8s.md (get/list nodes, patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
