@@ -247,8 +247,9 @@ CHECKS = {
     "host.health.dcgm_diag": _check(
         "where asked (dcgm_diag: level, default 0 = not run) and dcgmi is installed: each test of dcgmi diag -r <level> -j "
         "per GPU (level 1: deployment and software checks in seconds, no load on the GPU); never while a GPU is busy",
-        "a DCGM test failed on the GPU (FAIL) or warned (WARN); dcgmi gave no result in time (WARN); NOT_RUN with the "
-        "reason where not asked, dcgmi is absent, a GPU is busy or dcgmi could not run",
+        "a DCGM test failed on the GPU (FAIL) or warned (WARN); dcgmi ran but gave no result (timeout, output not "
+        "understood, runtime error) or exited non-zero with every test passing (WARN); NOT_RUN with the reason where "
+        "not asked, dcgmi is absent or could not be started, a GPU is busy, or a level above 1 in check or audit mode",
         "dcgmi diag -r 1 by hand; the test's warning text and DCGM's error id; whether nv-hostengine (the DCGM service) runs"),
 }
 del T
@@ -616,13 +617,18 @@ def _dcgm_entities(result):
     return [int(i) if i.isdigit() else i for i in ids] or [None]
 
 
-def read_dcgm_diag(level, nvml, root="/"):
+def read_dcgm_diag(level, nvml, root="/", no_gpu_load=None):
     """{asked (the level, 0 = not asked), ran, why (not run), argv, rc, duration_ms, error, version, runtime_error,
     tests}: ``dcgmi diag -r <level> -j`` through _run.run with DCGM_TIMEOUTS[level], only when asked, dcgmi is
-    installed, root is / and no GPU is busy."""
+    installed, root is / and no GPU is busy. ``no_gpu_load``: why nothing that loads the GPU may run now ("check
+    mode", "audit mode"): levels 2-4 (minutes to hours of load) are then not run; level 1 (deployment and software
+    checks, seconds, no load on the GPU) still is."""
     out = {"asked": level, "ran": False, "why": None, "tests": []}
     if not level:
         out["why"] = "not asked (dcgm_diag: 0)"
+        return out
+    if no_gpu_load and level >= 2:
+        out["why"] = "%s: dcgmi diag -r %d loads the GPU, not run (level 1 does not)" % (no_gpu_load, level)
         return out
     if os.path.realpath(root) != "/":
         out["why"] = "dcgmi diag only runs when root is /"
@@ -994,6 +1000,10 @@ def _dcgm(b, health):
     if not d.get("ran"):
         b.add("host.health.dcgm_diag", NOT_RUN, "dcgmi diag", expected, d.get("why"))
         return
+    if d.get("error") and not d.get("timed_out") and d.get("rc") is None:
+        # not started at all (not found at run time, not executable): nothing of DCGM was asked
+        b.add("host.health.dcgm_diag", NOT_RUN, "dcgmi diag", expected, "dcgmi could not run: %s" % d["error"])
+        return
     if d.get("timed_out") or (d.get("error") and not d.get("tests")):
         b.add("host.health.dcgm_diag", WARN, "dcgmi diag", expected, "no result: %s" % d.get("error"))
         return
@@ -1002,13 +1012,34 @@ def _dcgm(b, health):
     if not d.get("tests") and not d.get("runtime_error"):
         b.add("host.health.dcgm_diag", WARN, "dcgmi diag", expected, "no test result in the output (rc %s)" % d.get("rc"))
         return
-    index = dict((g.get("index"), g.get("uuid")) for g in health.get("gpus") or [])
+    gpus = health.get("gpus") or []
+    statuses = []
     for test in d.get("tests") or []:
         status = DCGM_STATUSES.get(test["status"].strip().lower(), WARN)
-        entity = test["entity"]
-        where = "GPU %s %s" % (entity, index.get(entity) or "") if isinstance(entity, int) else (entity or "all GPUs")
-        observed = test["status"] + ("" if not test["warnings"] else ": " + "; ".join(test["warnings"]))
-        b.add("host.health.dcgm_diag", status, ("%s: %s" % (where.strip(), test["test"])), expected, observed[:1000])
+        statuses.append(status)
+        b.add("host.health.dcgm_diag", status, "%s: %s" % (_dcgm_where(test, gpus), test["test"]), expected,
+              (test["status"] + ("" if not test["warnings"] else ": " + "; ".join(test["warnings"])))[:1000])
+    if d.get("rc") not in (None, 0) and d.get("tests") and FAIL not in statuses and WARN not in statuses:
+        b.add("host.health.dcgm_diag", WARN, "dcgmi diag", "exit status 0 with every test Pass",
+              "dcgmi exited with rc %s although no test failed or warned%s" % (
+                  d["rc"], ": %s" % d["stderr"][-300:] if d.get("stderr") else ""))
+
+
+def _dcgm_where(test, gpus):
+    """Which GPU a DCGM result is about. DCGM's GPU ids are DCGM's own entity ids: the GPU is matched by its UUID
+    where dcgmi gives one, else by the id taken as NVML's index, and the subject says which."""
+    entity = test["entity"]
+    if not isinstance(entity, int):
+        return entity or "all GPUs"
+    if test.get("gpu_uuid"):
+        found = next((g for g in gpus if str(g.get("uuid") or "").lower() == test["gpu_uuid"].lower()), None)
+        if found is None:
+            return "DCGM GPU id %d %s (not a GPU NVML lists here)" % (entity, test["gpu_uuid"])
+        return "GPU %s %s (DCGM id %d)" % (found.get("index"), test["gpu_uuid"], entity)
+    found = next((g for g in gpus if g.get("index") == entity), None)
+    if found is None:
+        return "DCGM GPU id %d (no NVML GPU with that index)" % entity
+    return "GPU %d %s (DCGM id %d, matched by id: dcgmi gave no UUID)" % (entity, found.get("uuid") or "", entity)
 
 
 def check_health(b, ev):

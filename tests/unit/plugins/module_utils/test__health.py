@@ -569,6 +569,10 @@ def _fake_dcgmi(directory, fixture=None, rc=0, body=None):
     _program(directory, "dcgmi", body or 'echo "$*" > "%s/dcgmi.args"\n%s\nexit %d' % (directory, out, rc))
 
 
+# DCGM's GPU ids are its own entity ids; dcgmi diag -j gives no UUID, so the subject says the match is by id
+BY_ID = "GPU %d %s (DCGM id %d, matched by id: dcgmi gave no UUID): software"
+
+
 def _nvml(gpus):
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
     return _nvml.read_nvml(hf.fake_pynvml(gpus))
@@ -591,7 +595,7 @@ def test_dcgm_level_1_pass_is_a_check_per_test_and_gpu(tmp_path, monkeypatch, h2
         ("Deployment", "software", 0, "Pass"), ("Deployment", "software", 1, "Pass")]
     rows = health_checks(_dcgm_record(h200, diag, gpus), "host.health.dcgm_diag")
     assert [(c["subject"], c["status"]) for c in rows] == [
-        ("GPU 0 %s: software" % hf.gpu(0)["uuid"], PASS), ("GPU 1 %s: software" % hf.gpu(1)["uuid"], PASS)]
+        (BY_ID % (0, hf.gpu(0)["uuid"], 0), PASS), (BY_ID % (1, hf.gpu(1)["uuid"], 1), PASS)]
 
 
 def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
@@ -601,10 +605,10 @@ def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
     root = hf.build_node(tmp_path / "node", gpus=2)
     record = _dcgm_record(root, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
     rows = dict((c["subject"], c) for c in health_checks(record, "host.health.dcgm_diag"))
-    failed = rows["GPU 1 %s: software" % hf.gpu(1)["uuid"]]
+    failed = rows[BY_ID % (1, hf.gpu(1)["uuid"], 1)]
     assert failed["status"] == FAIL
     assert failed["observed"] == "Fail: GPU 1 had uncorrectable memory errors and row remapping failed."
-    assert rows["GPU 0 %s: software" % hf.gpu(0)["uuid"]]["status"] == PASS
+    assert rows[BY_ID % (0, hf.gpu(0)["uuid"], 0)]["status"] == PASS
     assert (record["status"], record["signature"]) == (FAIL, "host.health.dcgm_diag")
 
 
@@ -794,3 +798,45 @@ def test_mig_ecc_a_location_unread_is_not_a_pass(h200):
         g["mig"][0]["errors"] = {"sram_l2_cache": NO_PERMISSION_TEXT, "sram_l1_cache": NOT_SUPPORTED_TEXT}
     check = one(_evaluate_with(h200, hf.gpu(0, mig_devices=[hf.mig_device(0, gi=1)]), change), "host.health.mig_ecc")
     assert check["status"] == NOT_RUN and check["observed"].startswith("not read: %s" % NO_PERMISSION_TEXT), check
+
+
+def test_dcgm_levels_that_load_the_gpu_are_not_run_in_check_or_audit_mode(tmp_path, monkeypatch, h200):
+    """Levels 2-4 load the GPU for minutes to hours: NOT_RUN in check mode and audit mode, never started; level 1
+    (deployment and software checks, no load) runs."""
+    _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0)]
+    for why in ("check mode", "audit mode"):
+        for level in (2, 3, 4):
+            diag = _health.read_dcgm_diag(level, _nvml(gpus), no_gpu_load=why)
+            assert (diag["ran"], diag["why"]) == (False, "%s: dcgmi diag -r %d loads the GPU, not run (level 1 does not)" % (why, level))
+    assert not os.path.exists(os.path.join(str(tmp_path), "dcgmi.args"))   # never started
+    assert _health.read_dcgm_diag(1, _nvml(gpus), no_gpu_load="check mode")["ran"] is True
+
+
+def test_node_inspect_passes_check_and_audit_mode_to_dcgm(tmp_path, monkeypatch):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
+    seen = []
+    monkeypatch.setattr(_host, "collect_host", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
+    base = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())
+    base.update(layers=["host"], root="/")
+    for mode, check_mode, why in (("full", False, None), ("full", True, "check mode"), ("audit", False, "audit mode")):
+        _node.inspect(dict(base, mode=mode), check_mode=check_mode)
+    assert seen == [None, "check mode", "audit mode"]
+
+
+def test_dcgm_non_zero_exit_with_every_test_passing_warns(tmp_path, monkeypatch, h200):
+    _fake_dcgmi(tmp_path, body='%s "%s"; echo "something went wrong" >&2; exit 3' % (CAT, os.path.join(DCGM_FIXTURES, "dcgm4-r1-pass.json")))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0)]
+    rows = health_checks(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
+    extra = [c for c in rows if c["subject"] == "dcgmi diag"]
+    assert [(c["status"], c["observed"]) for c in extra] == [
+        (WARN, "dcgmi exited with rc 3 although no test failed or warned: something went wrong")]
+
+
+def test_dcgm_that_could_not_be_started_is_not_run(h200):
+    diag = {"asked": 1, "ran": True, "why": None, "tests": [], "rc": None, "error": "cannot execute /usr/bin/dcgmi: denied",
+            "timed_out": False}
+    check = one(_dcgm_record(h200, diag, [hf.gpu(0)]), "host.health.dcgm_diag")
+    assert (check["status"], check["observed"]) == (NOT_RUN, "dcgmi could not run: cannot execute /usr/bin/dcgmi: denied")
