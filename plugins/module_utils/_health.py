@@ -225,8 +225,9 @@ CHECKS = {
         "the nvidia-fabricmanager service's state and log; nvidia-smi -q | grep -A6 Fabric"),
     "host.health.nvlink": _check(
         "per GPU with NVLink: every NVLink is up (nvmlDeviceGetNvLinkState for links 0 to NVML_NVLINK_MAX_LINKS - 1); "
-        "NOT_RUN with NVML's code where the GPU or VM exposes no NVLink, and where no link is up on a GPU without fabric "
-        "(no bridge, no NVSwitch)",
+        "NOT_RUN with NVML's code where the GPU or VM exposes no NVLink, where no link is up on a GPU without fabric "
+        "(no bridge, no NVSwitch), and where no link is up on a GPU in MIG mode whose fabric reports no fault (MIG "
+        "enabled: NVLink not used); a link unread for another reason is never a PASS",
         "%d or more links inactive (nvlink_inactive_fail) while others are up, or every link down on a GPU of an "
         "NVLink fabric (FAIL); a link up with its traffic disabled (WARN)" % T["nvlink_inactive_fail"],
         "nvidia-smi nvlink -s; nvidia-smi nvlink -e (error counters); the fabric manager log; reseat or replace the "
@@ -885,7 +886,15 @@ def _fabric_check(b, s, g, t):
     b.add("host.health.fabric", status, s, "registration completed with status 0 (NVML_SUCCESS)", observed)
 
 
-def _nvlink_check(b, s, g, t):
+def _fabric_reports_a_fault(fabric):
+    """Whether the fabric registration itself says something is wrong (completed with an error, or a FAIL field
+    of its health mask)."""
+    if not fabric or fabric.get("state") != 3:
+        return False
+    return fabric.get("status") != 0 or any(st == FAIL for st, _t in fabric_health(fabric.get("health_mask") or 0))
+
+
+def _nvlink_check(b, s, g, t, mig_enabled=False):
     n = g.get("nvlink")
     expected = "every NVLink up (%s)" % _limit(t["nvlink_inactive_fail"], "FAIL at inactive links >=")
     if not n or not n["links"]:
@@ -905,6 +914,10 @@ def _nvlink_check(b, s, g, t):
     if not up and not on_fabric:
         b.add("host.health.nvlink", NOT_RUN, s, expected, "no NVLink is up and the GPU has no NVLink fabric (no bridge or "
                                                           "NVSwitch connected): %s" % observed)
+        return
+    if not up and mig_enabled and not _fabric_reports_a_fault(g.get("fabric")):
+        # a GPU in MIG mode has no peer-to-peer over NVLink: links down are expected, not a fault
+        b.add("host.health.nvlink", NOT_RUN, s, expected, "MIG enabled: NVLink not used (%s)" % observed)
         return
     if (up and _at_or_above(inactive, t["nvlink_inactive_fail"])) or (not up and on_fabric):
         status = FAIL
@@ -1055,6 +1068,7 @@ def check_health(b, ev):
             "NVML unavailable: %s" % nvml["error"] if not nvml["ok"] else "no GPU readings from NVML")
         for cid in per_gpu:
             b.add(cid, NOT_RUN, "GPUs", observed=why)
+    mig_on = set(x.get("index") for x in nvml.get("gpus") or [] if (x.get("mig_mode") or {}).get("current") == 1)
     for g in health["gpus"]:
         s = "%s %s" % (_label(g), g.get("uuid") or "")
         s = s.strip()
@@ -1063,8 +1077,10 @@ def check_health(b, ev):
                 b.add(cid, NOT_RUN, s, observed="not read: %s" % g["unread"])
             continue
         for step in (_ecc_mode, _ecc_errors, _retired_pages, _row_remap, _clock_events, _temperature, _pcie, _recovery,
-                     _fabric_check, _nvlink_check, _mig_ecc):
+                     _fabric_check):
             step(b, s, g, t)
+        _nvlink_check(b, s, g, t, mig_enabled=g.get("index") in mig_on)
+        _mig_ecc(b, s, g, t)
     if health["kernel_log"] is not None:
         _xids(b, health["gpus"] or ev.get("gpus") or [], health["kernel_log"])
     _dcgm(b, health)

@@ -452,6 +452,24 @@ def test_nvlink_links_all_down_without_a_fabric_is_not_run(h200):
     assert check["status"] == NOT_RUN and check["observed"].startswith("no NVLink is up and the GPU has no NVLink fabric"), check
 
 
+@pytest.mark.parametrize("fabric,status,observed", [
+    (None, NOT_RUN, "MIG enabled: NVLink not used (inactive: links 0-17"),
+    # the fabric itself reports a fault: the links down are part of it
+    ({"status": nv.NVML_ERROR_NOT_READY}, FAIL, "inactive: links 0-17"),
+    ({"health_mask": 1 << 4}, FAIL, "inactive: links 0-17"),   # route unhealthy
+])
+def test_nvlink_all_links_down_on_a_mig_gpu(h200, fabric, status, observed):
+    """A GPU in MIG mode has no peer-to-peer over NVLink: every link down is NOT_RUN with why, not a FAIL, unless the
+    fabric registration says something is wrong."""
+    readings = hf.nvlink_gpu([I] * 18)
+    readings["fabric"] = dict(readings["fabric"], **(fabric or {}))
+    gpu = hf.gpu(0, mig_devices=[hf.mig_device(0, gi=1)], **readings)
+    check = one(host(h200, [gpu]), "host.health.nvlink")
+    assert check["status"] == status and check["observed"].startswith(observed), check
+    # MIG off, same links: the fabric rule (every link down on a GPU of an NVLink fabric) FAILs
+    assert one(host(h200, [hf.gpu(0, **hf.nvlink_gpu([I] * 18))]), "host.health.nvlink")["status"] == FAIL
+
+
 def test_an_older_pynvml_without_nvlink_says_so(h200):
     record = host(h200, [hf.gpu(0)], legacy=True)
     assert one(record, "host.health.nvlink")["observed"] == "not read: this pynvml has no nvmlDeviceGetNvLinkState"
@@ -778,7 +796,6 @@ def test_a_fail_or_warn_from_what_was_read_stands(h200):
 
 
 def test_nvlink_a_link_unread_is_not_a_pass_but_a_link_the_gpu_has_not_is(h200):
-    A = nv.NVML_NVLINK_STATE_ACTIVE
     record = host(h200, [hf.gpu(0, **hf.nvlink_gpu([A] * 18))])
     assert one(record, "host.health.nvlink")["status"] == PASS   # links 18+: INVALID_ARGUMENT, a link the GPU has not
 
