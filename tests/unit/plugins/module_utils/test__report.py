@@ -545,13 +545,12 @@ def test_mig_instances_are_listed_under_their_gpu_in_every_format():
 def test_junit_is_valid_xml_whatever_characters_a_node_reported():
     """A control character in any string a node reported (an event message, a slice attribute) would make
     report.xml unreadable: every character XML 1.0 forbids is replaced, the rest kept."""
-    import xml.etree.ElementTree as ElementTree  # pylint: disable=import-outside-toplevel
     records = healthy()
     records["k8s"] = rec("k8s", FAIL, "k8s.dra.host_match", observed="advertises GPU GPU-\x1b[2J\x07evil\x00\ufffe")
     records["k8s"]["reason"] = "bad\x01 reason\ttab"
     report = R.build_report([{"name": "n1\x0b", "records": records, "pins": {}}], "2026-12-03T00:00:00Z")
     text = R.render_junit(report)
-    root = ElementTree.fromstring(text.split("\n", 1)[1])
+    root = ET.fromstring(text.split("\n", 1)[1])
     failure = root.find(".//failure")
     assert failure.get("message") == "bad\ufffd reason\ttab"
     assert "GPU-\ufffd[2J\ufffdevil\ufffd\ufffd" in failure.text
