@@ -716,7 +716,7 @@ def test_dcgm_odd_json_is_a_value_error_and_a_warn_never_a_crash(tmp_path, monke
 def test_dcgm_odd_values_inside_a_known_shape_are_read_as_text():
     """Warnings as one string, a status that is a number, info objects: read as text, not a crash."""
     test = {"name": "software", "results": [{"entity_group": "GPU", "entity_id": "0", "status": 3,
-                                              "warnings": "one string", "info": [{"info": "x"}]}]}
+                                             "warnings": "one string", "info": [{"info": "x"}]}]}
     tests = _health.parse_dcgm_diag(json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": 1, "tests": [test]}]}}))["tests"]
     assert [(t["entity"], t["status"], t["warnings"], t["info"]) for t in tests] == [(0, "3", ["one string"], ["x"])]
 
