@@ -217,15 +217,17 @@ CHECKS = {
         "nvidia-smi -q (GPU Reset Status / Recovery Action); drain the node and do what the driver asks"),
     "host.health.fabric": _check(
         "per GPU on an NVSwitch (NVLink fabric) system: the GPU's fabric registration completed successfully, and its "
-        "health mask shows no degraded bandwidth (nvmlDeviceGetGpuFabricInfoV, else ...GpuFabricInfo); NOT_RUN where the "
-        "GPU has no fabric",
-        "registration completed with an error (FAIL): CUDA cannot start on the GPU; not started or in progress, or "
-        "degraded bandwidth (WARN)",
+        "health mask (every NVML_GPU_FABRIC_HEALTH_MASK_* field) is healthy (nvmlDeviceGetGpuFabricInfoV, else "
+        "...GpuFabricInfo); NOT_RUN where the GPU has no fabric",
+        "registration completed with an error, a route unhealthy or an incorrect configuration (FAIL): CUDA cannot "
+        "start on the GPU or its NVLink traffic fails; not started or in progress, degraded bandwidth, route or access "
+        "timeout recovery, no partition assigned, the fabric manager disconnected, or an unknown value or bit (WARN)",
         "the nvidia-fabricmanager service's state and log; nvidia-smi -q | grep -A6 Fabric"),
     "host.health.nvlink": _check(
         "per GPU with NVLink: every NVLink is up (nvmlDeviceGetNvLinkState for links 0 to NVML_NVLINK_MAX_LINKS - 1); "
-        "NOT_RUN with NVML's code where the GPU or VM exposes no NVLink, and where no link is up on a GPU without fabric "
-        "(no bridge, no NVSwitch)",
+        "NOT_RUN with NVML's code where the GPU or VM exposes no NVLink, where no link is up on a GPU without fabric "
+        "(no bridge, no NVSwitch), and where no link is up on a GPU in MIG mode whose fabric reports no fault (MIG "
+        "enabled: NVLink not used); a link unread for another reason is never a PASS",
         "%d or more links inactive (nvlink_inactive_fail) while others are up, or every link down on a GPU of an "
         "NVLink fabric (FAIL); a link up with its traffic disabled (WARN)" % T["nvlink_inactive_fail"],
         "nvidia-smi nvlink -s; nvidia-smi nvlink -e (error counters); the fabric manager log; reseat or replace the "
@@ -246,8 +248,9 @@ CHECKS = {
     "host.health.dcgm_diag": _check(
         "where asked (dcgm_diag: level, default 0 = not run) and dcgmi is installed: each test of dcgmi diag -r <level> -j "
         "per GPU (level 1: deployment and software checks in seconds, no load on the GPU); never while a GPU is busy",
-        "a DCGM test failed on the GPU (FAIL) or warned (WARN); dcgmi gave no result in time (WARN); NOT_RUN with the "
-        "reason where not asked, dcgmi is absent, a GPU is busy or dcgmi could not run",
+        "a DCGM test failed on the GPU (FAIL) or warned (WARN); dcgmi ran but gave no result (timeout, output not "
+        "understood, runtime error) or exited non-zero with every test passing (WARN); NOT_RUN with the reason where "
+        "not asked, dcgmi is absent or could not be started, a GPU is busy, or a level above 1 in check or audit mode",
         "dcgmi diag -r 1 by hand; the test's warning text and DCGM's error id; whether nv-hostengine (the DCGM service) runs"),
 }
 del T
@@ -285,7 +288,42 @@ class _FabricInfoV2(ctypes.Structure):
 
 
 FABRIC_INFO_V2 = ctypes.sizeof(_FabricInfoV2) | (2 << 24)    # nvmlGpuFabricInfo_v2 (0x02000024)
-DEGRADED_BW = {0: None, 1: True, 2: False}   # healthMask bits 0-1: NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_*
+# nvmlGpuFabricInfo_v2_t.healthMask, every field of nvml.h's NVML_GPU_FABRIC_HEALTH_MASK_* (as NVIDIA's nvidia-ml-py
+# 13.580 pynvml.py copies them: SHIFT_x, WIDTH_x (the field's mask after the shift), and its values; value 0 of every
+# field is NOT_SUPPORTED): (field, shift, width, {value: (meaning, status)}). A value not listed, and any bit outside
+# these fields, is a WARN ("unknown"): a newer driver says something this table does not know.
+FABRIC_HEALTH_FIELDS = (
+    ("degraded bandwidth", 0, 0x3, {1: ("degraded bandwidth", WARN), 2: (None, PASS)}),
+    ("route recovery", 2, 0x3, {1: ("route recovery in progress", WARN), 2: (None, PASS)}),
+    ("route unhealthy", 4, 0x3, {1: ("route unhealthy", FAIL), 2: (None, PASS)}),
+    ("access timeout recovery", 6, 0x3, {1: ("access timeout recovery in progress", WARN), 2: (None, PASS)}),
+    ("incorrect configuration", 8, 0xf, {1: (None, PASS), 2: ("incorrect configuration: system GUID", FAIL),
+                                         3: ("incorrect configuration: chassis serial number", FAIL),
+                                         4: ("incorrect configuration: no partition", FAIL),
+                                         5: ("incorrect configuration: insufficient NVLinks", FAIL),
+                                         6: ("incorrect configuration: incompatible GPU firmware", FAIL),
+                                         7: ("incorrect configuration: invalid location", FAIL),
+                                         8: ("incorrect configuration: GPU state invalid", FAIL)}),
+    ("partition assigned", 12, 0x3, {1: (None, PASS), 2: ("not assigned to an NVLink partition", WARN)}),
+    ("fabric manager", 14, 0x3, {1: (None, PASS), 2: ("global fabric manager disconnected", WARN)}),
+)
+_FABRIC_HEALTH_KNOWN = sum(width << shift for _name, shift, width, _values in FABRIC_HEALTH_FIELDS)
+
+
+def fabric_health(mask):
+    """[(status, text)] of every field of a fabric health mask that is not healthy or not supported (pure)."""
+    out = []
+    for name, shift, width, values in FABRIC_HEALTH_FIELDS:
+        value = (mask >> shift) & width
+        if value == 0:
+            continue
+        meaning, status = values.get(value, ("%s: unknown value %d" % (name, value), WARN))
+        if meaning:
+            out.append((status, meaning))
+    unknown = mask & ~_FABRIC_HEALTH_KNOWN
+    if unknown:
+        out.append((WARN, "unknown health bits 0x%x" % unknown))
+    return out
 
 
 def _fabric(nv, call, errors, handle):
@@ -486,25 +524,51 @@ def _busy_gpus(nvml):
     return busy_reason(busy) if busy else ""
 
 
+def _dcgm_list(value, what):
+    """A JSON list of objects, or ValueError naming what was not one (a missing value is an empty list)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ValueError("%s is not a list of objects: %s" % (what, json.dumps(value)[:120]))
+    return value
+
+
+def _dcgm_texts(value, key):
+    """Warnings or info of one result: a list of strings or of {key: text} objects (DCGM 4's warnings)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        value = [value]
+    return [str(v.get(key) if isinstance(v, dict) else v) for v in value]
+
+
 def parse_dcgm_diag(text):
     """The per-test results of ``dcgmi diag -j`` output: {version, runtime_error, tests: [{category, test, entity
-    (GPU id or None for the test's summary), status (DCGM's word), warnings: [text], info: [text]}]}.
+    (GPU id or None for the test's summary), gpu_uuid (where dcgmi names the GPU's UUID), status (DCGM's word),
+    warnings: [text], info: [text]}]}.
 
     Both JSON shapes DCGM has printed: DCGM 4 ("DCGM Diagnostic", results per entity with entity_group/entity_id and a
     test_summary, dcgmi/Diag.cpp HelperJsonBuildOutput) and DCGM 3 ("DCGM GPU Diagnostic", results with a gpu_ids
-    string). ValueError when the text holds no such JSON object."""
+    string). ValueError, never another exception, when the text holds no such JSON object or its shape is not one
+    of these (a list where an object belongs, a result that is a string, ...)."""
     start, end = (text or "").find("{"), (text or "").rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object in the output")
-    doc = json.loads(text[start:end + 1])
+    try:
+        doc = json.loads(text[start:end + 1])
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply")
+    if not isinstance(doc, dict):
+        raise ValueError("the JSON is not an object")
     body = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic")
     if not isinstance(body, dict):
         raise ValueError("no 'DCGM Diagnostic' object in the JSON")
-    version = (doc.get("metadata") or {}).get("version") or body.get("version")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    version = meta.get("version") or body.get("version")
     tests = []
-    for category in body.get("test_categories") or []:
-        for test in category.get("tests") or []:
-            entries = [(r, _dcgm_entities(r)) for r in test.get("results") or []]
+    for category in _dcgm_list(body.get("test_categories"), "test_categories"):
+        for test in _dcgm_list(category.get("tests"), "tests of %s" % category.get("category")):
+            entries = [(r, _dcgm_entities(r)) for r in _dcgm_list(test.get("results"), "results of %s" % test.get("name"))]
             summary = test.get("test_summary")
             if isinstance(summary, dict) and (not entries or _dcgm_worse(summary, [r for r, _e in entries])):
                 # the summary alone (no result per GPU), or it says worse than every GPU's result: an error of no
@@ -512,11 +576,23 @@ def parse_dcgm_diag(text):
                 entries.append((summary, [None]))
             for result, entities in entries:
                 for entity in entities:
-                    tests.append({"category": category.get("category"), "test": test.get("name"), "entity": entity,
+                    tests.append({"category": str(category.get("category")), "test": str(test.get("name")), "entity": entity,
+                                  "gpu_uuid": _dcgm_uuid(result) if entity is not None else None,
                                   "status": str(result.get("status") or ""),
-                                  "warnings": [str(w.get("warning") if isinstance(w, dict) else w) for w in result.get("warnings") or []],
-                                  "info": [str(i) for i in result.get("info") or []]})
-    return {"version": version, "runtime_error": body.get("runtime_error"), "tests": tests}
+                                  "warnings": _dcgm_texts(result.get("warnings"), "warning"),
+                                  "info": _dcgm_texts(result.get("info"), "info")})
+    runtime_error = body.get("runtime_error")
+    return {"version": None if version is None else str(version),
+            "runtime_error": None if runtime_error in (None, "") else str(runtime_error), "tests": tests}
+
+
+def _dcgm_uuid(result):
+    """The GPU's UUID where dcgmi names it in a result (entity_uuid, gpu_uuid or uuid), else None."""
+    for key in ("entity_uuid", "gpu_uuid", "uuid"):
+        value = result.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
 
 
 def _dcgm_rank(result):
@@ -528,21 +604,32 @@ def _dcgm_worse(summary, results):
 
 
 def _dcgm_entities(result):
-    """The GPU ids one result is for: DCGM 4's entity_id of entity_group GPU, DCGM 3's gpu_ids "0,1,2"."""
+    """The GPU ids (DCGM's entity ids) one result is for: DCGM 4's entity_id of entity_group GPU, DCGM 3's gpu_ids
+    "0,1,2"; ValueError for an id that is not a number."""
     if "entity_id" in result:
         group = str(result.get("entity_group") or "GPU")
-        return [int(result["entity_id"]) if group.upper() == "GPU" else "%s %s" % (group, result["entity_id"])]
+        entity = result["entity_id"]
+        if group.upper() == "GPU":
+            if isinstance(entity, bool) or not isinstance(entity, (int, str)) or not str(entity).strip().isdigit():
+                raise ValueError("a GPU result's entity_id is not a number: %s" % json.dumps(entity)[:60])
+            return [int(str(entity).strip())]
+        return ["%s %s" % (group, entity)]
     ids = [i.strip() for i in str(result.get("gpu_ids", result.get("gpu_id", ""))).split(",") if i.strip()]
     return [int(i) if i.isdigit() else i for i in ids] or [None]
 
 
-def read_dcgm_diag(level, nvml, root="/"):
+def read_dcgm_diag(level, nvml, root="/", no_gpu_load=None):
     """{asked (the level, 0 = not asked), ran, why (not run), argv, rc, duration_ms, error, version, runtime_error,
     tests}: ``dcgmi diag -r <level> -j`` through _run.run with DCGM_TIMEOUTS[level], only when asked, dcgmi is
-    installed, root is / and no GPU is busy."""
+    installed, root is / and no GPU is busy. ``no_gpu_load``: why nothing that loads the GPU may run now ("check
+    mode", "audit mode"): levels 2-4 (minutes to hours of load) are then not run; level 1 (deployment and software
+    checks, seconds, no load on the GPU) still is."""
     out = {"asked": level, "ran": False, "why": None, "tests": []}
     if not level:
         out["why"] = "not asked (dcgm_diag: 0)"
+        return out
+    if no_gpu_load and level >= 2:
+        out["why"] = "%s: dcgmi diag -r %d loads the GPU, not run (level 1 does not)" % (no_gpu_load, level)
         return out
     if os.path.realpath(root) != "/":
         out["why"] = "dcgmi diag only runs when root is /"
@@ -567,7 +654,7 @@ def read_dcgm_diag(level, nvml, root="/"):
     try:
         out.update(parse_dcgm_diag(res["stdout"]))
     except ValueError as exc:
-        out["error"] = "dcgmi diag gave no DCGM JSON (rc %s): %s; %s" % (
+        out["error"] = "dcgmi diag output not understood (rc %s): %s; %s" % (
             res["rc"], exc, ((res["stdout"] or "") + (res["stderr"] or "")).strip()[-300:])
     return out
 
@@ -602,6 +689,19 @@ def _not_read(errors, *keys):
     return "not read: %s" % "; ".join(sorted(set(texts))) if texts else None
 
 
+# NVML's answers for a link or a memory location the GPU has not (nothing there to read, not a missing reading)
+ABSENT_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT")
+
+
+def _add_judged(b, check_id, status, s, expected, observed, missing):
+    """Add a check whose FAIL criterion needs the readings ``missing`` names (a "not read: ..." text, None when all
+    were read): a PASS without them is NOT_RUN with NVML's code, never PASS; a FAIL or WARN from what was read
+    stands."""
+    if missing and status == PASS:
+        status, observed = NOT_RUN, "%s; %s" % (missing, observed)
+    b.add(check_id, status, s, expected, observed)
+
+
 def _at_or_above(value, threshold):
     """Whether ``value`` reaches ``threshold`` (None: that threshold is off, nothing is judged by it)."""
     return threshold is not None and value is not None and value >= threshold
@@ -634,9 +734,12 @@ def _ecc_errors(b, s, g, t):
         status = WARN
     else:
         status = PASS
-    b.add("host.health.ecc_errors", status, s, "%s (FAIL), %s (WARN)" % (
+    missing = None
+    if c["uncorrected_volatile"] is None and t["ecc_uncorrected_volatile_fail"] is not None:
+        missing = "uncorrected volatile %s" % (_not_read(g["errors"], "ecc_uncorrected_volatile") or "not read")
+    _add_judged(b, "host.health.ecc_errors", status, s, "%s (FAIL), %s (WARN)" % (
         _limit(t["ecc_uncorrected_volatile_fail"], "uncorrected volatile <"),
-        _limit(t["ecc_uncorrected_aggregate_warn"], "uncorrected aggregate <")), observed)
+        _limit(t["ecc_uncorrected_aggregate_warn"], "uncorrected aggregate <")), observed, missing)
 
 
 def _retired_pages(b, s, g, t):
@@ -648,8 +751,12 @@ def _retired_pages(b, s, g, t):
         return
     total = (p["single_bit"] or 0) + (p["double_bit"] or 0)
     status = FAIL if _at_or_above(total, t["retired_pages_fail"]) else (WARN if p["pending"] else PASS)
-    b.add("host.health.retired_pages", status, s, expected,
-          "single-bit %s, double-bit %s, pending %s" % (p["single_bit"], p["double_bit"], p["pending"]))
+    unread = [k for k in ("single_bit", "double_bit") if p[k] is None]
+    missing = _not_read(g["errors"], *["retired_pages_" + k for k in unread]) or (
+        "not read: %s" % ", ".join(unread) if unread else None)
+    _add_judged(b, "host.health.retired_pages", status, s, expected,
+                "single-bit %s, double-bit %s, pending %s" % (p["single_bit"], p["double_bit"], p["pending"]),
+                missing if t["retired_pages_fail"] is not None else None)
 
 
 def _row_remap(b, s, g, t):
@@ -750,9 +857,11 @@ def _recovery(b, s, g, t):
               _not_read(g["errors"], "recovery_action", "reset_required", "drain_and_reset"))
         return
     asked = [text for key, text in read if reset[key]]
-    b.add("host.health.recovery_action", FAIL if asked else PASS, s, "no reset required",
-          "%s (NVML_FI_DEV_RESET_STATUS / DRAIN_AND_RESET_STATUS; %s)" % (
-              "; ".join(asked) or "no reset required", _not_read(g["errors"], "recovery_action")))
+    unread = [key for key, _text in RESET_FIELDS if reset.get(key) is None]
+    _add_judged(b, "host.health.recovery_action", FAIL if asked else PASS, s, "no reset required",
+                "%s (NVML_FI_DEV_RESET_STATUS / DRAIN_AND_RESET_STATUS; %s)" % (
+                    "; ".join(asked) or "no reset required", _not_read(g["errors"], "recovery_action")),
+                _not_read(g["errors"], *unread) or ("not read: %s" % ", ".join(unread) if unread else None))
 
 
 def _fabric_check(b, s, g, t):
@@ -765,18 +874,27 @@ def _fabric_check(b, s, g, t):
         b.add("host.health.fabric", NOT_RUN, s, "registration completed",
               "the GPU has no NVLink fabric (NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)")
         return
-    degraded = DEGRADED_BW.get((f.get("health_mask") or 0) & 0x3) if f.get("health_mask") is not None else None
+    health = fabric_health(f["health_mask"]) if f.get("health_mask") is not None else []
     observed = "%s, status %s, clique %s, cluster %s%s" % (
         state, f["status"], f["clique_id"], f["cluster_uuid"],
-        "" if f.get("health_mask") is None else ", health mask 0x%x%s" % (f["health_mask"], ", degraded bandwidth" if degraded else ""))
+        "" if f.get("health_mask") is None else ", health mask 0x%x%s" % (
+            f["health_mask"], "".join(", %s" % text for _status, text in health)))
     if f["state"] == 3:
-        status = FAIL if f["status"] != 0 else (WARN if degraded else PASS)
+        status = FAIL if f["status"] != 0 else _worst([PASS] + [st for st, _text in health])
     else:
-        status = WARN
+        status = _worst([WARN] + [st for st, _text in health])
     b.add("host.health.fabric", status, s, "registration completed with status 0 (NVML_SUCCESS)", observed)
 
 
-def _nvlink_check(b, s, g, t):
+def _fabric_reports_a_fault(fabric):
+    """Whether the fabric registration itself says something is wrong (completed with an error, or a FAIL field
+    of its health mask)."""
+    if not fabric or fabric.get("state") != 3:
+        return False
+    return fabric.get("status") != 0 or any(st == FAIL for st, _t in fabric_health(fabric.get("health_mask") or 0))
+
+
+def _nvlink_check(b, s, g, t, mig_enabled=False):
     n = g.get("nvlink")
     expected = "every NVLink up (%s)" % _limit(t["nvlink_inactive_fail"], "FAIL at inactive links >=")
     if not n or not n["links"]:
@@ -797,13 +915,21 @@ def _nvlink_check(b, s, g, t):
         b.add("host.health.nvlink", NOT_RUN, s, expected, "no NVLink is up and the GPU has no NVLink fabric (no bridge or "
                                                           "NVSwitch connected): %s" % observed)
         return
+    if not up and mig_enabled and not _fabric_reports_a_fault(g.get("fabric")):
+        # a GPU in MIG mode has no peer-to-peer over NVLink: links down are expected, not a fault
+        b.add("host.health.nvlink", NOT_RUN, s, expected, "MIG enabled: NVLink not used (%s)" % observed)
+        return
     if (up and _at_or_above(inactive, t["nvlink_inactive_fail"])) or (not up and on_fabric):
         status = FAIL
     elif 3 in by_state or (inactive and up):
         status = WARN
     else:
         status = PASS
-    b.add("host.health.nvlink", status, s, expected, observed)
+    # a link NVML says the GPU has not (NOT_SUPPORTED, INVALID_ARGUMENT) is absent; any other error is a link unread
+    unread = dict((text, ls) for text, ls in n["errors"].items() if not any(code in text for code in ABSENT_CODES))
+    missing = "links not read: %s" % "; ".join("%s on links %s" % (text, _ranges(ls)) for text, ls in sorted(unread.items())) \
+        if unread else None
+    _add_judged(b, "host.health.nvlink", status, s, expected, observed, missing)
 
 
 def _mig_ecc(b, s, g, t):
@@ -817,8 +943,10 @@ def _mig_ecc(b, s, g, t):
             continue
         total = sum(counts.values())
         observed = "%d (%s)" % (total, ", ".join("%s %s" % kv for kv in sorted(counts.items())))
-        b.add("host.health.mig_ecc", FAIL if _at_or_above(total, t["mig_sram_uncorrected_fail"]) else PASS, subject, expected,
-              observed)
+        # a location NVML says this GPU has not (NOT_SUPPORTED) is absent; any other error is a count unread
+        errors = dict((k, v) for k, v in (dev.get("errors") or {}).items() if not any(code in v for code in ABSENT_CODES))
+        _add_judged(b, "host.health.mig_ecc", FAIL if _at_or_above(total, t["mig_sram_uncorrected_fail"]) else PASS, subject,
+                    expected, observed, _not_read(errors, *errors.keys()))
 
 
 def _xid_summary(events):
@@ -885,6 +1013,10 @@ def _dcgm(b, health):
     if not d.get("ran"):
         b.add("host.health.dcgm_diag", NOT_RUN, "dcgmi diag", expected, d.get("why"))
         return
+    if d.get("error") and not d.get("timed_out") and d.get("rc") is None:
+        # not started at all (not found at run time, not executable): nothing of DCGM was asked
+        b.add("host.health.dcgm_diag", NOT_RUN, "dcgmi diag", expected, "dcgmi could not run: %s" % d["error"])
+        return
     if d.get("timed_out") or (d.get("error") and not d.get("tests")):
         b.add("host.health.dcgm_diag", WARN, "dcgmi diag", expected, "no result: %s" % d.get("error"))
         return
@@ -893,13 +1025,34 @@ def _dcgm(b, health):
     if not d.get("tests") and not d.get("runtime_error"):
         b.add("host.health.dcgm_diag", WARN, "dcgmi diag", expected, "no test result in the output (rc %s)" % d.get("rc"))
         return
-    index = dict((g.get("index"), g.get("uuid")) for g in health.get("gpus") or [])
+    gpus = health.get("gpus") or []
+    statuses = []
     for test in d.get("tests") or []:
         status = DCGM_STATUSES.get(test["status"].strip().lower(), WARN)
-        entity = test["entity"]
-        where = "GPU %s %s" % (entity, index.get(entity) or "") if isinstance(entity, int) else (entity or "all GPUs")
-        observed = test["status"] + ("" if not test["warnings"] else ": " + "; ".join(test["warnings"]))
-        b.add("host.health.dcgm_diag", status, ("%s: %s" % (where.strip(), test["test"])), expected, observed[:1000])
+        statuses.append(status)
+        b.add("host.health.dcgm_diag", status, "%s: %s" % (_dcgm_where(test, gpus), test["test"]), expected,
+              (test["status"] + ("" if not test["warnings"] else ": " + "; ".join(test["warnings"])))[:1000])
+    if d.get("rc") not in (None, 0) and d.get("tests") and FAIL not in statuses and WARN not in statuses:
+        b.add("host.health.dcgm_diag", WARN, "dcgmi diag", "exit status 0 with every test Pass",
+              "dcgmi exited with rc %s although no test failed or warned%s" % (
+                  d["rc"], ": %s" % d["stderr"][-300:] if d.get("stderr") else ""))
+
+
+def _dcgm_where(test, gpus):
+    """Which GPU a DCGM result is about. DCGM's GPU ids are DCGM's own entity ids: the GPU is matched by its UUID
+    where dcgmi gives one, else by the id taken as NVML's index, and the subject says which."""
+    entity = test["entity"]
+    if not isinstance(entity, int):
+        return entity or "all GPUs"
+    if test.get("gpu_uuid"):
+        found = next((g for g in gpus if str(g.get("uuid") or "").lower() == test["gpu_uuid"].lower()), None)
+        if found is None:
+            return "DCGM GPU id %d %s (not a GPU NVML lists here)" % (entity, test["gpu_uuid"])
+        return "GPU %s %s (DCGM id %d)" % (found.get("index"), test["gpu_uuid"], entity)
+    found = next((g for g in gpus if g.get("index") == entity), None)
+    if found is None:
+        return "DCGM GPU id %d (no NVML GPU with that index)" % entity
+    return "GPU %d %s (DCGM id %d, matched by id: dcgmi gave no UUID)" % (entity, found.get("uuid") or "", entity)
 
 
 def check_health(b, ev):
@@ -915,6 +1068,7 @@ def check_health(b, ev):
             "NVML unavailable: %s" % nvml["error"] if not nvml["ok"] else "no GPU readings from NVML")
         for cid in per_gpu:
             b.add(cid, NOT_RUN, "GPUs", observed=why)
+    mig_on = set(x.get("index") for x in nvml.get("gpus") or [] if (x.get("mig_mode") or {}).get("current") == 1)
     for g in health["gpus"]:
         s = "%s %s" % (_label(g), g.get("uuid") or "")
         s = s.strip()
@@ -923,8 +1077,10 @@ def check_health(b, ev):
                 b.add(cid, NOT_RUN, s, observed="not read: %s" % g["unread"])
             continue
         for step in (_ecc_mode, _ecc_errors, _retired_pages, _row_remap, _clock_events, _temperature, _pcie, _recovery,
-                     _fabric_check, _nvlink_check, _mig_ecc):
+                     _fabric_check):
             step(b, s, g, t)
+        _nvlink_check(b, s, g, t, mig_enabled=g.get("index") in mig_on)
+        _mig_ecc(b, s, g, t)
     if health["kernel_log"] is not None:
         _xids(b, health["gpus"] or ev.get("gpus") or [], health["kernel_log"])
     _dcgm(b, health)

@@ -510,9 +510,10 @@ def _inventory_paths(rows):
 
 
 def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT,
-                     health_thresholds=None, dcgm_diag=0):
+                     health_thresholds=None, dcgm_diag=0, no_gpu_load=None):
     """Read the node into the host evidence (docs/contract.md); never raises for a missing file or library.
-    ``health_thresholds`` and ``dcgm_diag`` as in ``collect_host`` (ValueError for a bad value, before any read)."""
+    ``health_thresholds``, ``dcgm_diag`` and ``no_gpu_load`` as in ``collect_host`` (ValueError for a bad value,
+    before any read)."""
     thresholds = check_thresholds(health_thresholds)
     check_dcgm_level(dcgm_diag)
     evidence = {"root": root}
@@ -577,7 +578,7 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
     evidence["gpus"] = rows
     # per-GPU health readings (taken out of evidence.nvml.gpus[*].health) and this boot's Xid events
     evidence["health"] = health_evidence(evidence["nvml"], read_kernel_xids(root), thresholds,
-                                         read_dcgm_diag(dcgm_diag, evidence["nvml"], root))
+                                         read_dcgm_diag(dcgm_diag, evidence["nvml"], root, no_gpu_load))
     tools = probe_tools(root)
     evidence["tools_probed"] = tools is not None
     evidence["tools"] = tools or {}
@@ -1009,11 +1010,14 @@ def evaluate(evidence, builder=None):
 
 
 def collect_host(root="/", driver_root=None, use_nvml=True, pynvml_module=None, nvml_timeout=NVML_TIMEOUT,
-                 health_thresholds=None, dcgm_diag=0):
+                 health_thresholds=None, dcgm_diag=0, no_gpu_load=None):
     """The host layer record of the node under ``root`` (docs/contract.md). Never raises for node state.
     ``health_thresholds``: overrides of _health.THRESHOLDS (ValueError for an unknown name or a bad value);
-    ``dcgm_diag``: 0, or the dcgmi diag run level to run where dcgmi exists and no GPU is busy (docs/health.md)."""
+    ``dcgm_diag``: 0, or the dcgmi diag run level to run where dcgmi exists and no GPU is busy (docs/health.md);
+    ``no_gpu_load``: why nothing that loads the GPU may run ("check mode", "audit mode"; None: it may), which
+    keeps dcgmi diag levels 2-4 from running (level 1 loads nothing)."""
     builder = LayerBuilder("host", CHECKS)
     evidence = collect_evidence(root=root, driver_root=driver_root, use_nvml=use_nvml, pynvml_module=pynvml_module,
-                                nvml_timeout=nvml_timeout, health_thresholds=health_thresholds, dcgm_diag=dcgm_diag)
+                                nvml_timeout=nvml_timeout, health_thresholds=health_thresholds, dcgm_diag=dcgm_diag,
+                                no_gpu_load=no_gpu_load)
     return evaluate(evidence, builder)

@@ -109,10 +109,12 @@ CHECKS = {
         "(WARN) a claim holds a device its node no longer publishes (GPU lost, driver republished without it)",
         "kubectl get resourceclaim <claim> -o yaml (status.allocation, reservedFor); the node's ResourceSlices"),
     "k8s.dra.host_match": _check(
-        "each GPU device this node publishes through DRA is a GPU the host layer read: same UUID, name gpu-<minor>, "
-        "PCI bus id, driver version",
-        "the slice advertises a GPU the node does not have, under another minor or bus id, or with a driver other than "
-        "the loaded one (WARN: a host GPU the driver does not publish); NOT_RUN without the node's host record",
+        "each GPU device this node publishes through DRA is a GPU the host layer read: same UUID, minor attribute, "
+        "PCI bus id, driver version; name gpu-<minor> or gpu-<published index>",
+        "the slice advertises a GPU the node does not have, a wrong minor attribute, another bus id, or a driver other "
+        "than the loaded one (WARN: a host GPU the driver does not publish, a name or index nothing published explains); "
+        "NOT_RUN for a device of which nothing could be compared (vfio, a MIG device without parentUUID on a host that "
+        "lists no MIG UUID) and without the node's host record",
         "the DRA kubelet plugin on that node (restart it after a driver change); compare kubectl get resourceslices "
         "-o yaml with nvidia-smi -q"),
     "k8s.pod.pending": _check(
@@ -348,7 +350,8 @@ def device_summary(device):
     return {"name": device["name"], "pool": device["pool"], "type": dra.device_type(device), "uuid": attrs.get("uuid"),
             "parent_uuid": attrs.get("parentUUID"), "product_name": attrs.get("productName"),
             "driver_version": attrs.get("driverVersion"), "cuda_driver_version": attrs.get("cudaDriverVersion"),
-            "pci_bus_id": attrs.get(dra.PCI_BUS_ID_ATTRIBUTE), "taints": device["taints"]}
+            "pci_bus_id": attrs.get(dra.PCI_BUS_ID_ATTRIBUTE), "minor": attrs.get("minor"), "index": attrs.get("index"),
+            "taints": device["taints"]}
 
 
 def node_dra(name, slices, claims):
@@ -527,9 +530,39 @@ def _host_mig_uuids(gpus):
     return set(dra.uuid_key(i.get("uuid")) for g in gpus for i in ((g.get("mig") or {}).get("instances") or []) if i.get("uuid"))
 
 
+def _driver_version_row(dev, driver, problems, matched, skipped):
+    """Compare a device's driverVersion with the loaded driver, as numbers per part; a version either side that is
+    not numbers is "not compared" (in ``skipped``), never equal."""
+    if not dev["driver_version"] or not driver:
+        return
+    published, loaded = dra.version_key(dev["driver_version"]), dra.version_key(driver)
+    if published is None or loaded is None:
+        skipped.append("driverVersion %s against loaded driver %s not compared (not numeric)" % (dev["driver_version"], driver))
+    elif published != loaded:
+        problems.append("driverVersion %s, loaded driver %s" % (dev["driver_version"], driver))
+    else:
+        matched.append("driver %s" % driver)
+
+
+def _host_match_row(subject, expected, ident, found, nothing):
+    """One row from ``found`` {problems, matched, unsure, skipped}: FAIL on a mismatch, WARN on something published
+    that nothing explains, PASS only when something was compared and agreed, NOT_RUN (``nothing``: why) when nothing
+    was compared. What was not compared is said in every row."""
+    skipped = "".join("; %s" % text for text in found["skipped"])
+    if found["problems"]:
+        return (FAIL, subject, expected, "; ".join(found["problems"]) + skipped)
+    if found["unsure"]:
+        return (WARN, subject, expected, "%s: %s%s%s" % (ident, "; ".join(found["unsure"]),
+                                                         "; matched " + ", ".join(found["matched"]) if found["matched"] else "", skipped))
+    if found["matched"]:
+        return (PASS, subject, expected, "%s: %s%s" % (ident, ", ".join(found["matched"]), skipped))
+    return (NOT_RUN, subject, expected, "; ".join([nothing] + found["skipped"]))
+
+
 def host_match(node, host_record):
     """[(status, subject, expected, observed)] comparing the node's published gpu.nvidia.com devices with the GPUs
-    and the loaded driver of its host record (pure)."""
+    and the loaded driver of its host record (pure). A device of which nothing could be compared is NOT_RUN with
+    why, never PASS."""
     gpus = _host_gpus(host_record)
     driver = ((host_record or {}).get("versions") or {}).get("driver")
     by_uuid = dict((dra.uuid_key(g.get("uuid")), g) for g in gpus if g.get("uuid"))
@@ -539,45 +572,61 @@ def host_match(node, host_record):
         kind = dev["type"]
         subject = "%s %s" % (node["name"], dev["name"])
         if kind == "vfio":
-            rows.append((PASS, subject, "not compared", "vfio device (bound to vfio-pci, not visible to NVML): not compared"))
+            rows.append((NOT_RUN, subject, "not compared",
+                         "vfio device (bound to vfio-pci, not visible to NVML): not compared with the host record"))
             continue
         if kind == "mig":
             parent = by_uuid.get(dra.uuid_key(dev["parent_uuid"]))
             migs = _host_mig_uuids(gpus)
-            problems = []
-            if dev["parent_uuid"] and parent is None:
-                problems.append("parent GPU %s is not a GPU of this host" % dev["parent_uuid"])
-            if dev["uuid"] and migs and dra.uuid_key(dev["uuid"]) not in migs:
-                problems.append("MIG device %s is not a MIG instance of this host" % dev["uuid"])
-            if parent is not None:
-                seen.add(dra.uuid_key(dev["parent_uuid"]))
-            rows.append((FAIL if problems else PASS, subject, "a MIG instance of a host GPU",
-                         "; ".join(problems) or "parent %s on this host" % dev["parent_uuid"]))
+            found = dict(problems=[], matched=[], unsure=[], skipped=[])
+            problems, matched = found["problems"], found["matched"]
+            if dev["parent_uuid"]:
+                if parent is None:
+                    problems.append("parent GPU %s is not a GPU of this host" % dev["parent_uuid"])
+                else:
+                    seen.add(dra.uuid_key(dev["parent_uuid"]))
+                    matched.append("parent %s" % dev["parent_uuid"])
+            if dev["uuid"] and migs:
+                if dra.uuid_key(dev["uuid"]) not in migs:
+                    problems.append("MIG device %s is not a MIG instance of this host" % dev["uuid"])
+                else:
+                    matched.append("MIG instance %s" % dev["uuid"])
+            if matched or problems:
+                _driver_version_row(dev, driver, problems, matched, found["skipped"])
+            why = []
+            if not dev["parent_uuid"]:
+                why.append("the device publishes no parentUUID")
+            if not dev["uuid"]:
+                why.append("the device publishes no uuid")
+            elif not migs:
+                why.append("the host record lists no MIG instance UUID")
+            rows.append(_host_match_row(subject, "a MIG instance of a host GPU", dev["uuid"] or dev["name"], found,
+                                        "not compared: %s" % "; ".join(why)))
             continue
         gpu = by_uuid.get(dra.uuid_key(dev["uuid"]))
         if gpu is None:
+            if not dev["uuid"]:
+                rows.append((NOT_RUN, subject, "a GPU of this host", "not compared: the device publishes no uuid"))
+                continue
             rows.append((FAIL, subject, "a GPU of this host", "advertises GPU %s, which this node does not have (host GPUs: %s)"
                          % (dev["uuid"], ", ".join(g.get("uuid") or "?" for g in gpus) or "none")))
             continue
         seen.add(dra.uuid_key(dev["uuid"]))
-        problems, matched = [], []
-        minor = dra.device_minor(dev)
-        if gpu.get("minor") is not None and minor is not None and minor != gpu["minor"]:
-            problems.append("name %s, but the GPU's minor is %s (gpu-%s)" % (dev["name"], gpu["minor"], gpu["minor"]))
-        else:
-            matched.append("minor %s" % gpu.get("minor"))
+        found = dict(problems=[], matched=[], unsure=[], skipped=[])
+        problems, matched = found["problems"], found["matched"]
+        verdict, text = dra.gpu_name_check(dev["name"], dev.get("minor"), dev.get("index"), gpu.get("minor"), gpu.get("index"))
+        if verdict in ("mismatch", "match", "unsure"):
+            found[{"mismatch": "problems", "match": "matched", "unsure": "unsure"}[verdict]].append(text)
         if dev["pci_bus_id"] and gpu.get("pci_bus_id"):
             if dra.bus_id_key(dev["pci_bus_id"]) != dra.bus_id_key(gpu["pci_bus_id"]):
                 problems.append("pciBusID %s, host %s" % (dev["pci_bus_id"], gpu["pci_bus_id"]))
             else:
                 matched.append("bus %s" % gpu["pci_bus_id"])
-        if dev["driver_version"] and driver:
-            if dra.version_key(dev["driver_version"]) != dra.version_key(driver):
-                problems.append("driverVersion %s, loaded driver %s" % (dev["driver_version"], driver))
-            else:
-                matched.append("driver %s" % driver)
-        rows.append((FAIL if problems else PASS, subject, "uuid, gpu-<minor>, pciBusID, driverVersion of the host's GPU",
-                     "; ".join(problems) if problems else "%s: %s" % (dev["uuid"], ", ".join(matched))))
+        _driver_version_row(dev, driver, problems, matched, found["skipped"])
+        if not matched:
+            matched.append("uuid")   # the UUID itself was compared and is a GPU of this host
+        rows.append(_host_match_row(subject, "uuid, name/minor/index, pciBusID, driverVersion of the host's GPU",
+                                    dev["uuid"], found, None))
     for gpu in gpus:
         if gpu.get("uuid") and dra.uuid_key(gpu["uuid"]) not in seen:
             rows.append((WARN, "%s %s" % (node["name"], gpu["uuid"]), "published by the DRA driver",

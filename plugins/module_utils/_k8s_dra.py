@@ -21,6 +21,9 @@ everything downstream reads only that. NVIDIA's DRA driver (kubernetes-sigs/dra-
 NVIDIA/k8s-dra-driver-gpu) publishes one pool per node, named after the node, with devices ``gpu-<minor>``
 (``GpuInfo.CanonicalName``), MIG devices and ``gpu-vfio-<n>``; its ``driverVersion`` attribute is the NVML
 driver version as a semantic version (Masterminds semver ``String()``: 580.159.04 is published as 580.159.4).
+The older NVIDIA/k8s-dra-driver (cmd/nvidia-dra-plugin/deviceinfo.go) names a GPU ``gpu-<index>`` (the NVML
+index) and publishes int attributes ``minor`` and ``index``: a device name is therefore only a minor number when
+the driver says so (``gpu_name_check``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ PCI_BUS_ID_ATTRIBUTE = STANDARD_PREFIX + "pciBusID"
 # The DeviceClasses NVIDIA's chart installs (deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml):
 # used to recognise GPU claims only when the DeviceClasses themselves could not be read.
 DEFAULT_GPU_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
-ATTRIBUTES = ("type", "uuid", "parentUUID", "productName", "driverVersion", "cudaDriverVersion", PCI_BUS_ID_ATTRIBUTE)
+ATTRIBUTES = ("type", "uuid", "parentUUID", "productName", "driverVersion", "cudaDriverVersion", "minor", "index",
+              PCI_BUS_ID_ATTRIBUTE)
 # device taint effects that keep the scheduler from allocating the device (resource.k8s.io DeviceTaintEffect)
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 _DEVICE_MINOR = re.compile(r"^gpu-(\d+)$")
@@ -227,9 +231,59 @@ def device_type(device):
 
 
 def device_minor(device):
-    """The minor number in a full GPU's DRA name ``gpu-<minor>`` (None for other names)."""
+    """The number in a full GPU's DRA name ``gpu-<n>`` (None for other names): the minor number for
+    kubernetes-sigs/dra-driver-nvidia-gpu, the NVML index for NVIDIA/k8s-dra-driver."""
     match = _DEVICE_MINOR.match(str(device.get("name") or ""))
     return int(match.group(1)) if match else None
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def gpu_name_check(name, published_minor, published_index, host_minor, host_index):
+    """Judge a full GPU's device name and its ``minor``/``index`` attributes against the host's GPU (pure).
+
+    Returns (verdict, text): verdict "match" (something was compared and agreed), "mismatch" (the published
+    ``minor`` attribute is not the GPU's minor: a wrong device node would be handed out), "unsure" (the name or the
+    index disagree, but nothing published decides it; the two drivers name GPUs differently), or "not_compared".
+    Rules: a published ``minor`` is compared with the host's minor; a name ``gpu-<n>`` is accepted when ``n`` is the
+    GPU's minor (kubernetes-sigs/dra-driver-nvidia-gpu: ``gpu-%d`` of the minor) or when the driver publishes
+    ``index`` and ``n`` is that index (NVIDIA/k8s-dra-driver: ``gpu-%d`` of the index)."""
+    p_minor, p_index, h_minor, h_index = _int(published_minor), _int(published_index), _int(host_minor), _int(host_index)
+    n = device_minor({"name": name})
+    if p_minor is not None and h_minor is not None and p_minor != h_minor:
+        return "mismatch", "minor attribute %s, but the GPU's minor is %s" % (p_minor, h_minor)
+    matched, doubts = [], []
+    if p_minor is not None and h_minor is not None:
+        matched.append("minor %s" % h_minor)
+    if p_index is not None and h_index is not None:
+        if p_index == h_index:
+            matched.append("index %s" % h_index)
+        else:
+            doubts.append("index attribute %s, but NVML's index of the GPU is %s" % (p_index, h_index))
+    if n is not None:
+        if h_minor is not None and n == h_minor:
+            if not matched or matched[0] != "minor %s" % h_minor:
+                matched.insert(0, "minor %s" % h_minor)
+        elif p_index is not None and n == p_index:
+            matched.append("name gpu-%s = its index attribute" % n)
+        elif h_minor is None:
+            doubts.append("name %s not compared: the host record has no minor number" % name)
+        else:
+            doubts.append("name %s is neither the GPU's minor (%s) nor an index the driver publishes%s" % (
+                name, h_minor, " (index attribute %s)" % p_index if p_index is not None else ""))
+    if doubts:
+        return "unsure", "; ".join(doubts) + ("; agrees: %s" % ", ".join(matched) if matched else "")
+    if matched:
+        return "match", ", ".join(matched)
+    return "not_compared", "name %s: no minor or index to compare" % name
 
 
 def blocking_taints(device):

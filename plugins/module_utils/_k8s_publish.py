@@ -23,7 +23,9 @@ import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import (
     DEFAULT_TIMEOUT, _items, _kubectl_json, _last_line, kubectl_base, match_node, resolve_kubectl,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import (
+    first_line, node_condition_type_refused, reserved_prefix, run,
+)
 
 CONDITION_TYPE = "GPUComputeVerified"
 COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
@@ -41,12 +43,18 @@ def label_key_error(key):
         return "label key %r is not a qualified name ([prefix/]name, name [A-Za-z0-9][-A-Za-z0-9_.]*)" % key
     if len(match.group("name")) > 63 or len(match.group("prefix") or "") > 253:
         return "label key %r is too long (name <= 63, prefix <= 253 characters)" % key
+    if reserved_prefix(key):
+        return "label key %r is in the namespace %s reserved for Kubernetes (kubernetes.io/, *.kubernetes.io/, k8s.io/, " \
+               "*.k8s.io/): use a prefix of your own, such as gpuprobe.layers/" % (key, reserved_prefix(key))
     return None
 
 
 def condition_type_error(value):
-    return None if _CONDITION_TYPE.match(value or "") else (
-        "condition type %r is not a CamelCase name (optionally prefixed: example.com/Name)" % value)
+    """Why ``value`` may not be the published condition type (not a CamelCase name; the kubelet's own Ready,
+    MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable; a reserved namespace), or None."""
+    if not _CONDITION_TYPE.match(value or ""):
+        return "condition type %r is not a CamelCase name (optionally prefixed: example.com/Name)" % value
+    return node_condition_type_refused(value)
 
 
 def _verdict_fields(entry, signature=None):
@@ -109,10 +117,12 @@ def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_
     """What to write per host (pure). ``verdicts``: {host: verdict string or node_verdict dict}; ``node_names``:
     {host: Node name} where the inventory name is not the Node's (otherwise matched by name, the
     kubernetes.io/hostname label or a unique short name). Returns (plans, unmatched): plans
-    [{host, node, condition, previous, label, changed, patches}], unmatched [{host, reason}]."""
+    [{host, node, condition, previous, label, changed, patches}], unmatched [{host, reason}]: hosts with no Node,
+    and every host of two or more that resolve to one Node (which verdict is that Node's cannot be told: none is
+    written)."""
     nodes = dict((((n.get("metadata") or {}).get("name")), n) for n in _items(nodes_json))
     labels = dict((name, ((n.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/hostname")) for name, n in nodes.items())
-    plans, unmatched = [], []
+    plans, unmatched, resolved = [], [], {}
     for host in sorted(verdicts):
         wanted = (node_names or {}).get(host)
         if wanted:
@@ -122,6 +132,15 @@ def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_
         if not match.get("name"):
             unmatched.append({"host": host, "reason": match.get("reason") or "no matching Node"})
             continue
+        resolved.setdefault(match["name"], []).append(host)
+    for name, hosts in sorted(resolved.items()):
+        if len(hosts) > 1:
+            for host in hosts:
+                unmatched.append({"host": host, "reason": "Node %s is the Node of %d inventory hosts (%s): refused, set "
+                                                          "node_names" % (name, len(hosts), ", ".join(hosts))})
+    single = dict((hosts[0], name) for name, hosts in resolved.items() if len(hosts) == 1)
+    for host in sorted(single):
+        match = {"name": single[host]}
         node = nodes[match["name"]]
         previous = _previous(node, condition_type)
         cond = build_condition(verdicts[host], now, previous, condition_type, (signatures or {}).get(host), run_id)
@@ -143,7 +162,8 @@ def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_
 def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT, signatures=None,
             node_names=None, condition_type=CONDITION_TYPE, label_key=None, run_id=None, check_mode=False, now=None):
     """Read the Nodes, plan, write (not in check mode). Returns {changed, published, unmatched, errors, kubectl}:
-    every failed read or write is in ``errors`` (the module fails on any)."""
+    every failed read or write is in ``errors``, every host whose verdict has no Node to go to in ``unmatched``
+    (the module fails on either, after writing what it could)."""
     now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out = {"changed": False, "published": [], "unmatched": [], "errors": [], "check_mode": check_mode,
            "condition_type": condition_type, "label_key": label_key}

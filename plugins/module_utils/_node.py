@@ -73,6 +73,7 @@ NODE_LAYERS_ARGSPEC = dict(
     cri_descriptor=dict(type="path"),
     health_thresholds=dict(type="dict", default={}),
     dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
+    mode=dict(type="str", default="full", choices=["full", "audit"]),
 )
 
 # The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
@@ -251,7 +252,9 @@ def inspect(p, check_mode=False):
     if "host" in layers:
         try:
             records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
-                                           health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"])
+                                           health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
+                                           no_gpu_load="check mode" if check_mode else (
+                                               "audit mode" if p.get("mode") == "audit" else None))
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
     if "cdi" in layers:

@@ -166,19 +166,60 @@ def _kubectl(args):
     return pos in KUBECTL_READS[1:] and "--client" not in opts
 
 
+# Node conditions the kubelet owns: the node lifecycle controller taints and evicts on them, so nothing of ours
+# writes one (k8s.io/api core/v1 NodeConditionType: NodeReady, NodeMemoryPressure, NodeDiskPressure,
+# NodePIDPressure, NodeNetworkUnavailable).
+KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+# the fields of a NodeCondition (core/v1 types.go); a strategic merge directive ($patch, $retainKeys, ...) is none
+CONDITION_KEYS = ("type", "status", "reason", "message", "lastHeartbeatTime", "lastTransitionTime")
+CONDITION_STATUSES = ("True", "False", "Unknown")
+# label and condition prefixes reserved for Kubernetes' own components (kubernetes.io, k8s.io and their subdomains)
+RESERVED_DOMAINS = ("kubernetes.io", "k8s.io")
+
+
+def reserved_prefix(key):
+    """The reserved domain ``key``'s prefix is in (``node-role.kubernetes.io/x`` -> kubernetes.io), or None."""
+    key = str(key or "")
+    if "/" not in key:
+        return None
+    prefix = key.split("/", 1)[0].lower()
+    for domain in RESERVED_DOMAINS:
+        if prefix == domain or prefix.endswith("." + domain):
+            return domain
+    return None
+
+
+def node_condition_type_refused(ctype):
+    """Why a Node condition of type ``ctype`` may not be written by gpuprobe.layers, or None."""
+    if str(ctype).lower() in (c.lower() for c in KUBELET_CONDITIONS):
+        return "condition type %s is the kubelet's own (%s): writing it taints or evicts the node" % (
+            ctype, ", ".join(KUBELET_CONDITIONS))
+    if reserved_prefix(ctype):
+        return "condition type %s is in the namespace %s reserved for Kubernetes" % (ctype, reserved_prefix(ctype))
+    return None
+
+
 def _node_status_patch(body):
-    """{"status": {"conditions": [one condition with a type]}}: nothing else of the Node's status."""
+    """{"status": {"conditions": [one condition]}}: nothing else of the Node's status; the condition has only a
+    NodeCondition's string fields (no $patch or other directive), a status True/False/Unknown, and a type that is
+    not the kubelet's nor in a reserved namespace."""
     status = body.get("status") if list(body) == ["status"] else None
     conditions = status.get("conditions") if isinstance(status, dict) and list(status) == ["conditions"] else None
-    return (isinstance(conditions, list) and len(conditions) == 1 and isinstance(conditions[0], dict)
-            and isinstance(conditions[0].get("type"), str))
+    if not (isinstance(conditions, list) and len(conditions) == 1 and isinstance(conditions[0], dict)):
+        return False
+    cond = conditions[0]
+    return (isinstance(cond.get("type"), str) and set(cond) <= set(CONDITION_KEYS)
+            and all(isinstance(v, str) for v in cond.values()) and cond.get("status") in CONDITION_STATUSES
+            and node_condition_type_refused(cond["type"]) is None)
 
 
 def _node_label_patch(body):
-    """{"metadata": {"labels": {one key: a string value}}}: one label, nothing else (no taint, no spec)."""
+    """{"metadata": {"labels": {one key: a string value}}}: one label, nothing else (no taint, no spec), and not a
+    key in a namespace reserved for Kubernetes (kubernetes.io/, *.kubernetes.io/, k8s.io/, *.k8s.io/)."""
     meta = body.get("metadata") if list(body) == ["metadata"] else None
     labels = meta.get("labels") if isinstance(meta, dict) and list(meta) == ["labels"] else None
-    return isinstance(labels, dict) and len(labels) == 1 and all(isinstance(v, str) for v in labels.values())
+    return (isinstance(labels, dict) and len(labels) == 1 and all(isinstance(v, str) for v in labels.values())
+            and not any(reserved_prefix(k) or k.startswith("$") for k in labels))
 
 
 def _kubectl_node_write(args):

@@ -78,7 +78,8 @@ options:
       - V(0) (default) does not run DCGM. V(1) runs C(dcgmi diag -r 1 -j) (deployment and software checks, seconds,
         no load on the GPU) where C(dcgmi) is installed and no GPU has a compute process, and makes each test result a
         C(host.health.dcgm_diag) check; V(2)-V(4) run those levels, which load the GPU for minutes to hours, only when
-        set explicitly. Otherwise the check is C(NOT_RUN) with the reason.
+        set explicitly and never in check mode (level 1 loads nothing and runs in check mode). Otherwise the check
+        is C(NOT_RUN) with the reason.
     type: int
     default: 0
     choices: [0, 1, 2, 3, 4]
@@ -198,7 +199,8 @@ def main():
         module.fail_json(msg=str(exc))
     record = collect_host(root=module.params["root"], driver_root=module.params["driver_root"],
                           use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"],
-                          health_thresholds=module.params["health_thresholds"], dcgm_diag=module.params["dcgm_diag"])
+                          health_thresholds=module.params["health_thresholds"], dcgm_diag=module.params["dcgm_diag"],
+                          no_gpu_load="check mode" if module.check_mode else None)
     module.exit_json(changed=False, ansible_facts={"gpuprobe_host": record})
 
 

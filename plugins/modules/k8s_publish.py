@@ -21,8 +21,10 @@ description:
   - With O(label), also one Node label O(label)=<verdict> (a merge patch of C(metadata.labels)).
   - Never touches Pods, taints or the Node's spec (the collection's command allowlist refuses any other write).
   - Hosts are matched to Nodes by name, the C(kubernetes.io/hostname) label or a unique short name, or through
-    O(node_names). A host with no Node is returned in RV(unmatched). A read or a write that fails is returned in
-    RV(errors) and fails the task; nothing is hidden.
+    O(node_names). A host with no Node, and hosts that resolve to one Node (refused, since which verdict is the Node's
+    cannot be told), are returned in RV(unmatched), each with a warning, and fail the task after the other Nodes are
+    written, since a verdict that was asked to be published and was not is an error. A read or a write that fails is
+    returned in RV(errors) and fails the task; nothing is hidden.
   - The RBAC this needs is in docs/k8s.md (get/list nodes, patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -119,7 +121,10 @@ published:
       type: list
       elements: list
 unmatched:
-  description: Hosts with no Node, each with the reason.
+  description:
+    - Hosts whose verdict was not published, each with the reason; the task warns about each and fails when it is
+      not empty (after writing the others).
+    - A host with no Node, and every host of two or more that resolve to one Node (refused; set O(node_names)).
   returned: always
   type: list
   elements: dict
@@ -166,9 +171,12 @@ def main():
                                timeout=p["timeout"], signatures=p["signatures"], node_names=p["node_names"],
                                condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
                                check_mode=module.check_mode)
-    if out["errors"]:
-        module.fail_json(msg="publishing the verdicts failed: %s" % "; ".join(
-            "%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]), **out)
+    for u in out["unmatched"]:
+        module.warn("verdict of %s not published: %s" % (u["host"], u["reason"]))
+    problems = ["%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]]
+    problems += ["%s: not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
+    if problems:
+        module.fail_json(msg="publishing the verdicts failed: %s" % "; ".join(problems), **out)
     module.exit_json(**out)
 
 

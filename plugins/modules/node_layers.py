@@ -98,6 +98,14 @@ options:
     type: int
     default: 0
     choices: [0, 1, 2, 3, 4]
+  mode:
+    description:
+      - The run's mode (the O(gpuprobe.layers.verify_node#module:mode) option). In V(audit) mode, as in check mode,
+        nothing that loads the GPU runs - O(dcgm_diag) levels 2 to 4 are C(NOT_RUN) with the reason; level 1 (no load
+        on the GPU) runs.
+    type: str
+    default: full
+    choices: [full, audit]
   runtime:
     description:
       - The runtime(s) the verdict speaks for - V(auto), one of V(podman), V(docker), V(containerd), V(crio), or a

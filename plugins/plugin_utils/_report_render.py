@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -325,7 +326,17 @@ def render_junit(report):
         suite.set("time", "%.3f" % seconds)
     for key, value in total.items():
         suites.set(key, str(value))
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_safe(ET.tostring(suites, encoding="unicode")) + "\n"
+
+
+# characters XML 1.0 does not allow anywhere, even escaped (control characters other than tab, LF, CR; surrogates;
+# U+FFFE/U+FFFF): a node's text (an event message, a slice attribute) may hold them and would make the file unreadable
+_XML_INVALID = re.compile(u"[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text):
+    """``text`` with every character XML 1.0 forbids replaced by U+FFFD."""
+    return _XML_INVALID.sub(u"\ufffd", text)
 
 
 RENDERERS = {

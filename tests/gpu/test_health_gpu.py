@@ -96,9 +96,11 @@ def test_every_per_gpu_check_ran_or_says_why_for_every_gpu(record):
         assert check["status"] in STATUSES
         if check["status"] == NOT_RUN:
             # NVML's code (NVML_ERROR_*, or the fabric state NVML_GPU_FABRIC_STATE_NOT_SUPPORTED), a missing pynvml
-            # function, no NVLink up on a GPU without fabric, dcgmi diag not asked, or why the kernel log was not read
+            # function, no NVLink up on a GPU without fabric or in MIG mode, dcgmi diag not asked, or why the kernel log
+            # was not read
             assert check["observed"] and ("NVML_" in check["observed"] or "pynvml has no" in check["observed"]
                                           or check["observed"].startswith("no NVLink is up and the GPU has no NVLink fabric")
+                                          or check["observed"].startswith("MIG enabled: NVLink not used")
                                           or check["id"] == "host.health.dcgm_diag"
                                           or check["observed"].startswith("kernel log not read: ")), check
 

@@ -92,6 +92,8 @@ ALLOWED = {
     "dcgmi diag": [["dcgmi", "diag", "-r", "1", "-j"], ["/usr/bin/dcgmi", "diag", "-r", "3", "-j"]],
 }
 
+_STATUS_PATCH = ["kubectl", "patch", "node", "n1", "--subresource=status", "--type=strategic", "-p"]
+
 REFUSED = [
     ["modprobe", "nvidia"], ["insmod", "nvidia.ko"], ["/sbin/rmmod", "nvidia"], ["systemctl", "restart", "docker"],
     ["nvidia-smi", "-pm", "1"], ["nvidia-smi", "--compute-mode=EXCLUSIVE_PROCESS"], ["nvidia-smi", "-c", "3"],
@@ -108,6 +110,17 @@ REFUSED = [
     ["kubectl", "patch", "node", "n1", "--type=merge", "-p", '{"spec": {"unschedulable": true}}', "-o", "json"],
     ["kubectl", "patch", "node", "n1", "--type=merge", "-p", '{"metadata": {"labels": {"a": "1", "b": "2"}}}', "-o", "json"],
     ["kubectl", "patch", "node", "n1", "--type=merge", "-p", '{"metadata": {"annotations": {"a": "1"}}}', "-o", "json"],
+    # a kubelet-owned condition, a strategic merge directive, a field a NodeCondition has not, a reserved label key
+    _STATUS_PATCH + ['{"status": {"conditions": [{"type": "Ready", "status": "False"}]}}', "-o", "json"],
+    _STATUS_PATCH + ['{"status": {"conditions": [{"type": "MemoryPressure", "status": "True"}]}}', "-o", "json"],
+    _STATUS_PATCH + ['{"status": {"conditions": [{"type": "Ready", "$patch": "delete"}]}}', "-o", "json"],
+    _STATUS_PATCH + ['{"status": {"conditions": [{"$patch": "replace", "type": "X", "status": "True"}]}}', "-o", "json"],
+    _STATUS_PATCH + ['{"status": {"conditions": [{"type": "X", "status": "True", "extra": "y"}]}}', "-o", "json"],
+    _STATUS_PATCH + ['{"status": {"conditions": [{"type": "X", "status": "Maybe"}]}}', "-o", "json"],
+    ["kubectl", "patch", "node", "n1", "--type=merge", "-p", '{"metadata": {"labels": {"kubernetes.io/hostname": "x"}}}', "-o", "json"],
+    ["kubectl", "patch", "node", "n1", "--type=merge", "-p",
+     '{"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}}}', "-o", "json"],
+    ["kubectl", "patch", "node", "n1", "--type=merge", "-p", '{"metadata": {"labels": {"x.k8s.io/y": "1"}}}', "-o", "json"],
     ["kubectl", "patch", "node", "n1", "--subresource=status", "--type=strategic", "-p",
      '{"status": {"conditions": [{"type": "A"}, {"type": "B"}]}}', "-o", "json"],
     ["kubectl", "patch", "node", "n1", "--subresource=status", "--type=merge", "-p", '{"status": {"conditions": [{"type": "A"}]}}', "-o", "json"],

@@ -184,6 +184,51 @@ def test_thresholds(h200, over, check_id, status, observed):
         assert (record["status"], record["signature"], record["points_to"]) == (FAIL, check_id, "host")
 
 
+def _mask(**fields):
+    """A fabric health mask from NVIDIA's own constants (nvidia-ml-py's copy of nvml.h): every field healthy, then
+    the named fields set (route_unhealthy="TRUE", incorrect_configuration="NO_PARTITION", ...)."""
+    healthy = {"DEGRADED_BW": "FALSE", "ROUTE_RECOVERY": "FALSE", "ROUTE_UNHEALTHY": "FALSE",
+               "ACCESS_TIMEOUT_RECOVERY": "FALSE", "INCORRECT_CONFIGURATION": "NONE", "PARTITION_ASSIGNED": "TRUE",
+               "GFM_STATE": "CONNECTED"}
+    healthy.update((k.upper(), v) for k, v in fields.items())
+    prefix = "NVML_GPU_FABRIC_HEALTH_MASK_"
+    return sum(getattr(nv, prefix + f + "_" + v) << getattr(nv, prefix + "SHIFT_" + f) for f, v in healthy.items())
+
+
+@pytest.mark.parametrize("mask,status,text", [
+    (_mask(), PASS, None),
+    (_mask(route_unhealthy="TRUE"), FAIL, "route unhealthy"),
+    (_mask(incorrect_configuration="NO_PARTITION"), FAIL, "incorrect configuration: no partition"),
+    (_mask(incorrect_configuration="INCORRECT_SYSGUID"), FAIL, "incorrect configuration: system GUID"),
+    (_mask(incorrect_configuration="GPU_STATE_INVALID"), FAIL, "incorrect configuration: GPU state invalid"),
+    (_mask(route_recovery="TRUE"), WARN, "route recovery in progress"),
+    (_mask(access_timeout_recovery="TRUE"), WARN, "access timeout recovery in progress"),
+    (_mask(gfm_state="DISCONNECTED"), WARN, "global fabric manager disconnected"),
+    (_mask(partition_assigned="FALSE"), WARN, "not assigned to an NVLink partition"),
+    (_mask(degraded_bw="TRUE"), WARN, "degraded bandwidth"),
+    (_mask() | (1 << 20), WARN, "unknown health bits 0x100000"),
+    (_mask(incorrect_configuration="NONE") | (0xf << 8), WARN, "incorrect configuration: unknown value 15"),
+    (0, PASS, None),   # every field NOT_SUPPORTED (a GPU whose driver fills no field): nothing to judge against
+    (_mask(route_unhealthy="TRUE", gfm_state="DISCONNECTED"), FAIL, "route unhealthy, global fabric manager disconnected"),
+])
+def test_fabric_health_mask_every_field(h200, mask, status, text):
+    fabric = {"state": nv.NVML_GPU_FABRIC_STATE_COMPLETED, "status": nv.NVML_SUCCESS, "clique": 1, "cluster": b"\x5a" * 16,
+              "health_mask": mask}
+    check = one(host(h200, [hf.gpu(0, fabric=fabric)]), "host.health.fabric")
+    assert check["status"] == status, check
+    assert check["observed"].endswith("health mask 0x%x%s" % (mask, ", " + text if text else "")), check
+
+
+def test_fabric_health_fields_are_nvml_h():
+    """Each field's shift and width are nvml.h's (NVIDIA's pynvml carries them as constants)."""
+    names = {"degraded bandwidth": "DEGRADED_BW", "route recovery": "ROUTE_RECOVERY", "route unhealthy": "ROUTE_UNHEALTHY",
+             "access timeout recovery": "ACCESS_TIMEOUT_RECOVERY", "incorrect configuration": "INCORRECT_CONFIGURATION",
+             "partition assigned": "PARTITION_ASSIGNED", "fabric manager": "GFM_STATE"}
+    for name, shift, width, _values in _health.FABRIC_HEALTH_FIELDS:
+        assert (shift, width) == (getattr(nv, "NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_" + names[name]),
+                                  getattr(nv, "NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_" + names[name])), name
+
+
 @pytest.mark.parametrize("function,check_id,code", [
     ("nvmlDeviceGetEccMode", "host.health.ecc_mode", nv.NVML_ERROR_NOT_SUPPORTED),
     ("nvmlDeviceGetTotalEccErrors", "host.health.ecc_errors", nv.NVML_ERROR_NOT_SUPPORTED),
@@ -407,6 +452,24 @@ def test_nvlink_links_all_down_without_a_fabric_is_not_run(h200):
     assert check["status"] == NOT_RUN and check["observed"].startswith("no NVLink is up and the GPU has no NVLink fabric"), check
 
 
+@pytest.mark.parametrize("fabric,status,observed", [
+    (None, NOT_RUN, "MIG enabled: NVLink not used (inactive: links 0-17"),
+    # the fabric itself reports a fault: the links down are part of it
+    ({"status": nv.NVML_ERROR_NOT_READY}, FAIL, "inactive: links 0-17"),
+    ({"health_mask": 1 << 4}, FAIL, "inactive: links 0-17"),   # route unhealthy
+])
+def test_nvlink_all_links_down_on_a_mig_gpu(h200, fabric, status, observed):
+    """A GPU in MIG mode has no peer-to-peer over NVLink: every link down is NOT_RUN with why, not a FAIL, unless the
+    fabric registration says something is wrong."""
+    readings = hf.nvlink_gpu([I] * 18)
+    readings["fabric"] = dict(readings["fabric"], **(fabric or {}))
+    gpu = hf.gpu(0, mig_devices=[hf.mig_device(0, gi=1)], **readings)
+    check = one(host(h200, [gpu]), "host.health.nvlink")
+    assert check["status"] == status and check["observed"].startswith(observed), check
+    # MIG off, same links: the fabric rule (every link down on a GPU of an NVLink fabric) FAILs
+    assert one(host(h200, [hf.gpu(0, **hf.nvlink_gpu([I] * 18))]), "host.health.nvlink")["status"] == FAIL
+
+
 def test_an_older_pynvml_without_nvlink_says_so(h200):
     record = host(h200, [hf.gpu(0)], legacy=True)
     assert one(record, "host.health.nvlink")["observed"] == "not read: this pynvml has no nvmlDeviceGetNvLinkState"
@@ -524,6 +587,10 @@ def _fake_dcgmi(directory, fixture=None, rc=0, body=None):
     _program(directory, "dcgmi", body or 'echo "$*" > "%s/dcgmi.args"\n%s\nexit %d' % (directory, out, rc))
 
 
+# DCGM's GPU ids are its own entity ids; dcgmi diag -j gives no UUID, so the subject says the match is by id
+BY_ID = "GPU %d %s (DCGM id %d, matched by id: dcgmi gave no UUID): software"
+
+
 def _nvml(gpus):
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
     return _nvml.read_nvml(hf.fake_pynvml(gpus))
@@ -546,7 +613,7 @@ def test_dcgm_level_1_pass_is_a_check_per_test_and_gpu(tmp_path, monkeypatch, h2
         ("Deployment", "software", 0, "Pass"), ("Deployment", "software", 1, "Pass")]
     rows = health_checks(_dcgm_record(h200, diag, gpus), "host.health.dcgm_diag")
     assert [(c["subject"], c["status"]) for c in rows] == [
-        ("GPU 0 %s: software" % hf.gpu(0)["uuid"], PASS), ("GPU 1 %s: software" % hf.gpu(1)["uuid"], PASS)]
+        (BY_ID % (0, hf.gpu(0)["uuid"], 0), PASS), (BY_ID % (1, hf.gpu(1)["uuid"], 1), PASS)]
 
 
 def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
@@ -556,10 +623,10 @@ def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
     root = hf.build_node(tmp_path / "node", gpus=2)
     record = _dcgm_record(root, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
     rows = dict((c["subject"], c) for c in health_checks(record, "host.health.dcgm_diag"))
-    failed = rows["GPU 1 %s: software" % hf.gpu(1)["uuid"]]
+    failed = rows[BY_ID % (1, hf.gpu(1)["uuid"], 1)]
     assert failed["status"] == FAIL
     assert failed["observed"] == "Fail: GPU 1 had uncorrectable memory errors and row remapping failed."
-    assert rows["GPU 0 %s: software" % hf.gpu(0)["uuid"]]["status"] == PASS
+    assert rows[BY_ID % (0, hf.gpu(0)["uuid"], 0)]["status"] == PASS
     assert (record["status"], record["signature"]) == (FAIL, "host.health.dcgm_diag")
 
 
@@ -604,7 +671,7 @@ def test_dcgm_without_nvml_is_not_run(tmp_path, monkeypatch):
     ('%s "%s"' % (CAT, os.path.join(DCGM_FIXTURES, "dcgm4-runtime-error.json")) + "; exit 1", None, WARN,
      "DCGM runtime error: Error: unable to establish a connection to the specified host: localhost"),
     ('echo "Error: unable to establish a connection to the specified host: localhost"; exit 255', None, WARN,
-     "no result: dcgmi diag gave no DCGM JSON (rc 255): no JSON object in the output; Error: unable to establish"),
+     "no result: dcgmi diag output not understood (rc 255): no JSON object in the output; Error: unable to establish"),
     ("%s 30" % SLEEP, 0.5, WARN, "no result: timeout after 0.5s"),
 ])
 def test_dcgm_that_gives_no_result_warns_with_why(tmp_path, monkeypatch, h200, body, timeout, status, observed):
@@ -615,6 +682,43 @@ def test_dcgm_that_gives_no_result_warns_with_why(tmp_path, monkeypatch, h200, b
     gpus = [hf.gpu(0)]
     check = one(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
     assert check["status"] == status and check["observed"].startswith(observed), check
+
+
+ODD_DCGM_SHAPES = [
+    ["DCGM Diagnostic"], 17, {"DCGM Diagnostic": {"test_categories": ["x"]}},
+    {"DCGM Diagnostic": {"test_categories": {"Deployment": []}}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": ["Software"]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": {"name": "s"}}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": ["pass"]}]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": "Pass"}]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": [{"entity_id": [0], "status": "Pass"}]}]}]}},
+    {"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "s", "results": [{"entity_id": None, "status": "Pass"}]}]}]}},
+]
+
+
+@pytest.mark.parametrize("doc", ODD_DCGM_SHAPES, ids=lambda d: json.dumps(d)[:60])
+def test_dcgm_odd_json_is_a_value_error_and_a_warn_never_a_crash(tmp_path, monkeypatch, h200, doc):
+    """Any JSON dcgmi prints that the parser does not understand is ValueError (nothing else escapes), and the host
+    record gets the 'no result' WARN with the reason instead of crashing (which would block the compute probe)."""
+    text = json.dumps(doc)
+    if isinstance(doc, dict):
+        with pytest.raises(ValueError):
+            _health.parse_dcgm_diag(text)
+    (tmp_path / "out.json").write_text(text)
+    _fake_dcgmi(tmp_path, body='%s "%s"' % (CAT, tmp_path / "out.json"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0)]
+    record = _dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
+    check = one(record, "host.health.dcgm_diag")
+    assert check["status"] == WARN and check["observed"].startswith("no result: dcgmi diag output not understood (rc 0): "), check
+
+
+def test_dcgm_odd_values_inside_a_known_shape_are_read_as_text():
+    """Warnings as one string, a status that is a number, info objects: read as text, not a crash."""
+    test = {"name": "software", "results": [{"entity_group": "GPU", "entity_id": "0", "status": 3,
+                                             "warnings": "one string", "info": [{"info": "x"}]}]}
+    tests = _health.parse_dcgm_diag(json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": 1, "tests": [test]}]}}))["tests"]
+    assert [(t["entity"], t["status"], t["warnings"], t["info"]) for t in tests] == [(0, "3", ["one string"], ["x"])]
 
 
 def test_dcgm_level_above_1_only_when_asked_and_never_above_4():
@@ -636,3 +740,120 @@ def test_dcgm_summary_error_of_no_single_gpu_is_kept():
         (0, "Pass", []), (None, "Fail", ["Fabric Manager is not running"])]
     same = _health.parse_dcgm_diag(open(os.path.join(DCGM_FIXTURES, "dcgm4-r1-fail.json")).read())["tests"]
     assert [t["entity"] for t in same] == [0, 1]     # a summary no worse than a GPU's result adds nothing
+
+
+# ---- a FAIL criterion whose reading is missing is never a PASS ----
+
+NOT_SUPPORTED_TEXT = "Not Supported (NVML_ERROR_NOT_SUPPORTED, code 3)"
+NO_PERMISSION_TEXT = "Insufficient Permissions (NVML_ERROR_NO_PERMISSION, code 4)"
+
+
+def _evaluate_with(h200, gpu, change):
+    """The host record after ``change(gpu_health)`` edits the collected evidence of GPU 0 (a reading NVML refused
+    only in part cannot be made with the fake, which fails a whole function)."""
+    evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([gpu]))
+    change(evidence["health"]["gpus"][0])
+    return _host.evaluate(evidence)
+
+
+def _ecc_volatile_unread(g):
+    g["ecc_errors"]["uncorrected_volatile"] = None
+    g["errors"]["ecc_uncorrected_volatile"] = NOT_SUPPORTED_TEXT
+
+
+def _single_bit_unread(g):
+    g["retired_pages"].update(single_bit=None, double_bit=0, pending=False)
+    g["errors"]["retired_pages_single_bit"] = NO_PERMISSION_TEXT
+    g["errors"].pop("retired_pages_double_bit", None)
+
+
+def _reset_field_unread(g):
+    g["recovery_action"] = None
+    g["errors"]["recovery_action"] = NOT_SUPPORTED_TEXT
+    g["reset_status"] = {"reset_required": 0, "drain_and_reset": None}
+    g["errors"]["drain_and_reset"] = NO_PERMISSION_TEXT
+
+
+@pytest.mark.parametrize("change,check_id,observed", [
+    (_ecc_volatile_unread, "host.health.ecc_errors", "uncorrected volatile not read: %s" % NOT_SUPPORTED_TEXT),
+    (_single_bit_unread, "host.health.retired_pages", "not read: %s" % NO_PERMISSION_TEXT),
+    (_reset_field_unread, "host.health.recovery_action", "not read: %s" % NO_PERMISSION_TEXT),
+])
+def test_a_pass_without_the_fail_reading_is_not_run(h200, change, check_id, observed):
+    check = one(_evaluate_with(h200, hf.gpu(0), change), check_id)
+    assert check["status"] == NOT_RUN and check["observed"].startswith(observed), check
+
+
+def test_a_fail_or_warn_from_what_was_read_stands(h200):
+    def change(g):
+        _ecc_volatile_unread(g)
+        g["ecc_errors"]["uncorrected_aggregate"] = 5
+    assert one(_evaluate_with(h200, hf.gpu(0), change), "host.health.ecc_errors")["status"] == WARN
+
+    def retired(g):
+        g["retired_pages"].update(single_bit=None, double_bit=80, pending=False)
+    assert one(_evaluate_with(h200, hf.gpu(0), retired), "host.health.retired_pages")["status"] == FAIL
+
+
+def test_nvlink_a_link_unread_is_not_a_pass_but_a_link_the_gpu_has_not_is(h200):
+    record = host(h200, [hf.gpu(0, **hf.nvlink_gpu([A] * 18))])
+    assert one(record, "host.health.nvlink")["status"] == PASS   # links 18+: INVALID_ARGUMENT, a link the GPU has not
+
+    def change(g):
+        g["nvlink"]["links"].pop("5")
+        g["nvlink"]["errors"][NO_PERMISSION_TEXT] = [5]
+    check = one(_evaluate_with(h200, hf.gpu(0, **hf.nvlink_gpu([A] * 18)), change), "host.health.nvlink")
+    assert check["status"] == NOT_RUN and check["observed"].startswith("links not read: %s on links 5" % NO_PERMISSION_TEXT)
+
+
+def test_mig_ecc_a_location_unread_is_not_a_pass(h200):
+    gpu = hf.gpu(0, mig_devices=[hf.mig_device(0, gi=1)])
+    assert [c["status"] for c in health_checks(host(h200, [gpu]), "host.health.mig_ecc")] == [PASS]  # others NOT_SUPPORTED
+
+    def change(g):
+        g["mig"][0]["sram_uncorrected_volatile"].update(sram=0, l2_cache=None)
+        g["mig"][0]["errors"] = {"sram_l2_cache": NO_PERMISSION_TEXT, "sram_l1_cache": NOT_SUPPORTED_TEXT}
+    check = one(_evaluate_with(h200, hf.gpu(0, mig_devices=[hf.mig_device(0, gi=1)]), change), "host.health.mig_ecc")
+    assert check["status"] == NOT_RUN and check["observed"].startswith("not read: %s" % NO_PERMISSION_TEXT), check
+
+
+def test_dcgm_levels_that_load_the_gpu_are_not_run_in_check_or_audit_mode(tmp_path, monkeypatch, h200):
+    """Levels 2-4 load the GPU for minutes to hours: NOT_RUN in check mode and audit mode, never started; level 1
+    (deployment and software checks, no load) runs."""
+    _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0)]
+    for why in ("check mode", "audit mode"):
+        for level in (2, 3, 4):
+            diag = _health.read_dcgm_diag(level, _nvml(gpus), no_gpu_load=why)
+            assert (diag["ran"], diag["why"]) == (False, "%s: dcgmi diag -r %d loads the GPU, not run (level 1 does not)" % (why, level))
+    assert not os.path.exists(os.path.join(str(tmp_path), "dcgmi.args"))   # never started
+    assert _health.read_dcgm_diag(1, _nvml(gpus), no_gpu_load="check mode")["ran"] is True
+
+
+def test_node_inspect_passes_check_and_audit_mode_to_dcgm(tmp_path, monkeypatch):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
+    seen = []
+    monkeypatch.setattr(_host, "collect_host", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
+    base = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())
+    base.update(layers=["host"], root="/")
+    for mode, check_mode, why in (("full", False, None), ("full", True, "check mode"), ("audit", False, "audit mode")):
+        _node.inspect(dict(base, mode=mode), check_mode=check_mode)
+    assert seen == [None, "check mode", "audit mode"]
+
+
+def test_dcgm_non_zero_exit_with_every_test_passing_warns(tmp_path, monkeypatch, h200):
+    _fake_dcgmi(tmp_path, body='%s "%s"; echo "something went wrong" >&2; exit 3' % (CAT, os.path.join(DCGM_FIXTURES, "dcgm4-r1-pass.json")))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    gpus = [hf.gpu(0)]
+    rows = health_checks(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
+    extra = [c for c in rows if c["subject"] == "dcgmi diag"]
+    assert [(c["status"], c["observed"]) for c in extra] == [
+        (WARN, "dcgmi exited with rc 3 although no test failed or warned: something went wrong")]
+
+
+def test_dcgm_that_could_not_be_started_is_not_run(h200):
+    diag = {"asked": 1, "ran": True, "why": None, "tests": [], "rc": None, "error": "cannot execute /usr/bin/dcgmi: denied",
+            "timed_out": False}
+    check = one(_dcgm_record(h200, diag, [hf.gpu(0)]), "host.health.dcgm_diag")
+    assert (check["status"], check["observed"]) == (NOT_RUN, "dcgmi could not run: cannot execute /usr/bin/dcgmi: denied")

@@ -203,8 +203,6 @@ def test_host_match_passes_when_slice_and_host_agree():
 @pytest.mark.parametrize("gpus,driver,subject,observed", [
     ([{"uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1b:00.0"}], "580.159.04", "dra-0 gpu-1",
      "advertises GPU %s, which this node does not have (host GPUs: %s)" % (GPU1, GPU0)),
-    ([{"uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1b:00.0"}, {"uuid": GPU1, "minor": 3, "pci_bus_id": "0000:43:00.0"}],
-     "580.159.04", "dra-0 gpu-1", "name gpu-1, but the GPU's minor is 3 (gpu-3)"),
     ([{"uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1c:00.0"}, {"uuid": GPU1, "minor": 1, "pci_bus_id": "0000:43:00.0"}],
      "580.159.04", "dra-0 gpu-0", "pciBusID 0000:1b:00.0, host 0000:1c:00.0"),
     (None, "580.95.05", "dra-0 gpu-0", "driverVersion 580.159.4, loaded driver 580.95.05"),
@@ -228,6 +226,87 @@ def test_match_node(names, labels, hostname, name, how):
     assert found.get("name") == name and found.get("matched_by") == how
     if name is None:
         assert found["reason"]
+
+
+def _gpu_device(name, attributes, api="resource.k8s.io/v1beta1"):
+    """One full GPU of a ResourceSlice as each driver publishes it; returns the device_summary host_match reads."""
+    attrs = dict({"type": {"string": "gpu"}, "uuid": {"string": GPU0}, "driverVersion": {"version": "580.159.4"}}, **attributes)
+    dev = {"name": name, "basic": {"attributes": attrs}} if api.endswith("v1beta1") else {"name": name, "attributes": attrs}
+    sl = {"apiVersion": api, "metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [dev]}}
+    return [_k8s.device_summary(d) for d in _k8s_dra.current_devices([_k8s_dra.slice_summary(sl)])]
+
+
+# NVIDIA/k8s-dra-driver (cmd/nvidia-dra-plugin/deviceinfo.go): gpu-<index>, int attributes minor and index;
+# kubernetes-sigs/dra-driver-nvidia-gpu (cmd/gpu-kubelet-plugin/deviceinfo.go): gpu-<minor>, neither attribute.
+@pytest.mark.parametrize("name,attributes,host,status,observed", [
+    # index-named driver on a healthy node whose index is not its minor
+    ("gpu-0", {"minor": {"int": 3}, "index": {"int": 0}}, {"index": 0, "minor": 3}, PASS,
+     "%s: minor 3, index 0, name gpu-0 = its index attribute, driver 580.159.04" % GPU0),
+    # minor-named driver (no attributes), name = minor
+    ("gpu-3", {}, {"index": 0, "minor": 3}, PASS, "%s: minor 3, driver 580.159.04" % GPU0),
+    # the published minor attribute is wrong: a wrong device node would be handed out
+    ("gpu-0", {"minor": {"int": 5}, "index": {"int": 0}}, {"index": 0, "minor": 3}, FAIL,
+     "minor attribute 5, but the GPU's minor is 3"),
+    # a name that is neither the minor nor a published index, nothing published to decide: WARN, not FAIL
+    ("gpu-1", {}, {"index": 1, "minor": 3}, WARN,
+     "%s: name gpu-1 is neither the GPU's minor (3) nor an index the driver publishes; matched driver 580.159.04" % GPU0),
+    # an index attribute other than NVML's index: index order is not identity (the uuid matched): WARN
+    ("gpu-2", {"minor": {"int": 3}, "index": {"int": 2}}, {"index": 0, "minor": 3}, WARN,
+     "%s: index attribute 2, but NVML's index of the GPU is 0; agrees: minor 3, name gpu-2 = its index attribute; "
+     "matched driver 580.159.04" % GPU0),
+])
+def test_host_match_names_gpus_by_minor_or_index(name, attributes, host, status, observed):
+    for api in ("resource.k8s.io/v1beta1", "resource.k8s.io/v1"):
+        devices = _gpu_device(name, attributes, api)
+        gpu = dict(host, uuid=GPU0, pci_bus_id="0000:1b:00.0")
+        rows = _k8s.host_match({"name": "n1", "dra": {"devices": devices}}, host_record([gpu]))
+        assert [(r[0], r[3]) for r in rows] == [(status, observed)]
+
+
+def _dev(name, kind, uuid=None, parent=None, driver="580.159.4", bus=None):
+    return {"name": name, "pool": "n1", "type": kind, "uuid": uuid, "parent_uuid": parent, "driver_version": driver,
+            "pci_bus_id": bus, "minor": None, "index": None, "taints": []}
+
+
+MIG_HOST = [{"index": 0, "uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1b:00.0",
+             "mig": {"instances": [{"uuid": "MIG-1", "gi": 1, "ci": 0}]}}]
+BARE_MIG_HOST = [{"index": 0, "uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1b:00.0", "mig": {"instances": [{"uuid": None}]}}]
+
+
+@pytest.mark.parametrize("dev,gpus,status,observed", [
+    # nothing compared: NOT_RUN with why, never PASS
+    (_dev("gpu-vfio-0", "vfio", bus="0000:99:00.0"), MIG_HOST, NOT_RUN,
+     "vfio device (bound to vfio-pci, not visible to NVML): not compared with the host record"),
+    (_dev("gpu-0-mig-9-4-4", "mig", uuid="MIG-deadbeef"), BARE_MIG_HOST, NOT_RUN,
+     "not compared: the device publishes no parentUUID; the host record lists no MIG instance UUID"),
+    (_dev("gpu-0", "gpu"), MIG_HOST, NOT_RUN, "not compared: the device publishes no uuid"),
+    # what was compared, and only that
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-1", parent=GPU0), MIG_HOST, PASS,
+     "MIG-1: parent %s, MIG instance MIG-1, driver 580.159.04" % GPU0),
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-x", parent=GPU0), BARE_MIG_HOST, PASS, "MIG-x: parent %s, driver 580.159.04" % GPU0),
+    # a MIG device's driverVersion is its parent's driver (both NVIDIA DRA drivers publish it): compared too
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-1", parent=GPU0, driver="570.1.0"), MIG_HOST, FAIL,
+     "driverVersion 570.1.0, loaded driver 580.159.04"),
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-2", parent=GPU0), MIG_HOST, FAIL, "MIG device MIG-2 is not a MIG instance of this host"),
+    # a version that is not numbers is not compared (never "equal" to another such version)
+    (_dev("gpu-0", "gpu", uuid=GPU0, driver="580.159.4-rc.1"), MIG_HOST, PASS,
+     "%s: minor 0; driverVersion 580.159.4-rc.1 against loaded driver 580.159.04 not compared (not numeric)" % GPU0),
+    (_dev("gpu-0-mig-1", "mig", uuid="MIG-x", driver="garbage"), BARE_MIG_HOST, NOT_RUN,
+     "not compared: the device publishes no parentUUID; the host record lists no MIG instance UUID"),
+])
+def test_host_match_says_what_was_compared(dev, gpus, status, observed):
+    rows = _k8s.host_match({"name": "n1", "dra": {"devices": [dev]}}, host_record(gpus))
+    assert (rows[0][0], rows[0][3]) == (status, observed)
+
+
+def test_version_keys_that_are_not_numbers_are_never_equal():
+    assert _k8s_dra.version_key("580.159.4-rc.1") is None and _k8s_dra.version_key("garbage") is None
+    rows = _k8s.host_match({"name": "n1", "dra": {"devices": [_dev("gpu-0", "gpu", uuid=GPU0, driver="garbage")]}},
+                           host_record(MIG_HOST, driver="also garbage"))
+    assert rows[0][0] == PASS and "driverVersion garbage against loaded driver also garbage not compared" in rows[0][3]
+    assert "driver also garbage," not in rows[0][3]
 
 
 def test_host_gpu_not_published_warns():

@@ -55,13 +55,21 @@ def test_long_messages_are_cut():
 
 
 @pytest.mark.parametrize("key,ok", [("gpuprobe.layers/verdict", True), ("verdict", True), ("a.b-c/d_e.f", True),
-                                    ("Bad/verdict", False), ("/verdict", False), ("x/" + "n" * 64, False), ("", False)])
+                                    ("Bad/verdict", False), ("/verdict", False), ("x/" + "n" * 64, False), ("", False),
+                                    # namespaces reserved for Kubernetes' own components
+                                    ("kubernetes.io/hostname", False), ("node-role.kubernetes.io/control-plane", False),
+                                    ("node.kubernetes.io/exclude-from-external-load-balancers", False),
+                                    ("k8s.io/x", False), ("x.k8s.io/verdict", False), ("notkubernetes.io/verdict", True)])
 def test_label_key(key, ok):
     assert (_k8s_publish.label_key_error(key) is None) == ok
 
 
 @pytest.mark.parametrize("value,ok", [("GPUComputeVerified", True), ("example.com/GPUReady", True), ("bad type", False),
-                                      ("1abc", False)])
+                                      ("1abc", False),
+                                      # the kubelet's own conditions: the node lifecycle controller taints/evicts on them
+                                      ("Ready", False), ("MemoryPressure", False), ("DiskPressure", False),
+                                      ("PIDPressure", False), ("NetworkUnavailable", False), ("ready", False),
+                                      ("node.kubernetes.io/GPUReady", False), ("ReadyForGPU", True)])
 def test_condition_type(value, ok):
     assert (_k8s_publish.condition_type_error(value) is None) == ok
 
@@ -192,3 +200,33 @@ def test_module_check_mode(fake_kubectl, capsys):
 def test_module_refuses_bad_names(capsys, args, msg):
     code, out = run_module(capsys, dict(args, verdicts={"h": "COMPUTE_VERIFIED"}))
     assert code == 1 and out["msg"].startswith(msg)
+
+
+def test_two_hosts_resolving_to_one_node_are_refused():
+    """Which of two verdicts is the Node's cannot be told: neither is written, both are unmatched with the reason."""
+    nodes = {"items": [{"metadata": {"name": "gpu-1.lab", "labels": {"kubernetes.io/hostname": "gpu-1"}}},
+                       {"metadata": {"name": "gpu-2"}}]}
+    plans, unmatched = _k8s_publish.plan(nodes, {"gpu-1": "COMPUTE_VERIFIED", "gpu-1.lab": "FAILED_AT_HOST",
+                                                 "gpu-2": "COMPUTE_VERIFIED"}, NOW)
+    assert [p["node"] for p in plans] == ["gpu-2"]
+    reason = "Node gpu-1.lab is the Node of 2 inventory hosts (gpu-1, gpu-1.lab): refused, set node_names"
+    assert unmatched == [{"host": "gpu-1", "reason": reason}, {"host": "gpu-1.lab", "reason": reason}]
+    # node_names naming one Node twice is refused the same way
+    plans, unmatched = _k8s_publish.plan(nodes, {"a": "COMPUTE_VERIFIED", "b": "FAILED_AT_HOST"}, NOW,
+                                         node_names={"a": "gpu-2", "b": "gpu-2"})
+    assert plans == [] and [u["host"] for u in unmatched] == ["a", "b"]
+
+
+def test_module_fails_and_warns_on_a_verdict_it_could_not_publish(fake_kubectl, capsys, monkeypatch):
+    """A verdict asked to be published and not published is an error: the others are written, then the task fails
+    with each host and why (and a warning each, in the playbook output)."""
+    path, kubeconfig, _tmp = fake_kubectl
+    warned = []
+    # in a test process the warning goes to the controller's display, not the result: collect it where it is made
+    monkeypatch.setattr(k8s_publish.AnsibleModule, "warn", lambda self, text, **kw: warned.append(text))
+    code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig,
+                                    "verdicts": {"dra-0": "COMPUTE_VERIFIED", "gpu-x": "FAILED_AT_HOST"}})
+    assert code == 1 and out["failed"] is True
+    assert out["msg"] == "publishing the verdicts failed: gpu-x: not published: no node is named gpu-x"
+    assert warned == ["verdict of gpu-x not published: no node is named gpu-x"]
+    assert [(p["node"], p["written"]) for p in out["published"]] == [("dra-0", True)]

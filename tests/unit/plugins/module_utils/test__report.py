@@ -576,3 +576,18 @@ def test_mig_instances_are_listed_under_their_gpu_in_every_format():
     values = dict((p.get("name"), p.get("value")) for p in props)
     assert values["gpu 0"].startswith("%s FAIL compute.verify.mismatch: MIG: 1 of 2" % P0)
     assert values["gpu 0 mig %s" % _mig(0, 2)] == "FAIL compute.verify.mismatch: wrong values"
+
+
+def test_junit_is_valid_xml_whatever_characters_a_node_reported():
+    """A control character in any string a node reported (an event message, a slice attribute) would make
+    report.xml unreadable: every character XML 1.0 forbids is replaced, the rest kept."""
+    records = healthy()
+    records["k8s"] = rec("k8s", FAIL, "k8s.dra.host_match", observed="advertises GPU GPU-\x1b[2J\x07evil\x00\ufffe")
+    records["k8s"]["reason"] = "bad\x01 reason\ttab"
+    report = R.build_report([{"name": "n1\x0b", "records": records, "pins": {}}], "2026-12-03T00:00:00Z")
+    text = V.render_junit(report)
+    root = ET.fromstring(text.split("\n", 1)[1])
+    failure = root.find(".//failure")
+    assert failure.get("message") == "bad\ufffd reason\ttab"
+    assert "GPU-\ufffd[2J\ufffdevil\ufffd\ufffd" in failure.text
+    assert V.xml_safe("a\x1fb\nc\U0001f600") == "a\ufffdb\nc\U0001f600"
