@@ -33,9 +33,10 @@ import glob
 import os
 import posixpath
 import re
+import json
 import shlex
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 
 ENGINES = ("podman", "docker", "containerd", "crio")
 CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri)
@@ -49,6 +50,16 @@ KUBELET_DROPINS = ("/usr/lib/systemd/system/kubelet.service.d/*.conf", "/lib/sys
                    "/etc/systemd/system/kubelet.service.d/*.conf")
 # CRI Version.runtime_name -> engine
 CRI_RUNTIME_NAMES = {"containerd": "containerd", "cri-o": "crio", "crio": "crio"}
+VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
+
+
+def error_line(text):
+    """The runtime's own error line (the last 'Error: ...' line, else the last non-empty line)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error") or "error" in line.lower()]
+    if errors:
+        return errors[-1][:1000]
+    return lines[-1][:1000] if lines else ""
 
 
 def parse_runtime_option(value):
@@ -230,6 +241,70 @@ def kubelet_endpoint(root="/"):
     return out
 
 
+# ---- the CLI engines' detection (the inspect stage runs it: here, not in the _runtime package) ----------
+
+def cli_info(name, timeout=30, endpoint=None):
+    """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket
+    (else DOCKER_HOST, else docker's default)."""
+    path = which(name)
+    if not path:
+        return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
+    return _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout, endpoint)
+
+
+def parse_version(text):
+    """A runtime's version string when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else "unknown"."""
+    text = str(text or "").strip()
+    return text if VERSION_RE.match(text) else "unknown"
+
+
+def _podman_info(path, timeout):
+    r = run([path, "info", "--format",
+             "{{.Version.Version}}|{{.Host.OCIRuntime.Name}}|{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"],
+            timeout=timeout)
+    if r["rc"] != 0:
+        return {"name": "podman", "path": path, "usable": False,
+                "reason": "podman info failed: %s" % (error_line(r["stderr"]) or r["error"])}
+    parts = r["stdout"].strip().split("|")
+    while len(parts) < 4:
+        parts.append("")
+    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parse_version(parts[0]),
+            "version_text": parts[0][:200],
+            "oci_runtime": "%s %s" % (parts[1], first_line(parts[2]).replace("%s version " % parts[1], "")),
+            "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
+
+
+def _env(info):
+    """The environment of an engine's CLI: this process's, with the engine's own socket (docker: DOCKER_HOST)."""
+    return dict(os.environ, **info["env"]) if info.get("env") else None
+
+
+def _docker_info(path, timeout, endpoint=None):
+    env = {"DOCKER_HOST": endpoint} if endpoint else {}
+    where = {"endpoint": endpoint or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", "env": env}
+    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=_env(where))
+    if r["rc"] != 0:
+        return dict(where, name="docker", path=path, usable=False, daemon_running=False,
+                    reason="docker info failed: %s" % (error_line(r["stderr"]) or r["error"]))
+    try:
+        info = json.loads(r["stdout"])
+    except ValueError:
+        info = {}
+    spec_dirs = info.get("CDISpecDirs")
+    base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
+            # what _cdi.engine.read_docker judges, from this same call: the daemon is not asked twice
+            "daemon_info": dict((k, info[k]) for k in ("ServerVersion", "CDISpecDirs") if k in info),
+            "version": parse_version(info.get("ServerVersion")),
+            "version_text": str(info.get("ServerVersion"))[:200],
+            "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
+    if not spec_dirs:
+        base.update(usable=False, reason="docker %s has CDI disabled (no CDISpecDirs in docker info; enable "
+                                         "features.cdi in daemon.json)" % info.get("ServerVersion"))
+    else:
+        base.update(usable=True, reason=None, cdi="CDISpecDirs %s" % ", ".join(spec_dirs))
+    return base
+
+
 def _cri_info(name, endpoint, timeout, descriptor=None):
     """The CRI adapter's detection (``_runtime.cri.cri_info``): dict name, endpoint, version, usable, reason (and the
     runtime name the CRI Version call answered). The engine behind the socket is named from that answer."""
@@ -272,7 +347,6 @@ def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None):
             endpoint = kubelet["endpoint"]
         # no endpoint: _runtime.cri reads CONTAINER_RUNTIME_ENDPOINT (crictl's variable), else the default socket
         return _cri_info(name, endpoint, timeout, descriptor)
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import cli_info  # pylint: disable=import-outside-toplevel
     return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None)
 
 
@@ -303,7 +377,6 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
         if kubelet["errors"]:
             why += "; %s" % "; ".join(kubelet["errors"])
         return [_describe(info, why)]
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import cli_info  # pylint: disable=import-outside-toplevel
     tried = ["no kubelet installed (no kubelet binary, unit or %s)" % KUBELET_CONFIG]
     docker = cli_info("docker", timeout=timeout) if which("docker") else None
     if docker is not None and docker.get("daemon_running"):

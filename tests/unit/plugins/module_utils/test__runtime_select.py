@@ -252,3 +252,18 @@ def test_auto_with_an_endpoint_is_the_engine_there(tmp_path, bindir, fake_cri):
     assert info["name"] == "containerd" and info["selected_because"] == (
         "runtime_endpoint unix:///run/k3s/containerd/containerd.sock was given; the CRI Version call there answered "
         "containerd 1.7.24")
+
+
+def test_docker_is_asked_once_for_selection_and_its_cdi_configuration(tmp_path, bindir):
+    # the detection's docker info answer is what cdi.engine.config judges: one call to the daemon, not two
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as E  # pylint: disable=import-outside-toplevel
+    shutil.copy(os.path.join(FIX, "docker-26.1.5-info-nocdi.json"), str(bindir / "info.json"))
+    calls = bindir / "calls"
+    _exe(bindir, "docker", 'echo "$*" >> "%s"\n/bin/cat "%s"\n' % (calls, bindir / "info.json"))
+    [info] = sel.select_runtimes("docker", root=str(tmp_path))
+    out = E.read_engine_config(info)
+    assert calls.read_text().splitlines() == ["info --format {{json .}}"]
+    assert out["enabled"] is False and "features.cdi" in out["reason"] and out["source"].endswith("info --format '{{json .}}'")
+    # a dict without the detection's answer (an older record, another caller) still asks the daemon itself
+    E.read_engine_config({"name": "docker", "path": info["path"], "version": "26.1.5"})
+    assert len(calls.read_text().splitlines()) == 2
