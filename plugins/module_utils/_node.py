@@ -179,7 +179,7 @@ def selected_engines(p):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
     engines = [describe(info) for info in select_runtimes(p["runtime"], endpoint=p.get("runtime_endpoint"),
-                                                          descriptor=p.get("cri_descriptor"))]
+                                                          descriptor=p.get("cri_descriptor"), inspect=True)]
     for info in engines:
         info["cdi_config"] = read_engine_config(info)
     return engines

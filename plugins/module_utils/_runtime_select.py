@@ -243,13 +243,32 @@ def kubelet_endpoint(root="/"):
 
 # ---- the CLI engines' detection (the inspect stage runs it: here, not in the _runtime package) ----------
 
-def cli_info(name, timeout=30, endpoint=None):
+PODMAN_NOT_ASKED = ("podman info not run in the inspect stage (its version is from podman --version); podman info (OCI "
+                    "runtime, cgroups, whether podman answers) runs in the probe stage, before the probe container")
+
+
+def cli_info(name, timeout=30, endpoint=None, inspect=False):
     """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket
-    (else DOCKER_HOST, else docker's default)."""
+    (else DOCKER_HOST, else docker's default). ``inspect``: for the inspect stage, which needs podman's version only
+    (the CDI library its release vendors, its containers.conf): ``podman --version``, not ``podman info`` (0.3-0.5 s;
+    docs/performance.md), and ``usable`` None, so that the probe stage detects it in full before starting a container."""
     path = which(name)
     if not path:
         return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
-    return _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout, endpoint)
+    if name == "podman":
+        return _podman_version(path, timeout) if inspect else _podman_info(path, timeout)
+    return _docker_info(path, timeout, endpoint)
+
+
+def _podman_version(path, timeout):
+    r = run([path, "--version"], timeout=timeout)
+    text = first_line(r["stdout"])
+    if r["rc"] != 0:
+        return {"name": "podman", "path": path, "usable": False,
+                "reason": "podman --version failed: %s" % (error_line(r["stderr"]) or r["error"])}
+    return {"name": "podman", "path": path, "usable": None, "reason": PODMAN_NOT_ASKED,
+            "version": parse_version(text[len("podman version "):] if text.startswith("podman version ") else text),
+            "version_text": text[:200], "cdi": "native (--device vendor/class=name)"}
 
 
 def parse_version(text):
@@ -339,7 +358,7 @@ def _describe(info, why):
     return info
 
 
-def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None):
+def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None, inspect=False):
     """The detection dict of one named engine (not auto). CRI engines are reached at ``endpoint``, else the kubelet's
     endpoint when the kubelet's engine guess is this one, else the engine's default socket."""
     if name in CRI_ENGINES:
@@ -347,20 +366,21 @@ def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None):
             endpoint = kubelet["endpoint"]
         # no endpoint: _runtime.cri reads CONTAINER_RUNTIME_ENDPOINT (crictl's variable), else the default socket
         return _cri_info(name, endpoint, timeout, descriptor)
-    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None)
+    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None, inspect=inspect)
 
 
-def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None):
+def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None, inspect=False):
     """The engines a run verifies through: a list of detection dicts (name, version, path or endpoint, usable,
     reason, ...) each with ``selected_because``. ``auto`` gives exactly one (name None when no
-    runtime is found); a list gives one per name, in order. ValueError for a bad option."""
+    runtime is found); a list gives one per name, in order. ValueError for a bad option. ``inspect``: the inspect
+    stage's detection (``cli_info``): podman's version only, podman info left to the probe stage."""
     names = parse_runtime_option(requested)
     endpoint = check_endpoint(endpoint)
     kubelet = kubelet_endpoint(root) if (names == ["auto"] or set(names) & set(CRI_ENGINES)) and not endpoint else None
     if names != ["auto"]:
         # the endpoint is a CRI engine's socket, or docker's when docker alone is named
         return [_describe(detect_one(n, timeout, endpoint if n in CRI_ENGINES or names == ["docker"] else None, kubelet,
-                                     descriptor), "named in the runtime option%s" % (
+                                     descriptor, inspect), "named in the runtime option%s" % (
             " (endpoint %s)" % endpoint if endpoint and (n in CRI_ENGINES or names == ["docker"]) else "")) for n in names]
     if endpoint:
         info = _cri_info(_guess_cri(endpoint), endpoint, timeout, descriptor)
@@ -383,7 +403,7 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
         return [_describe(docker, "%s; a docker daemon is running (docker info answered): a docker host's workloads run "
                                   "through docker" % tried[0])]
     tried.append("no running docker daemon (%s)" % (docker["reason"] if docker else "no docker CLI"))
-    podman = cli_info("podman", timeout=timeout)
+    podman = cli_info("podman", timeout=timeout, inspect=inspect)
     if podman.get("path"):
         return [_describe(podman, "%s; podman %s is installed" % ("; ".join(tried), podman.get("version") or ""))]
     tried.append(podman.get("reason") or "podman not found")
