@@ -117,8 +117,8 @@ def main():
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
-    print(json.dumps({"ratios": ratios, "summary": dict((k, dict((kk, vv) for kk, vv in v.items() if kk != "calls_last_round"))
-                                                         for k, v in summary.items())}, indent=2))
+    brief = dict((k, dict((kk, vv) for kk, vv in v.items() if kk != "calls_last_round")) for k, v in summary.items())
+    print(json.dumps({"ratios": ratios, "summary": brief}, indent=2))
 
 
 if __name__ == "__main__":

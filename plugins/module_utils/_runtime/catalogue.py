@@ -22,8 +22,6 @@ OWNER_LABEL = "gpuprobe.owner"      # host:pid:started of the run's owner (_owne
 CREATED_LABEL = "gpuprobe.created"  # epoch seconds
 
 
-
-
 PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
 
 

@@ -19,7 +19,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
 )
 # the CLI engines' detection lives with the selection, outside this package: the inspect stage runs it and must not
 # import the probe's code (this package's __init__ loads the CRI adapter and grpc: ~0.4 s on a node, docs/performance.md)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import _env, cli_info, parse_version  # noqa: F401
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import _env, cli_info, parse_version  # noqa: F401 pylint: disable=unused-import
 
 
 def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None):
