@@ -9,7 +9,8 @@ Items, interleaved round by round so that drift hits every item alike:
               the argv the runtime layer builds, run directly (no Ansible, no checks, no host control)
   full        (--gpu) `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built`
   *@baseline  (--baseline DIR) audit and full again with the playbook and collection of another checkout DIR
-              (an earlier commit), in the same rounds: what a change bought
+              (an earlier commit), in the same rounds: what a change bought; repeat --baseline for several
+              (items named *@baseline:<DIR's name>)
 Ratios (issue "Fleet speed"): audit / ping (goal <= 1.5) and full / (bare-probe + ping) (goal <= 2).
 Wall time of each command, and its CPU time (user + sys of the command and everything it waited for, from
 os.wait4). --fixture runs audit against a synthetic node tree (tests/unit/fixtures/host, real mknod devices, NVML off,
@@ -80,7 +81,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--gpu", action="store_true", help="also the bare probe and the full run (a GPU host)")
     ap.add_argument("--fixture", action="store_true", help="audit a synthetic node tree (no GPU needed)")
-    ap.add_argument("--baseline", help="another checkout of the collection, run side by side")
+    ap.add_argument("--baseline", action="append", default=[],
+                    help="another checkout of the collection, run side by side (repeatable: item@baseline:<dir name>)")
     ap.add_argument("-e", dest="extra", action="append", default=[], help="extra vars for both playbook runs")
     args = ap.parse_args()
 
@@ -109,15 +111,16 @@ def main():
         items.append(("bare-probe", argv, None))
         full = ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=full", "-e", "gpuprobe_cdi_source=self-built"]
         items.append(("full", full + extra, "full"))
-    if args.baseline:
-        base = os.path.abspath(args.baseline)
-        link = os.path.join(tmp, "baseline", "ansible_collections", "gpuprobe")
+    for base in args.baseline:
+        base = os.path.abspath(base)
+        label = "baseline" if len(args.baseline) == 1 else "baseline:%s" % os.path.basename(base)
+        link = os.path.join(tmp, label, "ansible_collections", "gpuprobe")
         os.makedirs(link)
         os.symlink(base, os.path.join(link, "layers"))
-        base_env = dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(tmp, "baseline"))
-        for name, argv, report in list(items):
+        base_env = dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(tmp, label))
+        for name, argv, report in [item[:3] for item in items if "@" not in item[0]]:
             if report:
-                items.append((name + "@baseline", [a.replace(PLAYBOOK, os.path.join(base, "playbooks", "verify-gpu.yml")) for a in argv],
+                items.append((name + "@" + label, [a.replace(PLAYBOOK, os.path.join(base, "playbooks", "verify-gpu.yml")) for a in argv],
                               report, base_env))
     items = [item if len(item) == 4 else item + (env,) for item in items]
     wall = dict((item[0], []) for item in items)
@@ -149,8 +152,8 @@ def main():
         ratios["full / (bare-probe + ping)"] = round(med["full"] / (med["bare-probe"] + med["ping"]), 2)
         ratios["full / ping"] = round(med["full"] / med["ping"], 2)
     for name in med:
-        if name.endswith("@baseline"):
-            now = name[:-len("@baseline")]
+        if "@baseline" in name:
+            now = name.split("@", 1)[0]
             ratios["%s / %s" % (now, name)] = round(med[now] / med[name], 2)
             ratios["%s / ping" % name] = round(med[name] / med["ping"], 2)
     result = {

@@ -23,6 +23,7 @@ inspect stage.
 from __future__ import annotations
 
 import os
+import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, crashed, not_run
 
@@ -179,16 +180,42 @@ def selected_engines(p):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
     engines = [describe(info) for info in select_runtimes(p["runtime"], endpoint=p.get("runtime_endpoint"),
-                                                          descriptor=p.get("cri_descriptor"))]
+                                                          descriptor=p.get("cri_descriptor"), inspect=True)]
     for info in engines:
         info["cdi_config"] = read_engine_config(info)
     return engines
 
 
-def _cdi_record(p, host, check_mode, cdi_layer):
-    """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first)."""
+class _Selection(object):
+    """``selected_engines(p)`` started in a thread at once, joined when the cdi layer needs it: the engines' own
+    queries (podman info, docker info, the CRI Version call; ~0.5 s on a node) run while the host layer reads the
+    node, instead of after it (docs/performance.md). The thread is not a daemon: at exit the interpreter waits for
+    it, so every process it started still ends by its own timeout (``_run``)."""
+
+    def __init__(self, p):
+        self._out = {}
+        self._thread = threading.Thread(target=self._select, args=(p,), name="gpuprobe-runtime-selection")
+        self._thread.start()
+
+    def _select(self, p):
+        try:
+            self._out["engines"] = selected_engines(p)
+        except BaseException as exc:  # pylint: disable=broad-except
+            self._out["error"] = exc
+
+    def result(self):
+        """The selected engines; raises what the selection raised."""
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["engines"]
+
+
+def _cdi_record(p, host, check_mode, cdi_layer, selection=None):
+    """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first).
+    ``selection``: the runtime selection already started (``_Selection``), else it runs here."""
     try:
-        engines = selected_engines(p)
+        engines = selection.result() if selection is not None else selected_engines(p)
     except Exception as exc:  # pylint: disable=broad-except
         return crashed("cdi", exc), None
     if p["cdi_source"] != "self-built":
@@ -249,6 +276,8 @@ def inspect(p, check_mode=False):
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
     records = {}
     spec = None
+    # the runtime selection asks no question of the host record: it runs beside the host layer
+    selection = _Selection(p) if "cdi" in layers and "host" in layers else None
     if "host" in layers:
         try:
             records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
@@ -258,6 +287,6 @@ def inspect(p, check_mode=False):
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
     if "cdi" in layers:
-        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer)
+        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer, selection)
     records.update(_k8s(layers, records.get("host")))
     return {"records": records, "spec": spec}

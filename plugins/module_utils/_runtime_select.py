@@ -33,9 +33,10 @@ import glob
 import os
 import posixpath
 import re
+import json
 import shlex
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 
 ENGINES = ("podman", "docker", "containerd", "crio")
 CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri)
@@ -49,6 +50,16 @@ KUBELET_DROPINS = ("/usr/lib/systemd/system/kubelet.service.d/*.conf", "/lib/sys
                    "/etc/systemd/system/kubelet.service.d/*.conf")
 # CRI Version.runtime_name -> engine
 CRI_RUNTIME_NAMES = {"containerd": "containerd", "cri-o": "crio", "crio": "crio"}
+VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
+
+
+def error_line(text):
+    """The runtime's own error line (the last 'Error: ...' line, else the last non-empty line)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error") or "error" in line.lower()]
+    if errors:
+        return errors[-1][:1000]
+    return lines[-1][:1000] if lines else ""
 
 
 def parse_runtime_option(value):
@@ -230,6 +241,89 @@ def kubelet_endpoint(root="/"):
     return out
 
 
+# ---- the CLI engines' detection (the inspect stage runs it: here, not in the _runtime package) ----------
+
+PODMAN_NOT_ASKED = ("podman info not run in the inspect stage (its version is from podman --version); podman info (OCI "
+                    "runtime, cgroups, whether podman answers) runs in the probe stage, before the probe container")
+
+
+def cli_info(name, timeout=30, endpoint=None, inspect=False):
+    """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket
+    (else DOCKER_HOST, else docker's default). ``inspect``: for the inspect stage, which needs podman's version only
+    (the CDI library its release vendors, its containers.conf): ``podman --version``, not ``podman info`` (0.3-0.5 s;
+    docs/performance.md), and ``usable`` None, so that the probe stage detects it in full before starting a container."""
+    path = which(name)
+    if not path:
+        return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
+    if name == "podman":
+        return _podman_version(path, timeout) if inspect else _podman_info(path, timeout)
+    return _docker_info(path, timeout, endpoint)
+
+
+def _podman_version(path, timeout):
+    r = run([path, "--version"], timeout=timeout)
+    text = first_line(r["stdout"])
+    if r["rc"] != 0:
+        return {"name": "podman", "path": path, "usable": False,
+                "reason": "podman --version failed: %s" % (error_line(r["stderr"]) or r["error"])}
+    return {"name": "podman", "path": path, "usable": None, "reason": PODMAN_NOT_ASKED,
+            "version": parse_version(text[len("podman version "):] if text.startswith("podman version ") else text),
+            "version_text": text[:200], "cdi": "native (--device vendor/class=name)"}
+
+
+def parse_version(text):
+    """A runtime's version string when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else "unknown"."""
+    text = str(text or "").strip()
+    return text if VERSION_RE.match(text) else "unknown"
+
+
+def _podman_info(path, timeout):
+    r = run([path, "info", "--format",
+             "{{.Version.Version}}|{{.Host.OCIRuntime.Name}}|{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"],
+            timeout=timeout)
+    if r["rc"] != 0:
+        return {"name": "podman", "path": path, "usable": False,
+                "reason": "podman info failed: %s" % (error_line(r["stderr"]) or r["error"])}
+    parts = r["stdout"].strip().split("|")
+    while len(parts) < 4:
+        parts.append("")
+    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parse_version(parts[0]),
+            "version_text": parts[0][:200],
+            "oci_runtime": "%s %s" % (parts[1], first_line(parts[2]).replace("%s version " % parts[1], "")),
+            "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
+
+
+def _env(info):
+    """The environment of an engine's CLI: this process's, with the engine's own socket (docker: DOCKER_HOST)."""
+    return dict(os.environ, **info["env"]) if info.get("env") else None
+
+
+def _docker_info(path, timeout, endpoint=None):
+    env = {"DOCKER_HOST": endpoint} if endpoint else {}
+    where = {"endpoint": endpoint or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", "env": env}
+    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=_env(where))
+    if r["rc"] != 0:
+        return dict(where, name="docker", path=path, usable=False, daemon_running=False,
+                    reason="docker info failed: %s" % (error_line(r["stderr"]) or r["error"]))
+    try:
+        info = json.loads(r["stdout"])
+    except ValueError:
+        info = {}
+    spec_dirs = info.get("CDISpecDirs")
+    base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
+            # what _cdi.engine.read_docker judges, from this same call: the daemon is not asked twice
+            "daemon_info": dict((k, info[k]) for k in ("ServerVersion", "CDISpecDirs") if k in info),
+            "version": parse_version(info.get("ServerVersion")),
+            "version_text": str(info.get("ServerVersion"))[:200],
+            "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
+    if not spec_dirs:
+        base.update(usable=False, reason="docker %s has CDI disabled (no CDISpecDirs in docker info; enable "
+                                         "features.cdi in daemon.json)" % info.get("ServerVersion"))
+    else:
+        base.update(usable=True, reason=None, cdi="CDISpecDirs %s" % ", ".join(spec_dirs))
+    return base
+
+
 def _cri_info(name, endpoint, timeout, descriptor=None):
     """The CRI adapter's detection (``_runtime.cri.cri_info``): dict name, endpoint, version, usable, reason (and the
     runtime name the CRI Version call answered). The engine behind the socket is named from that answer."""
@@ -264,7 +358,7 @@ def _describe(info, why):
     return info
 
 
-def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None):
+def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None, inspect=False):
     """The detection dict of one named engine (not auto). CRI engines are reached at ``endpoint``, else the kubelet's
     endpoint when the kubelet's engine guess is this one, else the engine's default socket."""
     if name in CRI_ENGINES:
@@ -272,21 +366,21 @@ def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None):
             endpoint = kubelet["endpoint"]
         # no endpoint: _runtime.cri reads CONTAINER_RUNTIME_ENDPOINT (crictl's variable), else the default socket
         return _cri_info(name, endpoint, timeout, descriptor)
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import cli_info  # pylint: disable=import-outside-toplevel
-    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None)
+    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None, inspect=inspect)
 
 
-def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None):
+def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None, inspect=False):
     """The engines a run verifies through: a list of detection dicts (name, version, path or endpoint, usable,
     reason, ...) each with ``selected_because``. ``auto`` gives exactly one (name None when no
-    runtime is found); a list gives one per name, in order. ValueError for a bad option."""
+    runtime is found); a list gives one per name, in order. ValueError for a bad option. ``inspect``: the inspect
+    stage's detection (``cli_info``): podman's version only, podman info left to the probe stage."""
     names = parse_runtime_option(requested)
     endpoint = check_endpoint(endpoint)
     kubelet = kubelet_endpoint(root) if (names == ["auto"] or set(names) & set(CRI_ENGINES)) and not endpoint else None
     if names != ["auto"]:
         # the endpoint is a CRI engine's socket, or docker's when docker alone is named
         return [_describe(detect_one(n, timeout, endpoint if n in CRI_ENGINES or names == ["docker"] else None, kubelet,
-                                     descriptor), "named in the runtime option%s" % (
+                                     descriptor, inspect), "named in the runtime option%s" % (
             " (endpoint %s)" % endpoint if endpoint and (n in CRI_ENGINES or names == ["docker"]) else "")) for n in names]
     if endpoint:
         info = _cri_info(_guess_cri(endpoint), endpoint, timeout, descriptor)
@@ -303,14 +397,13 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
         if kubelet["errors"]:
             why += "; %s" % "; ".join(kubelet["errors"])
         return [_describe(info, why)]
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import cli_info  # pylint: disable=import-outside-toplevel
     tried = ["no kubelet installed (no kubelet binary, unit or %s)" % KUBELET_CONFIG]
     docker = cli_info("docker", timeout=timeout) if which("docker") else None
     if docker is not None and docker.get("daemon_running"):
         return [_describe(docker, "%s; a docker daemon is running (docker info answered): a docker host's workloads run "
                                   "through docker" % tried[0])]
     tried.append("no running docker daemon (%s)" % (docker["reason"] if docker else "no docker CLI"))
-    podman = cli_info("podman", timeout=timeout)
+    podman = cli_info("podman", timeout=timeout, inspect=inspect)
     if podman.get("path"):
         return [_describe(podman, "%s; podman %s is installed" % ("; ".join(tried), podman.get("version") or ""))]
     tried.append(podman.get("reason") or "podman not found")

@@ -282,9 +282,12 @@ def read_docker(info, timeout=CONFIG_TIMEOUT):
         return _result("docker", "docker info", reason="no docker CLI")
     # the daemon the engine was detected at (its socket as DOCKER_HOST), not whichever the CLI would default to
     env = dict(os.environ, **info["env"]) if info.get("env") else None
-    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=env)
     source = "%s%s info --format '{{json .}}'" % ("DOCKER_HOST=%s " % info["env"]["DOCKER_HOST"] if (info.get("env") or {}).get(
         "DOCKER_HOST") else "", path)
+    if isinstance(info.get("daemon_info"), dict) and info.get("path") == path:
+        # the detection's own docker info call (same CLI, same daemon, this run): its answer, not a second call
+        return docker_cdi(info["daemon_info"], source)
+    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=env)
     if r["rc"] != 0:
         return _result("docker", source, reason="docker info failed: %s" % (first_line(r["stderr"]) or r["error"]))
     try:

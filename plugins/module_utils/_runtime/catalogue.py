@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 # re-exported: the engines reached through the CRI
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES  # noqa: F401  # pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES, VERSION_RE, error_line  # noqa: F401 pylint: disable=unused-import
 
 
 LABEL = "gpuprobe.run"
@@ -20,9 +20,6 @@ OWNER_LABEL = "gpuprobe.owner"      # host:pid:started of the run's owner (_owne
 
 
 CREATED_LABEL = "gpuprobe.created"  # epoch seconds
-
-
-VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
 
 
 PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
@@ -231,15 +228,6 @@ def classify_start_error(text, timed_out=False):
         if pattern.search(text or ""):
             return signature
     return "runtime.start.failed"
-
-
-def error_line(text):
-    """The runtime's own error line (the last 'Error: ...' line, else the last non-empty line)."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("Error") or "error" in line.lower()]
-    if errors:
-        return errors[-1][:1000]
-    return lines[-1][:1000] if lines else ""
 
 
 def open_signature(errno_name):

@@ -8,16 +8,18 @@ and removed through it."""
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid as uuidlib
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, VERSION_RE, error_line,
+    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, error_line,
 )
+# the CLI engines' detection lives with the selection, outside this package: the inspect stage runs it and must not
+# import the probe's code (this package's __init__ loads the CRI adapter and grpc: ~0.4 s on a node, docs/performance.md)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import _env, cli_info, parse_version  # noqa: F401 pylint: disable=unused-import
 
 
 def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None):
@@ -27,66 +29,6 @@ def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None)
     CRI API ``descriptor``; docker named with an ``endpoint`` is the daemon at that socket."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
     return select_runtimes(requested or "auto", timeout=timeout, endpoint=endpoint, descriptor=descriptor)[0]
-
-
-def cli_info(name, timeout=30, endpoint=None):
-    """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket
-    (else DOCKER_HOST, else docker's default)."""
-    path = which(name)
-    if not path:
-        return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
-    return _podman_info(path, timeout) if name == "podman" else _docker_info(path, timeout, endpoint)
-
-
-def parse_version(text):
-    """A runtime's version string when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else "unknown"."""
-    text = str(text or "").strip()
-    return text if VERSION_RE.match(text) else "unknown"
-
-
-def _podman_info(path, timeout):
-    r = run([path, "info", "--format",
-             "{{.Version.Version}}|{{.Host.OCIRuntime.Name}}|{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"],
-            timeout=timeout)
-    if r["rc"] != 0:
-        return {"name": "podman", "path": path, "usable": False,
-                "reason": "podman info failed: %s" % (error_line(r["stderr"]) or r["error"])}
-    parts = r["stdout"].strip().split("|")
-    while len(parts) < 4:
-        parts.append("")
-    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parse_version(parts[0]),
-            "version_text": parts[0][:200],
-            "oci_runtime": "%s %s" % (parts[1], first_line(parts[2]).replace("%s version " % parts[1], "")),
-            "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
-
-
-def _env(info):
-    """The environment of an engine's CLI: this process's, with the engine's own socket (docker: DOCKER_HOST)."""
-    return dict(os.environ, **info["env"]) if info.get("env") else None
-
-
-def _docker_info(path, timeout, endpoint=None):
-    env = {"DOCKER_HOST": endpoint} if endpoint else {}
-    where = {"endpoint": endpoint or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", "env": env}
-    r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=_env(where))
-    if r["rc"] != 0:
-        return dict(where, name="docker", path=path, usable=False, daemon_running=False,
-                    reason="docker info failed: %s" % (error_line(r["stderr"]) or r["error"]))
-    try:
-        info = json.loads(r["stdout"])
-    except ValueError:
-        info = {}
-    spec_dirs = info.get("CDISpecDirs")
-    base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
-            "version": parse_version(info.get("ServerVersion")),
-            "version_text": str(info.get("ServerVersion"))[:200],
-            "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
-    if not spec_dirs:
-        base.update(usable=False, reason="docker %s has CDI disabled (no CDISpecDirs in docker info; enable "
-                                         "features.cdi in daemon.json)" % info.get("ServerVersion"))
-    else:
-        base.update(usable=True, reason=None, cdi="CDISpecDirs %s" % ", ".join(spec_dirs))
-    return base
 
 
 def container_name(run_id):

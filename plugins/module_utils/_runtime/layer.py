@@ -90,7 +90,8 @@ def runtime_facts(params, check_mode=False):
     chosen = params.get("engine") or {}
     if chosen.get("name") and chosen.get("usable") and (chosen.get("path") or chosen.get("endpoint")):
         # the probe stage: the engine the inspect stage selected, detected and the cdi layer judged (why it was
-        # chosen, its CDI library and configuration), not detected a second time
+        # chosen, its CDI library and configuration), not detected a second time; podman, of which the inspect
+        # stage read the version only (usable None), is detected in full here (podman info)
         info = dict(chosen)
     else:
         info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"),
@@ -195,8 +196,11 @@ def _runtime_facts_per_device(params):
     if probe is None:
         return record, None
     containers = []
+    # the engine the shared container ran through, detected once: each device's container reuses it
+    engine = (record.get("evidence") or {}).get("engine") or params.get("engine")
     for device in params["cdi_devices"]:
-        sub_record, sub_probe = runtime_facts(dict(params, isolation="shared", cdi_devices=[device], expected_edits={}))
+        sub_record, sub_probe = runtime_facts(dict(params, engine=engine, isolation="shared", cdi_devices=[device],
+                                                   expected_edits={}))
         if sub_probe is None:
             sub_probe = {"executed": False, "cdi_devices": [], "requested_devices": [device],
                          "reason": "%s %s: %s" % (sub_record["status"], sub_record.get("signature") or "", sub_record["reason"])}

@@ -125,6 +125,44 @@ def test_a_layer_that_raises_is_not_run_with_the_error_and_the_next_layers_run(t
     assert out["records"]["cdi"]["status"] in (PASS, FAIL, "WARN")
 
 
+def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_cdi_record(tmp_path, monkeypatch):
+    # the selection starts before the host layer and is joined by the cdi layer: both run; a selection that
+    # raises is the cdi record's reason (crashed), never a missing record
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
+    import threading
+    started = threading.Event()
+
+    def host(**kwargs):
+        assert started.wait(10), "the selection did not start before the host layer ended"
+        return not_run("host", "stub host layer")
+
+    def select(p):
+        started.set()
+        raise RuntimeError("no engine today")
+    monkeypatch.setattr(_host, "collect_host", host)
+    monkeypatch.setattr(_node, "selected_engines", select)
+    build_node(str(tmp_path / "node"))
+    out = _node.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
+    assert out["records"]["host"]["reason"] == "stub host layer"
+    assert out["records"]["cdi"]["status"] == NOT_RUN and "RuntimeError: no engine today" in out["records"]["cdi"]["reason"]
+
+
+def test_the_inspect_stage_imports_no_probe_code():
+    # the inspect stage selects the runtimes but never loads the _runtime package (its __init__ brings the CRI
+    # adapter and grpc: ~0.4 s on each node-side call, docs/performance.md); run at / in a fresh interpreter
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils import _node\n"
+            "p = {k: v.get('default') for k, v in _node.NODE_LAYERS_ARGSPEC.items()}\n"
+            "p.update(nvml=False, k8s=False)\n"
+            "_node.inspect(p)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('grpc') or '.module_utils._runtime.' in m "
+            "or m.endswith('module_utils._runtime') or m.endswith('module_utils._cri')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_inspect_refuses_a_root_that_is_not_a_directory(tmp_path):
     with pytest.raises(ValueError, match="is not a directory"):
         _node.inspect(params(root=str(tmp_path / "absent")))

@@ -444,3 +444,22 @@ def test_the_probe_config_asks_for_every_spec_path_and_the_probe_resolves_them(t
     paths = [str(tmp_path / "lib64" / "x"), str(tmp_path / "a") + "/../lib64/", "relative", 5]
     assert _probe.resolve_paths(paths) == {paths[0]: str(tmp_path / "usr" / "lib64" / "x"),
                                            paths[1]: str(tmp_path / "usr" / "lib64")}
+
+
+def test_a_podman_the_inspect_stage_read_the_version_of_is_detected_in_full_before_a_container(tmp_path, monkeypatch):
+    # the inspect stage's podman (usable None: podman --version only) is asked podman info here; what the cdi layer
+    # judged of it (why it was chosen, its CDI configuration) stays with it; a podman info that fails is NOT_RUN
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "podman").write_text('#!/bin/sh\necho "$*" >> "%s/calls"\necho "Error: no storage" >&2\nexit 125\n' % tmp_path)
+    (bindir / "podman").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    chosen = {"name": "podman", "path": str(bindir / "podman"), "usable": None, "version": "4.3.1",
+              "reason": "podman info not run in the inspect stage", "selected_because": "no kubelet; podman 4.3.1 is installed",
+              "cdi_config": {"engine": "podman", "enabled": True}}
+    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
+                                            "engine": chosen})
+    assert (tmp_path / "calls").read_text().splitlines() == ["info --format {{.Version.Version}}|{{.Host.OCIRuntime.Name}}|"
+                                                             "{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"]
+    assert record["status"] == "NOT_RUN" and record["reason"] == "podman info failed: Error: no storage" and probe is None
+    assert record["evidence"]["engine"]["selected_because"] == "no kubelet; podman 4.3.1 is installed"

@@ -252,3 +252,39 @@ def test_auto_with_an_endpoint_is_the_engine_there(tmp_path, bindir, fake_cri):
     assert info["name"] == "containerd" and info["selected_because"] == (
         "runtime_endpoint unix:///run/k3s/containerd/containerd.sock was given; the CRI Version call there answered "
         "containerd 1.7.24")
+
+
+def test_docker_is_asked_once_for_selection_and_its_cdi_configuration(tmp_path, bindir):
+    # the detection's docker info answer is what cdi.engine.config judges: one call to the daemon, not two
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as E  # pylint: disable=import-outside-toplevel
+    shutil.copy(os.path.join(FIX, "docker-26.1.5-info-nocdi.json"), str(bindir / "info.json"))
+    calls = bindir / "calls"
+    _exe(bindir, "docker", 'echo "$*" >> "%s"\n/bin/cat "%s"\n' % (calls, bindir / "info.json"))
+    [info] = sel.select_runtimes("docker", root=str(tmp_path))
+    out = E.read_engine_config(info)
+    assert calls.read_text().splitlines() == ["info --format {{json .}}"]
+    assert out["enabled"] is False and "features.cdi" in out["reason"] and out["source"].endswith("info --format '{{json .}}'")
+    # a dict without the detection's answer (an older record, another caller) still asks the daemon itself
+    E.read_engine_config({"name": "docker", "path": info["path"], "version": "26.1.5"})
+    assert len(calls.read_text().splitlines()) == 2
+
+
+def test_the_inspect_stage_reads_podmans_version_only_and_leaves_podman_info_to_the_probe_stage(tmp_path, bindir):
+    calls = bindir / "calls"
+    _exe(bindir, "podman", 'echo "$*" >> "%s"\n[ "$1" = "--version" ] && echo "podman version 4.3.1" && exit 0\n'
+                           'echo "4.3.1|runc|runc version 1.1.5+ds1|v2"\n' % calls)
+    _docker(bindir)
+    [info] = sel.select_runtimes("auto", root=str(tmp_path), inspect=True)
+    assert calls.read_text().splitlines() == ["--version"]
+    assert (info["name"], info["version"], info["usable"]) == ("podman", "4.3.1", None)
+    assert "podman info not run in the inspect stage" in info["reason"] and "oci_runtime" not in info
+    # the probe stage (no inspect flag) asks podman info: OCI runtime, cgroups, usable
+    [full] = sel.select_runtimes("podman", root=str(tmp_path))
+    assert calls.read_text().splitlines()[-1].startswith("info --format")
+    assert (full["usable"], full["oci_runtime"], full["cgroups"]) == (True, "runc 1.1.5+ds1", "v2")
+
+
+def test_the_inspect_stage_says_when_podman_does_not_answer_its_version(tmp_path, bindir):
+    _exe(bindir, "podman", 'echo "Error: cannot exec" >&2; exit 125\n')
+    [info] = sel.select_runtimes("podman", root=str(tmp_path), inspect=True)
+    assert info["usable"] is False and info["reason"] == "podman --version failed: Error: cannot exec"
