@@ -1,7 +1,7 @@
 """The node side of an audit alone: the inspect stage (host + cdi layers, runtime selection) of this checkout and of
 other checkouts, interleaved round by round, each in a fresh interpreter (the imports are part of a node-side call).
 
-    python benchmarks/bench_inspect.py OUT.json [--rounds 7] [--fixture] [--baseline DIR ...]
+    python benchmarks/bench_inspect.py OUT.json [--rounds 7] [--fixture] [--nvml] [--baseline DIR ...]
 
 Per run: wall of the imports plus ``_node.inspect`` (the defaults of node_layers, NVML off, k8s off), the CPU of the
 interpreter and its children (RUSAGE_CHILDREN), which modules were loaded, and every process ``_run`` started (argv, wall,
@@ -69,9 +69,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--fixture", action="store_true")
     ap.add_argument("--baseline", action="append", default=[])
+    ap.add_argument("--nvml", action="store_true", help="read NVML (the per-GPU inventory and health): a GPU host")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gpuprobe-bench-inspect-")
-    params = {"nvml": False, "layers": ["host", "cdi"]}
+    params = {"nvml": bool(args.nvml), "layers": ["host", "cdi"]}
     if args.fixture:
         sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "host"))
         sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -112,7 +113,7 @@ def main():
     ratios.update(("now cpu / %s cpu" % label, round(cpu["now"] / cpu[label], 2)) for label in cpu if label != "now")
     result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "machine": {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-              "rounds": args.rounds, "fixture": args.fixture, "baselines": args.baseline, "summary": summary,
+              "rounds": args.rounds, "fixture": args.fixture, "nvml": bool(args.nvml), "baselines": args.baseline, "summary": summary,
               "ratios": ratios, "runs": runs}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
