@@ -15,6 +15,18 @@ if [ $# -gt 0 ]; then
   exec python -m pytest "$@"
 fi
 
+# images the tests build in the system's podman storage (the probe image and its variants, layers of rebuilds): the
+# ones this run created are removed at its end; what was there before stays (docs/usage.md, "What the tests leave")
+images_before=$(podman images -q --no-trunc 2>/dev/null | sort -u)
+remove_new_images() {
+  local id
+  for id in $(podman images -q --no-trunc --filter reference='localhost/gpuprobe-*' 2>/dev/null; \
+              podman images -q --no-trunc --filter dangling=true 2>/dev/null); do
+    grep -qx "$id" <<< "$images_before" || podman rmi -f "$id" >/dev/null 2>&1 || true
+  done
+}
+trap remove_new_images EXIT
+
 failed=()
 stage() {
   local name=$1; shift

@@ -28,7 +28,7 @@ from test_fake_driver_podman import DRIVER, _build as _build_driver, _records as
 from test_probe_failures_podman import CRASHES, _build
 from test_runtime_podman import GPU_A, IMAGE, LIB_IN_CONTAINER, Lab, _checks, _podman_env, expected_gpus, idle_host
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _cri, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _cri, _run, _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
@@ -64,7 +64,7 @@ class Engine(object):
         os.environ.update(self.env)
         try:
             if self.name != "podman":
-                assert _runtime.engines.which("podman") is None
+                assert _run.which("podman") is None
             yield
         finally:
             os.environ.clear()
@@ -96,7 +96,7 @@ def engine(request, tmp_path_factory):
         pytest.skip("needs root")
     name = request.param
     if name == "podman":
-        if not _runtime.engines.which("podman"):
+        if not _run.which("podman"):
             pytest.skip("needs podman")
         yield Engine("podman", None, {"runtime": "podman"}, {"CONTAINERS_CONF": _podman_env().get("CONTAINERS_CONF", "")})
         return
