@@ -50,7 +50,7 @@ apt_private() {  # apt-get with a private sources list, lists and cache: the sys
 
 fetch() {
   local want=("${packages[@]}")
-  [ "${1:-}" = "--podman" ] && want+=(podman conmon libsubid5)
+  [ "${1:-}" = "--podman" ] && want+=(podman conmon libsubid5 netavark)
   command -v apt-get >/dev/null || die "fetch needs apt-get and dpkg (Debian/Ubuntu)"
   command -v dpkg >/dev/null || die "fetch needs apt-get and dpkg (Debian/Ubuntu)"
   [ -r "$keyring" ] || die "no Debian archive keyring at $keyring (package debian-archive-keyring)"
@@ -342,7 +342,9 @@ part_paths() {
         run/pause-image/pause.tar runc/.deb runc/.version runc/usr/sbin/runc ;;
     docker) echo docker.io/.deb docker.io/.version docker.io/usr/sbin/dockerd docker-cli/.deb docker-cli/.version \
         docker-cli/usr/bin/docker ;;
-    *) die "no part $1 (containerd, docker)" ;;
+    podman) echo podman/.deb podman/.version podman/usr/bin/podman libsubid5/.deb libsubid5/.version \
+        libsubid5/usr/lib/x86_64-linux-gnu netavark/.deb netavark/.version netavark/usr/lib/podman/netavark ;;
+    *) die "no part $1 (containerd, docker, podman)" ;;
   esac
 }
 
