@@ -142,13 +142,15 @@ def _unit_values(text):
     return out
 
 
-def _flag(words, name):
+def flag_value(argv, *names):
+    """The value of the last ``--name value`` / ``--name=value`` / ``-n value`` among argv, or None."""
     found = None
-    for i, word in enumerate(words):
-        if word == name and i + 1 < len(words):
-            found = words[i + 1]
-        elif word.startswith(name + "="):
-            found = word[len(name) + 1:]
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                found = argv[i + 1]
+            elif arg.startswith(name + "="):
+                found = arg[len(name) + 1:]
     return found
 
 
@@ -215,10 +217,10 @@ def kubelet_endpoint(root="/"):
     endpoint = config = None
     for path, value in flag_sources:
         words = _words(value)
-        found = _flag(words, "--container-runtime-endpoint")
+        found = flag_value(words, "--container-runtime-endpoint")
         if found:
             endpoint = (found, "--container-runtime-endpoint in %s" % path)
-        found = _flag(words, "--config")
+        found = flag_value(words, "--config")
         if found and not found.startswith("$"):
             config = found
     if endpoint:

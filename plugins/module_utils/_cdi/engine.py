@@ -36,7 +36,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, make_check
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import engine_label
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import engine_label, flag_value
 
 CHECKS = {
     "cdi.engine.config": {
@@ -196,18 +196,6 @@ def _proc_cmdlines(name):
                 exe = None
             out.append((int(pid), argv, exe))
     return out
-
-
-def flag_value(argv, *names):
-    """The value of the last ``--name value`` / ``--name=value`` / ``-n value`` among argv, or None."""
-    found = None
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                found = argv[i + 1]
-            elif arg.startswith(name + "="):
-                found = arg[len(name) + 1:]
-    return found
 
 
 def socket_path(endpoint):
