@@ -24,7 +24,7 @@ import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish, _options
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _options
 from ansible_collections.gpuprobe.layers.plugins.module_utils._health import DCGM_TIMEOUTS, check_thresholds
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VARIANTS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS
@@ -279,6 +279,13 @@ VERIFY_DOMAINS = {
     "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
 }
 
+def _publish_rules():
+    """The Node condition and label rules of k8s_publish, imported only when a run sets those options (the module
+    brings the k8s layer's kubectl code, which the option check of every other run does not need)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish  # pylint: disable=import-outside-toplevel
+    return _k8s_publish
+
+
 # the playbooks' own options -> domain (gpuprobe_mode and gpuprobe_cdi_source: value_errors says more)
 PLAYBOOK_DOMAINS = {
     "gpuprobe_mode": lambda v: None,
@@ -291,8 +298,8 @@ PLAYBOOK_DOMAINS = {
     "gpuprobe_drill_variants": _list_of(_one_of(VARIANTS)),
     "gpuprobe_k8s_publish": _flag,
     "gpuprobe_k8s_publish_label": lambda v: None if v in ("", None) else (
-        _text(v) or _k8s_publish.label_key_error(v)),
-    "gpuprobe_k8s_condition_type": lambda v: _text(v) or _k8s_publish.condition_type_error(v),
+        _text(v) or _publish_rules().label_key_error(v)),
+    "gpuprobe_k8s_condition_type": lambda v: _text(v) or _publish_rules().condition_type_error(v),
     "gpuprobe_k8s_kubeconfig": lambda v: None if v in ("", None) else _text(v),
     "gpuprobe_k8s_context": lambda v: None if v in ("", None) else _text(v),
     "gpuprobe_k8s_node_names": lambda v: None if isinstance(v, dict) and all(

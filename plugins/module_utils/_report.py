@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import advertising_findings
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN, not_run,
 )
@@ -438,6 +437,8 @@ def k8s_crosscheck(verdicts, k8s_records, drivers=None):
     dra_devices_on_unverified_node, nothing_advertised), and stale_driver_label: the feature labels' driver
     version differs from the host's (WARN).
     """
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import advertising_findings  # pylint: disable=import-outside-toplevel
+
     nodes = _k8s_nodes(k8s_records)
     drivers = drivers or {}
     findings = []
