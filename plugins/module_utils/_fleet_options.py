@@ -279,6 +279,7 @@ VERIFY_DOMAINS = {
     "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
 }
 
+
 def _publish_rules():
     """The Node condition and label rules of k8s_publish, imported only when a run sets those options (the module
     brings the k8s layer's kubectl code, which the option check of every other run does not need)."""
