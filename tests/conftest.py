@@ -66,3 +66,12 @@ def etc_cdi_untouched():
     before = _snapshot("/etc/cdi")
     yield
     assert _snapshot("/etc/cdi") == before, "the test suite changed /etc/cdi"
+
+
+@pytest.fixture()
+def bindir(tmp_path, monkeypatch):
+    """An empty directory that is the whole PATH: only the fake executables written there exist."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    monkeypatch.setenv("PATH", str(d))
+    return d

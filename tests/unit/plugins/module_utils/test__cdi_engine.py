@@ -4,12 +4,12 @@ README there), the shapes of containerd 2.x, `crio status config` and `docker in
 read through fake engine executables on PATH where a command must run."""
 import json
 import os
-import stat
 import subprocess
 import sys
 import time
 
 import pytest
+from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as E
@@ -201,20 +201,7 @@ def test_describe_names_the_cdi_library():
 
 # ---- reading the running engine (fake executables; a process named containerd) ----------------------------------
 
-def _exe(bindir, name, script):
-    path = os.path.join(str(bindir), name)
-    with open(path, "w") as fh:
-        fh.write("#!/bin/sh\n" + script)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
-    return path
-
-
-@pytest.fixture()
-def bindir(tmp_path, monkeypatch):
-    d = tmp_path / "bin"
-    d.mkdir()
-    monkeypatch.setenv("PATH", str(d))
-    return d
+_exe = write_exe  # tests/conftest.py has the bindir fixture (PATH = one empty directory)
 
 
 def test_read_containerd_finds_the_daemon_serving_the_endpoint(tmp_path, bindir):

@@ -5,6 +5,7 @@ import os
 import shutil
 
 import pytest
+from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
@@ -360,10 +361,7 @@ def test_xids_go_to_their_gpu_and_unknown_addresses_are_named(tmp_path):
 # ---- the kernel log, read through real programs (scripts on PATH standing in for journalctl and dmesg) ----------
 
 def _program(directory, name, body):
-    path = os.path.join(str(directory), name)
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n" + body + "\n")
-    os.chmod(path, 0o755)
+    write_exe(directory, name, body + "\n")
 
 
 def test_kernel_log_from_the_journal(tmp_path, monkeypatch):

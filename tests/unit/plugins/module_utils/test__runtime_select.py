@@ -3,11 +3,11 @@ KubeletConfiguration / kubeadm files), and every branch of ``auto`` with fake en
 daemon behind a socket cannot exist here: its Version answer comes from a stand-in for _runtime.cri.cri_info."""
 import os
 import shutil
-import stat
 import sys
 import types
 
 import pytest
+from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime_select as sel
 
@@ -114,19 +114,7 @@ def test_unreadable_kubelet_config_is_said(tmp_path):
 
 # ---- auto, with fake engines on PATH --------------------------------------------------------------------------
 
-def _exe(bindir, name, script):
-    path = os.path.join(str(bindir), name)
-    with open(path, "w") as fh:
-        fh.write("#!/bin/sh\n" + script)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
-@pytest.fixture()
-def bindir(tmp_path, monkeypatch):
-    d = tmp_path / "bin"
-    d.mkdir()
-    monkeypatch.setenv("PATH", str(d))
-    return d
+_exe = write_exe  # tests/conftest.py has the bindir fixture (PATH = one empty directory)
 
 
 def _docker(bindir, info_fixture=None):
