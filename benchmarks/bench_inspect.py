@@ -63,6 +63,19 @@ def one(checkout_path, params):
     return res
 
 
+def link_checkouts(tmp, baselines):
+    """[(label, checkout)] of this checkout ("now") and each baseline ("baseline:<dir name>"), and label -> a directory
+    under ``tmp`` to put on ANSIBLE_COLLECTIONS_PATH/PYTHONPATH for it (ansible_collections/gpuprobe/layers links)."""
+    checkouts = [("now", ROOT)] + [("baseline:%s" % os.path.basename(os.path.abspath(b)), os.path.abspath(b)) for b in baselines]
+    paths = {}
+    for label, checkout in checkouts:
+        link = os.path.join(tmp, label.replace(":", "_"), "ansible_collections", "gpuprobe")
+        os.makedirs(link)
+        os.symlink(checkout, os.path.join(link, "layers"))
+        paths[label] = os.path.dirname(os.path.dirname(link))
+    return checkouts, paths
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("out")
@@ -81,13 +94,7 @@ def main():
         build_node(os.path.join(tmp, "node"), gpus=8, procfs=True)
         _write_cdi_spec(os.path.join(tmp, "node"), 8)
         params["root"] = os.path.join(tmp, "node")
-    checkouts = [("now", ROOT)] + [("baseline:%s" % os.path.basename(os.path.abspath(b)), os.path.abspath(b)) for b in args.baseline]
-    paths = {}
-    for label, checkout in checkouts:
-        link = os.path.join(tmp, label.replace(":", "_"), "ansible_collections", "gpuprobe")
-        os.makedirs(link)
-        os.symlink(checkout, os.path.join(link, "layers"))
-        paths[label] = os.path.dirname(os.path.dirname(link))
+    checkouts, paths = link_checkouts(tmp, args.baseline)
     runs = dict((label, []) for label, _c in checkouts)
     try:
         for _rnd in range(args.rounds):

@@ -24,6 +24,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import verify_value_errors
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, cdi_for_runtime, node_verdict
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
 PROBE_MODULE = "gpuprobe.layers.node_probe"
@@ -48,9 +49,12 @@ class ActionModule(ActionBase):
     def _call(self, module, args, task_vars, calls):
         """One node-side module execution; returns its result (a failed one too). Connection failures propagate."""
         started = time.monotonic()
+        payload = Slot(module, task_vars)  # the payload kept from an earlier run of the same sources (plugin_utils/_controller_cache)
+        reused = payload.prime()
         result = self._execute_module(module_name=module, module_args=args, task_vars=task_vars)
+        payload.keep()
         calls.append({"module": module, "wall_ms": round((time.monotonic() - started) * 1000, 1),
-                      "failed": bool(result.get("failed"))})
+                      "failed": bool(result.get("failed")), "payload_reused": reused})
         return result
 
     def run(self, tmp=None, task_vars=None):  # pylint: disable=too-many-locals,too-many-branches,too-many-statements

@@ -25,9 +25,7 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _options
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health import DCGM_TIMEOUTS, check_thresholds
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VARIANTS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import check_endpoint, parse_runtime_option
 
@@ -229,7 +227,15 @@ def _cdi_spec(value):
     return None
 
 
+def _health():
+    """The health layer's thresholds and dcgmi timeouts, imported only when a run sets those options (the host layer's
+    health code is not needed to check the options of every other run; controller time, docs/performance.md)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _health as health  # pylint: disable=import-outside-toplevel
+    return health
+
+
 def _pins(value):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS  # pylint: disable=import-outside-toplevel
     if not isinstance(value, dict):
         return "must be a dict of pin name -> expected value"
     unknown = sorted(str(k) for k in value if k not in PINS)
@@ -275,7 +281,7 @@ VERIFY_DOMAINS = {
     "allow_busy_gpu": _boolean,
     "host_control": _boolean,
     "k8s": _boolean,
-    "health_thresholds": _raises(check_thresholds, "health_thresholds"),
+    "health_thresholds": lambda v: _raises(_health().check_thresholds, "health_thresholds")(v),
     "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
 }
 
@@ -320,10 +326,11 @@ def verify_value_errors(values, prefix=""):
         if why:
             errors.append("%s%s is %s: %s" % (prefix, name, _show(values[name]), why))
     level, layer_timeout = values.get("dcgm_diag"), values.get("layer_timeout", 300)
-    if level in DCGM_TIMEOUTS and _is_int(layer_timeout) and DCGM_TIMEOUTS[level] >= layer_timeout:
+    timeouts = _health().DCGM_TIMEOUTS if level else {}
+    if level in timeouts and _is_int(layer_timeout) and timeouts[level] >= layer_timeout:
         # the host layer runs dcgmi diag within the node's layer time: a level that may take longer would end the task
         errors.append("%sdcgm_diag is %d: dcgmi diag -r %d may take %d s, more than %slayer_timeout (%d s); raise it" % (
-            prefix, level, level, DCGM_TIMEOUTS[level], prefix, layer_timeout))
+            prefix, level, level, timeouts[level], prefix, layer_timeout))
     return errors
 
 

@@ -24,7 +24,7 @@ import socket
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_dra as dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
-    FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
+    COMPUTE_VERIFIED, FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
 
@@ -834,8 +834,6 @@ def advertising_findings(host, verdict, node):
       verified (WARN), when no per-GPU row names the failing GPU;
     - nothing_advertised: a COMPUTE_VERIFIED node on which neither path advertises a GPU (WARN).
     """
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED  # pylint: disable=import-outside-toplevel
-
     rows = verdict.get("gpus") or [] if isinstance(verdict, dict) else []
     verdict = verdict.get("verdict") if isinstance(verdict, dict) else verdict
     cannot = str(verdict).startswith("FAILED_AT_")

@@ -30,6 +30,11 @@ STATUSES = (PASS, FAIL, WARN, NOT_RUN)
 LAYERS = ("host", "cdi", "runtime", "compute", "k8s")
 # The ordered checkpoints of the node verdict; k8s is a cluster-side layer outside that order.
 ORDERED_LAYERS = ("host", "cdi", "runtime", "compute")
+# the node verdicts (decided in _verdict.node_verdict; named here, with the records, so that the node side can name
+# them without loading the verdict code)
+COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
+INCONCLUSIVE = "INCONCLUSIVE"
+VERDICTS = (COMPUTE_VERIFIED, INCONCLUSIVE) + tuple("FAILED_AT_" + layer.upper() for layer in ORDERED_LAYERS)
 
 # Where a failure can point (a record's and a verdict's points_to): a layer, or the probe image (its env, its own
 # libraries: a cause inside the container that no spec edit and no runtime put there).

@@ -41,7 +41,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_
 ENGINES = ("podman", "docker", "containerd", "crio")
 CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri)
 KUBELET_DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+# the runtime's own socket when neither the option nor CONTAINER_RUNTIME_ENDPOINT names one (the kubelet's defaults)
 DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}
+ENDPOINT_ENV = "CONTAINER_RUNTIME_ENDPOINT"
 KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 KUBELET_ENV_FILES = ("/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet")
 KUBELET_UNITS = ("/usr/lib/systemd/system/kubelet.service", "/lib/systemd/system/kubelet.service",
@@ -326,14 +328,91 @@ def _docker_info(path, timeout, endpoint=None):
     return base
 
 
-def _cri_info(name, endpoint, timeout, descriptor=None):
-    """The CRI adapter's detection (``_runtime.cri.cri_info``): dict name, endpoint, version, usable, reason (and the
-    runtime name the CRI Version call answered). The engine behind the socket is named from that answer."""
+def endpoint_of(name, endpoint=None):
+    return endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINTS[name]
+
+
+def _socket_path(endpoint, cri):
+    target = cri.endpoint_target(endpoint)
+    return target[len("unix://"):] if target.startswith("unix://") else None
+
+
+def _status_config(client, timeout, cri):
+    """The runtime's own configuration as its verbose CRI Status gives it (containerd: info.config as JSON), or {}."""
     try:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info  # pylint: disable=import-outside-toplevel
+        info = client.call("Status", {"verbose": True}, timeout).get("info") or {}
+        return json.loads(info.get("config") or "{}")
+    except (cri.CRIError, ValueError, TypeError):
+        return {}
+
+
+def cri_info(name, endpoint=None, timeout=30, descriptor=None):
+    """Detection of a CRI runtime (``containerd`` or ``crio``) at ``endpoint``: dict name, endpoint, path (the same),
+    descriptor, version (the CRI Version call's runtime_version), version_text, runtime_name, runtime_api_version,
+    oci_runtime, cdi, usable, reason (why not usable). ``name`` is the engine the CRI Version call answers (asked_as:
+    the name it was asked as, when that differs); an engine that is neither is not usable."""
+    # imported here: grpc loads with it, and only a CRI runtime needs it
+    from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
+    if name not in DEFAULT_ENDPOINTS:
+        raise ValueError("%r is not a CRI runtime (%s)" % (name, ", ".join(sorted(DEFAULT_ENDPOINTS))))
+    try:
+        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
-        return {"name": name, "endpoint": endpoint, "usable": False, "version": None,
-                "reason": "the CRI adapter cannot be loaded: %s" % exc}
+        return {"name": name, "endpoint": endpoint_of(name, endpoint), "usable": False, "version": None,
+                "reason": "the CRI client cannot be loaded: %s" % exc}
+    endpoint = endpoint_of(name, endpoint)
+    descriptor = descriptor or os.environ.get(_cri.DESCRIPTOR_ENV)
+    info = {"name": name, "endpoint": endpoint, "path": endpoint, "descriptor": descriptor, "usable": False,
+            "reason": None, "version": None}
+    try:
+        sock = _socket_path(endpoint, _cri)
+    except ValueError as exc:
+        info["reason"] = str(exc)
+        return info
+    if not _cri.HAS_CRI_LIBS:
+        info["reason"] = "%s (%s)" % (missing_required_lib(_cri.CRI_LIBS, reason="the CRI (%s)" % name), _cri.CRI_IMPORT_ERROR)
+        return info
+    if sock and not os.path.exists(sock):
+        info["reason"] = "%s: no CRI socket at %s" % (name, sock)
+        return info
+    try:
+        client = _cri.CRIClient(endpoint, descriptor, timeout=timeout)
+    except _cri.CRIUnavailable as exc:
+        info["reason"] = "%s: %s (scripts/engines.sh stubs builds it on the controller; give its path on the node as " \
+                         "cri_descriptor)" % (name, exc)
+        return info
+    try:
+        v = client.version()
+        config = _status_config(client, timeout, _cri)
+    except _cri.CRIError as exc:
+        info["reason"] = "%s: the CRI Version call at %s failed: %s" % (name, endpoint, exc)
+        return info
+    finally:
+        client.close()
+    said = CRI_RUNTIME_NAMES.get(str(v.get("runtime_name") or "").lower())
+    info.update(version=parse_version(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
+                runtime_name=v.get("runtime_name"), runtime_api_version=v.get("runtime_api_version"))
+    if said is None:
+        info["reason"] = "the CRI at %s is %s %s, neither containerd nor CRI-O" % (
+            endpoint, v.get("runtime_name"), v.get("runtime_version"))
+        return info
+    if said != name:  # the engine is what the socket answers, not what it was asked as
+        info.update(name=said, asked_as=name)
+    runtimes = ((config.get("containerd") or {}).get("runtimes") or {})
+    default = (config.get("containerd") or {}).get("defaultRuntimeName")
+    if default in runtimes:
+        opts = runtimes[default].get("options") or {}
+        info["oci_runtime"] = "%s (%s%s)" % (default, runtimes[default].get("runtimeType") or "",
+                                             ", %s" % opts["BinaryName"] if opts.get("BinaryName") else "")
+    cdi = "CRI CDIDevices field and cdi.k8s.io/ annotations"
+    if "enableCDI" in config:
+        cdi += "; enable_cdi %s, cdi_spec_dirs %s" % (str(config["enableCDI"]).lower(), ", ".join(config.get("cdiSpecDirs") or []))
+    info.update(usable=True, reason=None, cdi=cdi, sandbox_image=config.get("sandboxImage"))
+    return info
+
+
+def _cri_info(name, endpoint, timeout, descriptor=None):
+    """``cri_info``, with the engine behind the socket named from the CRI Version call's answer."""
     info = dict(cri_info(name, endpoint, timeout, descriptor))
     answered = CRI_RUNTIME_NAMES.get(str(info.get("runtime_name") or "").lower())
     if answered:

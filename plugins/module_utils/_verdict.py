@@ -14,13 +14,10 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution impor
     because_text, container_failure, contradictions, edits_compared, edits_not_applied, explain, faithful_edits,
     host_explains, host_outcome, image_env, image_setting, spec_edit_named, where_text,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
-    FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN, validate_record, with_checks,
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (  # noqa: F401  (the verdict names, re-exported)
+    COMPUTE_VERIFIED, FAIL, INCONCLUSIVE, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, VERDICTS, WARN, validate_record,
+    with_checks,
 )
-
-COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
-INCONCLUSIVE = "INCONCLUSIVE"
-VERDICTS = (COMPUTE_VERIFIED, INCONCLUSIVE) + tuple("FAILED_AT_" + layer.upper() for layer in ORDERED_LAYERS)
 
 
 def compute_points_to(container_status, host_control_status):

@@ -28,6 +28,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED, INCONCLUSIVE
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import template_cache
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_report_templates")
 
@@ -211,6 +212,7 @@ def _env(kind):
         if not os.path.isdir(TEMPLATE_DIR):
             raise OSError("the report templates are missing: %s (a broken install of gpuprobe.layers?)" % TEMPLATE_DIR)
         env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=(kind == "html"), undefined=StrictUndefined,
+                          bytecode_cache=template_cache(),
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                           finalize=_html_finalize if kind == "html" else _md)
         env.filters.update(text=_text, md=_md, raw=Markup, plural=plural, state_words=state_words,

@@ -17,7 +17,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_ENGINES, RUN_ID_RE
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import cri_info
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import cri_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
 

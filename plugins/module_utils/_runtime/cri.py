@@ -23,104 +23,23 @@ import os
 import time
 import uuid as uuidlib
 
-from ansible.module_utils.basic import missing_required_lib
-
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri, _owner, _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import capture_pieces
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
     CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import parse_version, register
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import register
+# the detection lives beside the CLI engines' (an inspect stage loads neither this package nor grpc)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import cri_info, endpoint_of  # noqa: F401
 
 
-# the runtime's own socket when neither the option nor CONTAINER_RUNTIME_ENDPOINT names one (the kubelet's defaults)
-DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}
-ENDPOINT_ENV = "CONTAINER_RUNTIME_ENDPOINT"
-# what the CRI Version call names each runtime
-RUNTIME_NAMES = {"containerd": "containerd", "cri-o": "crio"}
 NAMESPACE = "gpuprobe"                # the sandbox's metadata namespace (a Pod's namespace)
 CONTAINER = "probe"                   # the container's metadata name in its sandbox
 LOG_NAME = "probe.log"                # the container's CRI log file, in the sandbox's log directory
 MIN_CALL_S = 2.0                      # every call gets at least this much, even when the probe's budget is spent
 LOG_LIMIT = 64 * 1024 * 1024          # bytes of the CRI log read (the probe prints kilobytes; a flood is cut here)
 STATES = {"SANDBOX_READY": "running", "SANDBOX_NOTREADY": "exited"}
-
-
-def endpoint_of(name, endpoint=None):
-    return endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINTS[name]
-
-
-def _socket_path(endpoint):
-    target = _cri.endpoint_target(endpoint)
-    return target[len("unix://"):] if target.startswith("unix://") else None
-
-
-def _status_config(client, timeout):
-    """The runtime's own configuration as its verbose CRI Status gives it (containerd: info.config as JSON), or {}."""
-    try:
-        info = client.call("Status", {"verbose": True}, timeout).get("info") or {}
-        return json.loads(info.get("config") or "{}")
-    except (_cri.CRIError, ValueError, TypeError):
-        return {}
-
-
-def cri_info(name, endpoint=None, timeout=30, descriptor=None):
-    """Detection of a CRI runtime (``containerd`` or ``crio``) at ``endpoint``: dict name, endpoint, path (the same),
-    descriptor, version (the CRI Version call's runtime_version), version_text, runtime_name, runtime_api_version,
-    oci_runtime, cdi, usable, reason (why not usable). ``name`` is the engine the CRI Version call answers (asked_as:
-    the name it was asked as, when that differs); an engine that is neither is not usable."""
-    if name not in DEFAULT_ENDPOINTS:
-        raise ValueError("%r is not a CRI runtime (%s)" % (name, ", ".join(sorted(DEFAULT_ENDPOINTS))))
-    endpoint = endpoint_of(name, endpoint)
-    descriptor = descriptor or os.environ.get(_cri.DESCRIPTOR_ENV)
-    info = {"name": name, "endpoint": endpoint, "path": endpoint, "descriptor": descriptor, "usable": False,
-            "reason": None, "version": None}
-    try:
-        sock = _socket_path(endpoint)
-    except ValueError as exc:
-        info["reason"] = str(exc)
-        return info
-    if not _cri.HAS_CRI_LIBS:
-        info["reason"] = "%s (%s)" % (missing_required_lib(_cri.CRI_LIBS, reason="the CRI (%s)" % name), _cri.CRI_IMPORT_ERROR)
-        return info
-    if sock and not os.path.exists(sock):
-        info["reason"] = "%s: no CRI socket at %s" % (name, sock)
-        return info
-    try:
-        client = _cri.CRIClient(endpoint, descriptor, timeout=timeout)
-    except _cri.CRIUnavailable as exc:
-        info["reason"] = "%s: %s (scripts/engines.sh stubs builds it on the controller; give its path on the node as " \
-                         "cri_descriptor)" % (name, exc)
-        return info
-    try:
-        v = client.version()
-        config = _status_config(client, timeout)
-    except _cri.CRIError as exc:
-        info["reason"] = "%s: the CRI Version call at %s failed: %s" % (name, endpoint, exc)
-        return info
-    finally:
-        client.close()
-    said = RUNTIME_NAMES.get(v.get("runtime_name"))
-    info.update(version=parse_version(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
-                runtime_name=v.get("runtime_name"), runtime_api_version=v.get("runtime_api_version"))
-    if said is None:
-        info["reason"] = "the CRI at %s is %s %s, neither containerd nor CRI-O" % (
-            endpoint, v.get("runtime_name"), v.get("runtime_version"))
-        return info
-    if said != name:  # the engine is what the socket answers, not what it was asked as
-        info.update(name=said, asked_as=name)
-    runtimes = ((config.get("containerd") or {}).get("runtimes") or {})
-    default = (config.get("containerd") or {}).get("defaultRuntimeName")
-    if default in runtimes:
-        opts = runtimes[default].get("options") or {}
-        info["oci_runtime"] = "%s (%s%s)" % (default, runtimes[default].get("runtimeType") or "",
-                                             ", %s" % opts["BinaryName"] if opts.get("BinaryName") else "")
-    cdi = "CRI CDIDevices field and cdi.k8s.io/ annotations"
-    if "enableCDI" in config:
-        cdi += "; enable_cdi %s, cdi_spec_dirs %s" % (str(config["enableCDI"]).lower(), ", ".join(config.get("cdiSpecDirs") or []))
-    info.update(usable=True, reason=None, cdi=cdi, sandbox_image=config.get("sandboxImage"))
-    return info
 
 
 def _user(user):

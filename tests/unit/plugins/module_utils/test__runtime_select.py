@@ -1,10 +1,9 @@
 """Which runtime a verdict speaks for (_runtime_select): the option, the kubelet's configured CRI endpoint (recorded
 KubeletConfiguration / kubeadm files), and every branch of ``auto`` with fake engine executables on PATH. The CRI
-daemon behind a socket cannot exist here: its Version answer comes from a stand-in for _runtime.cri.cri_info."""
+daemon behind a socket cannot exist here: its Version answer comes from a stand-in for cri_info."""
 import os
 import shutil
 import sys
-import types
 
 import pytest
 from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
@@ -143,9 +142,7 @@ def fake_cri(monkeypatch):
         return {"name": name, "endpoint": endpoint, "usable": True, "version": answer[1], "reason": None,
                 "runtime_name": answer[0]}
 
-    module = types.ModuleType("cri")
-    module.cri_info = cri_info
-    monkeypatch.setitem(sys.modules, "ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri", module)
+    monkeypatch.setattr(sel, "cri_info", cri_info)
     return answers
 
 
@@ -221,10 +218,11 @@ def test_named_cri_engine_uses_the_given_endpoint(tmp_path, bindir, fake_cri):
     assert info["usable"] and info["endpoint"] == "unix:///tmp/lab/containerd.sock"
 
 
-def test_cri_adapter_missing_is_said(tmp_path, bindir, monkeypatch):
-    monkeypatch.setitem(sys.modules, "ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri", None)
+def test_cri_client_missing_is_said(tmp_path, bindir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ansible_collections.gpuprobe.layers.plugins.module_utils._cri", None)
+    monkeypatch.delattr(sys.modules["ansible_collections.gpuprobe.layers.plugins.module_utils"], "_cri", raising=False)
     [info] = sel.select_runtimes("containerd", root=str(tmp_path))
-    assert info["usable"] is False and info["reason"].startswith("the CRI adapter cannot be loaded")
+    assert info["usable"] is False and info["reason"].startswith("the CRI client cannot be loaded")
 
 
 def test_engine_label():

@@ -1,0 +1,113 @@
+"""What each node-side module ships and what building its AnsiballZ payload costs on the controller, for this checkout
+and other checkouts, side by side in one run.
+
+    python benchmarks/bench_payload.py OUT.json [--rounds 5] [--baseline DIR ...] [MODULE ...]
+
+Ansible builds a module's payload once per run (its cache lives in the run's own local temp dir): it parses every
+module_utils file the module imports, anywhere in the file (imports inside functions too), to find the next ones, and
+zips them; the node then compiles, on every call, the sources it imports (a zip import writes no bytecode cache). Both
+grow with the bytes shipped. Per module and checkout, in a fresh interpreter per measurement (nothing cached): the
+build's wall (``modify_module``, Ansible's own entry point), the number of files and source bytes shipped (ours and
+Ansible's), and the payload's size. ``ansible.builtin.ping`` is the floor. Default modules: the node-side modules
+verify_node calls (node_layers, node_probe, probe_cleanup, cdi_spec).
+Needs the collection importable (source scripts/dev-env.sh); ratios within one run only.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from bench_inspect import link_checkouts
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULES = ["ansible.builtin.ping", "gpuprobe.layers.node_layers", "gpuprobe.layers.node_probe",
+           "gpuprobe.layers.probe_cleanup", "gpuprobe.layers.cdi_spec"]
+
+CHILD = r'''
+import base64, io, json, re, sys, time, zipfile
+from ansible.executor import module_common
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader, module_loader
+from ansible.template import Templar
+init_plugin_loader()
+name = sys.argv[1]
+ctx = module_loader.find_plugin_with_context(name)
+t0 = time.perf_counter()
+built = module_common.modify_module(module_name=name, module_path=ctx.plugin_resolved_path, module_args={},
+                                    templar=Templar(loader=DataLoader()),
+                                    task_vars={"ansible_python_interpreter": sys.executable},
+                                    module_compression="ZIP_DEFLATED")
+ms = (time.perf_counter() - t0) * 1000.0
+data = built.b_module_data
+blob = max(re.findall(rb"[A-Za-z0-9+/=]{1000,}", data), key=len)
+files = [(i.filename, i.file_size) for i in zipfile.ZipFile(io.BytesIO(base64.b64decode(blob))).infolist()
+         if i.filename.endswith(".py")]
+ours = [f for f in files if "/gpuprobe/" in f[0]]
+print(json.dumps({"build_ms": round(ms, 1), "payload_bytes": len(data), "files": len(files), "ours_files": len(ours),
+                  "ours_source_bytes": sum(s for _n, s in ours), "ansible_source_bytes": sum(s for _n, s in files) - sum(s for _n, s in ours),
+                  "ours": sorted(n.split("/plugins/", 1)[-1] for n, _s in ours)}))
+'''
+
+
+def measure(module, env):
+    out = subprocess.run([sys.executable, "-c", CHILD, module], env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        sys.exit("%s: %s" % (module, out.stderr[-3000:]))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    ap.add_argument("out")
+    ap.add_argument("modules", nargs="*", default=MODULES)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline", action="append", default=[], help="another checkout of the collection (repeatable)")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="gpuprobe-bench-payload-")
+    checkouts, paths = link_checkouts(tmp, args.baseline)
+    envs = {}
+    for label, top in paths.items():
+        envs[label] = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top, PYTHONPATH=top, ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
+    rows = dict(((label, m), []) for label, _p in checkouts for m in args.modules)
+    try:
+        for _rnd in range(args.rounds):
+            for module in args.modules:
+                for label, _p in checkouts:
+                    if module.startswith("ansible.") and label != "now":
+                        continue
+                    rows[(label, module)].append(measure(module, envs[label]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "machine": {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+              "rounds": args.rounds, "baseline": args.baseline, "modules": {}}
+    for (label, module), runs in rows.items():
+        if not runs:
+            continue
+        last = runs[-1]
+        result["modules"].setdefault(module, {})[label] = dict(
+            (k, last[k]) for k in ("payload_bytes", "files", "ours_files", "ours_source_bytes", "ansible_source_bytes", "ours"))
+        result["modules"][module][label].update(build_ms=[r["build_ms"] for r in runs],
+                                                median_build_ms=statistics.median(r["build_ms"] for r in runs))
+    ping = result["modules"].get("ansible.builtin.ping", {}).get("now", {}).get("median_build_ms")
+    summary = {}
+    for module, by in result["modules"].items():
+        for label, r in by.items():
+            summary["%s@%s" % (module, label)] = {"median_build_ms": r["median_build_ms"], "ours_files": r["ours_files"],
+                                                  "ours_source_kb": round(r["ours_source_bytes"] / 1024.0),
+                                                  "x ping": round(r["median_build_ms"] / ping, 2) if ping else None}
+    result["summary"] = summary
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (controller): what the controller rebuilds on every run, kept from one run to the next: the node-side
+modules' AnsiballZ payloads (``Slot``) and the report templates' compiled code (``template_cache``).
+
+Ansible builds a module's payload once per run, in the run's own local temp dir (``ansiballz_cache`` there), and
+building it means parsing every module_utils file the module imports: for node_layers that is about half a second of
+controller CPU on every run, more than the node spends on its layers (docs/performance.md). verify_node asks this
+cache before each node-side call: when a payload built from exactly the same sources was kept, it is put where
+Ansible looks for it in this run, and Ansible loads it instead of building it; after the call, a payload Ansible
+built is kept for the next run.
+
+"Exactly the same sources": the key is a sha256 of every file of the collection's plugins/modules and
+plugins/module_utils (path and content), ansible-core's version and location, and the controller's Python. Any
+change to any of them is another key, and older payloads of the module are removed when a new one is kept. A
+payload built with a debugger or coverage extension is never kept or used.
+
+The report templates (plugin_utils/_report_templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
+bytecode cache keeps the compiled code, checked against each template's source.
+
+Where: ``GPUPROBE_CACHE`` (a directory; ``off`` turns both off), else ``<ANSIBLE_HOME>/gpuprobe/cache``, with
+``payloads/`` and ``templates/`` in it, created mode 0700 and used only when owned by this user and not writable by
+others (Ansible loads a payload with pickle, like its own per-run cache, and Jinja2 loads compiled code: the directory
+has the same trust as ANSIBLE_HOME itself, where collections are code too).
+Anything that does not fit (another ansible-core lays out its cache otherwise, a read-only home) only means no
+reuse: the call goes on and Ansible builds the payload as it always does.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import stat
+import sys
+import tempfile
+
+ENV = "GPUPROBE_CACHE"
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
+
+_KEYS = {}
+
+
+def cache_dir(kind, environ=None):
+    """The directory of ``kind`` (payloads, templates), or None when the cache is off or the directory is not safe."""
+    environ = os.environ if environ is None else environ
+    where = environ.get(ENV)
+    if where and where.strip().lower() in ("off", "0", "false", "no"):
+        return None
+    if not where:
+        try:
+            from ansible import constants as C  # pylint: disable=import-outside-toplevel
+            where = os.path.join(C.config.get_config_value("ANSIBLE_HOME"), "gpuprobe", "cache")
+        except Exception:  # pylint: disable=broad-except
+            return None
+    where = os.path.abspath(os.path.expanduser(where))
+    for path in (where, os.path.join(where, kind)):
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None
+    return os.path.join(where, kind)
+
+
+def template_cache():
+    """Jinja2's bytecode cache in the templates directory, or None (cache off, directory not usable)."""
+    where = cache_dir("templates")
+    if where is None:
+        return None
+    from jinja2 import FileSystemBytecodeCache  # pylint: disable=import-outside-toplevel
+    return FileSystemBytecodeCache(where)
+
+
+def sources_key(root=COLLECTION_ROOT):
+    """sha256 of the collection's module and module_utils sources, ansible-core and the controller's Python."""
+    if root in _KEYS:
+        return _KEYS[root]
+    import ansible  # pylint: disable=import-outside-toplevel
+    from ansible.release import __version__ as ansible_version  # pylint: disable=import-outside-toplevel
+    digest = hashlib.sha256()
+    for part in (ansible_version, os.path.dirname(ansible.__file__), sys.version):
+        digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
+    files = []
+    for sub in ("modules", "module_utils"):
+        files += glob.glob(os.path.join(root, "plugins", sub, "**", "*.py"), recursive=True)
+    for path in sorted(files):
+        digest.update(os.path.relpath(path, root).encode("utf-8", "surrogateescape") + b"\0")
+        with open(path, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    _KEYS[root] = digest.hexdigest()
+    return _KEYS[root]
+
+
+def _extensions(task_vars):
+    """The AnsiballZ extensions (debugger, coverage) this run builds payloads with; None when that cannot be known."""
+    try:
+        from ansible._internal._ansiballz import _builder  # pylint: disable=import-outside-toplevel
+        return list(_builder.ExtensionManager.create(task_vars=task_vars).extension_names)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+class Slot(object):
+    """One node-side module of one run: where Ansible looks for its payload and where this cache keeps it."""
+
+    def __init__(self, module, task_vars, directory=None, root=COLLECTION_ROOT):
+        self.kept = self.run_file = None
+        self.primed = False
+        if not module.startswith("gpuprobe.layers."):
+            return
+        directory = directory or cache_dir("payloads")
+        if directory is None or _extensions(task_vars) != []:
+            return
+        try:
+            from ansible import constants as C  # pylint: disable=import-outside-toplevel
+            compression = C.config.get_config_value("DEFAULT_MODULE_COMPRESSION", variables=task_vars)
+            fqn = FQN_PREFIX + module.rsplit(".", 1)[-1]
+            # the name ansible-core gives its per-run cache file (executor/module_common.py): fqn, compression, extensions
+            self.run_file = os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache", "-".join((fqn, compression, "none")))
+            self.kept = os.path.join(directory, "%s-%s-%s" % (fqn, compression, sources_key(root)))
+        except Exception:  # pylint: disable=broad-except
+            self.kept = self.run_file = None
+
+    def prime(self):
+        """Before the call: the kept payload where Ansible looks for it in this run (when kept and not there yet)."""
+        if not self.kept or os.path.exists(self.run_file) or not os.path.isfile(self.kept):
+            return False
+        self.primed = _copy(self.kept, self.run_file)
+        return self.primed
+
+    def keep(self):
+        """After the call: the payload Ansible built in this run kept for the next run; older ones of the module removed."""
+        if not self.kept or self.primed or os.path.exists(self.kept) or not os.path.isfile(self.run_file):
+            return False
+        if not _copy(self.run_file, self.kept):
+            return False
+        stem = self.kept.rsplit("-", 1)[0]
+        for old in glob.glob(glob.escape(stem) + "-*"):
+            if old != self.kept and len(old) == len(self.kept):
+                try:
+                    os.unlink(old)
+                except OSError:
+                    pass
+        return True
+
+
+def _copy(source, target):
+    """Copy ``source`` to ``target`` atomically (a temp file in the target's directory, renamed): True when done."""
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".gpuprobe-")
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            shutil.copyfileobj(src, out)
+        os.replace(tmp, target)
+        return True
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False

@@ -1,0 +1,55 @@
+"""The controller cache over real ansible-playbook runs (plugin_utils/_controller_cache): the second audit of the same
+sources loads the node_layers payload the first one built instead of building it (Ansible's own debug lines say
+which), and gives the same records; with the cache off every run builds. Local connection, a synthetic node tree."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hostfixture import build_node
+
+pytestmark = pytest.mark.integration
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = os.path.join(ROOT, "playbooks", "verify-gpu.yml")
+BUILT = "ANSIBALLZ: Creating module"
+LOADED = "ANSIBALLZ: using cached module"
+
+
+def _audit(tmp_path, cache, n):
+    reports = tmp_path / ("reports-%d" % n)
+    env = dict(os.environ, GPUPROBE_CACHE=cache, ANSIBLE_DEBUG="1")
+    r = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % sys.executable,
+                        PLAYBOOK, "-e", "gpuprobe_mode=audit", "-e", "verify_root=%s" % (tmp_path / "node"), "-e", "verify_nvml=false",
+                        "-e", "verify_k8s=false", "-e", "gpuprobe_report_dir=%s" % reports],
+                       capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with open(str(reports / "gpuprobe-report-latest.json")) as f:
+        host = json.load(f)["hosts"]["localhost"]
+    return r.stdout + r.stderr, host
+
+
+def test_the_second_run_loads_the_payload_the_first_built(tmp_path):
+    build_node(str(tmp_path / "node"), gpus=2)
+    cache = str(tmp_path / "cache")
+    out1, host1 = _audit(tmp_path, cache, 1)
+    assert BUILT in out1 and LOADED not in out1
+    kept = os.listdir(os.path.join(cache, "payloads"))
+    assert len(kept) == 1 and kept[0].startswith("ansible_collections.gpuprobe.layers.plugins.modules.node_layers-")
+    out2, host2 = _audit(tmp_path, cache, 2)
+    assert LOADED in out2 and BUILT not in out2
+    assert os.listdir(os.path.join(cache, "payloads")) == kept
+    for key in ("verdict", "failing_layer", "signature"):
+        assert host2[key] == host1[key]
+    assert [(k, r["status"]) for k, r in sorted(host2["layers"].items())] == [(k, r["status"]) for k, r in sorted(host1["layers"].items())]
+    # the report templates' compiled code is kept beside it
+    assert os.listdir(os.path.join(cache, "templates"))
+
+
+def test_with_the_cache_off_every_run_builds(tmp_path):
+    build_node(str(tmp_path / "node"), gpus=1)
+    for n in (1, 2):
+        out, _host = _audit(tmp_path, "off", n)
+        assert BUILT in out and LOADED not in out

@@ -1,0 +1,101 @@
+"""The controller's cache of what it would rebuild on every run (plugin_utils/_controller_cache): the key follows every
+source file, the directory must be this user's own, and a payload moves between the cache and the run's own place
+only whole. Real ansible-playbook runs reusing a payload: tests/integration/test_controller_cache.py."""
+import os
+import shutil
+
+import pytest
+
+from ansible import constants as C
+
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _controller_cache as cc
+
+ROOT = cc.COLLECTION_ROOT
+
+
+@pytest.fixture(name="tree")
+def _tree(tmp_path):
+    """A copy of the collection's modules and module_utils (what the key covers)."""
+    for sub in ("modules", "module_utils"):
+        shutil.copytree(os.path.join(ROOT, "plugins", sub), str(tmp_path / "plugins" / sub))
+    cc._KEYS.clear()  # pylint: disable=protected-access
+    yield str(tmp_path)
+    cc._KEYS.clear()  # pylint: disable=protected-access
+
+
+def test_the_key_changes_with_any_source_file(tree):
+    before = cc.sources_key(tree)
+    assert before == cc.sources_key(tree)
+    for rel in ("plugins/module_utils/_cdi/resolve.py", "plugins/modules/node_layers.py"):
+        cc._KEYS.clear()  # pylint: disable=protected-access
+        with open(os.path.join(tree, rel), "a") as f:
+            f.write("\n# changed\n")
+        after = cc.sources_key(tree)
+        assert after != before
+        before = after
+    cc._KEYS.clear()  # pylint: disable=protected-access
+    open(os.path.join(tree, "plugins", "module_utils", "_new.py"), "w").close()  # a new file too
+    assert cc.sources_key(tree) != before
+
+
+def test_the_directory_is_this_users_own_or_none(tmp_path):
+    assert cc.cache_dir("payloads", {cc.ENV: "off"}) is None
+    where = cc.cache_dir("payloads", {cc.ENV: str(tmp_path / "c")})
+    assert where == str(tmp_path / "c" / "payloads") and oct(os.stat(where).st_mode & 0o777) == "0o700"
+    os.chmod(str(tmp_path / "c"), 0o777)  # writable by others: not used
+    assert cc.cache_dir("payloads", {cc.ENV: str(tmp_path / "c")}) is None
+    (tmp_path / "file").write_text("")
+    assert cc.cache_dir("payloads", {cc.ENV: str(tmp_path / "file")}) is None
+
+
+def test_a_payload_built_once_is_put_where_the_next_run_looks(tmp_path, monkeypatch):
+    keep = str(tmp_path / "keep")
+    os.makedirs(keep, mode=0o700)
+    run1 = tmp_path / "run1"
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(run1))
+    slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
+    assert slot.prime() is False  # nothing kept yet: Ansible builds it
+    os.makedirs(os.path.dirname(slot.run_file))
+    with open(slot.run_file, "wb") as f:
+        f.write(b"payload-1")
+    assert slot.keep() is True and open(slot.kept, "rb").read() == b"payload-1"
+    assert os.path.basename(slot.run_file) == "ansible_collections.gpuprobe.layers.plugins.modules.node_layers-ZIP_DEFLATED-none"
+
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run2"))
+    slot2 = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
+    assert slot2.prime() is True and open(slot2.run_file, "rb").read() == b"payload-1"
+    assert slot2.keep() is False  # reused: nothing new to keep
+    assert not [n for n in os.listdir(os.path.dirname(slot2.run_file)) if n.startswith(".gpuprobe-")]
+
+
+def test_a_new_key_replaces_the_modules_older_payloads_only(tmp_path, monkeypatch):
+    keep = str(tmp_path / "keep")
+    os.makedirs(keep, mode=0o700)
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run"))
+    fqn = "ansible_collections.gpuprobe.layers.plugins.modules."
+    old = os.path.join(keep, fqn + "node_layers-ZIP_DEFLATED-" + "0" * 64)
+    other = os.path.join(keep, fqn + "node_probe-ZIP_DEFLATED-" + "0" * 64)
+    for path in (old, other):
+        open(path, "w").close()
+    slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
+    os.makedirs(os.path.dirname(slot.run_file))
+    open(slot.run_file, "wb").close()
+    assert slot.keep() is True
+    assert sorted(os.listdir(keep)) == sorted([os.path.basename(slot.kept), os.path.basename(other)])
+
+
+def test_other_modules_and_extensions_are_never_cached(tmp_path, monkeypatch):
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run"))
+    assert cc.Slot("ansible.builtin.ping", {}, directory=str(tmp_path)).kept is None
+    monkeypatch.setattr(cc, "_extensions", lambda task_vars: ["coverage"])
+    assert cc.Slot("gpuprobe.layers.node_layers", {}, directory=str(tmp_path)).kept is None
+    monkeypatch.setattr(cc, "_extensions", lambda task_vars: None)  # cannot be known: not cached either
+    assert cc.Slot("gpuprobe.layers.node_layers", {}, directory=str(tmp_path)).prime() is False
+
+
+def test_the_template_cache_lives_in_the_same_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv(cc.ENV, str(tmp_path / "c"))
+    cache = cc.template_cache()
+    assert cache.directory == str(tmp_path / "c" / "templates")
+    monkeypatch.setenv(cc.ENV, "off")
+    assert cc.template_cache() is None
