@@ -1,6 +1,7 @@
 """What verify-gpu costs on one node against Ansible's own floor, side by side in one run (local connection).
 
-    python benchmarks/bench_node.py OUT.json [--rounds 5] [--gpu] [--fixture] [--baseline DIR] [-e EXTRA ...]
+    python benchmarks/bench_node.py OUT.json [--rounds 5] [--gpu] [--fixture] [--baseline DIR] [--cold] [--timings]
+                                             [-e EXTRA ...]
 
 Items, interleaved round by round so that drift hits every item alike:
   ping        `ansible localhost -c local -m ansible.builtin.ping`: one no-op module, Ansible's floor
@@ -11,6 +12,11 @@ Items, interleaved round by round so that drift hits every item alike:
   *@baseline  (--baseline DIR) audit and full again with the playbook and collection of another checkout DIR
               (an earlier commit), in the same rounds: what a change bought; repeat --baseline for several
               (items named *@baseline:<DIR's name>)
+  *-cold      (--cold) audit and full with the controller cache off (GPUPROBE_CACHE=off): a controller's first run of
+              these sources, which builds every node-side payload and compiles the report templates. The other items
+              share one cache directory of this benchmark (empty at its start), so their first round is cold too
+              and the medians of three or more rounds are of warm runs (plugin_utils/_controller_cache).
+--timings: each playbook item's task times (benchmarks/callback/bench_task_times.py), medians per task in OUT.json.
 Ratios (issue "Fleet speed"): audit / ping (goal <= 1.5) and full / (bare-probe + ping) (goal <= 2).
 Wall time of each command, and its CPU time (user + sys of the command and everything it waited for, from
 os.wait4). --fixture runs audit against a synthetic node tree (tests/unit/fixtures/host, real mknod devices, NVML off,
@@ -75,6 +81,26 @@ def bare_probe(tmp):
     return argv, cleanup
 
 
+def _task_medians(times):
+    """item -> [(task, median ms)] in the playbook's order (a task run more than once is summed within a run)."""
+    out = {}
+    for name, runs in times.items():
+        if not runs:
+            continue
+        order, per = [], {}
+        for run in runs:
+            summed = {}
+            for task, ms in run["tasks"]:
+                if task not in order:
+                    order.append(task)
+                summed[task] = summed.get(task, 0.0) + ms
+            for task, ms in summed.items():
+                per.setdefault(task, []).append(ms)
+        out[name] = [[task, statistics.median(per[task])] for task in order]
+        out[name].append(["(whole playbook)", statistics.median(r["total_ms"] for r in runs)])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("out")
@@ -83,13 +109,18 @@ def main():
     ap.add_argument("--fixture", action="store_true", help="audit a synthetic node tree (no GPU needed)")
     ap.add_argument("--baseline", action="append", default=[],
                     help="another checkout of the collection, run side by side (repeatable: item@baseline:<dir name>)")
+    ap.add_argument("--cold", action="store_true", help="also audit and full with the controller cache off")
+    ap.add_argument("--timings", action="store_true", help="per-task times of the playbook items")
     ap.add_argument("-e", dest="extra", action="append", default=[], help="extra vars for both playbook runs")
     args = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="gpuprobe-bench-node-")
     py = sys.executable
-    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False")
+    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
+               GPUPROBE_CACHE=os.path.join(tmp, "controller-cache"))
     env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    if args.timings:
+        env.update(ANSIBLE_CALLBACK_PLUGINS=os.path.join(ROOT, "benchmarks", "callback"), ANSIBLE_CALLBACKS_ENABLED="bench_task_times")
     common = ["-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % py]
     extra = []
     for item in args.extra:
@@ -111,6 +142,9 @@ def main():
         items.append(("bare-probe", argv, None))
         full = ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=full", "-e", "gpuprobe_cdi_source=self-built"]
         items.append(("full", full + extra, "full"))
+    if args.cold:
+        cold = dict(env, GPUPROBE_CACHE="off")
+        items += [(name + "-cold", argv, report, cold) for name, argv, report in list(items) if report]
     for base in args.baseline:
         base = os.path.abspath(base)
         label = "baseline" if len(args.baseline) == 1 else "baseline:%s" % os.path.basename(base)
@@ -118,7 +152,7 @@ def main():
         os.makedirs(link)
         os.symlink(base, os.path.join(link, "layers"))
         base_env = dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(tmp, label))
-        for name, argv, report in [item[:3] for item in items if "@" not in item[0]]:
+        for name, argv, report in [item[:3] for item in items if "@" not in item[0] and "-cold" not in item[0]]:
             if report:
                 items.append((name + "@" + label, [a.replace(PLAYBOOK, os.path.join(base, "playbooks", "verify-gpu.yml")) for a in argv],
                               report, base_env))
@@ -126,18 +160,23 @@ def main():
     wall = dict((item[0], []) for item in items)
     cpu = dict((item[0], []) for item in items)
     verdicts = dict((item[0], set()) for item in items)
+    times = dict((item[0], []) for item in items if item[2])
     try:
         for rnd in range(args.rounds):
             for name, argv, report, item_env in items:
                 run_argv = list(argv)
+                times_file = os.path.join(tmp, "times-%s-%d.json" % (name, rnd))
                 if report:
                     report_dir = os.path.join(tmp, "reports-%s-%d" % (name, rnd))
                     run_argv += ["-e", "gpuprobe_report_dir=%s" % report_dir]
-                w, c, rc, out = timed(run_argv, item_env)
+                w, c, rc, out = timed(run_argv, dict(item_env, GPUPROBE_BENCH_TIMES=times_file))
                 if rc != 0:
                     sys.exit("%s failed (rc %d):\n%s" % (name, rc, out[-4000:]))
                 if report:
                     verdicts[name].add(report_verdict(report_dir))
+                    if os.path.exists(times_file):
+                        with open(times_file) as f:
+                            times[name].append(json.loads(f.read().splitlines()[-1]))
                 wall[name].append(w)
                 cpu[name].append(c)
     finally:
@@ -151,6 +190,10 @@ def main():
     if args.gpu:
         ratios["full / (bare-probe + ping)"] = round(med["full"] / (med["bare-probe"] + med["ping"]), 2)
         ratios["full / ping"] = round(med["full"] / med["ping"], 2)
+    if args.cold:
+        ratios["audit-cold / ping"] = round(med["audit-cold"] / med["ping"], 2)
+        if args.gpu:
+            ratios["full-cold / (bare-probe + ping)"] = round(med["full-cold"] / (med["bare-probe"] + med["ping"]), 2)
     for name in med:
         if "@baseline" in name:
             now = name.split("@", 1)[0]
@@ -164,6 +207,7 @@ def main():
         "baseline": args.baseline,
         "wall_ms": wall, "cpu_ms": cpu, "median_wall_ms": med, "median_cpu_ms": med_cpu, "ratios": ratios,
         "verdicts": dict((k, sorted(v)) for k, v in verdicts.items() if v),
+        "task_times_ms": _task_medians(times) if args.timings else None,
     }
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)

@@ -14,6 +14,7 @@ mkdir -p "$dest/h200-runtime-compute" "$dest/h200-verify-gpu" "$dest/h200-verify
 cp "$ev/h200-host.json" "$ev/h200-cdi.json" "$dest/"
 cp "$ev/bench-gpu.json" "$dest/h200-bench-gpu.json"
 [ -f "$ev/bench-node.json" ] && cp "$ev/bench-node.json" "$dest/h200-bench-node.json"
+[ -f "$ev/bench-payload.json" ] && cp "$ev/bench-payload.json" "$dest/h200-bench-payload.json"
 cp "$ev/pytest-gpu.xml" "$dest/h200-pytest-gpu.xml"
 cp "$log" "$dest/h200-gpu-e2e.log"
 for f in "$ev"/variants/*.json; do

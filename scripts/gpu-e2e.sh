@@ -9,8 +9,11 @@
 #   4. playbooks/verify-gpu.yml (full, self-built spec)       -> OUTDIR/evidence/reports/
 #   5. playbooks/fault-drills.yml                              -> OUTDIR/evidence/drills/
 #   6. benchmarks/bench_gpu.py                                 -> OUTDIR/evidence/bench-gpu.json
-#   7. benchmarks/bench_node.py --gpu: verify-gpu full/audit against the bare probe + one no-op module, and against
-#      an earlier commit's collection when .build/baseline holds one (git archive)  -> OUTDIR/evidence/bench-node.json
+#   7. benchmarks/bench_node.py --gpu --cold --timings: verify-gpu full/audit against the bare probe + one no-op module,
+#      warm and cold controller cache, per-task times, and against an earlier commit's collection when
+#      .build/baseline holds one (git archive)                -> OUTDIR/evidence/bench-node.json
+#   8. benchmarks/bench_payload.py: what each node-side module ships and what building its payload costs, against
+#      .build/baseline too                                    -> OUTDIR/evidence/bench-payload.json
 # and packs OUTDIR/evidence into OUTDIR/evidence.tgz. Exit status: the number of failed steps.
 # Everything it creates (specs under /var/run/cdi, probe containers) is removed by the steps themselves.
 set -uo pipefail
@@ -100,8 +103,11 @@ step benchmark "$py" benchmarks/bench_gpu.py "$ev/bench-gpu.json" 5
 # 7. what the playbook costs on one node next to Ansible's floor (one no-op module) and the bare probe container
 baseline=()
 [ -d .build/baseline/playbooks ] && baseline=(--baseline .build/baseline)
-step benchmark-node "$py" benchmarks/bench_node.py "$ev/bench-node.json" --rounds 3 --gpu "${baseline[@]}" \
+step benchmark-node "$py" benchmarks/bench_node.py "$ev/bench-node.json" --rounds 3 --gpu --cold --timings "${baseline[@]}" \
   -e verify_probe_image="$GPUPROBE_PROBE_IMAGE"
+
+# 8. what each node-side module ships, and what building its payload costs on this controller
+step benchmark-payload "$py" benchmarks/bench_payload.py "$ev/bench-payload.json" --rounds 5 "${baseline[@]}"
 
 # nothing may be left behind: list what is (an empty listing is the expected result)
 { echo "left in /var/run/cdi:"; ls -la /var/run/cdi; echo "probe containers left:"; podman ps -a --filter label=gpuprobe.run; } >>"$log" 2>&1

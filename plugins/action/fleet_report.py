@@ -21,6 +21,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import unspool
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
@@ -42,13 +43,18 @@ def write_status(path, status):
 
 
 def _from_result(result):
-    """(records, unreachable, error) of a registered verify_node result."""
+    """(records, unreachable, error, runtimes) of a registered verify_node result (read back when it was spooled)."""
     if not isinstance(result, dict) or result.get("skipped"):
-        return None, None, None
+        return None, None, None, None
+    try:
+        result = unspool(result)
+    except (OSError, ValueError) as exc:
+        return None, None, "the records of this node were kept in %s, which cannot be read: %s" % (result["records_file"], exc), None
     message = str(result.get("msg") or "").strip() or None
     if result.get("unreachable"):
-        return result.get("records"), message or "unreachable", None
-    return result.get("records"), None, (message or "the verify task failed") if result.get("failed") else None
+        return result.get("records"), message or "unreachable", None, result.get("runtimes")
+    error = (message or "the verify task failed") if result.get("failed") else None
+    return result.get("records"), None, error, result.get("runtimes")
 
 
 def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None):
@@ -64,17 +70,15 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
         if records_var:
-            records, unreachable, error = hv.get(records_var), None, None
+            records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
-            records, unreachable, error = _from_result(hv.get(result_var))
+            records, unreachable, error, runtimes = _from_result(hv.get(result_var))
         if active is not None and name not in active and not unreachable and not error:
             error = LOST
             records = dict((layer, rec) for layer, rec in (records or {}).items()
                            if isinstance(rec, dict) and rec.get("status") not in (None, "NOT_RUN"))
         if not records and not unreachable and not error:
             error = NO_RECORD
-        result = hv.get(result_var) if not records_var else None
-        runtimes = result.get("runtimes") if isinstance(result, dict) else None
         hosts.append({
             "name": name,
             "records": _plain(records) if records else None,

@@ -25,6 +25,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, cdi_for_runtime, node_verdict
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
 PROBE_MODULE = "gpuprobe.layers.node_probe"
@@ -145,6 +146,10 @@ class ActionModule(ActionBase):
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
         if problems and not result.get("unreachable"):
             result.update(failed=True, msg="; ".join(problems))
+        if args["spool"]:
+            why = spool(result, task_vars.get("inventory_hostname"), run_id)
+            if why:
+                result.setdefault("warnings", []).append("spool: %s" % why)
         return result
 
     def _probe_runtimes(self, args, run_id, records, spec_left, task_vars, calls, problems, per_runtime):  # pylint: disable=too-many-arguments

@@ -281,6 +281,7 @@ VERIFY_DOMAINS = {
     "allow_busy_gpu": _boolean,
     "host_control": _boolean,
     "k8s": _boolean,
+    "spool": _boolean,
     "health_thresholds": lambda v: _raises(_health().check_thresholds, "health_thresholds")(v),
     "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
 }

@@ -95,6 +95,7 @@ VERIFY_NODE_ARGSPEC = dict(
     allow_busy_gpu=dict(type="bool", default=False),
     host_control=dict(type="bool", default=True),
     k8s=dict(type="bool", default=True),
+    spool=dict(type="bool", default=False),
 )
 
 

@@ -192,6 +192,16 @@ options:
     description: Run the optional k8s layer (C(NOT_RUN) by itself without kubectl or a kubeconfig).
     type: bool
     default: true
+  spool:
+    description:
+      - Keep RV(records) and RV(runtimes) in a JSON file of this run on the controller (in Ansible's own local temp dir
+        of this ansible-playbook process, removed when the run ends) instead of in the result, which then has
+        RV(records_file) and RV(layer_status). M(gpuprobe.layers.fleet_report) reads them back. For runs of many
+        nodes, where every registered result stays in the controller's memory until the run ends
+        (docs/performance.md).
+      - A file that cannot be written leaves the records in the result, with a warning.
+    type: bool
+    default: false
   health_thresholds:
     description: As the O(gpuprobe.layers.host_facts#module:health_thresholds) option (per inventory group through the
       verify role's C(verify_health_thresholds)).
@@ -234,7 +244,15 @@ records:
     - Every layer's record, layer name -> record (docs/contract.md); the layers that did not run are C(NOT_RUN) with
       their reason. With several runtimes, C(runtime) and C(compute) are the first runtime's (every runtime's are in
       RV(runtimes)).
-  returned: always
+  returned: unless O(spool) (then in RV(records_file))
+  type: dict
+records_file:
+  description: With O(spool), the controller-side JSON file holding RV(records) and RV(runtimes) (valid until the run ends).
+  returned: with O(spool)
+  type: str
+layer_status:
+  description: With O(spool), each layer's status (layer -> C(PASS), C(FAIL), C(WARN) or C(NOT_RUN)).
+  returned: with O(spool)
   type: dict
 runtimes:
   description:
@@ -242,7 +260,7 @@ runtimes:
       version, endpoint or path, label, cdi_library, selected_because), C(records) (its C(runtime) and C(compute)
       records) and C(verdict) (that runtime's own verdict, the same keys as RV(verdict)).
     - Empty when no runtime was selected (audit mode, root not /, the inspect call failed).
-  returned: always
+  returned: unless O(spool) (then in RV(records_file))
   type: list
   elements: dict
 verdict:
@@ -266,7 +284,10 @@ layers:
   type: list
   elements: str
 calls:
-  description: The node-side calls made (C(module), C(wall_ms), C(failed)), for the cost of a node.
+  description:
+    - The node-side calls made (C(module), C(wall_ms), C(failed), C(payload_reused)), for the cost of a node.
+      C(payload_reused) is true when the module's AnsiballZ payload was not built in this run but kept from an earlier
+      run of the same sources (the controller cache, C(GPUPROBE_CACHE), docs/performance.md).
   returned: always
   type: list
   elements: dict

@@ -271,3 +271,38 @@ def test_several_runtimes_probe_once_each_gated_on_the_cdi_record_as_it_speaks_f
     assert docker and docker[0]["status"] == "FAIL" and "CDISpecDirs is empty" in docker[0]["observed"]
     assert [row["runtime"] for row in result["verdict"]["runtimes"]] == ["podman", "docker"]
     assert result["runtimes"][1]["verdict"]["verdict"] == "FAILED_AT_CDI"
+
+
+def test_spool_keeps_the_records_in_a_file_of_the_run_and_the_report_reads_them_back(tree, tmp_path, monkeypatch):
+    from ansible import constants as C
+    from ansible_collections.gpuprobe.layers.plugins.action import fleet_report
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _spool
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run-tmp"))
+    args = {"mode": "audit", "root": tree, "nvml": False, "k8s": False, "cdi_spec_dirs": ["/etc/cdi"]}
+    kept = run(_action(args), Node())
+    spooled = run(_action(dict(args, spool=True)), Node())
+    assert "records" not in spooled and "runtimes" not in spooled
+    assert spooled["records_file"].startswith(str(tmp_path / "run-tmp" / _spool.SUBDIR) + "/n1-")
+    assert spooled["layer_status"] == dict((layer, r["status"]) for layer, r in kept["records"].items())
+    assert spooled["verdict"]["verdict"] == kept["verdict"]["verdict"] == "FAILED_AT_CDI"
+    back = _spool.unspool(spooled)
+    assert [(k, r["status"], r["reason"]) for k, r in sorted(back["records"].items())] == \
+        [(k, r["status"], r["reason"]) for k, r in sorted(kept["records"].items())]
+    # the report collects the same records from the file as from a result that kept them
+    [from_file, in_memory] = fleet_report.collect_hosts({"a": {"verify_result": spooled}, "b": {"verify_result": kept}},
+                                                        ["a", "b"], "verify_result", None, "gpuprobe_pins")
+    assert from_file["records"].keys() == in_memory["records"].keys() and from_file["error"] is None
+    assert from_file["records"]["cdi"]["checks"] == in_memory["records"]["cdi"]["checks"]
+    # a file gone before the report: that node is reported as not verified, saying why, never as verified
+    os.unlink(spooled["records_file"])
+    [gone] = fleet_report.collect_hosts({"a": {"verify_result": spooled}}, ["a"], "verify_result", None, "gpuprobe_pins")
+    assert gone["records"] is None and gone["error"].startswith("the records of this node were kept in ")
+
+
+def test_spool_that_cannot_write_keeps_the_records_in_the_result(tree, tmp_path, monkeypatch):
+    from ansible import constants as C
+    (tmp_path / "not-a-dir").write_text("")
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "not-a-dir"))
+    result = run(_action({"mode": "audit", "root": tree, "nvml": False, "k8s": False, "cdi_spec_dirs": ["/etc/cdi"], "spool": True}), Node())
+    assert "records_file" not in result and result["records"]["host"]["status"] != NOT_RUN
+    assert any(w.startswith("spool: the records stay in the result") for w in result["warnings"])
