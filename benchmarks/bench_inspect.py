@@ -46,7 +46,7 @@ print(json.dumps({"wall_ms": round(wall, 1), "calls": calls, "grpc_loaded": any(
 
 
 def one(checkout_path, params):
-    env = dict(os.environ, PYTHONPATH=checkout_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (checkout_path, os.environ.get("PYTHONPATH")) if p))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(params)], env=env, stdout=subprocess.PIPE,

@@ -73,7 +73,8 @@ def main():
     checkouts, paths = link_checkouts(tmp, args.baseline)
     envs = {}
     for label, top in paths.items():
-        envs[label] = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top, PYTHONPATH=top, ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
+        pythonpath = os.pathsep.join(p for p in (top, os.environ.get("PYTHONPATH")) if p)
+        envs[label] = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top, PYTHONPATH=pythonpath, ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
     rows = dict(((label, m), []) for label, _p in checkouts for m in args.modules)
     try:
         for _rnd in range(args.rounds):

@@ -15,9 +15,19 @@
 #   8. benchmarks/bench_payload.py: what each node-side module ships and what building its payload costs, against
 #      .build/baseline too                                    -> OUTDIR/evidence/bench-payload.json
 # and packs OUTDIR/evidence into OUTDIR/evidence.tgz. Exit status: the number of failed steps.
+# Options after OUTDIR: --bench-only runs the set-up and steps 7-8 only; --compile-controller first byte-compiles the
+# controller's Python packages (ansible-core, the installed collection) as a pip install does by default: the lab
+# bundle installs its wheels with --no-compile into a directory where no bytecode is written, so without it every
+# ansible command there compiles ansible-core from source (about a second) and Ansible's floor (ping) is inflated.
 # Everything it creates (specs under /var/run/cdi, probe containers) is removed by the steps themselves.
 set -uo pipefail
-out=${1:?usage: gpu-e2e.sh OUTDIR}
+out=${1:?usage: gpu-e2e.sh OUTDIR [--bench-only] [--compile-controller]}
+shift
+bench_only=false; compile_controller=false
+for opt in "$@"; do
+  case $opt in --bench-only) bench_only=true ;; --compile-controller) compile_controller=true ;;
+    *) echo "gpu-e2e.sh: unknown option $opt" >&2; exit 64 ;; esac
+done
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo" || exit 1
 mkdir -p "$out/evidence"
@@ -43,6 +53,11 @@ for c in /usr/local/cuda*/lib64/stubs/libcuda.so /usr/local/cuda*/targets/x86_64
   [ -e "$c" ] && { stub=$c; break; }
 done
 { echo "host: $(uname -r)"; ls -la /usr/lib/libcuda* /lib/libcuda* 2>&1; echo "stub: $stub"; podman --version; runc --version | head -1; } >>"$log" 2>&1
+if $compile_controller; then
+  site=$("$py" -c 'import ansible, os; print(os.path.dirname(os.path.dirname(ansible.__file__)))')
+  step compile-controller "$py" -m compileall -q -j 0 "$site" "$col"
+fi
+if ! $bench_only; then
 
 # 1-2. the host layer (driver root detected), then the cdi layer on a self-built spec and its stale variant;
 #      the playbook writes the modules' results as returned to h200-host.json and h200-cdi.json
@@ -99,6 +114,8 @@ step fault-drills ansible-playbook -i "localhost," -c local -e ansible_python_in
 
 # 6. what a verification costs next to nvidia-smi (ratios measured side by side in this one run)
 step benchmark "$py" benchmarks/bench_gpu.py "$ev/bench-gpu.json" 5
+
+fi  # --bench-only
 
 # 7. what the playbook costs on one node next to Ansible's floor (one no-op module) and the bare probe container
 baseline=()
