@@ -169,3 +169,11 @@ def _copy(source, target):
         except OSError:
             pass
         return False
+
+
+# Computed once where this is first imported: ansible-playbook's main process loads the verify_node action (to read its
+# class) before it forks a worker per node, so the workers inherit the key instead of each hashing the sources again.
+try:
+    sources_key()
+except Exception:  # pylint: disable=broad-except
+    _KEYS.clear()
