@@ -42,15 +42,18 @@ def write_status(path, status):
     write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
 
 
-def _from_result(result):
+def _from_result(result, host=None):
     """(records, unreachable, error, runtimes) of a registered verify_node result (read back when it was spooled)."""
     if not isinstance(result, dict) or result.get("skipped"):
         return None, None, None, None
-    try:
-        result = unspool(result)
-    except (OSError, ValueError) as exc:
-        return None, None, "the records of this node were kept in %s, which cannot be read: %s" % (result["records_file"], exc), None
     message = str(result.get("msg") or "").strip() or None
+    try:
+        result = unspool(result, host)
+    except (OSError, ValueError) as exc:
+        unreadable = "the records of this node were kept in %s, which cannot be used: %s" % (result["records_file"], exc)
+        if result.get("unreachable"):
+            return None, message or "unreachable", None, None
+        return None, None, unreadable, None
     if result.get("unreachable"):
         return result.get("records"), message or "unreachable", None, result.get("runtimes")
     error = (message or "the verify task failed") if result.get("failed") else None
@@ -72,7 +75,7 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
         if records_var:
             records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
-            records, unreachable, error, runtimes = _from_result(hv.get(result_var))
+            records, unreachable, error, runtimes = _from_result(hv.get(result_var), name)
         if active is not None and name not in active and not unreachable and not error:
             error = LOST
             records = dict((layer, rec) for layer, rec in (records or {}).items()

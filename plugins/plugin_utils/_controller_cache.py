@@ -13,9 +13,11 @@ Ansible looks for it in this run, and Ansible loads it instead of building it; a
 built is kept for the next run.
 
 "Exactly the same sources": the key is a sha256 of every file of the collection's plugins/modules and
-plugins/module_utils (path and content), ansible-core's version and location, and the controller's Python. Any
-change to any of them is another key, and older payloads of the module are removed when a new one is kept. A
-payload built with a debugger or coverage extension is never kept or used.
+plugins/module_utils and its meta/runtime.yml (path and content), ansible-core (version, location, and its
+module_utils and payload builder by size and mtime), the module_utils directories Ansible searches, and the
+controller's Python. Any change to any of them is another key, and older payloads of the module are removed when a
+new one is kept. A kept payload that does not load is removed, never used. A payload built with a debugger or
+coverage extension is never kept or used.
 
 The report templates (plugin_utils/_report_templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
 bytecode cache keeps the compiled code, checked against each template's source.
@@ -69,31 +71,94 @@ def cache_dir(kind, environ=None):
     return os.path.join(where, kind)
 
 
+class _SafeBytecodeCache(object):
+    """Jinja2's FileSystemBytecodeCache whose failures only mean no reuse: a full disk or a read-only home while
+    loading or keeping compiled code never stops a report from being written."""
+
+    def __init__(self, directory):
+        from jinja2 import FileSystemBytecodeCache  # pylint: disable=import-outside-toplevel
+
+        class Cache(FileSystemBytecodeCache):
+            def load_bytecode(self, bucket):
+                try:
+                    FileSystemBytecodeCache.load_bytecode(self, bucket)
+                except Exception:  # pylint: disable=broad-except
+                    bucket.reset()
+
+            def dump_bytecode(self, bucket):
+                try:
+                    FileSystemBytecodeCache.dump_bytecode(self, bucket)
+                except Exception:  # pylint: disable=broad-except
+                    pass
+
+        self.cache = Cache(directory)
+
+
 def template_cache():
-    """Jinja2's bytecode cache in the templates directory, or None (cache off, directory not usable)."""
+    """Jinja2's bytecode cache for the report templates, or None (cache off, directory not usable). Jinja2 checks each
+    template's source; the directory is per version of the renderer (its environments' settings are compiled into the
+    code) and of Jinja2."""
     where = cache_dir("templates")
     if where is None:
         return None
-    from jinja2 import FileSystemBytecodeCache  # pylint: disable=import-outside-toplevel
-    return FileSystemBytecodeCache(where)
+    try:
+        import jinja2  # pylint: disable=import-outside-toplevel
+        digest = hashlib.sha256(jinja2.__version__.encode("ascii", "replace") + b"\0")
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_report_render.py"), "rb") as f:
+            digest.update(f.read())
+        where = os.path.join(where, digest.hexdigest()[:16])
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        return _SafeBytecodeCache(where).cache
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _tree_manifest(top, pattern):
+    """(relative path, size, mtime) of the files under ``top`` matching ``pattern``: what identifies an installed tree
+    without reading it (ansible-core's module_utils, which an editable or patched install changes under one version)."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(top, "**", pattern), recursive=True)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        rows.append("%s:%d:%d" % (os.path.relpath(path, top), st.st_size, st.st_mtime_ns))
+    return "\n".join(rows)
+
+
+def _module_utils_paths():
+    """The module_utils directories Ansible searches besides its own (configured, beside playbooks and roles): one of
+    them may shadow what a payload ships."""
+    try:
+        from ansible.plugins.loader import module_utils_loader  # pylint: disable=import-outside-toplevel
+        return "\n".join(str(p) for p in module_utils_loader._get_paths())  # pylint: disable=protected-access
+    except Exception:  # pylint: disable=broad-except
+        return "unknown"
 
 
 def sources_key(root=COLLECTION_ROOT):
-    """sha256 of the collection's module and module_utils sources, ansible-core and the controller's Python."""
+    """sha256 of what goes into a node-side payload: the collection's module and module_utils sources and its
+    meta/runtime.yml (content), ansible-core (version, place, and its module_utils and payload builder by size and
+    mtime), the module_utils directories Ansible searches, and the controller's Python."""
     if root in _KEYS:
         return _KEYS[root]
     import ansible  # pylint: disable=import-outside-toplevel
     from ansible.release import __version__ as ansible_version  # pylint: disable=import-outside-toplevel
+    core = os.path.dirname(ansible.__file__)
     digest = hashlib.sha256()
-    for part in (ansible_version, os.path.dirname(ansible.__file__), sys.version):
+    for part in (ansible_version, core, sys.version, _tree_manifest(os.path.join(core, "module_utils"), "*.py"),
+                 _tree_manifest(os.path.join(core, "executor"), "module_common.py"), _module_utils_paths()):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
-    files = []
+    files = [os.path.join(root, "meta", "runtime.yml")]
     for sub in ("modules", "module_utils"):
         files += glob.glob(os.path.join(root, "plugins", sub, "**", "*.py"), recursive=True)
     for path in sorted(files):
         digest.update(os.path.relpath(path, root).encode("utf-8", "surrogateescape") + b"\0")
-        with open(path, "rb") as f:
-            digest.update(hashlib.sha256(f.read()).digest())
+        try:
+            with open(path, "rb") as f:
+                digest.update(hashlib.sha256(f.read()).digest())
+        except OSError as exc:
+            digest.update(str(exc.errno).encode("ascii"))
     _KEYS[root] = digest.hexdigest()
     return _KEYS[root]
 
@@ -129,8 +194,20 @@ class Slot(object):
             self.kept = self.run_file = None
 
     def prime(self):
-        """Before the call: the kept payload where Ansible looks for it in this run (when kept and not there yet)."""
+        """Before the call: the kept payload where Ansible looks for it in this run (when kept and not there yet). A
+        kept file that does not load as ansible-core's cache entry (cut short by a crash, another format) is removed
+        and Ansible builds the payload."""
         if not self.kept or os.path.exists(self.run_file) or not os.path.isfile(self.kept):
+            return False
+        try:
+            from ansible.executor.module_common import _CachedModule  # pylint: disable=import-outside-toplevel
+            if not isinstance(_CachedModule.load(self.kept), _CachedModule):
+                raise ValueError("not ansible-core's cache entry")
+        except Exception:  # pylint: disable=broad-except
+            try:
+                os.unlink(self.kept)
+            except OSError:
+                pass
             return False
         self.primed = _copy(self.kept, self.run_file)
         return self.primed
@@ -161,6 +238,8 @@ def _copy(source, target):
     try:
         with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
             shutil.copyfileobj(src, out)
+            out.flush()
+            os.fsync(out.fileno())  # whole on disk before it has its name: a crash never leaves half a payload named
         os.replace(tmp, target)
         return True
     except OSError:

@@ -7,10 +7,14 @@
 A registered result stays in the controller's memory until the run ends, once in the main process and again in every
 process forked from it (the report's): with every check of 8 GPUs, about 0.35 MB of Python objects per node, so
 1,000 nodes held 0.4 GB before the report started (docs/performance.md). With ``spool``, verify_node writes the
-records and the per-runtime entries to one JSON file per node in the run's own local temp dir (Ansible's
+records and the per-runtime entries to one JSON file per node and call in the run's own local temp dir (Ansible's
 DEFAULT_LOCAL_TMP: private to this ansible-playbook process, shared by its forks, removed by Ansible when the run
 ends, also after an interrupt) and its result keeps only where they are (``records_file``) with each layer's status
 (``layer_status``); fleet_report reads the files back, one node at a time.
+
+Each file has a name of its own (never derived from the host name alone: two inventory names may sanitise alike)
+and says whose records it holds: reading it back checks the host, the run id and every layer's status against the
+result, so a file that is not this result's is an error for that node, never its records.
 """
 
 from __future__ import annotations
@@ -24,38 +28,55 @@ SUBDIR = "gpuprobe-records"
 KEYS = ("records", "runtimes")
 
 
+def _statuses(records):
+    return dict((layer, (record or {}).get("status") if isinstance(record, dict) else None)
+                for layer, record in (records or {}).items())
+
+
 def spool(result, host, run_id):
     """Move ``result``'s records and runtimes into a file of this run; the result gets ``records_file`` and
     ``layer_status``. A file that cannot be written leaves the result as it was (nothing is lost): returns the error
     text then, else None."""
     from ansible import constants as C  # pylint: disable=import-outside-toplevel
     where = os.path.join(C.DEFAULT_LOCAL_TMP, SUBDIR)
-    name = "%s-%s.json" % (re.sub(r"[^A-Za-z0-9_.-]", "_", str(host))[:100], re.sub(r"[^A-Za-z0-9_.-]", "_", str(run_id))[:80])
+    data = dict((k, result.get(k)) for k in KEYS)
+    data.update(host=str(host), run_id=str(run_id))
+    tmp = None
     try:
         os.makedirs(where, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=where, prefix=".part-")
+        # a unique name (mkstemp), readable by a person: the host's name as far as it is safe in a file name
+        fd, tmp = tempfile.mkstemp(dir=where, prefix="%s-" % re.sub(r"[^A-Za-z0-9_.-]", "_", str(host))[:60], suffix=".part")
         with os.fdopen(fd, "w") as f:
-            json.dump(dict((k, result.get(k)) for k in KEYS), f, separators=(",", ":"), default=str)
-        path = os.path.join(where, name)
+            json.dump(data, f, separators=(",", ":"), default=str)
+        path = tmp[:-len(".part")] + ".json"
         os.replace(tmp, path)
     except (OSError, TypeError, ValueError) as exc:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
         return "the records stay in the result: %s" % exc
-    result["layer_status"] = dict((layer, (record or {}).get("status")) for layer, record in (result.get("records") or {}).items())
+    result["layer_status"] = _statuses(result.get("records"))
     for key in KEYS:
         result.pop(key, None)
     result["records_file"] = path
     return None
 
 
-def unspool(result):
+def unspool(result, host=None):
     """``result`` with its records and runtimes read back from ``records_file`` (a copy; the result itself when it has
-    none). OSError/ValueError: the file cannot be read (the caller says so for that node)."""
+    none). OSError/ValueError: the file cannot be read, or it is not this result's (another host or run id, or layer
+    statuses other than the result's ``layer_status``): the caller says so for that node."""
     if not isinstance(result, dict) or not result.get("records_file"):
         return result
     with open(str(result["records_file"])) as f:
         data = json.load(f)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
+    if host is not None and data.get("host") != str(host):
+        raise ValueError("it holds the records of %s" % data.get("host"))
+    if result.get("run_id") is not None and data.get("run_id") != str(result.get("run_id")):
+        raise ValueError("it holds the records of run %s, not %s" % (data.get("run_id"), result.get("run_id")))
+    if _statuses(data.get("records")) != (result.get("layer_status") or {}):
+        raise ValueError("its layer statuses %s are not the result's %s" % (_statuses(data.get("records")), result.get("layer_status")))
     out = dict(result)
     for key in KEYS:
         out[key] = data.get(key)

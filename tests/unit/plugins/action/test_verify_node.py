@@ -289,14 +289,32 @@ def test_spool_keeps_the_records_in_a_file_of_the_run_and_the_report_reads_them_
     assert [(k, r["status"], r["reason"]) for k, r in sorted(back["records"].items())] == \
         [(k, r["status"], r["reason"]) for k, r in sorted(kept["records"].items())]
     # the report collects the same records from the file as from a result that kept them
-    [from_file, in_memory] = fleet_report.collect_hosts({"a": {"verify_result": spooled}, "b": {"verify_result": kept}},
-                                                        ["a", "b"], "verify_result", None, "gpuprobe_pins")
+    [from_file, in_memory] = fleet_report.collect_hosts({"n1": {"verify_result": spooled}, "b": {"verify_result": kept}},
+                                                        ["n1", "b"], "verify_result", None, "gpuprobe_pins")
     assert from_file["records"].keys() == in_memory["records"].keys() and from_file["error"] is None
     assert from_file["records"]["cdi"]["checks"] == in_memory["records"]["cdi"]["checks"]
+    # a result pointing at another host's file (or another run's, or other statuses) never gets its records
+    [other] = fleet_report.collect_hosts({"n2": {"verify_result": spooled}}, ["n2"], "verify_result", None, "gpuprobe_pins")
+    assert other["records"] is None and "it holds the records of n1" in other["error"]
+    forged = dict(spooled, layer_status=dict(spooled["layer_status"], cdi="PASS"))
+    [lie] = fleet_report.collect_hosts({"n1": {"verify_result": forged}}, ["n1"], "verify_result", None, "gpuprobe_pins")
+    assert lie["records"] is None and "layer statuses" in lie["error"]
     # a file gone before the report: that node is reported as not verified, saying why, never as verified
     os.unlink(spooled["records_file"])
-    [gone] = fleet_report.collect_hosts({"a": {"verify_result": spooled}}, ["a"], "verify_result", None, "gpuprobe_pins")
+    [gone] = fleet_report.collect_hosts({"n1": {"verify_result": spooled}}, ["n1"], "verify_result", None, "gpuprobe_pins")
     assert gone["records"] is None and gone["error"].startswith("the records of this node were kept in ")
+
+
+def test_spooled_files_of_hosts_with_alike_names_never_meet(tree, tmp_path, monkeypatch):
+    from ansible import constants as C
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _spool
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run-tmp"))
+    a = {"records": {"host": {"status": "FAIL"}}, "runtimes": []}
+    b = {"records": {"host": {"status": "PASS"}}, "runtimes": []}
+    assert _spool.spool(a, "gpu:1", "r1") is None and _spool.spool(b, "gpu_1", "r1") is None
+    assert a["records_file"] != b["records_file"]
+    assert _spool.unspool(a, "gpu:1")["records"]["host"]["status"] == "FAIL"
+    assert _spool.unspool(b, "gpu_1")["records"]["host"]["status"] == "PASS"
 
 
 def test_spool_that_cannot_write_keeps_the_records_in_the_result(tree, tmp_path, monkeypatch):

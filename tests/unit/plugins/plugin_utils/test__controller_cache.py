@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from ansible import constants as C
+from ansible.executor.module_common import _CachedModule
 
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _controller_cache as cc
 
@@ -18,6 +19,7 @@ def _tree(tmp_path):
     """A copy of the collection's modules and module_utils (what the key covers)."""
     for sub in ("modules", "module_utils"):
         shutil.copytree(os.path.join(ROOT, "plugins", sub), str(tmp_path / "plugins" / sub))
+    shutil.copytree(os.path.join(ROOT, "meta"), str(tmp_path / "meta"))
     cc._KEYS.clear()  # pylint: disable=protected-access
     yield str(tmp_path)
     cc._KEYS.clear()  # pylint: disable=protected-access
@@ -26,7 +28,7 @@ def _tree(tmp_path):
 def test_the_key_changes_with_any_source_file(tree):
     before = cc.sources_key(tree)
     assert before == cc.sources_key(tree)
-    for rel in ("plugins/module_utils/_cdi/resolve.py", "plugins/modules/node_layers.py"):
+    for rel in ("plugins/module_utils/_cdi/resolve.py", "plugins/modules/node_layers.py", "meta/runtime.yml"):
         cc._KEYS.clear()  # pylint: disable=protected-access
         with open(os.path.join(tree, rel), "a") as f:
             f.write("\n# changed\n")
@@ -56,14 +58,14 @@ def test_a_payload_built_once_is_put_where_the_next_run_looks(tmp_path, monkeypa
     slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
     assert slot.prime() is False  # nothing kept yet: Ansible builds it
     os.makedirs(os.path.dirname(slot.run_file))
-    with open(slot.run_file, "wb") as f:
-        f.write(b"payload-1")
-    assert slot.keep() is True and open(slot.kept, "rb").read() == b"payload-1"
+    _CachedModule(zip_data=b"payload-1", metadata=None, source_mapping={}).dump(slot.run_file)  # what Ansible built
+    built = open(slot.run_file, "rb").read()
+    assert slot.keep() is True and open(slot.kept, "rb").read() == built
     assert os.path.basename(slot.run_file) == "ansible_collections.gpuprobe.layers.plugins.modules.node_layers-ZIP_DEFLATED-none"
 
     monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run2"))
     slot2 = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
-    assert slot2.prime() is True and open(slot2.run_file, "rb").read() == b"payload-1"
+    assert slot2.prime() is True and _CachedModule.load(slot2.run_file).zip_data == b"payload-1"
     assert slot2.keep() is False  # reused: nothing new to keep
     assert not [n for n in os.listdir(os.path.dirname(slot2.run_file)) if n.startswith(".gpuprobe-")]
 
@@ -93,9 +95,28 @@ def test_other_modules_and_extensions_are_never_cached(tmp_path, monkeypatch):
     assert cc.Slot("gpuprobe.layers.node_layers", {}, directory=str(tmp_path)).prime() is False
 
 
-def test_the_template_cache_lives_in_the_same_directory(tmp_path, monkeypatch):
+def test_a_damaged_kept_payload_is_removed_and_never_primed(tmp_path, monkeypatch):
+    keep = str(tmp_path / "keep")
+    os.makedirs(keep, mode=0o700)
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run"))
+    slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
+    with open(slot.kept, "wb") as f:
+        f.write(b"")  # what a crash in the middle of a copy could have left
+    assert slot.prime() is False and not os.path.exists(slot.kept) and not os.path.exists(slot.run_file)
+
+
+def test_the_template_cache_is_per_renderer_and_never_fails_a_report(tmp_path, monkeypatch):
+    from jinja2 import FileSystemBytecodeCache
     monkeypatch.setenv(cc.ENV, str(tmp_path / "c"))
     cache = cc.template_cache()
-    assert cache.directory == str(tmp_path / "c" / "templates")
+    assert os.path.dirname(cache.directory) == str(tmp_path / "c" / "templates")
+
+    def broken(self, bucket):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(FileSystemBytecodeCache, "dump_bytecode", broken)
+    monkeypatch.setattr(FileSystemBytecodeCache, "load_bytecode", broken)
+    from jinja2 import DictLoader, Environment
+    env = Environment(loader=DictLoader({"t": "{{ x }}"}), bytecode_cache=cc.template_cache())
+    assert env.get_template("t").render(x=1) == "1"
     monkeypatch.setenv(cc.ENV, "off")
     assert cc.template_cache() is None
