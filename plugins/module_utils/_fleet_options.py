@@ -282,7 +282,7 @@ VERIFY_DOMAINS = {
     "host_control": _boolean,
     "k8s": _boolean,
     "spool": _boolean,
-    "health_thresholds": lambda v: _raises(_health().check_thresholds, "health_thresholds")(v),
+    "health_thresholds": lambda v: _raises(_health().check_thresholds, "health_thresholds")(v),  # pylint: disable=unnecessary-lambda
     "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
 }
 

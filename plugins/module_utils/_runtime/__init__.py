@@ -65,8 +65,10 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines i
     remove_container,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import (  # noqa: F401  (registers the CRI adapter)
-    cri_info,
     CriEngine,
+)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import (  # noqa: F401  (the CRI detection)
+    cri_info,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import (  # noqa: F401
     ControllerWatch,

@@ -31,7 +31,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import register
 # the detection lives beside the CLI engines' (an inspect stage loads neither this package nor grpc)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import cri_info, endpoint_of  # noqa: F401
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import endpoint_of
 
 
 NAMESPACE = "gpuprobe"                # the sandbox's metadata namespace (a Pod's namespace)
