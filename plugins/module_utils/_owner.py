@@ -145,12 +145,23 @@ def parse_owner(text):
     return out
 
 
+def _state(pid):
+    """The state letter of ``pid`` (R, S, D, Z, ...), or None."""
+    try:
+        with open("/proc/%d/stat" % int(pid), "r") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError, ValueError, TypeError):
+        return None
+
+
 def alive(owner):
-    """True (running), False (gone, or its pid now belongs to another process), None (cannot tell here)."""
+    """True (running), False (gone, or its pid now belongs to another process), None (cannot tell here). A zombie is
+    gone: it has exited and only waits for its parent to collect it (a controller killed by SIGHUP or SIGKILL whose
+    parent reads its output before waiting for it stays one until then)."""
     if not owner or owner.get("pid") is None or owner.get("host") != this_host():
         return None
     started = proc_started(owner["pid"])
-    if started is None:
+    if started is None or _state(owner["pid"]) in ("Z", "X"):
         return False
     if owner.get("started") is not None and started != owner["started"]:
         return False

@@ -348,8 +348,11 @@ def test_ansible_playbook_interrupted_during_a_probe(tmp_path, probe_image, sig)
         playbook.write_text(PLAYBOOK.format(run_id=lab.run_id, root=root, image=IMAGE, device=lab.device, spec_dir=SPEC_DIR,
                                             edits=json.dumps(edits), conf=env.get("CONTAINERS_CONF", ""), tmp=tmp_dir))
         env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+        # SIGHUP as a terminal gives it: default, whatever this suite was started under (nohup ignores it, and an
+        # ignored signal stays ignored in every child: ansible-playbook would then outlive the "closed terminal")
         proc = subprocess.Popen(["ansible-playbook", "-i", "localhost,", str(playbook)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
         deadline = time.monotonic() + 180
         while "running" not in _states(lab.run_id).values():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]

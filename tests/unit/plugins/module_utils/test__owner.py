@@ -29,6 +29,21 @@ def test_owner_round_trip_and_liveness():
     assert _owner.alive({"host": _owner.this_host(), "pid": _dead_pid(), "started": None}) is False
     assert _owner.alive({"host": "elsewhere.example", "pid": os.getpid(), "started": None}) is None
     assert _owner.alive({"host": _owner.this_host(), "pid": None, "started": None}) is None
+
+
+def test_a_zombie_owner_is_gone():
+    """A controller that has exited but was not yet collected by its parent (a zombie) no longer runs anything."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)  # pylint: disable=protected-access
+    try:
+        deadline = time.monotonic() + 10
+        while _owner._state(pid) != "Z" and time.monotonic() < deadline:  # pylint: disable=protected-access
+            time.sleep(0.01)
+        zombie = {"host": _owner.this_host(), "pid": pid, "started": _owner.proc_started(pid)}
+        assert zombie["started"] is not None and _owner.alive(zombie) is False
+    finally:
+        os.waitpid(pid, 0)
     assert _owner.format_owner({"host": "h", "pid": None}) == "h:-:-"
     for bad in ("", "h:x:1", "h:1", "a b:1:2", None):
         assert _owner.parse_owner(bad) is None
