@@ -9,7 +9,7 @@ zips them; the node then compiles, on every call, the sources it imports (a zip 
 grow with the bytes shipped. Per module and checkout, in a fresh interpreter per measurement (nothing cached): the
 build's wall (``modify_module``, Ansible's own entry point), the number of files and source bytes shipped (ours and
 Ansible's), and the payload's size. ``ansible.builtin.ping`` is the floor. Default modules: the node-side modules
-verify_node calls (node_layers, node_probe, probe_cleanup, cdi_spec).
+verify_node calls (node_layers, node_verify, probe_cleanup, cdi_spec) and node_probe.
 Needs the collection importable (source scripts/dev-env.sh); ratios within one run only.
 """
 import argparse
@@ -26,7 +26,7 @@ import tempfile
 from bench_inspect import link_checkouts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = ["ansible.builtin.ping", "gpuprobe.layers.node_layers", "gpuprobe.layers.node_probe",
+MODULES = ["ansible.builtin.ping", "gpuprobe.layers.node_layers", "gpuprobe.layers.node_verify", "gpuprobe.layers.node_probe",
            "gpuprobe.layers.probe_cleanup", "gpuprobe.layers.cdi_spec"]
 
 CHILD = r'''

@@ -23,12 +23,13 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import verify_value_errors
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, cdi_for_runtime, node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import cdi_for_runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, node_verdict
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
-PROBE_MODULE = "gpuprobe.layers.node_probe"
+VERIFY_MODULE = "gpuprobe.layers.node_verify"
 
 
 def new_run_id(now=None):
@@ -93,25 +94,36 @@ class ActionModule(ActionBase):
             inspect_args["cri_descriptor"] = descriptor
         inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
+        # full mode with the probe selected: one node-side call runs every layer, the gate included (node_verify)
+        whole = args["mode"] == "full" and bool(set(_node.PROBE_LAYERS) & set(layers))
         spec = None
         spec_left = False
         try:
             inspect_layers = [layer for layer in _node.INSPECT_LAYERS if layer in layers]
+            out = {}
             if inspect_layers:
-                out = self._call(INSPECT_MODULE, dict(inspect_args, layers=inspect_layers), task_vars, calls)
-                if out.get("failed") or not isinstance(out.get("records"), dict):
-                    problems.append("the node-side call (%s) failed: %s" % (INSPECT_MODULE, _message(out)))
+                call_args = dict(inspect_args, layers=inspect_layers)
+                if whole:
+                    call_args.update(_probe_args(args))
+                out = self._call(VERIFY_MODULE if whole else INSPECT_MODULE, call_args, task_vars, calls)
+                module = calls[-1]["module"]
+                if not isinstance(out.get("records"), dict):
+                    problems.append("the node-side call (%s) failed: %s" % (module, _message(out)))
                     for layer in inspect_layers:
                         records[layer] = not_run(layer, problems[0])
                     spec_left = own_spec and "cdi" in inspect_layers and not self._task.check_mode
                 else:
+                    if out.get("failed"):  # interrupted in the probe stage: the inspect stage's records are kept
+                        problems.append("the node-side call (%s) failed: %s" % (module, _message(out)))
                     for layer in inspect_layers:
                         records[layer] = out["records"].get(layer) or not_run(
-                            layer, "the node-side call (%s) returned no record for this layer" % INSPECT_MODULE)
+                            layer, "the node-side call (%s) returned no record for this layer" % module)
                     spec = out.get("spec")
                     spec_left = bool(own_spec and spec) and not self._task.check_mode
-            if "runtime" in layers or "compute" in layers:
-                spec_left = self._probe_runtimes(args, run_id, records, spec_left, task_vars, calls, problems, per_runtime)
+                    if whole:
+                        spec_left = spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
+            if set(_node.PROBE_LAYERS) & set(layers):
+                self._probe_runtimes(args, run_id, records, out if whole else None, task_vars, calls, problems, per_runtime)
         except AnsibleConnectionFailure as exc:
             # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN; what this
             # run left there is removed by the node's next sweep (probe_cleanup, or the next spec write)
@@ -152,30 +164,37 @@ class ActionModule(ActionBase):
                 result.setdefault("warnings", []).append("spool: %s" % why)
         return result
 
-    def _probe_runtimes(self, args, run_id, records, spec_left, task_vars, calls, problems, per_runtime):  # pylint: disable=too-many-arguments
+    def _probe_runtimes(self, args, run_id, records, out, task_vars, calls, problems, per_runtime):  # pylint: disable=too-many-arguments
         """The runtime and compute layers once per runtime the cdi layer selected (its evidence.engines; the option's
-        own value when it selected none), each gated on the cdi record as it speaks for that runtime. ``records`` gets
-        the first runtime's records, ``per_runtime`` one entry per runtime. Returns whether this run's self-built spec
-        is still to be removed (the probe removes it only when one runtime is verified)."""
-        engines = [e for e in ((records.get("cdi") or {}).get("evidence") or {}).get("engines") or [] if isinstance(e, dict)]
-        option = args["probe_runtime"]
-        if not engines:
-            engines = [{"name": option if isinstance(option, str) and option in _node.RUNTIMES else "auto"}]
-        several = len(engines) > 1
-        for engine in engines:
+        own value when it selected none). ``out``: node_verify's result, whose ``probes`` hold what each runtime's
+        probe gave (or why it did not run); None when no probe was asked of the node (audit mode), and each runtime
+        gets the gate's NOT_RUN records. ``records`` gets the first runtime's records, ``per_runtime`` one entry per
+        runtime (runtime, engine, records); the probe containers that may be left (a probe or a call that did not
+        return, per_device) are swept."""
+        probes = (out or {}).get("probes")
+        probes = probes if isinstance(probes, list) else []
+        for index, engine in enumerate(_node.probe_engines(records.get("cdi"), args["probe_runtime"])):
             name = engine.get("name")
-            own = dict(records, cdi=cdi_for_runtime(records.get("cdi"), name))
-            gate = problems and "blocked: %s" % problems[0] or _node.layer_gate(own, args["mode"])
-            if gate or not name:
-                got = dict((layer, not_run(layer, gate or "no runtime: %s" % engine.get("reason"))) for layer in _node.PROBE_LAYERS)
-            else:
-                got, left = self._probe(args, run_id, own, spec_left and not several, task_vars, calls, problems, engine)
-                spec_left = spec_left and (several or left)
+            entry = probes[index] if index < len(probes) and isinstance(probes[index], dict) else {}
+            got = entry.get("records") if entry.get("runtime") == name and isinstance(entry.get("records"), dict) else None
+            if out is None or not entry.get("ran") or entry.get("runtime") != name:
+                if got is None or entry.get("ran"):
+                    # audit mode, or the node did not get to this runtime (its call failed or was interrupted first)
+                    got = _node.gated(_node.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
+                                      or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
+                if out is not None and not isinstance(out.get("records"), dict) and index == 0:
+                    self._sweep(args, run_id, engine, task_vars, calls, problems)  # the call may have died mid-probe
+            elif not got or args["probe_isolation"] == "per_device" or _container_left(got.get("runtime")):
+                # a probe that did not return (interrupted), or per_device (one container per device, reporting only
+                # their outcome): swept every time
+                self._sweep(args, run_id, engine, task_vars, calls, problems)
+            got = dict((layer, (got or {}).get(layer) or not_run(
+                layer, "the node-side call (%s) did not return a record: %s" % (VERIFY_MODULE, _message(out or {}))))
+                       for layer in _node.PROBE_LAYERS)
             identity = dict((k, engine.get(k)) for k in ENGINE_KEYS if engine.get(k) is not None)
             per_runtime.append({"runtime": name, "engine": identity or None, "records": got})
         for layer in _node.PROBE_LAYERS:
             records[layer] = per_runtime[0]["records"][layer]
-        return spec_left
 
     def _put_descriptor(self, path):
         """Copy the controller's CRI API descriptor into the task's remote tmp dir; its path on the node."""
@@ -189,44 +208,29 @@ class ActionModule(ActionBase):
         self._fixup_perms2((tmp, remote))
         return remote
 
-    def _probe(self, args, run_id, records, own_spec_left, task_vars, calls, problems, engine):  # pylint: disable=too-many-arguments
-        """The probe call through one runtime (``engine``, the cdi layer's evidence.engines entry); the leftovers of a
-        probe that did not finish (its container) are removed here. Returns (its runtime and compute records, whether
-        this run's self-built spec is still to be removed); appends to ``problems``."""
-        out = self._call(PROBE_MODULE, {
-            "records": {"host": records["host"], "cdi": records["cdi"]}, "run_id": run_id, "runtime": engine["name"],
-            "runtime_endpoint": engine.get("endpoint") or args["probe_runtime_endpoint"],
-            "image": args["probe_image"], "timeout": args["probe_timeout"], "user": args["probe_user"],
-            "environment": args["probe_environment"], "isolation": args["probe_isolation"],
-            "allow_busy_gpu": args["allow_busy_gpu"], "host_control": args["host_control"],
-            "self_built_spec_dir": args["self_built_spec_dir"], "remove_spec": own_spec_left}, task_vars, calls)
-        returned = not out.get("failed") and isinstance(out.get("records"), dict)
-        if not returned:
-            # a probe that did not return (killed, interrupted, refused its options) proves nothing: the node
-            # could not be verified, as when the inspect call fails
-            problems.append("the node-side call (%s) failed: %s" % (PROBE_MODULE, _message(out)))
-        got = out.get("records") if returned else {}
-        got = dict((layer, got.get(layer) or not_run(
-            layer, "the node-side call (%s) did not return a record: %s" % (PROBE_MODULE, _message(out))))
-            for layer in _node.PROBE_LAYERS)
-        spec_left = own_spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
-        # per_device runs one container per device and reports only their outcome: swept every time
-        if not returned or args["probe_isolation"] == "per_device" or _container_left(got["runtime"]):
-            sweep = {"run_id": run_id, "specs": False, "environment": args["probe_environment"],
-                     "runtime": engine["name"] if engine["name"] in _node.RUNTIMES else "auto"}
-            if engine.get("endpoint") and engine["name"] in ("containerd", "crio", "docker"):
-                sweep["runtime_endpoint"] = engine["endpoint"]  # where this run's probe lives (a CRI socket, docker's)
-            cleanup = self._call("gpuprobe.layers.probe_cleanup", sweep, task_vars, calls)
-            calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
-            if cleanup.get("failed"):
-                problems.append("the probe container(s) of run %s may be left on the node: %s" % (run_id, _message(cleanup)))
-        return got, spec_left
+    def _sweep(self, args, run_id, engine, task_vars, calls, problems):  # pylint: disable=too-many-arguments
+        """probe_cleanup of this run's probe containers through one runtime."""
+        sweep = {"run_id": run_id, "specs": False, "environment": args["probe_environment"],
+                 "runtime": engine["name"] if engine.get("name") in _node.RUNTIMES else "auto"}
+        if engine.get("endpoint") and engine.get("name") in ("containerd", "crio", "docker"):
+            sweep["runtime_endpoint"] = engine["endpoint"]  # where this run's probe lives (a CRI socket, docker's)
+        cleanup = self._call("gpuprobe.layers.probe_cleanup", sweep, task_vars, calls)
+        calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
+        if cleanup.get("failed"):
+            problems.append("the probe container(s) of run %s may be left on the node: %s" % (run_id, _message(cleanup)))
 
     def _remove_spec(self, run_id, args, task_vars, calls, problems):
         out = self._call("gpuprobe.layers.cdi_spec", {"state": "absent", "run_id": run_id,
                                                       "spec_dir": args["self_built_spec_dir"]}, task_vars, calls)
         if out.get("failed"):
             problems.append("the self-built spec of run %s was not removed: %s" % (run_id, _message(out)))
+
+
+def _probe_args(args):
+    """node_verify's probe options from verify_node's (the probe_* options without their prefix)."""
+    return {"image": args["probe_image"], "timeout": args["probe_timeout"], "user": args["probe_user"],
+            "environment": args["probe_environment"], "isolation": args["probe_isolation"],
+            "allow_busy_gpu": args["allow_busy_gpu"], "host_control": args["host_control"]}
 
 
 def _message(out):

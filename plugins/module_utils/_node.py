@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, crashed, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, cdi_for_runtime, crashed, not_run
 
 INSPECT_LAYERS = ("host", "cdi", "k8s")
 PROBE_LAYERS = ("runtime", "compute")
@@ -158,6 +158,29 @@ def layer_gate(records, mode="full"):
     if not devices:
         return "blocked: the cdi layer resolved no device to inject"
     return ""
+
+
+def probe_engines(cdi_record, option):
+    """The runtimes the probe stage runs through: the ones the cdi layer selected and judged (its evidence.engines), or,
+    when it selected none (root not /, no cdi record), the option's own name (``auto`` unless it names one runtime)."""
+    engines = [e for e in ((cdi_record or {}).get("evidence") or {}).get("engines") or [] if isinstance(e, dict)]
+    return engines or [{"name": option if isinstance(option, str) and option in RUNTIMES else "auto"}]
+
+
+def engine_gate(records, engine, mode, blocked=None):
+    """(the records as they speak for ``engine``'s runtime, why its probe cannot run or ''). ``blocked``: why the node
+    could not be verified so far (a node-side call that failed), which blocks every probe."""
+    name = engine.get("name")
+    own = dict(records, cdi=cdi_for_runtime(records.get("cdi"), name))
+    gate = "blocked: %s" % blocked if blocked else layer_gate(own, mode)
+    if not gate and not name:
+        gate = "no runtime: %s" % engine.get("reason")
+    return own, gate
+
+
+def gated(gate):
+    """The runtime and compute records of a probe that did not run, and why."""
+    return dict((layer, not_run(layer, gate)) for layer in PROBE_LAYERS)
 
 
 def _k8s(layers, host_record=None):

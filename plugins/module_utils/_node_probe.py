@@ -183,10 +183,15 @@ def probe(p, check_mode=False):
         return {"interrupted": "%s: the probe container and the host control were stopped and removed; %s" % (
             exc, remove_own_spec(params))}
     if p["remove_spec"] and not check_mode:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
-        try:
-            removed = _cdi_spec.ensure_spec(p["run_id"], state="absent", spec_dir=p["self_built_spec_dir"])
-            out["spec_removed"] = removed["path"] if removed["changed"] else ""
-        except (_cdi_spec.SpecError, OSError) as exc:
-            out["spec_error"] = str(exc)
+        out.update(remove_run_spec(p["run_id"], p["self_built_spec_dir"]))
     return out
+
+
+def remove_run_spec(run_id, spec_dir):
+    """Remove this run's self-built spec: {"spec_removed": its path, or "" when there was none} or {"spec_error": why}."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+    try:
+        removed = _cdi_spec.ensure_spec(run_id, state="absent", spec_dir=spec_dir)
+        return {"spec_removed": removed["path"] if removed["changed"] else ""}
+    except (_cdi_spec.SpecError, OSError) as exc:
+        return {"spec_error": str(exc)}

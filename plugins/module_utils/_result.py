@@ -214,6 +214,16 @@ def with_checks(record, checks):
     return out
 
 
+def cdi_for_runtime(cdi_record, name):
+    """The cdi record as it speaks for the runtime ``name``: the checks that speak for another runtime (their
+    ``runtime`` key; the cdi layer sets it when several runtimes are verified) are left out and the status, reason and
+    signature recomputed (``_result.with_checks``). A record without such checks is returned as it is."""
+    checks = (cdi_record or {}).get("checks")
+    if not isinstance(checks, list) or not any(isinstance(c, dict) and c.get("runtime") for c in checks):
+        return cdi_record
+    return with_checks(cdi_record, [c for c in checks if not isinstance(c, dict) or c.get("runtime") in (None, name)])
+
+
 def not_run(layer, reason, evidence=None, versions=None):
     """The record of a layer that was not executed. ``reason`` is mandatory."""
     if not reason:

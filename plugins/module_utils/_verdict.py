@@ -16,8 +16,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution impor
 )
 # the verdict names live with the record contract in _result (the node side names them without this module)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (  # noqa: F401  # pylint: disable=unused-import
-    COMPUTE_VERIFIED, FAIL, INCONCLUSIVE, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, VERDICTS, WARN, validate_record,
-    with_checks,
+    COMPUTE_VERIFIED, FAIL, INCONCLUSIVE, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, VERDICTS, WARN, cdi_for_runtime,
+    validate_record,
 )
 
 
@@ -350,16 +350,6 @@ def _contradicted(records):
 
 
 ENGINE_KEYS = ("name", "version", "endpoint", "path", "label", "cdi_library", "selected_because")
-
-
-def cdi_for_runtime(cdi_record, name):
-    """The cdi record as it speaks for the runtime ``name``: the checks that speak for another runtime (their
-    ``runtime`` key; the cdi layer sets it when several runtimes are verified) are left out and the status, reason and
-    signature recomputed (``_result.with_checks``). A record without such checks is returned as it is."""
-    checks = (cdi_record or {}).get("checks")
-    if not isinstance(checks, list) or not any(isinstance(c, dict) and c.get("runtime") for c in checks):
-        return cdi_record
-    return with_checks(cdi_record, [c for c in checks if not isinstance(c, dict) or c.get("runtime") in (None, name)])
 
 
 def runtime_identity(records):

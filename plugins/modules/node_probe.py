@@ -26,6 +26,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._attributes
+  - gpuprobe.layers._node.probe
 attributes:
   check_mode:
     support: full
@@ -51,35 +52,6 @@ options:
   runtime_endpoint:
     description: The CRI endpoint (C(unix:///path.sock)) of V(containerd) or V(crio); default the selected engine's.
     type: str
-  image:
-    description: The probe image; never pulled.
-    type: str
-    default: localhost/gpuprobe-probe:local
-  timeout:
-    description: Seconds the probe container and the host control may each take.
-    type: int
-    default: 120
-  user:
-    description: Run the probe as this uid[:gid] or name[:group]; empty for the image's user.
-    type: str
-    default: ""
-  environment:
-    description: Environment variables set for the probe and the host control (for example C(CONTAINERS_CONF)).
-    type: dict
-    default: {}
-  isolation:
-    description: As the O(gpuprobe.layers.runtime_facts#module:isolation) option.
-    type: str
-    choices: [shared, per_device]
-    default: shared
-  allow_busy_gpu:
-    description: Probe GPUs that run compute processes of others, or when the host record cannot tell.
-    type: bool
-    default: false
-  host_control:
-    description: Run the same probe on the host as the control of the compute layer.
-    type: bool
-    default: true
   self_built_spec_dir:
     description: Where this run's self-built spec is (for O(remove_spec)).
     type: path

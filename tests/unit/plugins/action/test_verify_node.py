@@ -12,7 +12,7 @@ from actionlab import make_action
 from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.action import verify_node as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _node, _node_probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _node, _node_probe, _node_verify
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, LayerBuilder, not_run
 
 
@@ -21,16 +21,19 @@ def _action(args, check_mode=False):
 
 
 class Node(object):
-    """The node side: node_layers and node_probe run _node.inspect and _node_probe.probe in this process; ``fail``
-    maps a call (inspect, probe, probe_cleanup, cdi_spec) to what goes wrong."""
+    """The node side: node_layers and node_verify run _node.inspect and _node_verify.verify in this process;
+    ``fail`` maps a call (inspect, verify, probe_cleanup, cdi_spec) to what goes wrong, or "probe" to "interrupted"
+    (the probe stage inside node_verify stopped by a signal); ``probe_records`` replaces what the probe stage returns.
+    ``calls`` lists the node-side calls, ``probes`` the probe stages node_verify ran (with their options)."""
 
     def __init__(self, fail=None, probe_records=None):
         self.calls = []
+        self.probes = []
         self.fail = fail or {}
         self.probe_records = probe_records
 
     def __call__(self, module_name=None, module_args=None, task_vars=None, **_kwargs):
-        call = {A.INSPECT_MODULE: "inspect", A.PROBE_MODULE: "probe"}.get(module_name) or module_name.rsplit(".", 1)[-1]
+        call = {A.INSPECT_MODULE: "inspect", A.VERIFY_MODULE: "verify"}.get(module_name) or module_name.rsplit(".", 1)[-1]
         self.calls.append((call, dict(module_args)))
         what = self.fail.get(call)
         if what == "unreachable":
@@ -39,11 +42,28 @@ class Node(object):
             return {"failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "module_stderr": "/usr/bin/python3: not found"}
         if call == "inspect":
             return _node.inspect(_with_defaults(_node.NODE_LAYERS_ARGSPEC, module_args))
-        if call == "probe":
-            if self.probe_records is not None:
-                return {"records": self.probe_records, "spec_removed": ""}
-            return _node_probe.probe(_with_defaults(_node_probe.NODE_PROBE_ARGSPEC, module_args))
+        if call == "verify":
+            real = _node_verify.probe
+            _node_verify.probe = self._probe
+            try:
+                out = _node_verify.verify(_with_defaults(_node_verify.NODE_VERIFY_ARGSPEC, module_args))
+            finally:
+                _node_verify.probe = real
+            if out.get("interrupted"):  # as node_verify's fail_json
+                out = dict(out, failed=True, msg=out.pop("interrupted"))
+            return out
         return {"changed": True}
+
+    def _probe(self, p, check_mode=False):
+        self.probes.append(dict((k, p[k]) for k in _node_probe.NODE_PROBE_ARGSPEC))
+        if self.fail.get("probe") == "interrupted":
+            return {"interrupted": "interrupted by signal 15: the probe container and the host control were stopped and removed"}
+        if self.probe_records is not None:
+            out = {"records": self.probe_records, "spec_removed": None}
+            if p["remove_spec"]:
+                out.update(_node_probe.remove_run_spec(p["run_id"], p["self_built_spec_dir"]))
+            return out
+        return _node_probe.probe(p, check_mode)
 
 
 def _with_defaults(argspec, args):
@@ -86,7 +106,7 @@ def test_audit_is_one_node_side_call_and_the_verdict_is_decided_here(tree):
 def test_full_with_a_blocking_failure_makes_no_probe_call(tree):
     node = Node()
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "cdi_spec_dirs": ["/etc/cdi"]}), node)
-    assert [c[0] for c in node.calls] == ["inspect"]
+    assert [c[0] for c in node.calls] == ["verify"] and node.probes == []  # the gate ran on the node
     assert result["records"]["runtime"]["reason"] == "blocked by cdi FAIL"
     assert result["records"]["k8s"]["reason"] == _node.K8S_DISABLED
 
@@ -99,34 +119,46 @@ def test_tags_select_the_layers_of_the_call(tree):
 
 
 def test_a_failed_inspect_call_fails_the_task_with_every_layer_not_run(tree):
-    result = run(_action({"root": tree, "k8s": False}), Node(fail={"inspect": "failed"}))
+    result = run(_action({"root": tree, "k8s": False, "mode": "audit"}), Node(fail={"inspect": "failed"}))
     assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_layers) failed")
+    assert result["records"]["host"]["status"] == NOT_RUN and result["records"]["host"]["reason"] == result["msg"]
+    assert result["verdict"]["verdict"] != "COMPUTE_VERIFIED"
+
+
+def test_a_failed_whole_node_call_fails_the_task_every_layer_not_run_and_sweeps(tree):
+    node = Node(fail={"verify": "failed"})
+    result = run(_action({"root": tree, "k8s": False, "probe_runtime": "podman"}), node)
+    # the call may have died with its probe container running: swept through the option's runtime
+    assert [c[0] for c in node.calls] == ["verify", "probe_cleanup"] and node.calls[1][1]["runtime"] == "podman"
+    assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_verify) failed")
     assert result["records"]["host"]["status"] == NOT_RUN and result["records"]["host"]["reason"] == result["msg"]
     assert result["records"]["compute"]["reason"].startswith("blocked: the node-side call")
     assert result["verdict"]["verdict"] != "COMPUTE_VERIFIED"
 
 
-def test_a_node_gone_between_the_calls_keeps_what_ran(tree, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
-    result = run(_action({"root": tree, "nvml": False, "k8s": False}), Node(fail={"probe": "unreachable"}))
-    assert result["unreachable"] is True and "Connection refused" in result["msg"]
-    assert result["records"]["host"]["status"] != NOT_RUN
-    assert result["records"]["runtime"]["reason"].startswith("host unreachable: ")
+def test_a_node_gone_during_the_call_is_unreachable_with_no_further_call(tree):
+    node = Node(fail={"verify": "unreachable"})
+    result = run(_action({"root": tree, "nvml": False, "k8s": False}), node)
+    assert result["unreachable"] is True and "Connection refused" in result["msg"] and len(node.calls) == 1
+    assert all(result["records"][layer]["reason"].startswith("host unreachable: ")
+               for layer in ("host", "cdi", "runtime", "compute"))
+    assert result["verdict"]["verdict"] != "COMPUTE_VERIFIED"
 
 
-def test_a_failed_probe_call_fails_the_task_and_its_container_is_swept(tree, monkeypatch):
+def test_an_interrupted_probe_fails_the_task_keeps_the_inspect_records_and_its_container_is_swept(tree, monkeypatch):
     monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
-    node = Node(fail={"probe": "failed"})
+    node = Node(fail={"probe": "interrupted"})
     env = {"CONTAINERS_CONF": "/etc/gpuprobe/containers.conf"}
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": "podman", "probe_environment": env}), node)
-    assert [c[0] for c in node.calls] == ["inspect", "probe", "probe_cleanup"]
-    cleanup = node.calls[2][1]
+    assert [c[0] for c in node.calls] == ["verify", "probe_cleanup"] and len(node.probes) == 1
+    cleanup = node.calls[1][1]
     assert cleanup["run_id"] == result["run_id"] and cleanup["specs"] is False and cleanup["runtime"] == "podman"
     # the sweep looks where the probe's containers live
     assert cleanup["environment"] == env
-    assert result["records"]["compute"]["reason"].startswith("the node-side call (gpuprobe.layers.node_probe) did not return a record")
+    assert result["records"]["compute"]["reason"].startswith("the node-side call (gpuprobe.layers.node_verify) did not return a record")
+    assert "interrupted by signal 15" in result["records"]["compute"]["reason"]
     # a probe that did not return proves nothing: the node could not be verified (exit 2 in the fleet play)
-    assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_probe) failed")
+    assert result["failed"] is True and result["msg"].startswith("the node-side call (gpuprobe.layers.node_verify) failed")
     assert result["records"]["host"]["status"] != NOT_RUN
 
 
@@ -134,7 +166,7 @@ def test_per_device_probes_are_always_swept_and_a_failed_sweep_fails_the_task(tr
     monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
     node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")}, fail={"probe_cleanup": "failed"})
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_isolation": "per_device"}), node)
-    assert [c[0] for c in node.calls] == ["inspect", "probe", "probe_cleanup"]
+    assert [c[0] for c in node.calls] == ["verify", "probe_cleanup"] and node.probes[0]["isolation"] == "per_device"
     assert result["failed"] is True and "may be left on the node" in result["msg"]
 
 
@@ -143,7 +175,7 @@ def test_a_probe_that_removed_its_container_costs_no_cleanup_call(tree, monkeypa
     runtime = _passing("runtime", container={"cleanup": {"rc": 0, "removed": True}})
     node = Node(probe_records={"runtime": runtime, "compute": _passing("compute")})
     result = run(_action({"root": tree, "nvml": False, "k8s": False}), node)
-    assert [c[0] for c in node.calls] == ["inspect", "probe"]
+    assert [c[0] for c in node.calls] == ["verify"] and len(node.probes) == 1
     assert result["records"]["runtime"] == runtime
 
 
@@ -154,21 +186,31 @@ def _self_built(tmp_path, tree):
             "run_id": "t-9"}
 
 
-def test_a_self_built_spec_blocked_before_the_probe_is_removed_by_the_controller(tree, tmp_path, monkeypatch):
+def test_a_self_built_spec_blocked_before_the_probe_is_removed_by_the_node_call(tree, tmp_path, monkeypatch):
     monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "blocked by cdi FAIL")
     node = Node()
     args = _self_built(tmp_path, tree)
     result = run(_action(args), node)
-    assert [c[0] for c in node.calls] == ["inspect", "cdi_spec"]
-    assert node.calls[1][1] == {"state": "absent", "run_id": "t-9", "spec_dir": args["self_built_spec_dir"]}
+    assert [c[0] for c in node.calls] == ["verify"] and node.probes == []
     assert result["spec"]["path"].startswith(args["self_built_spec_dir"]) and result["changed"] is True
+    assert not os.path.exists(result["spec"]["path"])
+
+
+def test_a_self_built_spec_left_by_a_failed_call_is_removed_by_the_controller(tree, tmp_path):
+    node = Node(fail={"verify": "failed"})
+    args = _self_built(tmp_path, tree)
+    result = run(_action(args), node)
+    assert [c[0] for c in node.calls] == ["verify", "probe_cleanup", "cdi_spec"]
+    assert node.calls[2][1] == {"state": "absent", "run_id": "t-9", "spec_dir": args["self_built_spec_dir"]}
+    assert result["failed"] is True
 
 
 def test_a_self_built_spec_the_probe_removed_costs_no_call(tree, tmp_path, monkeypatch):
     monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
     node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")})
-    run(_action(_self_built(tmp_path, tree)), node)
-    assert [c[0] for c in node.calls] == ["inspect", "probe"] and node.calls[1][1]["remove_spec"] is True
+    result = run(_action(_self_built(tmp_path, tree)), node)
+    assert [c[0] for c in node.calls] == ["verify"] and node.probes[0]["remove_spec"] is True
+    assert not os.path.exists(result["spec"]["path"])
 
 
 def test_a_spec_given_by_the_caller_is_left_to_the_caller(tree, tmp_path, monkeypatch):
@@ -178,7 +220,7 @@ def test_a_spec_given_by_the_caller_is_left_to_the_caller(tree, tmp_path, monkey
              "devices": ["gpuprobe.local/gpu-t-9=0"]}
     node = Node()
     result = run(_action(dict(args, cdi_spec=given)), node)
-    assert [c[0] for c in node.calls] == ["inspect"] and result["changed"] is False
+    assert [c[0] for c in node.calls] == ["verify"] and result["changed"] is False
 
 
 @pytest.mark.parametrize("args,text", [
@@ -214,8 +256,8 @@ def test_a_verified_probe_without_the_cdi_layer_is_inconclusive(tree, monkeypatc
     node = Node(probe_records={"runtime": runtime.build(), "compute": b.build()})
     inspect = _node.inspect
 
-    def cdi_did_not_run(params):  # the node side's cdi layer did not return a record (it crashed there)
-        out = inspect(params)
+    def cdi_did_not_run(params, check_mode=False):  # the node side's cdi layer did not return a record (it crashed there)
+        out = inspect(params, check_mode)
         out["records"]["cdi"] = not_run("cdi", "the cdi layer did not return a record: OSError: boom")
         return out
     monkeypatch.setattr(_node, "inspect", cdi_did_not_run)
@@ -261,7 +303,7 @@ def test_several_runtimes_probe_once_each_gated_on_the_cdi_record_as_it_speaks_f
     node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")})
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": ["podman", "docker"]}), node)
     assert seen["runtimes"] == [["podman"], ["docker"]]  # each gate saw only its own runtime's checks
-    assert [c[0] for c in node.calls] == ["inspect", "probe"] and node.calls[1][1]["runtime"] == "podman"
+    assert [c[0] for c in node.calls] == ["verify"] and [p["runtime"] for p in node.probes] == ["podman"]
     assert node.calls[0][1]["runtime"] == ["podman", "docker"]
     assert [r["runtime"] for r in result["runtimes"]] == ["podman", "docker"]
     assert result["runtimes"][1]["records"]["runtime"]["reason"] == "blocked by cdi FAIL"

@@ -1,0 +1,139 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE doc fragment: the options of the node side of verify_node (not public API). DOCUMENTATION: the inspect
+stage's (gpuprobe.layers.node_layers, gpuprobe.layers.node_verify); PROBE: the probe's own (gpuprobe.layers.node_probe,
+gpuprobe.layers.node_verify). The argument specs are _node.NODE_LAYERS_ARGSPEC and _node_probe.NODE_PROBE_ARGSPEC."""
+
+
+class ModuleDocFragment(object):  # pylint: disable=too-few-public-methods
+
+    DOCUMENTATION = r"""
+options:
+  layers:
+    description: The layers to run, always in the order host, cdi, k8s.
+    type: list
+    elements: str
+    choices: [host, cdi, k8s]
+    default: [host, cdi]
+  run_id:
+    description: The run's id (C([a-z0-9-])); it names the self-built spec and its kind. Required with O(cdi_source=self-built).
+    type: str
+    default: ""
+  root:
+    description: As the O(gpuprobe.layers.host_facts#module:root) option (fixture trees only when not C(/)).
+    type: path
+    default: /
+  driver_root:
+    description: As the O(gpuprobe.layers.host_facts#module:driver_root) option.
+    type: path
+  nvml:
+    description: Read NVML (host layer).
+    type: bool
+    default: true
+  cdi_source:
+    description:
+      - V(node) reads the node's own specs from O(cdi_spec_dirs); V(self-built) reads this run's spec (written
+        here unless O(cdi_spec) names one already written).
+    type: str
+    choices: [node, self-built]
+    default: node
+  cdi_spec_dirs:
+    description: As the O(gpuprobe.layers.cdi_facts#module:spec_dirs) option.
+    type: list
+    elements: path
+    default: [/etc/cdi, /var/run/cdi]
+  cdi_kinds:
+    description: As the O(gpuprobe.layers.cdi_facts#module:kinds) option.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
+  cdi_devices:
+    description: As the O(gpuprobe.layers.cdi_facts#module:devices) option.
+    type: list
+    elements: str
+    default: []
+  cdi_spec:
+    description: The result of a M(gpuprobe.layers.cdi_spec) call of this run (C(path), C(kind), C(devices)) to read instead of writing one.
+    type: dict
+    default: {}
+  self_built_spec_dir:
+    description: Where the self-built spec is written and removed (never under C(/etc/cdi)).
+    type: path
+    default: /var/run/cdi
+  self_built_variant:
+    description: As the O(gpuprobe.layers.cdi_spec#module:variant) option.
+    type: str
+    choices: [full, no_ptxjit_mount, no_uvm_node, cgroup_read_only, stub_libcuda, file_mode_0000, missing_hostpath, stale_library]
+    default: full
+  stub_libcuda:
+    description: As the O(gpuprobe.layers.cdi_spec#module:stub_libcuda) option.
+    type: path
+  health_thresholds:
+    description: As the O(gpuprobe.layers.host_facts#module:health_thresholds) option.
+    type: dict
+    default: {}
+  dcgm_diag:
+    description: As the O(gpuprobe.layers.host_facts#module:dcgm_diag) option.
+    type: int
+    default: 0
+    choices: [0, 1, 2, 3, 4]
+  mode:
+    description:
+      - The run's mode (the O(gpuprobe.layers.verify_node#module:mode) option). In V(audit) mode, as in check mode,
+        nothing that loads the GPU runs - O(dcgm_diag) levels 2 to 4 are C(NOT_RUN) with the reason; level 1 (no load
+        on the GPU) runs.
+    type: str
+    default: full
+    choices: [full, audit]
+  runtime:
+    description:
+      - The runtime(s) the verdict speaks for - V(auto), one of V(podman), V(docker), V(containerd), V(crio), or a
+        list of them. The cdi layer selects them (V(auto) - the kubelet's CRI runtime, else a running docker daemon,
+        else podman), reads each one's own CDI configuration and judges the spec versions and dirs for each
+        (C(cdi.engine.config), C(cdi.runtime.*)); C(evidence.engines) lists them with why each was chosen.
+    type: raw
+    default: auto
+  runtime_endpoint:
+    description:
+      - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
+        socket), or of docker's daemon when V(docker) alone is named.
+    type: str
+  cri_descriptor:
+    description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).
+    type: path
+"""
+
+    PROBE = r"""
+options:
+  image:
+    description: The probe image; never pulled.
+    type: str
+    default: localhost/gpuprobe-probe:local
+  timeout:
+    description: Seconds the probe container and the host control may each take.
+    type: int
+    default: 120
+  user:
+    description: Run the probe as this uid[:gid] or name[:group]; empty for the image's user.
+    type: str
+    default: ""
+  environment:
+    description: Environment variables set for the probe and the host control (for example C(CONTAINERS_CONF)).
+    type: dict
+    default: {}
+  isolation:
+    description: As the O(gpuprobe.layers.runtime_facts#module:isolation) option.
+    type: str
+    choices: [shared, per_device]
+    default: shared
+  allow_busy_gpu:
+    description: Probe GPUs that run compute processes of others, or when the host record cannot tell.
+    type: bool
+    default: false
+  host_control:
+    description: Run the same probe on the host as the control of the compute layer.
+    type: bool
+    default: true
+"""
