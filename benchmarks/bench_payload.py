@@ -38,6 +38,9 @@ from ansible.template import Templar
 init_plugin_loader()
 name = sys.argv[1]
 ctx = module_loader.find_plugin_with_context(name)
+if not ctx.resolved:
+    print(json.dumps({"absent": True}))  # a module this checkout does not have (an older baseline)
+    sys.exit(0)
 t0 = time.perf_counter()
 built = module_common.modify_module(module_name=name, module_path=ctx.plugin_resolved_path, module_args={},
                                     templar=Templar(loader=DataLoader()),
@@ -82,7 +85,9 @@ def main():
                 for label, _p in checkouts:
                     if module.startswith("ansible.") and label != "now":
                         continue
-                    rows[(label, module)].append(measure(module, envs[label]))
+                    got = measure(module, envs[label])
+                    if not got.get("absent"):
+                        rows[(label, module)].append(got)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
