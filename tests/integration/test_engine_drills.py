@@ -83,11 +83,16 @@ class Engine(object):
                                     descriptor=self.params.get("cri_descriptor"), **kwargs)
 
 
-def _start(name):
+def _start(name, config):
+    """Start an engine for the session; one this session started (not one already running) is stopped when the
+    session ends, whichever test modules ran (tests/integration/test_engines.py stops them too)."""
     if not os.path.isfile(os.path.join(ENGINES, name, ".deb")):
         pytest.skip("engines not fetched (%s): run scripts/engines.sh fetch" % name)
-    r = _sh("start", "containerd" if name == "containerd" else "dockerd")
+    daemon = "containerd" if name == "containerd" else "dockerd"
+    r = _sh("start", daemon)
     assert r.returncode == 0, r.stderr
+    if "already running" not in r.stderr + r.stdout:
+        config.add_cleanup(lambda: _sh("stop", daemon, timeout=120))
 
 
 @pytest.fixture(scope="module", params=ENGINE_NAMES)
@@ -105,12 +110,12 @@ def engine(request, tmp_path_factory):
         if r.returncode != 0:
             pytest.skip("no CRI descriptor: %s" % r.stderr[-300:])
         descriptor = r.stdout.strip()
-        _start("containerd")
+        _start("containerd", request.config)
         empty = str(tmp_path_factory.mktemp("no-engine-on-path"))
         eng = Engine("containerd", [empty], {"runtime": "containerd", "runtime_endpoint": CRI_ENDPOINT,
                                              "cri_descriptor": descriptor})
     else:
-        _start("docker.io")
+        _start("docker.io", request.config)
         eng = Engine("docker", [DOCKER_BIN], {"runtime": "docker", "runtime_endpoint": DOCKER_HOST})
     yield eng
     # the engines stay up for the other modules of the session; tests/integration/test_engines.py stops them
