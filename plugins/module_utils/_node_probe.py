@@ -11,10 +11,11 @@ import hashlib
 import os
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import EarlyControl, compute_record, concurrent_scope
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import crashed, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, remove_own_spec, runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, interruptible, remove_own_spec, runtime_facts
 
 # The options of the node-side probe module (gpuprobe.layers.node_probe): runtime and compute.
 NODE_PROBE_ARGSPEC = dict(
@@ -99,28 +100,45 @@ def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  
     if changes:
         return _spec_changed_records(changes, "before the probe container was started")
     out = {}
+    early = _early_control(p, params, records, check_mode, expected_gpus)
     try:
-        runtime, container_probe = runtime_facts(params, check_mode=check_mode)
-    except (Interrupted, ValueError):
-        raise  # the caller's / the options' error
-    except Exception as exc:  # pylint: disable=broad-except
-        runtime, container_probe = crashed("runtime", exc), None
-    if forced and isinstance(runtime.get("evidence"), dict):
-        runtime["evidence"]["isolation_forced"] = forced
-    out["runtime"] = runtime
-    try:
-        out["compute"] = compute_record(
-            container_probe, runtime_record=runtime, host_record=records.get("host"),
-            host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
-            timeout=p["timeout"], expected_gpus=expected_gpus)
-    except Exception as exc:  # pylint: disable=broad-except
-        out["compute"] = crashed("compute", exc)
+        with interruptible():  # an interrupt while the early host control runs stops it (its thread gets no signal)
+            try:
+                runtime, container_probe = runtime_facts(params, check_mode=check_mode)
+            except (Interrupted, ValueError):
+                raise  # the caller's / the options' error
+            except Exception as exc:  # pylint: disable=broad-except
+                runtime, container_probe = crashed("runtime", exc), None
+            if forced and isinstance(runtime.get("evidence"), dict):
+                runtime["evidence"]["isolation_forced"] = forced
+            out["runtime"] = runtime
+            try:
+                out["compute"] = compute_record(
+                    container_probe, runtime_record=runtime, host_record=records.get("host"),
+                    host_control=p["host_control"] and not check_mode, allow_busy_gpu=p["allow_busy_gpu"],
+                    timeout=p["timeout"], expected_gpus=expected_gpus, host_runner=early.runner if early else None)
+            except Exception as exc:  # pylint: disable=broad-except
+                out["compute"] = crashed("compute", exc)
+    finally:
+        if early:  # interrupted, or the compute layer never asked for its result: its process group is killed
+            early.stop()
     changes = [] if check_mode or container_probe is None else spec_changes(evidence)
     if changes:
         discarded = dict((layer, "%s: %s" % (r.get("status"), r.get("reason"))) for layer, r in out.items())
         out = _spec_changed_records(changes, "while the probe container ran")
         out["runtime"]["evidence"]["discarded"] = discarded
     return out
+
+
+def _early_control(p, params, records, check_mode, expected_gpus):
+    """The host control started now, to run while the probe container runs (``EarlyControl``), when it may: asked
+    for, one shared container, no busy state that stops compute, and two contexts allowed on each GPU
+    (``concurrent_scope``). None: it runs after the container, inside compute_record."""
+    if not p["host_control"] or check_mode or params["isolation"] != "shared":
+        return None
+    plan = busy_plan(records.get("host"), p["allow_busy_gpu"])
+    scope = None if plan["skip_reason"] else concurrent_scope(records.get("host"), expected_gpus, plan["skip_uuids"])
+    return EarlyControl(records.get("host"), p["timeout"], scope, plan["skip_uuids"]) if scope else None
 
 
 def isolation_for(isolation, cdi_devices, expected_gpus):

@@ -482,8 +482,26 @@ def _kill_group(proc):
             pass
 
 
+CANCEL_POLL_S = 0.05  # how often a cancellable wait looks at its event
+
+
+def _wait(proc, timeout, cancel):
+    """proc.wait(timeout), or, with ``cancel`` (a threading.Event another thread may set), until either: its return
+    code, or None when cancelled. Raises subprocess.TimeoutExpired as proc.wait does."""
+    if cancel is None:
+        return proc.wait(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while not cancel.is_set():
+        try:
+            return proc.wait(timeout=max(0.0, min(CANCEL_POLL_S, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+    return None
+
+
 def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, limit=MAX_CAPTURE, keep_prefix=None,
-             keep_limit=KEEP_LIMIT):
+             keep_limit=KEEP_LIMIT, cancel=None):
     """Run ``argv`` without the allowlist check (only ``run`` calls this; tests call it for the capture)."""
     result = {"argv": argv, "rc": None, "stdout": "", "stderr": "", "duration_ms": 0.0,
               "timed_out": False, "error": None, "stdout_bytes": 0, "stderr_bytes": 0, "truncated": False}
@@ -512,7 +530,14 @@ def _execute(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None,
         t.start()
     try:
         try:
-            result["rc"] = proc.wait(timeout=timeout)
+            result["rc"] = _wait(proc, timeout, cancel)
+            if result["rc"] is None:  # cancelled from another thread: the process group dies as on a timeout
+                _kill_group(proc)
+                result["error"] = "cancelled"
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             result["timed_out"] = True
@@ -553,18 +578,20 @@ def capture_pieces(pieces, keep_prefix=None):
             "stderr_bytes": caps["stderr"].total, "truncated": caps["stdout"].truncated or caps["stderr"].truncated}
 
 
-def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, keep_prefix=None):
+def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, keep_prefix=None, cancel=None):
     """Run ``argv`` (a list, never a shell string; one of the allowed SHAPES) and return a dict:
 
     argv, rc (None when it did not run or was killed), stdout, stderr (head and tail, at most MAX_CAPTURE
     bytes each), stdout_bytes, stderr_bytes (total sizes), truncated, duration_ms, timed_out, error (None,
     or why it did not run / was killed). ``keep_prefix`` (bytes): stdout lines that start with it are kept
     whole also from the omitted middle (at most KEEP_LIMIT bytes of them): the probe's JSON lines.
+    ``cancel``: a threading.Event; once another thread sets it, the process group is killed (error "cancelled"),
+    for a process run in a thread, where no signal handler can interrupt it.
     Raises ForbiddenCommand for any other command and ValueError for a timeout <= 0.
     """
     argv = [str(a) for a in argv]
     check_allowed(argv)
-    return _execute(argv, timeout=timeout, env=env, stdin_data=stdin_data, cwd=cwd, keep_prefix=keep_prefix)
+    return _execute(argv, timeout=timeout, env=env, stdin_data=stdin_data, cwd=cwd, keep_prefix=keep_prefix, cancel=cancel)
 
 
 def which(name, extra_dirs=()):

@@ -25,11 +25,18 @@ U0 = "GPU-00000000-1111-2222-3333-444444444444"
 HANGING_LIBCUDA = "#include <unistd.h>\n__attribute__((constructor)) static void hang(void) { sleep(300); }\nint cuInit(unsigned f) { return 0; }\n"
 
 NODE_PROBE = textwrap.dedent("""
-    import json, sys
+    import json, sys, threading
     sys.path[:0] = json.loads(sys.argv[1])
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_probe, _result
-    # the container side is not under test here: a runtime that did not run (the host control still runs)
-    _node_probe.runtime_facts = lambda params, check_mode=False: (_result.not_run("runtime", "not under test"), None)
+
+    def runtime_facts(params, check_mode=False):
+        # the container side is not under test here: a runtime that did not run (the host control still runs);
+        # it says whether the host control is already running beside it
+        beside = any(t.name == "gpuprobe-host-control" for t in threading.enumerate())
+        print("host control beside the container: %s" % beside, file=sys.stderr, flush=True)
+        return _result.not_run("runtime", "not under test"), None
+
+    _node_probe.runtime_facts = runtime_facts
     print(json.dumps(_node_probe.probe(json.loads(sys.argv[2]))), flush=True)
 """)
 
@@ -62,8 +69,12 @@ def _probe_pids(marker):
 
 
 class HostControlRun(object):
-    def __init__(self, tmp_path):
+    """``concurrent``: the host record says two contexts are allowed on the GPU (compute mode Default, MIG off), so
+    the host control runs in a thread of its own beside the probe container (_compute.EarlyControl); else after it."""
+
+    def __init__(self, tmp_path, concurrent=False):
         self.run_id = "t" + os.urandom(5).hex()
+        self.concurrent = concurrent
         self.tmp = str(tmp_path / "tmp")
         self.spec_dir = str(tmp_path / "cdi")
         lib_dir = str(tmp_path / "lib")
@@ -77,8 +88,10 @@ class HostControlRun(object):
             yaml.safe_dump({"cdiVersion": "0.5.0", "kind": kind, "devices": [{"name": "0", "containerEdits": {
                 "deviceNodes": [{"path": "/dev/null"}]}}],
                 "containerEdits": {"env": ["GPUPROBE_RUN_ID=%s" % self.run_id]}}, f)
-        host = {"layer": "host", "status": "PASS", "evidence": {"nvml": {"ok": True, "gpus": [
-            {"index": 0, "uuid": U0, "compute_processes": []}]}}}
+        gpu = {"index": 0, "uuid": U0, "compute_processes": []}
+        if concurrent:
+            gpu.update(compute_mode="Default", mig_mode={"current": 0, "pending": 0})
+        host = {"layer": "host", "status": "PASS", "evidence": {"nvml": {"ok": True, "gpus": [gpu]}}}
         with open(self.spec, "rb") as f:  # what the cdi layer read: the probe call rechecks it before the container
             digest = hashlib.sha256(f.read()).hexdigest()
         cdi = {"layer": "cdi", "status": "PASS", "evidence": {"requested_devices": ["%s=0" % kind], "identity": {
@@ -108,9 +121,9 @@ class HostControlRun(object):
             self.proc.wait()
 
 
-@pytest.fixture
-def control(tmp_path):
-    run = HostControlRun(tmp_path)
+@pytest.fixture(params=[False, True], ids=["after-the-container", "beside-the-container"])
+def control(tmp_path, request):
+    run = HostControlRun(tmp_path, concurrent=request.param)
     yield run
     run.close()
 
@@ -122,6 +135,7 @@ def test_an_interrupt_during_the_host_control_leaves_nothing(control, sig):
     out, err = control.proc.communicate(timeout=30)
     result = json.loads(out.strip().splitlines()[-1])
     assert "interrupted by signal %d" % sig in result["interrupted"], err
+    assert "host control beside the container: %s" % control.concurrent in err
     assert "spec %s was removed" % control.spec in result["interrupted"]
     assert not os.path.exists(control.spec)
     assert control.dirs() == []                 # the probe's temp dir is gone

@@ -26,7 +26,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding i
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS, SIGNATURES  # noqa: F401
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import (  # noqa: F401
-    CONTROL_ENV_CLEARED, control_gpus, control_status, env_cleared, host_control_env, run_host_control,
+    CONTROL_ENV_CLEARED, EarlyControl, concurrent_scope, control_gpus, control_status, env_cleared, host_control_env,
+    run_host_control,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import (  # noqa: F401
     compute_record, container_evidence, container_probes, output_check, step_checks,
@@ -36,8 +37,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.rows impo
 )
 
 __all__ = [
-    "CHECKS", "CONTROL_ENV_CLEARED", "MIG_UUID_SYMBOL", "ROW_KEYS", "SIGNATURES", "assess", "assess_device", "assess_global",
-    "binding_check", "compute_record", "container_evidence", "container_probes", "control_gpus", "control_status",
+    "CHECKS", "CONTROL_ENV_CLEARED", "EarlyControl", "MIG_UUID_SYMBOL", "ROW_KEYS", "SIGNATURES", "assess", "assess_device",
+    "assess_global", "binding_check", "compute_record", "concurrent_scope", "container_evidence", "container_probes", "control_gpus", "control_status",
     "crash_outcome", "env_cleared", "file_digest", "gpu_rows", "host_control_env", "host_driver_facts", "normalize_expected",
     "output_check", "run_host_control", "signal_of", "step_checks", "step_hint", "step_signature",
 ]

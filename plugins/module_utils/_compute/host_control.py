@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _fail, assess, assess_device, assess_global
@@ -97,11 +98,13 @@ def control_status(outcome, gpus):
     return status, reason
 
 
-def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None):
+def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None, cancel=None):  # pylint: disable=too-many-arguments
     """The same probe on the host, outside any container, through _run.run with a timeout, in an isolated
     interpreter (-I -S), without the CUDA_* enumeration variables; on the GPUs in ``only_uuids`` when given (the
     container's), never on those in ``skip_uuids`` (busy). An interrupt (SIGINT/SIGTERM/SIGHUP) kills its process
-    group, removes its temp dir (named after this process, so the sweep finds a crashed run's) and raises Interrupted."""
+    group, removes its temp dir (named after this process, so the sweep finds a crashed run's) and raises Interrupted.
+    ``cancel`` (a threading.Event): run from another thread (``EarlyControl``), where no signal reaches it, the probe's
+    process group is killed once it is set."""
     env, dirs = host_control_env(host_record)
     cleared = env_cleared(os.environ)
     config = dict(_probe_contract.new_run_keys(), compute=True, nodes=["/dev/nvidiactl", "/dev/nvidia-uvm"], capture_env=False)
@@ -116,7 +119,7 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
         try:
             _unused, path = _probe.write_probe(directory=d)
             result = run([python or sys.executable or "python3"] + list(_probe_contract.ISOLATED_FLAGS) + [path, json.dumps(config)],
-                         timeout=timeout, env=env, keep_prefix=_probe_contract.LINE_PREFIX)
+                         timeout=timeout, env=env, keep_prefix=_probe_contract.LINE_PREFIX, cancel=cancel)
         finally:
             # also on an interrupt: _run.run killed the probe's process group before the exception got here
             with deferred_signals():
@@ -156,3 +159,60 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
         "inconsistent": parsed["inconsistent"],
         "libraries": (parsed.get("inventory") or {}).get("libraries"),
     }, parsed, outcome
+
+
+def concurrent_scope(host_record, expected_gpus, skip_uuids):
+    """The GPUs the host control may prove while the probe container runs on them (``EarlyControl``): the expected
+    GPUs by UUID, less ``skip_uuids`` (busy). None (run it after the container, as before) unless two CUDA contexts on
+    each of them at once are known to be allowed: every one listed by the host layer's NVML reading with compute mode
+    Default and MIG mode disabled (or not supported); none of them a MIG device."""
+    gpus = [g for g in expected_gpus or [] if isinstance(g, dict)]
+    if not gpus or any(g.get("mig_uuid") or not g.get("uuid") for g in gpus):
+        return None
+    evidence = (host_record or {}).get("evidence") or {}
+    nvml = dict((_probe.norm_uuid(g.get("uuid") or ""), g) for g in ((evidence.get("nvml") or {}).get("gpus") or [])
+                if isinstance(g, dict))
+    scope = []
+    for gpu in gpus:
+        if gpu["uuid"] in (skip_uuids or []):
+            continue
+        seen = nvml.get(_probe.norm_uuid(gpu["uuid"])) or {}
+        mig = seen.get("mig_mode")
+        if seen.get("compute_mode") != "Default" or (mig is not None and (not isinstance(mig, dict) or mig.get("current") != 0)):
+            return None  # not read, another compute mode, MIG on (or mode unreadable): the control runs after the container
+        scope.append(gpu["uuid"])
+    return scope or None
+
+
+class EarlyControl(object):
+    """The host control started in a thread of its own before the probe container, on ``scope`` (concurrent_scope),
+    so that the two run at the same time. ``runner`` (run_host_control's signature, compute_record's host_runner)
+    gives its result when asked for the same GPUs, else runs the control then. ``stop`` (on an interrupt of the
+    main thread) kills its process group and waits for its temp dir to be removed."""
+
+    def __init__(self, host_record, timeout, scope, skip_uuids):
+        self.scope = list(scope)
+        self.cancel = threading.Event()
+        self._out = {}
+        self._thread = threading.Thread(target=self._run, args=(host_record, timeout, skip_uuids), name="gpuprobe-host-control")
+        self._thread.start()
+
+    def _run(self, host_record, timeout, skip_uuids):
+        try:
+            self._out["result"] = run_host_control(host_record, timeout, only_uuids=self.scope, skip_uuids=skip_uuids,
+                                                   cancel=self.cancel)
+        except BaseException as exc:  # pylint: disable=broad-except
+            self._out["error"] = exc
+
+    def runner(self, host_record, timeout, uuid=None, only_uuids=None, skip_uuids=None):
+        """This control's (result, parsed, outcome) when it ran on ``only_uuids``; else the control run now."""
+        self._thread.join()
+        if "result" in self._out and not uuid and sorted(only_uuids or []) == sorted(self.scope):
+            result = self._out["result"]
+            result[0]["concurrent"] = True  # it ran while the probe container ran
+            return result
+        return run_host_control(host_record, timeout, uuid, only_uuids=only_uuids, skip_uuids=skip_uuids)
+
+    def stop(self):
+        self.cancel.set()
+        self._thread.join(30)

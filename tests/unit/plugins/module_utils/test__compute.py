@@ -131,6 +131,47 @@ def test_host_control_runs_the_real_probe_here():
     assert result["steps"][0]["step"] == "dlopen"
 
 
+def _nvml_host(*gpus):
+    return {"evidence": {"nvml": {"ok": True, "gpus": [dict({"index": i, "compute_processes": []}, **g) for i, g in enumerate(gpus)]}}}
+
+
+DEFAULT_GPU = {"uuid": "GPU-a", "compute_mode": "Default", "mig_mode": {"current": 0, "pending": 0}}
+EXPECTED_A = [{"uuid": "GPU-a", "index": 0, "mig_uuid": None}]
+
+
+@pytest.mark.parametrize("gpu,expected,skip,scope", [
+    (DEFAULT_GPU, EXPECTED_A, [], ["GPU-a"]),
+    (dict(DEFAULT_GPU, mig_mode=None), EXPECTED_A, [], ["GPU-a"]),  # MIG not supported on that GPU
+    (dict(DEFAULT_GPU, uuid="GPU-A"), EXPECTED_A, [], ["GPU-a"]),  # the UUID compared as NVML and CUDA spell it
+    (dict(DEFAULT_GPU, compute_mode="Exclusive_Process"), EXPECTED_A, [], None),  # a second context would fail
+    (dict(DEFAULT_GPU, compute_mode=None), EXPECTED_A, [], None),  # not read: not known to be allowed
+    (dict(DEFAULT_GPU, mig_mode={"current": 1, "pending": 1}), EXPECTED_A, [], None),
+    (dict(DEFAULT_GPU, uuid="GPU-b"), EXPECTED_A, [], None),  # the expected GPU is not in the host's reading
+    (DEFAULT_GPU, [{"uuid": "GPU-a", "index": 0, "mig_uuid": "MIG-x"}], [], None),
+    (DEFAULT_GPU, [{"index": 0}], [], None),  # no UUID to prove it by
+    (DEFAULT_GPU, [], [], None),
+    (DEFAULT_GPU, EXPECTED_A, ["GPU-a"], None),  # busy: never touched, nothing left to run early
+])
+def test_the_host_control_runs_beside_the_container_only_where_two_contexts_are_known_to_be_allowed(gpu, expected, skip, scope):
+    assert _compute.concurrent_scope(_nvml_host(gpu), expected, skip) == scope
+
+
+def test_an_early_host_control_is_used_for_the_same_gpus_and_run_again_for_others(monkeypatch):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control
+    calls = []
+
+    def fake(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None, cancel=None):
+        calls.append((list(only_uuids or []), cancel is not None))
+        return {"status": "PASS", "gpus": []}, {}, {"status": "PASS"}
+    monkeypatch.setattr(host_control, "run_host_control", fake)
+    early = _compute.EarlyControl(IDLE_HOST, 30, ["GPU-a", "GPU-b"], [])
+    result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-b", "GPU-a"], skip_uuids=[])
+    assert result["concurrent"] is True and calls == [(["GPU-a", "GPU-b"], True)]
+    result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-a", "GPU-c"], skip_uuids=[])
+    assert "concurrent" not in result and calls[-1] == (["GPU-a", "GPU-c"], False)  # another scope: run now, in this thread
+    early.stop()
+
+
 # ---------------------------------------------------------------------------------------------------
 # per-GPU rows, from the real probe code running on a fake libcuda
 

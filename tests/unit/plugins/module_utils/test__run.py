@@ -54,6 +54,31 @@ def test_execute_kills_hung_process_group_including_children(tmp_path):
     assert not marker.exists(), "the child of a timed-out command outlived it"
 
 
+def test_a_cancelled_execute_kills_the_process_group_from_another_thread(tmp_path):
+    """The early host control runs in a thread, where no signal handler can stop it: ``cancel`` does."""
+    import threading
+    marker = tmp_path / "child-survived"
+    child = tmp_path / "child.py"
+    child.write_text("import time\ntime.sleep(3)\nopen(%r, 'w').write('x')\n" % str(marker))
+    code = "import subprocess, sys, time\nsubprocess.Popen([sys.executable, %r])\ntime.sleep(60)\n" % str(child)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    t0 = time.monotonic()
+    r = _run._execute([sys.executable, "-c", code], timeout=60, cancel=cancel)
+    assert r["error"] == "cancelled" and r["rc"] is None and r["timed_out"] is False
+    assert time.monotonic() - t0 < 10
+    time.sleep(3.5)
+    assert not marker.exists(), "the child of a cancelled command outlived it"
+
+
+def test_a_cancel_event_never_set_changes_nothing():
+    import threading
+    r = _run._execute([sys.executable, "-c", "print('ok')"], timeout=20, cancel=threading.Event())
+    assert (r["rc"], r["stdout"], r["error"]) == (0, "ok\n", None)
+    r = _run._execute([sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.3, cancel=threading.Event())
+    assert r["timed_out"] is True and r["error"].startswith("timeout")
+
+
 def test_execute_passes_stdin():
     r = _run._execute([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], stdin_data="abc", timeout=20)
     assert r["stdout"].strip() == "ABC"
