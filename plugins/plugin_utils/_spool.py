@@ -81,3 +81,37 @@ def unspool(result, host=None):
     for key in KEYS:
         out[key] = data.get(key)
     return out
+
+
+class EntrySpool(object):
+    """The fleet report's full host entries kept in an anonymous temporary file while the report is written: one
+    compact JSON line per host (``put``), read back one host at a time (``get``), so that the report's process holds
+    one host's records at a time whatever the fleet's size. The file is unlinked as it is created (nothing of it
+    outlives the process, even killed) and private to the user (mkstemp's 0600); ``close`` frees its space."""
+
+    def __init__(self, directory=None):
+        self._file = tempfile.TemporaryFile(dir=directory, prefix="gpuprobe-report-")
+        self._where = {}
+
+    def put(self, name, entry):
+        data = json.dumps(entry, separators=(",", ":"), default=str).encode("utf-8")
+        self._file.seek(0, os.SEEK_END)
+        self._where[name] = (self._file.tell(), len(data))
+        self._file.write(data + b"\n")
+
+    def get(self, name):
+        offset, size = self._where[name]
+        self._file.seek(offset)
+        data = self._file.read(size)
+        if len(data) != size:
+            raise OSError("the report's temporary file of host entries is shorter than written (%s)" % name)
+        return json.loads(data.decode("utf-8"))
+
+    def close(self):
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
