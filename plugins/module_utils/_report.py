@@ -7,9 +7,9 @@
 This file is not public API; it may change without notice. Pure functions only (no I/O): the action
 plugin ``gpuprobe.layers.fleet_report`` collects the per-host inputs from hostvars one host at a time, counts each
 host's entry in a ``Fleet`` (what ``build_report`` does with every entry in memory) and writes the renderers of
-``_report_render`` (Jinja2 templates for HTML and Markdown) to the files piece by piece. The JSON rendering of ``build_report``'s dict is the source of truth; every other
-format is rendered from it. The verdict of every host comes
-from ``_verdict.node_verdict`` (never decided here); a layer without a record becomes a ``_result.not_run``
+``_report_render`` (Jinja2 templates for HTML and Markdown) to the files piece by piece. The JSON rendering of
+``build_report``'s dict is the source of truth; every other format is rendered from it. The verdict of every host
+comes from ``_verdict.node_verdict`` (never decided here); a layer without a record becomes a ``_result.not_run``
 record carrying the reason.
 
 The JSON report schema (``SCHEMA_VERSION``) is documented in docs/usage.md ("Reading the report").
