@@ -8,7 +8,10 @@ Not public API. Controller side only (the action plugin gpuprobe.layers.fleet_re
 report's model is module_utils/_report.py (``build_report``: a dict whose JSON is the source of truth); HTML and
 Markdown are rendered from it by the Jinja2 templates shipped in ``_report_templates/`` next to this file (HTML with
 autoescape; Markdown with every value escaped by the environment's ``finalize``), through a small view (``view``)
-that only orders and words what the report holds. JUnit is built with ElementTree.
+that only orders and words what the report holds. JUnit is built with ElementTree. Each rendering is made in pieces
+(``json_chunks``, ``markdown_chunks``, ``html_chunks``, ``junit_chunks``: what ``RENDERERS`` gives, written to the
+report's files as they come), each host's own part from its full entry given by name (``full``) when the report holds
+brief entries (``_report.Fleet``); ``render_*`` join the pieces.
 """
 
 from __future__ import annotations

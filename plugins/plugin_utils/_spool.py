@@ -15,6 +15,9 @@ ends, also after an interrupt) and its result keeps only where they are (``recor
 Each file has a name of its own (never derived from the host name alone: two inventory names may sanitise alike)
 and says whose records it holds: reading it back checks the host, the run id and every layer's status against the
 result, so a file that is not this result's is an error for that node, never its records.
+
+``EntrySpool`` does the same for fleet_report's own use: the full host entries, in one anonymous temporary file, while
+the report's files are written one host at a time.
 """
 
 from __future__ import annotations
