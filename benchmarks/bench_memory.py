@@ -54,14 +54,18 @@ def audit(n, inventory, playbook, env, report_dir, node):
     argv = ["ansible-playbook", "-i", inventory, playbook, "-e", "gpuprobe_mode=audit", "-e", "verify_root=%s" % node,
             "-e", "verify_nvml=false", "-e", "verify_k8s=false", "-e", "gpuprobe_report_dir=%s" % report_dir]
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # the output goes to a file: a pipe read only at the end fills up (about 1,000 hosts) and stops ansible-playbook
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     peak_main = peak_fork = 0.0
     while proc.poll() is None:
         peak_main = max(peak_main, _rss_mb(proc.pid))
         for kid in _children(proc.pid):
             peak_fork = max(peak_fork, _rss_mb(kid))
         time.sleep(0.2)
-    out = proc.stdout.read().decode(errors="replace")
+    log.seek(0)
+    out = log.read().decode(errors="replace")
+    log.close()
     wall = time.monotonic() - t0
     hosts = None
     try:

@@ -49,7 +49,7 @@ def main():
             times[n]["build"].append(time.perf_counter() - t0)
             for fmt, (_suffix, render) in RENDERERS.items():
                 t0 = time.perf_counter()
-                text = render(report)
+                text = "".join(render(report))
                 times[n][fmt].append(time.perf_counter() - t0)
                 bytes_[n][fmt] = len(text.encode("utf-8"))
     base = sizes[0]

@@ -8,7 +8,12 @@ Runs on the controller, reads the layer records of every host from hostvars, bui
 module_utils/_report.py (verdicts from _verdict.node_verdict), renders it with
 plugin_utils/_report_render.py (Jinja2 templates shipped in plugin_utils/_report_templates/) and writes its files as one set: all of them
 or none, <basename>-latest switched to it in one atomic step. Documentation:
-plugins/modules/fleet_report.py."""
+plugins/modules/fleet_report.py.
+
+Its memory grows by a brief entry per host, not by the hosts' records (issue 24): one host at a time, its records
+are read (from the file verify_node spooled them to), its full entry is made, counted in the fleet (_report.Fleet)
+and kept in a temporary file (_spool.EntrySpool); every rendering is then written to its file as it is made,
+each host's part from its full entry read back then."""
 
 from __future__ import annotations
 
@@ -16,12 +21,13 @@ import datetime
 import json
 import os
 
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import unspool
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
@@ -61,7 +67,7 @@ def _from_result(result, host=None):
 
 
 def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None):
-    """The per-host inputs of _report.build_report, read from hostvars.
+    """The per-host inputs of _report.build_report, read from hostvars one host at a time (a generator).
 
     Each host's registered verify_node result (``result_var``) gives its records, or why it has none
     (unreachable, failed); a host without one may have records in ``records_var`` (the drills). A host that is
@@ -69,7 +75,6 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
     the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
     host is reported as not verified (LOST).
     """
-    hosts = []
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
         if records_var:
@@ -82,7 +87,7 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
                            if isinstance(rec, dict) and rec.get("status") not in (None, "NOT_RUN"))
         if not records and not unreachable and not error:
             error = NO_RECORD
-        hosts.append({
+        yield {
             "name": name,
             "records": _plain(records) if records else None,
             # verified through several runtimes (a list in verify_probe_runtime): each runtime's runtime and compute
@@ -91,8 +96,7 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
             "unreachable": str(unreachable) if unreachable else None,
             "error": str(error) if error else None,
             "pins": _plain(hv.get(pins_var) or {}),
-        })
-    return hosts
+        }
 
 
 def failing_hosts(report, require_verified, where):
@@ -126,6 +130,11 @@ class ActionModule(ActionBase):
         except OSError as exc:
             raise AnsibleActionFail("cannot write the status file %s: %s" % (args.get("status_file"), exc))
 
+    def _not_written(self, args, exc, unverifiable):
+        message = "%s: %s" % (REPORT_NOT_WRITTEN % args["report_dir"], exc)
+        self._status(args, {"report": "failed", "error": message, "unverifiable": unverifiable})
+        raise AnsibleActionFail(message)
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
@@ -133,27 +142,53 @@ class ActionModule(ActionBase):
         hostvars = task_vars.get("hostvars") or {}
         names = list(dict.fromkeys(args["hosts"]))
         active = set(args["active_hosts"]) if args["active_hosts"] is not None else None
-        hosts = collect_hosts(hostvars, names, args["result_var"], args["records_var"], args["pins_var"], active)
         drills = collect_drills(hostvars, names, args["drills_var"]) if args["drills_var"] else None
         now = datetime.datetime.now(datetime.timezone.utc)
         run = dict(args["run"])
         run.setdefault("ansible_version", (task_vars.get("ansible_version") or {}).get("full"))
-        report = _report.build_report(hosts, now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=run, drills=drills)
 
         files = {}
-        unverifiable = dict((name, entry["unverifiable"]) for name, entry in report["hosts"].items()
-                            if entry["unverifiable"])
+        store = failure = None
         if not self._task.check_mode:
-            report_dir = args["report_dir"]
             try:
-                os.makedirs(report_dir, exist_ok=True)
-                texts = dict((RENDERERS[fmt][0], RENDERERS[fmt][1](report)) for fmt in args["formats"])
-                _run_dir, written = write_report_set(report_dir, args["basename"], now.strftime("%Y%m%dT%H%M%SZ"), texts)
-                files = dict((fmt, written[RENDERERS[fmt][0]]) for fmt in args["formats"])
+                store = EntrySpool(C.DEFAULT_LOCAL_TMP)
             except OSError as exc:
-                message = "%s: %s" % (REPORT_NOT_WRITTEN % report_dir, exc)
-                self._status(args, {"report": "failed", "error": message, "unverifiable": unverifiable})
-                raise AnsibleActionFail(message)
+                failure = exc
+        try:
+            # one host at a time, in the report's (name) order: its full entry goes to the fleet's figures and the
+            # store, and only its brief entry stays
+            fleet = _report.Fleet()
+            for item in collect_hosts(hostvars, sorted(names), args["result_var"], args["records_var"], args["pins_var"],
+                                      active):
+                entry = _report.entry_of(item)
+                fleet.add(entry)
+                if store is not None and failure is None:
+                    try:
+                        store.put(entry["name"], entry)
+                    except OSError as exc:
+                        failure = exc
+            item = entry = None
+            report = fleet.report(now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=run, drills=drills)
+            del fleet
+            unverifiable = dict((name, entry["unverifiable"]) for name, entry in report["hosts"].items()
+                                if entry["unverifiable"])
+            if failure is not None:
+                self._not_written(args, failure, unverifiable)
+            if store is not None:
+                report_dir = args["report_dir"]
+
+                def full(name):
+                    return _report.grouped(store.get(name), report["hosts"][name])
+                try:
+                    os.makedirs(report_dir, exist_ok=True)
+                    texts = dict((RENDERERS[fmt][0], RENDERERS[fmt][1](report, full)) for fmt in args["formats"])
+                    _run_dir, written = write_report_set(report_dir, args["basename"], now.strftime("%Y%m%dT%H%M%SZ"), texts)
+                    files = dict((fmt, written[RENDERERS[fmt][0]]) for fmt in args["formats"])
+                except OSError as exc:
+                    self._not_written(args, exc, unverifiable)
+        finally:
+            if store is not None:
+                store.close()
         self._status(args, {"report": "written" if files else "not written (check mode)", "files": files,
                             "unverifiable": unverifiable, "verdicts": dict((name, entry["verdict"]) for name, entry
                                                                            in report["hosts"].items())})

@@ -5,11 +5,11 @@
 """PRIVATE: the fleet report's model for gpuprobe.layers: aggregation, grouping, comparison.
 
 This file is not public API; it may change without notice. Pure functions only (no I/O): the action
-plugin ``gpuprobe.layers.fleet_report`` collects the per-host inputs from hostvars, calls
-``build_report`` and the renderers of ``_report_render`` (Jinja2 templates for HTML and Markdown), and
-writes the files. The JSON rendering of ``build_report``'s dict is the source of truth; every other
-format is rendered from it. The verdict of every host comes
-from ``_verdict.node_verdict`` (never decided here); a layer without a record becomes a ``_result.not_run``
+plugin ``gpuprobe.layers.fleet_report`` collects the per-host inputs from hostvars one host at a time, counts each
+host's entry in a ``Fleet`` (what ``build_report`` does with every entry in memory) and writes the renderers of
+``_report_render`` (Jinja2 templates for HTML and Markdown) to the files piece by piece. The JSON rendering of
+``build_report``'s dict is the source of truth; every other format is rendered from it. The verdict of every host
+comes from ``_verdict.node_verdict`` (never decided here); a layer without a record becomes a ``_result.not_run``
 record carrying the reason.
 
 The JSON report schema (``SCHEMA_VERSION``) is documented in docs/usage.md ("Reading the report").
@@ -17,6 +17,7 @@ The JSON report schema (``SCHEMA_VERSION``) is documented in docs/usage.md ("Rea
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
@@ -261,16 +262,25 @@ def host_profile(entry):
 BREAKDOWN = ("gpu_model", "driver_branch", "runtime")
 
 
+def _tally_breakdown(out, entry):
+    """Count ``entry`` in ``out`` ({dimension: {value: {"hosts": n, "states": {state: n}}}}, see ``breakdown``)."""
+    for dim, value in host_profile(entry).items():
+        row = out[dim].setdefault(value, {"hosts": 0, "states": {}})
+        row["hosts"] += 1
+        row["states"][entry["state"]] = row["states"].get(entry["state"], 0) + 1
+
+
+def _sorted_breakdown(out):
+    return dict((dim, dict(sorted(rows.items(), key=lambda kv: (kv[0] == "unknown", -kv[1]["hosts"], kv[0]))))
+                for dim, rows in out.items())
+
+
 def breakdown(entries):
     """{dimension: {value: {"hosts": n, "states": {state: n}}}} for the dimensions of ``BREAKDOWN``."""
     out = dict((dim, {}) for dim in BREAKDOWN)
     for e in entries:
-        for dim, value in host_profile(e).items():
-            row = out[dim].setdefault(value, {"hosts": 0, "states": {}})
-            row["hosts"] += 1
-            row["states"][e["state"]] = row["states"].get(e["state"], 0) + 1
-    return dict((dim, dict(sorted(rows.items(), key=lambda kv: (kv[0] == "unknown", -kv[1]["hosts"], kv[0]))))
-                for dim, rows in out.items())
+        _tally_breakdown(out, e)
+    return _sorted_breakdown(out)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -316,30 +326,49 @@ def health_checks(entry):
             if isinstance(c, dict) and str(c.get("id") or "").startswith(HEALTH_PREFIX)]
 
 
+class HealthTally(object):
+    """The fleet's GPU health gathered one host entry at a time (``add``, each host once, in name order); ``summary``
+    is ``health_summary``'s result. Only counts are kept per GPU: a GPU is (host, subject), so one host's distinct
+    subjects add up across hosts."""
+
+    def __init__(self):
+        self.found, self.not_read, self.gpus_read, self.hosts_read = {}, {}, 0, 0
+
+    def add(self, e):
+        found, not_read, read = {}, {}, set()
+        for c in health_checks(e):
+            if c.get("status") in (FAIL, WARN):
+                found.setdefault((c["id"], c["status"]), set()).add(c.get("subject"))
+            elif c.get("status") == NOT_RUN:
+                not_read.setdefault(c["id"], set()).add(c.get("subject"))
+            if c.get("status") != NOT_RUN:
+                read.add(c.get("subject"))
+        for key, gpus in found.items():
+            item = self.found.setdefault(key, {"gpus": 0, "hosts": []})
+            item["gpus"] += len(gpus)
+            item["hosts"].append(e["name"])
+        for cid, gpus in not_read.items():
+            self.not_read[cid] = self.not_read.get(cid, 0) + len(gpus)
+        self.gpus_read += len(read)
+        self.hosts_read += 1 if read else 0
+
+    def summary(self):
+        findings = [{"check": cid, "status": status, "gpus": item["gpus"], "hosts": len(item["hosts"]),
+                     "words": health_words(cid, status), "host_names": item["hosts"]}
+                    for (cid, status), item in self.found.items()]
+        findings.sort(key=lambda f: (f["status"] != FAIL, -f["gpus"], f["check"]))
+        return {"findings": findings, "not_read": dict(sorted(self.not_read.items())),
+                "gpus_read": self.gpus_read, "hosts_read": self.hosts_read}
+
+
 def health_summary(entries):
     """The fleet's GPU health: findings (one per health check and status WARN/FAIL: the GPUs (subjects) and hosts
     concerned, FAIL first, then the most GPUs), not_read (per check: GPUs whose reading was NOT_RUN) and how many
     GPUs and hosts had any health reading."""
-    found, not_read, read_gpus, read_hosts = {}, {}, set(), set()
+    tally = HealthTally()
     for e in entries:
-        for c in health_checks(e):
-            gpu = (e["name"], c.get("subject"))
-            if c.get("status") in (FAIL, WARN):
-                item = found.setdefault((c["id"], c["status"]), {"gpus": set(), "hosts": []})
-                item["gpus"].add(gpu)
-                if e["name"] not in item["hosts"]:
-                    item["hosts"].append(e["name"])
-            elif c.get("status") == NOT_RUN:
-                not_read.setdefault(c["id"], set()).add(gpu)
-            if c.get("status") != NOT_RUN:
-                read_gpus.add(gpu)
-                read_hosts.add(e["name"])
-    findings = [{"check": cid, "status": status, "gpus": len(item["gpus"]), "hosts": len(item["hosts"]),
-                 "words": health_words(cid, status), "host_names": item["hosts"]}
-                for (cid, status), item in found.items()]
-    findings.sort(key=lambda f: (f["status"] != FAIL, -f["gpus"], f["check"]))
-    return {"findings": findings, "not_read": dict((cid, len(g)) for cid, g in sorted(not_read.items())),
-            "gpus_read": len(read_gpus), "hosts_read": len(read_hosts)}
+        tally.add(e)
+    return tally.summary()
 
 
 def plural(n, one, many=None):
@@ -407,8 +436,9 @@ def label_driver_version(labels):
     return None
 
 
-def _k8s_nodes(k8s_records):
-    nodes = {}
+def _k8s_nodes(k8s_records, nodes=None):
+    """k8s node name -> the first of ``k8s_records`` (in order) to list it, added to ``nodes`` when given."""
+    nodes = {} if nodes is None else nodes
     for record in k8s_records or []:
         if not isinstance(record, dict) or record.get("status") == NOT_RUN:
             continue
@@ -437,9 +467,13 @@ def k8s_crosscheck(verdicts, k8s_records, drivers=None):
     dra_devices_on_unverified_node, nothing_advertised), and stale_driver_label: the feature labels' driver
     version differs from the host's (WARN).
     """
+    return _crosscheck_nodes(verdicts, _k8s_nodes(k8s_records), drivers)
+
+
+def _crosscheck_nodes(verdicts, nodes, drivers=None):
+    """``k8s_crosscheck`` against the k8s nodes of the records (``_k8s_nodes``)."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import advertising_findings  # pylint: disable=import-outside-toplevel
 
-    nodes = _k8s_nodes(k8s_records)
     drivers = drivers or {}
     findings = []
     for host in sorted(verdicts):
@@ -597,8 +631,124 @@ def gpu_counts(entry):
             "mig_gpus": sum(1 for g in gpus if g.get("mig"))}
 
 
+# what a host's brief entry keeps of its full entry (Fleet): every figure of the fleet and the hosts table, not its
+# evidence; its layers keep only their status and reason
+BRIEF_KEYS = ("name", "verdict", "failing_layer", "signature", "points_to", "reason", "state", "cause", "reachable",
+              "error", "unverifiable", "drift")
+
+
+def brief(entry):
+    """A host entry without what only its own part of the report says (its records' checks and evidence, GPU rows)."""
+    out = dict((key, entry[key]) for key in BRIEF_KEYS if key in entry)
+    out["layers"] = dict((layer, dict((k, record[k]) for k in ("status", "reason") if k in record))
+                         for layer, record in entry["layers"].items())
+    return out
+
+
+def grouped(entry, brief_entry):
+    """A host's full entry as the report holds it: with the id of its group (its brief entry's, from Fleet.report)."""
+    return dict(entry, group=brief_entry["group"])
+
+
+def entry_of(item):
+    """The host entry of one item of ``build_report``'s ``hosts``."""
+    return host_entry(item["name"], item.get("records"), item.get("unreachable"), item.get("error"), item.get("pins"),
+                      item.get("extra"), item.get("runtimes"))
+
+
+def _gpu_totals():
+    return {"total": 0, "verified": 0, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0, "hosts_with_unknown_gpus": 0,
+            "mig_gpus": 0, "mig_instances": dict((k, 0) for k in ("total", "verified", "failed", "not_run"))}
+
+
+class Fleet(object):
+    """The fleet report gathered one host entry at a time, so that what is kept grows by a brief entry per host.
+
+    ``add`` every host's full entry (``host_entry``) once, in name order; ``report`` then gives the report whose
+    ``hosts`` are the brief entries (``brief``, with their group): a host's full entry is the caller's to keep
+    (``build_report`` keeps them in memory, the fleet_report action in a file) and to give the renderers, with
+    ``grouped``, when they write that host's part.
+    """
+
+    def __init__(self):
+        self.hosts = {}
+        self.health = HealthTally()
+        self.breakdown = dict((dim, {}) for dim in BREAKDOWN)
+        self.gpus = _gpu_totals()
+        self.k8s_nodes = {}
+        self.drivers = {}
+
+    def add(self, entry):
+        self.hosts[entry["name"]] = brief(entry)
+        self.health.add(entry)
+        _tally_breakdown(self.breakdown, entry)
+        c = gpu_counts(entry)
+        for key in ("total", "verified", "failed", "not_run", "mig_gpus"):
+            self.gpus[key] += c[key]
+        self.gpus["hosts_with_failed_gpu"] += 1 if c["failed"] else 0
+        self.gpus["hosts_with_unknown_gpus"] += 1 if c["unknown"] else 0
+        for key in self.gpus["mig_instances"]:
+            self.gpus["mig_instances"][key] += c["mig_instances"][key]
+        _k8s_nodes([entry["layers"]["k8s"]], self.k8s_nodes)
+        self.drivers[entry["name"]] = (entry["layers"]["host"].get("versions") or {}).get("driver")
+
+    def report(self, generated_at, run=None, drills=None):
+        """The report (see ``build_report``), its hosts the brief entries."""
+        ordered = list(self.hosts.values())
+        layer_status = {}
+        for layer in LAYERS:
+            layer_status[layer] = _count(e["layers"][layer]["status"] for e in ordered)
+        drift = []
+        for entry in ordered:
+            for item in entry["drift"]:
+                row = {"host": entry["name"]}
+                row.update(item)
+                drift.append(row)
+        crosscheck = _crosscheck_nodes(dict((e["name"], e["verdict"]) for e in ordered), self.k8s_nodes, self.drivers)
+        report = {
+            "schema_version": SCHEMA_VERSION,
+            "generated_at": generated_at,
+            "run": dict(run or {}),
+            "summary": {
+                "hosts": len(ordered),
+                "compute_verified": sum(1 for e in ordered if e["verdict"] == COMPUTE_VERIFIED),
+                "failed": sum(1 for e in ordered if e["failing_layer"]),
+                "inconclusive": sum(1 for e in ordered if e["verdict"] == INCONCLUSIVE),
+                "unreachable": sum(1 for e in ordered if not e["reachable"]),
+                "run_failed": sum(1 for e in ordered if e["state"] == RUN_FAILED),
+                "unverifiable": sum(1 for e in ordered if e["unverifiable"]),
+                "drifted": len(set(d["host"] for d in drift)),
+            },
+            "counts": {
+                "by_state": dict(sorted(_count(e["state"] for e in ordered).items(), key=lambda kv: _state_rank(kv[0]))),
+                "by_verdict": _count(e["verdict"] for e in ordered),
+                "by_failing_layer": _count(e["failing_layer"] for e in ordered if e["failing_layer"]),
+                "by_signature": _count(e["signature"] for e in ordered if e["signature"]),
+                "by_layer_status": layer_status,
+            },
+            "groups": group_hosts(ordered),
+            "breakdown": _sorted_breakdown(self.breakdown),
+            "health": self.health.summary(),
+            "drift": drift,
+            "k8s_crosscheck": crosscheck,
+            "hosts": dict((e["name"], e) for e in ordered),
+        }
+        report["counts"]["drift_by_pin"] = dict(
+            (key, _count(d["state"] for d in drift if d["key"] == key)) for key in sorted(set(d["key"] for d in drift)))
+        for group in report["groups"]:
+            for name in group["hosts"]:
+                report["hosts"][name]["group"] = group["id"]
+        report["summary"]["k8s_findings"] = len(crosscheck)
+        report["summary"]["gpus"] = copy.deepcopy(self.gpus)
+        if drills is not None:
+            report["drills"] = list(drills)
+            report["summary"]["drills"] = len(drills)
+            report["summary"]["drills_matched"] = sum(1 for d in drills if d.get("match"))
+        return report
+
+
 def build_report(hosts, generated_at, run=None, drills=None):
-    """The fleet report (a JSON-serialisable dict, schema ``SCHEMA_VERSION``).
+    """The fleet report (a JSON-serialisable dict, schema ``SCHEMA_VERSION``), every host's full entry in memory.
 
     ``hosts`` is a list of dicts with keys name, records (layer -> record), unreachable (reason or
     None), error (reason or None), pins (gpuprobe_pins or None), runtimes (verify_node's per-runtime results when
@@ -607,68 +757,12 @@ def build_report(hosts, generated_at, run=None, drills=None):
     """
     entries = {}
     for item in hosts:
-        entries[item["name"]] = host_entry(item["name"], item.get("records"), item.get("unreachable"),
-                                           item.get("error"), item.get("pins"), item.get("extra"), item.get("runtimes"))
-    ordered = [entries[name] for name in sorted(entries)]
-    layer_status = {}
-    for layer in LAYERS:
-        layer_status[layer] = _count(e["layers"][layer]["status"] for e in ordered)
-    drift = []
-    for entry in ordered:
-        for item in entry["drift"]:
-            row = {"host": entry["name"]}
-            row.update(item)
-            drift.append(row)
-    crosscheck = k8s_crosscheck(dict((e["name"], e["verdict"]) for e in ordered),
-                                [e["layers"]["k8s"] for e in ordered],
-                                dict((e["name"], (e["layers"]["host"].get("versions") or {}).get("driver")) for e in ordered))
-    report = {
-        "schema_version": SCHEMA_VERSION,
-        "generated_at": generated_at,
-        "run": dict(run or {}),
-        "summary": {
-            "hosts": len(ordered),
-            "compute_verified": sum(1 for e in ordered if e["verdict"] == COMPUTE_VERIFIED),
-            "failed": sum(1 for e in ordered if e["failing_layer"]),
-            "inconclusive": sum(1 for e in ordered if e["verdict"] == INCONCLUSIVE),
-            "unreachable": sum(1 for e in ordered if not e["reachable"]),
-            "run_failed": sum(1 for e in ordered if e["state"] == RUN_FAILED),
-            "unverifiable": sum(1 for e in ordered if e["unverifiable"]),
-            "drifted": len(set(d["host"] for d in drift)),
-        },
-        "counts": {
-            "by_state": dict(sorted(_count(e["state"] for e in ordered).items(), key=lambda kv: _state_rank(kv[0]))),
-            "by_verdict": _count(e["verdict"] for e in ordered),
-            "by_failing_layer": _count(e["failing_layer"] for e in ordered if e["failing_layer"]),
-            "by_signature": _count(e["signature"] for e in ordered if e["signature"]),
-            "by_layer_status": layer_status,
-        },
-        "groups": group_hosts(ordered),
-        "breakdown": breakdown(ordered),
-        "health": health_summary(ordered),
-        "drift": drift,
-        "k8s_crosscheck": crosscheck,
-        "hosts": dict((e["name"], e) for e in ordered),
-    }
-    report["counts"]["drift_by_pin"] = dict(
-        (key, _count(d["state"] for d in drift if d["key"] == key)) for key in sorted(set(d["key"] for d in drift)))
-    for group in report["groups"]:
-        for name in group["hosts"]:
-            report["hosts"][name]["group"] = group["id"]
-    report["summary"]["k8s_findings"] = len(crosscheck)
-    per_host = [gpu_counts(e) for e in ordered]
-    report["summary"]["gpus"] = {
-        "total": sum(c["total"] for c in per_host), "verified": sum(c["verified"] for c in per_host),
-        "failed": sum(c["failed"] for c in per_host), "not_run": sum(c["not_run"] for c in per_host),
-        "hosts_with_failed_gpu": sum(1 for c in per_host if c["failed"]),
-        "hosts_with_unknown_gpus": sum(1 for c in per_host if c["unknown"]),
-        "mig_gpus": sum(c["mig_gpus"] for c in per_host),
-        "mig_instances": dict((k, sum(c["mig_instances"][k] for c in per_host)) for k in ("total", "verified", "failed", "not_run")),
-    }
-    if drills is not None:
-        report["drills"] = list(drills)
-        report["summary"]["drills"] = len(drills)
-        report["summary"]["drills_matched"] = sum(1 for d in drills if d.get("match"))
+        entries[item["name"]] = entry_of(item)
+    fleet = Fleet()
+    for name in sorted(entries):
+        fleet.add(entries[name])
+    report = fleet.report(generated_at, run=run, drills=drills)
+    report["hosts"] = dict((e["name"], grouped(e, report["hosts"][e["name"]])) for e in (entries[n] for n in sorted(entries)))
     return report
 
 
@@ -829,18 +923,32 @@ def _compact(value):
     return json.dumps(value, separators=(",", ":"), sort_keys=False, default=str)
 
 
-def render_json(report):
+def json_chunks(report, full=None):
+    """The report's JSON (``render_json``) in pieces, one host at a time: ``full`` (name -> that host's full entry,
+    ``grouped``) gives the entries when ``report``'s hosts are brief (Fleet.report), else they are its own."""
+    full = full or report["hosts"].__getitem__
+    yield "{\n"
+    for i, (key, value) in enumerate(report.items()):
+        if i:
+            yield ",\n"
+        if key == "hosts" and isinstance(value, dict):
+            if not value:
+                yield '"hosts": {}'
+                continue
+            yield '"hosts": {\n'
+            for j, name in enumerate(value):
+                yield "%s  %s: %s" % (",\n" if j else "", _compact(name), _compact(full(name)))
+            yield "\n}"
+        else:
+            yield "%s: %s" % (_compact(key), _compact(value))
+    yield "\n}\n"
+
+
+def render_json(report, full=None):
     """The report's JSON: the source of truth, from which every other rendering is made. One top-level key per line
     and one host per line under "hosts" (grep and diff find a host's line; the C encoder writes it: a 2,000-host report
     is ~6x faster to write and ~40% smaller than indented JSON, docs/performance.md)."""
-    lines = []
-    for key, value in report.items():
-        if key == "hosts" and isinstance(value, dict):
-            hosts = ",\n".join("  %s: %s" % (_compact(name), _compact(entry)) for name, entry in value.items())
-            lines.append('"hosts": {\n%s\n}' % hosts if hosts else '"hosts": {}')
-        else:
-            lines.append("%s: %s" % (_compact(key), _compact(value)))
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+    return "".join(json_chunks(report, full))
 
 
 # ---------------------------------------------------------------------------------------------------

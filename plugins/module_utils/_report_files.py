@@ -55,13 +55,34 @@ def _hidden(directory, name):
     return os.path.join(directory, ".%s.%d.%s.tmp" % (name, os.getpid(), uuid.uuid4().hex[:12]))
 
 
+def _encoded(text, batch=1 << 16):
+    """The bytes of ``text``: a str, bytes, or an iterable of str pieces (joined into writes of about ``batch``
+    characters, so that a rendering written as it is made is never whole in memory)."""
+    if isinstance(text, bytes):
+        yield text
+        return
+    if isinstance(text, str):
+        yield text.encode("utf-8")
+        return
+    pieces, size = [], 0
+    for piece in text:
+        pieces.append(piece)
+        size += len(piece)
+        if size >= batch:
+            yield "".join(pieces).encode("utf-8")
+            pieces, size = [], 0
+    if pieces:
+        yield "".join(pieces).encode("utf-8")
+
+
 def _write_new(path, text):
-    """Create ``path`` (never an existing file, never through a symlink) with ``text``, flushed and fsync'ed. The
-    mode is 0666 less the process umask, as for any file a user's process creates."""
+    """Create ``path`` (never an existing file, never through a symlink) with ``text`` (see ``_encoded``), flushed and
+    fsync'ed. The mode is 0666 less the process umask, as for any file a user's process creates."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
+            for data in _encoded(text):
+                handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException:
@@ -202,7 +223,8 @@ def write_report_set(report_dir, basename, stamp, texts):
     """Write one report set so that readers see either the previous set or this one, never a mix, whatever stops
     the writer (an exception, SIGTERM or SIGINT whose handler exits at once, SIGKILL).
 
-    ``texts``: suffix (".json", ...) -> text. The files are written and fsync'ed into a new hidden directory, which
+    ``texts``: suffix (".json", ...) -> text: a str, or an iterable of str pieces, each consumed while its file is
+    written (a rendering that fails removes the set like any other error). The files are written and fsync'ed into a new hidden directory, which
     is renamed to <basename>-<stamp>[-N] (the run's set appears whole or not at all); then <basename>-latest, a
     symlink to the newest run's directory, is swapped in one rename: that is the one step that moves readers from
     the previous set to this one. <basename>-latest<suffix> are symlinks through <basename>-latest, which never

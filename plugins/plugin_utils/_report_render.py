@@ -8,7 +8,10 @@ Not public API. Controller side only (the action plugin gpuprobe.layers.fleet_re
 report's model is module_utils/_report.py (``build_report``: a dict whose JSON is the source of truth); HTML and
 Markdown are rendered from it by the Jinja2 templates shipped in ``_report_templates/`` next to this file (HTML with
 autoescape; Markdown with every value escaped by the environment's ``finalize``), through a small view (``view``)
-that only orders and words what the report holds. JUnit is built with ElementTree.
+that only orders and words what the report holds. JUnit is built with ElementTree. Each rendering is made in pieces
+(``json_chunks``, ``markdown_chunks``, ``html_chunks``, ``junit_chunks``: what ``RENDERERS`` gives, written to the
+report's files as they come), each host's own part from its full entry given by name (``full``) when the report holds
+brief entries (``_report.Fleet``); ``render_*`` join the pieces.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from markupsafe import Markup
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
-    BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, plural,
-    render_json, state_words,
+    BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
+    state_words,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED, INCONCLUSIVE
@@ -175,9 +178,12 @@ def state_tiles(report):
              "colour": state_colour(state)} for state, n in (report["counts"].get("by_state") or {}).items()]
 
 
-def view(report):
-    """The variables of the report templates."""
+def view(report, full=None):
+    """The variables of the report templates. ``entries``: the hosts as the report holds them (brief, Fleet.report, or
+    full) for the tables; ``details``: each host's full entry, one at a time (from ``full``, name -> full entry, when
+    the report's are brief) for its own part."""
     hosts = report["hosts"]
+    full = full or hosts.__getitem__
     groups = report.get("groups") or []
     failing = report["counts"].get("by_failing_layer") or {}
     return {
@@ -196,6 +202,7 @@ def view(report):
         "signatures": [g for g in groups if g.get("signature")],
         "health": report.get("health") or {"findings": [], "not_read": {}, "gpus_read": 0, "hosts_read": 0},
         "entries": list(hosts.values()),
+        "details": (full(name) for name in hosts),
         "UNREACHABLE": UNREACHABLE, "RUN_FAILED": RUN_FAILED, "PASS": PASS, "WARN": WARN, "FAIL": FAIL,
         "GPU_COLUMNS": GPU_COLUMNS,
     }
@@ -224,13 +231,22 @@ def _env(kind):
     return _ENVS[kind]
 
 
-def render_html(report):
-    """A self-contained HTML page: inline CSS, SVG and one inline script (the hosts table's filter), no external asset."""
-    return _env("html").get_template("report.html.j2").render(view(report))
+def html_chunks(report, full=None):
+    """A self-contained HTML page (inline CSS, SVG and one inline script: the hosts table's filter, no external asset),
+    in pieces as the template writes them (``full``: see ``view``)."""
+    yield from _env("html").get_template("report.html.j2").generate(view(report, full))
 
 
-def render_markdown(report):
-    return _env("md").get_template("report.md.j2").render(view(report))
+def markdown_chunks(report, full=None):
+    yield from _env("md").get_template("report.md.j2").generate(view(report, full))
+
+
+def render_html(report, full=None):
+    return "".join(html_chunks(report, full))
+
+
+def render_markdown(report, full=None):
+    return "".join(markdown_chunks(report, full))
 
 
 def render_diff_markdown(diff):
@@ -274,61 +290,84 @@ def gpu_properties(gpus):
 JUNIT_ERROR_CASE = {UNREACHABLE: ("connect", "gpuprobe.unreachable"), RUN_FAILED: ("verify run", "gpuprobe.run_failed")}
 
 
-def render_junit(report):
-    """JUnit XML: a testsuite per host, a testcase per layer (NOT_RUN -> skipped, FAIL -> failure).
+def _junit_counts(e):
+    """tests, failures, errors, skipped of a host's testsuite (from its layers' statuses: a brief entry says them)."""
+    statuses = [e["layers"][layer]["status"] for layer in LAYERS]
+    unverifiable = 1 if e.get("unverifiable") else 0
+    return dict(tests=unverifiable + len(statuses), failures=statuses.count(FAIL), errors=unverifiable,
+                skipped=statuses.count(NOT_RUN))
+
+
+def _junit_suite(name, e, generated_at):
+    """The <testsuite> of one host (its full entry)."""
+    suite = ET.Element("testsuite", name=name, timestamp=str(generated_at))
+    unverifiable = e.get("unverifiable")
+    seconds = 0.0
+    if unverifiable:
+        case_name, error_type = JUNIT_ERROR_CASE.get(e.get("state"), JUNIT_ERROR_CASE[RUN_FAILED])
+        case = ET.SubElement(suite, "testcase", classname="gpuprobe.%s" % name, name=case_name, time="0.000")
+        error = ET.SubElement(case, "error", message="%s: %s" % (state_words(e.get("state")), e.get("cause")),
+                              type=error_type)
+        error.text = unverifiable
+    for layer in LAYERS:
+        rec = e["layers"][layer]
+        t = float(rec.get("duration_ms") or 0.0) / 1000.0
+        seconds += t
+        case = ET.SubElement(suite, "testcase", classname="gpuprobe.%s" % name, name=layer, time="%.3f" % t)
+        if rec["status"] == FAIL:
+            failure = ET.SubElement(case, "failure", message=str(rec.get("reason") or ""),
+                                    type=str(rec.get("signature") or "%s.failed" % layer))
+            failure.text = _check_lines(rec, (FAIL,))
+        elif rec["status"] == NOT_RUN:
+            ET.SubElement(case, "skipped", message=str(rec.get("reason") or "not run"))
+        elif rec["status"] == WARN:
+            out = ET.SubElement(case, "system-out")
+            out.text = "WARN: %s\n%s" % (rec.get("reason") or "", _check_lines(rec, (WARN,)))
+    props = ET.Element("properties")
+    for key in ("state", "verdict", "signature", "points_to", "cause", "group"):
+        ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
+    if e.get("because"):
+        ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
+    for name_, value in gpu_properties(e.get("gpus")):
+        ET.SubElement(props, "property", name=name_, value=value)
+    suite.insert(0, props)
+    for key, value in _junit_counts(e).items():
+        suite.set(key, str(value))
+    suite.set("time", "%.3f" % seconds)
+    return suite
+
+
+def junit_chunks(report, full=None):
+    """JUnit XML: a testsuite per host, a testcase per layer (NOT_RUN -> skipped, FAIL -> failure), one host at a
+    time (``full``: see ``view``).
 
     A node that could not be verified is its own state here too: an unreachable node has one testcase ``connect``
     with an <error type="gpuprobe.unreachable"> (its message once), a node whose verify run failed one testcase
     ``verify run`` with <error type="gpuprobe.run_failed">; their layers without a result are <skipped>. So CI gating
     on JUnit never goes green over nodes nobody looked at, in every mode, and counts each such node once.
     """
+    full = full or report["hosts"].__getitem__
     suites = ET.Element("testsuites", name="gpuprobe fleet report %s" % report["generated_at"])
     total = dict(tests=0, failures=0, errors=0, skipped=0)
-    for name, e in report["hosts"].items():
-        suite = ET.SubElement(suites, "testsuite", name=name, timestamp=str(report["generated_at"]))
-        counts = dict(tests=0, failures=0, errors=0, skipped=0)
-        unverifiable = e.get("unverifiable")
-        seconds = 0.0
-        if unverifiable:
-            case_name, error_type = JUNIT_ERROR_CASE.get(e.get("state"), JUNIT_ERROR_CASE[RUN_FAILED])
-            case = ET.SubElement(suite, "testcase", classname="gpuprobe.%s" % name, name=case_name, time="0.000")
-            error = ET.SubElement(case, "error", message="%s: %s" % (state_words(e.get("state")), e.get("cause")),
-                                  type=error_type)
-            error.text = unverifiable
-            counts["tests"] += 1
-            counts["errors"] += 1
-        for layer in LAYERS:
-            rec = e["layers"][layer]
-            t = float(rec.get("duration_ms") or 0.0) / 1000.0
-            seconds += t
-            case = ET.SubElement(suite, "testcase", classname="gpuprobe.%s" % name, name=layer, time="%.3f" % t)
-            counts["tests"] += 1
-            if rec["status"] == FAIL:
-                counts["failures"] += 1
-                failure = ET.SubElement(case, "failure", message=str(rec.get("reason") or ""),
-                                        type=str(rec.get("signature") or "%s.failed" % layer))
-                failure.text = _check_lines(rec, (FAIL,))
-            elif rec["status"] == NOT_RUN:
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=str(rec.get("reason") or "not run"))
-            elif rec["status"] == WARN:
-                out = ET.SubElement(case, "system-out")
-                out.text = "WARN: %s\n%s" % (rec.get("reason") or "", _check_lines(rec, (WARN,)))
-        props = ET.Element("properties")
-        for key in ("state", "verdict", "signature", "points_to", "cause", "group"):
-            ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
-        if e.get("because"):
-            ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
-        for name_, value in gpu_properties(e.get("gpus")):
-            ET.SubElement(props, "property", name=name_, value=value)
-        suite.insert(0, props)
-        for key, value in counts.items():
-            suite.set(key, str(value))
+    for e in report["hosts"].values():
+        for key, value in _junit_counts(e).items():
             total[key] += value
-        suite.set("time", "%.3f" % seconds)
     for key, value in total.items():
         suites.set(key, str(value))
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_safe(ET.tostring(suites, encoding="unicode")) + "\n"
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
+    if not report["hosts"]:
+        yield xml_safe(ET.tostring(suites, encoding="unicode")) + "\n"
+        return
+    # the root's start tag, then each host's testsuite as ElementTree writes it inside the root
+    end = "</testsuites>"
+    yield xml_safe(ET.tostring(suites, encoding="unicode", short_empty_elements=False)[:-len(end)])
+    for name in report["hosts"]:
+        yield xml_safe(ET.tostring(_junit_suite(name, full(name), report["generated_at"]), encoding="unicode"))
+    yield end + "\n"
+
+
+def render_junit(report, full=None):
+    return "".join(junit_chunks(report, full))
 
 
 # characters XML 1.0 does not allow anywhere, even escaped (control characters other than tab, LF, CR; surrogates;
@@ -341,9 +380,10 @@ def xml_safe(text):
     return _XML_INVALID.sub(u"\ufffd", text)
 
 
+# format -> (suffix, its rendering in pieces: f(report, full=None), see view)
 RENDERERS = {
-    "json": (".json", render_json),
-    "markdown": (".md", render_markdown),
-    "html": (".html", render_html),
-    "junit": (".junit.xml", render_junit),
+    "json": (".json", json_chunks),
+    "markdown": (".md", markdown_chunks),
+    "html": (".html", html_chunks),
+    "junit": (".junit.xml", junit_chunks),
 }

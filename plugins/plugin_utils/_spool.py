@@ -15,6 +15,9 @@ ends, also after an interrupt) and its result keeps only where they are (``recor
 Each file has a name of its own (never derived from the host name alone: two inventory names may sanitise alike)
 and says whose records it holds: reading it back checks the host, the run id and every layer's status against the
 result, so a file that is not this result's is an error for that node, never its records.
+
+``EntrySpool`` does the same for fleet_report's own use: the full host entries, in one anonymous temporary file, while
+the report's files are written one host at a time.
 """
 
 from __future__ import annotations
@@ -81,3 +84,37 @@ def unspool(result, host=None):
     for key in KEYS:
         out[key] = data.get(key)
     return out
+
+
+class EntrySpool(object):
+    """The fleet report's full host entries kept in an anonymous temporary file while the report is written: one
+    compact JSON line per host (``put``), read back one host at a time (``get``), so that the report's process holds
+    one host's records at a time whatever the fleet's size. The file is unlinked as it is created (nothing of it
+    outlives the process, even killed) and private to the user (mkstemp's 0600); ``close`` frees its space."""
+
+    def __init__(self, directory=None):
+        self._file = tempfile.TemporaryFile(dir=directory, prefix="gpuprobe-report-")
+        self._where = {}
+
+    def put(self, name, entry):
+        data = json.dumps(entry, separators=(",", ":"), default=str).encode("utf-8")
+        self._file.seek(0, os.SEEK_END)
+        self._where[name] = (self._file.tell(), len(data))
+        self._file.write(data + b"\n")
+
+    def get(self, name):
+        offset, size = self._where[name]
+        self._file.seek(offset)
+        data = self._file.read(size)
+        if len(data) != size:
+            raise OSError("the report's temporary file of host entries is shorter than written (%s)" % name)
+        return json.loads(data.decode("utf-8"))
+
+    def close(self):
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -158,7 +158,7 @@ def test_host_drift(pins, expected):
 
 
 def test_json_roundtrip_and_schema_version(report):
-    text = V.render_json(report)
+    text = R.render_json(report)
     data = json.loads(text)
     assert data == json.loads(json.dumps(report))
     # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
@@ -316,7 +316,7 @@ def test_diff_reports(report):
         {"name": "new-node", "records": healthy()},
     ]
     newer = R.build_report(hosts, "2026-12-03T00:00:00Z")
-    older = json.loads(V.render_json(report))
+    older = json.loads(R.render_json(report))
     diff = R.diff_reports(older, newer)
     assert diff["added"] == ["new-node"]
     assert diff["removed"] == ["cpu-only", "crashed", "gone", "old-driver"]
@@ -347,7 +347,7 @@ def test_diff_of_identical_reports_is_empty(report):
 ])
 def test_diff_says_when_the_runs_were_not_made_the_same_way(old_run, new_run, differ):
     hosts = [{"name": "gpu-ok", "records": healthy()}]
-    old = json.loads(V.render_json(R.build_report(hosts, "2026-12-01T00:00:00Z", run=old_run)))
+    old = json.loads(R.render_json(R.build_report(hosts, "2026-12-01T00:00:00Z", run=old_run)))
     diff = R.diff_reports(old, R.build_report(hosts, "2026-12-02T00:00:00Z", run=new_run))
     assert [(f["field"], f["old"], f["new"]) for f in diff["runs_differ"]] == differ
     md = V.render_diff_markdown(diff)
@@ -557,7 +557,7 @@ def test_mig_instances_are_counted_under_their_physical_gpu(rows, inventory, ide
 def test_mig_instances_are_listed_under_their_gpu_in_every_format():
     rows = [_inst_row(0, 1), _inst_row(0, 2, FAIL), dict(GPU_ROW, index=1, uuid=P1)]
     report = R.build_report([{"name": "n", "records": _mig_node(rows, {0: [1, 2], 1: []})}], "t")
-    data = json.loads(V.render_json(report))
+    data = json.loads(R.render_json(report))
     gpus = data["hosts"]["n"]["gpus"]
     assert [(g["index"], g["uuid"], g["mig"], [i["uuid"] for i in g["instances"]]) for g in gpus] == [
         (0, P0, True, [_mig(0, 1), _mig(0, 2)]), (1, P1, False, [])]
