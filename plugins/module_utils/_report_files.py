@@ -19,6 +19,8 @@ import re
 import shutil
 import uuid
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._signals import interruptible
+
 
 def _fsync_dir(directory):
     try:
@@ -221,16 +223,16 @@ def _migrate_flat_latest(report_dir, basename, paths):
 
 def write_report_set(report_dir, basename, stamp, texts):
     """Write one report set so that readers see either the previous set or this one, never a mix, whatever stops
-    the writer (an exception, SIGTERM or SIGINT whose handler exits at once, SIGKILL).
+    the writer (an exception, SIGTERM, SIGINT or SIGHUP, SIGKILL).
 
     ``texts``: suffix (".json", ...) -> text: a str, or an iterable of str pieces, each consumed while its file is
     written (a rendering that fails removes the set like any other error). The files are written and fsync'ed into a new hidden directory, which
     is renamed to <basename>-<stamp>[-N] (the run's set appears whole or not at all); then <basename>-latest, a
     symlink to the newest run's directory, is swapped in one rename: that is the one step that moves readers from
     the previous set to this one. <basename>-latest<suffix> are symlinks through <basename>-latest, which never
-    change. An exception removes what this run created and leaves ``latest`` as it was; an interrupt may leave a
-    hidden temporary (removed by the next run, once its process is gone) or this run's complete directory not yet
-    pointed at. Files and directories get their mode from the process umask. Returns (run directory, suffix -> file).
+    change. An exception, or SIGTERM/SIGINT/SIGHUP in the main thread (they raise ``Interrupted`` while the set is
+    written), removes what this run created and leaves ``latest`` as it was; a SIGKILL may leave a hidden temporary
+    (removed by the next run, once its process is gone) or this run's complete directory not yet pointed at. Files and directories get their mode from the process umask. Returns (run directory, suffix -> file).
     """
     paths = set_paths(report_dir, basename, texts)
     _refuse_unless(paths["latest"], ("link",))
@@ -238,7 +240,21 @@ def write_report_set(report_dir, basename, stamp, texts):
         _refuse_unless(path, ("link", "file"))
     sweep_temporaries(report_dir, basename)
     tmp = _hidden(report_dir, "%s-%s" % (basename, stamp))
+    with interruptible():  # SIGTERM/SIGINT/SIGHUP while the set is written (the renderings stream into it) clean up too
+        run_dir, previous, paths = _write_set(report_dir, basename, stamp, texts, tmp)
+    _step("latest")
+    for name in os.listdir(report_dir):
+        # the previous version's set, once nothing points at it (also one an interrupted migration left)
+        if re.match(r"^%s-previous-[0-9a-f]{8}$" % re.escape(basename), name) or (previous and name == os.path.basename(previous)):
+            _discard(os.path.join(report_dir, name))
+    _fsync_dir(report_dir)
+    return run_dir, dict(paths["files"])
+
+
+def _write_set(report_dir, basename, stamp, texts, tmp):
+    """write_report_set's steps from the hidden temporary to ``latest``; (run dir, previous flat set, paths)."""
     run_dir = previous = None
+    paths = set_paths(report_dir, basename, texts)
     try:
         os.mkdir(tmp, 0o777)
         _step("temp_dir")
@@ -269,10 +285,4 @@ def write_report_set(report_dir, basename, stamp, texts):
         if run_dir and not _points_at(paths["latest"], run_dir):
             _discard(run_dir)
         raise
-    _step("latest")
-    for name in os.listdir(report_dir):
-        # the previous version's set, once nothing points at it (also one an interrupted migration left)
-        if re.match(r"^%s-previous-[0-9a-f]{8}$" % re.escape(basename), name) or (previous and name == os.path.basename(previous)):
-            _discard(os.path.join(report_dir, name))
-    _fsync_dir(report_dir)
-    return run_dir, dict(paths["files"])
+    return run_dir, previous, paths

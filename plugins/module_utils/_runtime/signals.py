@@ -12,48 +12,10 @@ import signal
 import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
-
-
-class Interrupted(BaseException):
-    """A signal (SIGINT, SIGTERM, SIGHUP) arrived while the probe ran; raised after the container is removed."""
-
-    def __init__(self, signum):
-        BaseException.__init__(self, "interrupted by signal %d" % signum)
-        self.signum = signum
-
-
-INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _raise_interrupted(signum, _frame):
-    raise Interrupted(signum)
-
-
-class _Signals(object):
-    """Install ``handler`` for INTERRUPT_SIGNALS in the block, restore the previous handlers after it (a no-op
-    outside the main thread, where Python allows no signal handlers)."""
-
-    def __init__(self, handler):
-        self.handler = handler
-        self.saved = {}
-
-    def __enter__(self):
-        for sig in INTERRUPT_SIGNALS:
-            try:
-                self.saved[sig] = signal.signal(sig, self.handler)
-            except (ValueError, OSError):
-                pass
-        return self
-
-    def __exit__(self, *exc):
-        for sig, old in self.saved.items():
-            signal.signal(sig, old if old is not None else signal.SIG_DFL)
-        return False
-
-
-def interruptible():
-    """SIGINT/SIGTERM/SIGHUP raise Interrupted inside the block (so ``finally`` clauses run)."""
-    return _Signals(_raise_interrupted)
+# the interrupt handling itself is shared with the controller's report writer (module_utils/_signals.py)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._signals import (  # noqa: F401  # pylint: disable=unused-import
+    INTERRUPT_SIGNALS, Interrupted, deferred_signals, interruptible,
+)
 
 
 class ControllerWatch(object):
@@ -89,8 +51,3 @@ class ControllerWatch(object):
         if self.thread is not None:
             self.thread.join(2 * self.POLL_S)
         return False
-
-
-def deferred_signals():
-    """SIGINT/SIGTERM/SIGHUP are ignored inside the block: cleanup is not itself interrupted."""
-    return _Signals(signal.SIG_IGN)

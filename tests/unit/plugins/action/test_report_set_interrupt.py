@@ -1,9 +1,10 @@
 """write_report_set under real signals: a writer process is stopped at each step (through the module's test-only
 step hook, set by the writer script below, never reachable from options or variables) or at random moments, and
-killed with SIGTERM or SIGINT handled as an Ansible worker handles them (re-raise with the default action, then
-os._exit: no Python cleanup runs), with SIGINT as a KeyboardInterrupt, and with SIGKILL. Whatever the moment, every
-<basename>-latest<suffix> reads the previous set or the new one, never a mix; every run directory is complete; the
-next run removes the temporaries and switches cleanly."""
+killed with SIGTERM or SIGINT while an Ansible worker's handler is installed (re-raise with the default action, then
+os._exit: no Python cleanup would run; the writer puts its own in place while it writes, _signals.interruptible),
+with SIGINT as a KeyboardInterrupt, and with SIGKILL. Whatever the moment, every <basename>-latest<suffix> reads the
+previous set or the new one, never a mix; every run directory is complete; after SIGTERM or SIGINT nothing of the run
+is left; the next run removes what a SIGKILL left and switches cleanly."""
 import os
 import random
 import signal
@@ -119,6 +120,10 @@ def test_interrupt_at_each_step_leaves_the_old_set_or_the_new_one(tmp_path, step
     seen = _assert_invariant(tmp_path, "old", "new", 0)
     # up to the switch it is the old set; once latest was swapped, the new one
     assert seen == ("new" if step == "latest" else "old")
+    if sig != signal.SIGKILL and step not in ("latest",):
+        # SIGTERM/SIGINT raise inside the writer (_signals.interruptible), whose cleanup removes this run's temporary
+        # and any directory not yet pointed at: nothing of the run is left for the next one to sweep
+        assert [n for n in os.listdir(str(tmp_path)) if n.startswith(".")] == [], os.listdir(str(tmp_path))
     _next_run_cleans_up(tmp_path)
 
 
