@@ -188,9 +188,8 @@ class ActionModule(ActionBase):
                 # a probe that did not return (interrupted), or per_device (one container per device, reporting only
                 # their outcome): swept every time
                 self._sweep(args, run_id, engine, task_vars, calls, problems)
-            got = dict((layer, (got or {}).get(layer) or not_run(
-                layer, "the node-side call (%s) did not return a record: %s" % (VERIFY_MODULE, _message(out or {}))))
-                       for layer in _node.PROBE_LAYERS)
+            missing = "the node-side call (%s) did not return a record: %s" % (VERIFY_MODULE, _message(out or {}))
+            got = dict((layer, (got or {}).get(layer) or not_run(layer, missing)) for layer in _node.PROBE_LAYERS)
             identity = dict((k, engine.get(k)) for k in ENGINE_KEYS if engine.get(k) is not None)
             per_runtime.append({"runtime": name, "engine": identity or None, "records": got})
         for layer in _node.PROBE_LAYERS:

@@ -232,7 +232,8 @@ def write_report_set(report_dir, basename, stamp, texts):
     the previous set to this one. <basename>-latest<suffix> are symlinks through <basename>-latest, which never
     change. An exception, or SIGTERM/SIGINT/SIGHUP in the main thread (they raise ``Interrupted`` while the set is
     written), removes what this run created and leaves ``latest`` as it was; a SIGKILL may leave a hidden temporary
-    (removed by the next run, once its process is gone) or this run's complete directory not yet pointed at. Files and directories get their mode from the process umask. Returns (run directory, suffix -> file).
+    (removed by the next run, once its process is gone) or this run's complete directory not yet pointed at. Files
+    and directories get their mode from the process umask. Returns (run directory, suffix -> file).
     """
     paths = set_paths(report_dir, basename, texts)
     _refuse_unless(paths["latest"], ("link",))
