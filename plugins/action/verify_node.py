@@ -102,19 +102,17 @@ class ActionModule(ActionBase):
             inspect_layers = [layer for layer in _node.INSPECT_LAYERS if layer in layers]
             out = {}
             if inspect_layers:
-                call_args = dict(inspect_args, layers=inspect_layers)
-                if whole:
-                    call_args.update(_probe_args(args))
-                out = self._call(VERIFY_MODULE if whole else INSPECT_MODULE, call_args, task_vars, calls)
-                module = calls[-1]["module"]
-                if not isinstance(out.get("records"), dict):
+                module = VERIFY_MODULE if whole else INSPECT_MODULE
+                call_args = dict(inspect_args, layers=inspect_layers, **(_probe_args(args) if whole else {}))
+                out = self._call(module, call_args, task_vars, calls)
+                if out.get("failed") or not isinstance(out.get("records"), dict):
+                    # a failed call that returned records was interrupted in the probe stage: those records are kept
                     problems.append("the node-side call (%s) failed: %s" % (module, _message(out)))
+                if not isinstance(out.get("records"), dict):
                     for layer in inspect_layers:
                         records[layer] = not_run(layer, problems[0])
                     spec_left = own_spec and "cdi" in inspect_layers and not self._task.check_mode
                 else:
-                    if out.get("failed"):  # interrupted in the probe stage: the inspect stage's records are kept
-                        problems.append("the node-side call (%s) failed: %s" % (module, _message(out)))
                     for layer in inspect_layers:
                         records[layer] = out["records"].get(layer) or not_run(
                             layer, "the node-side call (%s) returned no record for this layer" % module)
@@ -176,18 +174,20 @@ class ActionModule(ActionBase):
         for index, engine in enumerate(_node.probe_engines(records.get("cdi"), args["probe_runtime"])):
             name = engine.get("name")
             entry = probes[index] if index < len(probes) and isinstance(probes[index], dict) else {}
-            got = entry.get("records") if entry.get("runtime") == name and isinstance(entry.get("records"), dict) else None
-            if out is None or not entry.get("ran") or entry.get("runtime") != name:
-                if got is None or entry.get("ran"):
-                    # audit mode, or the node did not get to this runtime (its call failed or was interrupted first)
-                    got = _node.gated(_node.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
-                                      or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
+            entry = entry if entry.get("runtime") == name else {}
+            got = entry.get("records") if isinstance(entry.get("records"), dict) else None
+            if entry.get("ran"):
+                if not got or args["probe_isolation"] == "per_device" or _container_left(got.get("runtime")):
+                    # a probe that did not return (interrupted), or per_device (one container per device, reporting
+                    # only their outcome): swept every time
+                    self._sweep(args, run_id, engine, task_vars, calls, problems)
+            elif got is None:
+                # audit mode, or the node did not get to this runtime (its call failed or was interrupted first)
+                got = _node.gated(_node.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
+                                  or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
                 if out is not None and not isinstance(out.get("records"), dict) and index == 0:
                     self._sweep(args, run_id, engine, task_vars, calls, problems)  # the call may have died mid-probe
-            elif not got or args["probe_isolation"] == "per_device" or _container_left(got.get("runtime")):
-                # a probe that did not return (interrupted), or per_device (one container per device, reporting only
-                # their outcome): swept every time
-                self._sweep(args, run_id, engine, task_vars, calls, problems)
+            # else: the node's gate stopped this runtime's probe, and its records say why
             missing = "the node-side call (%s) did not return a record: %s" % (VERIFY_MODULE, _message(out or {}))
             got = dict((layer, (got or {}).get(layer) or not_run(layer, missing)) for layer in _node.PROBE_LAYERS)
             identity = dict((k, engine.get(k)) for k in ENGINE_KEYS if engine.get(k) is not None)

@@ -242,7 +242,7 @@ def write_report_set(report_dir, basename, stamp, texts):
     sweep_temporaries(report_dir, basename)
     tmp = _hidden(report_dir, "%s-%s" % (basename, stamp))
     with interruptible():  # SIGTERM/SIGINT/SIGHUP while the set is written (the renderings stream into it) clean up too
-        run_dir, previous, paths = _write_set(report_dir, basename, stamp, texts, tmp)
+        run_dir, previous, paths = _write_set(report_dir, basename, stamp, texts, tmp, paths)
     _step("latest")
     for name in os.listdir(report_dir):
         # the previous version's set, once nothing points at it (also one an interrupted migration left)
@@ -252,10 +252,10 @@ def write_report_set(report_dir, basename, stamp, texts):
     return run_dir, dict(paths["files"])
 
 
-def _write_set(report_dir, basename, stamp, texts, tmp):
-    """write_report_set's steps from the hidden temporary to ``latest``; (run dir, previous flat set, paths)."""
+def _write_set(report_dir, basename, stamp, texts, tmp, paths):  # pylint: disable=too-many-arguments
+    """write_report_set's steps from the hidden temporary to ``latest`` (``paths``: set_paths of the set without its
+    stamp); (run dir, previous flat set, the paths of this run's set)."""
     run_dir = previous = None
-    paths = set_paths(report_dir, basename, texts)
     try:
         os.mkdir(tmp, 0o777)
         _step("temp_dir")
