@@ -193,6 +193,9 @@ class EarlyControl(object):
     def __init__(self, host_record, timeout, scope, skip_uuids):
         self.scope = list(scope)
         self.cancel = threading.Event()
+        # waited on instead of Thread.join: a signal handler raising inside join() (the interrupt of the main thread)
+        # can leave the thread marked stopped while it still runs (CPython's tstate-lock handling), and the wait hung
+        self._done = threading.Event()
         self._out = {}
         self._thread = threading.Thread(target=self._run, args=(host_record, timeout, skip_uuids), name="gpuprobe-host-control")
         self._thread.start()
@@ -203,10 +206,13 @@ class EarlyControl(object):
                                                    cancel=self.cancel)
         except BaseException as exc:  # pylint: disable=broad-except
             self._out["error"] = exc
+        finally:
+            self._done.set()
 
     def runner(self, host_record, timeout, uuid=None, only_uuids=None, skip_uuids=None):
         """This control's (result, parsed, outcome) when it ran on ``only_uuids``; else the control run now."""
-        self._thread.join()
+        while not self._done.wait(0.5):
+            pass
         if "result" in self._out and not uuid and sorted(only_uuids or []) == sorted(self.scope):
             result = self._out["result"]
             result[0]["concurrent"] = True  # it ran while the probe container ran
@@ -215,4 +221,4 @@ class EarlyControl(object):
 
     def stop(self):
         self.cancel.set()
-        self._thread.join(30)
+        self._done.wait(30)
