@@ -17,8 +17,9 @@ makes the message classes from it at run time. So no generated or copied code is
 module can refuse the node's protobuf runtime for a version mismatch. The descriptor is found at the path given
 to ``CRIClient`` or in the environment variable ``GPUPROBE_CRI_DESCRIPTOR``.
 
-grpcio and protobuf are optional: without them ``HAS_CRI_LIBS`` is False and ``CRI_IMPORT_ERROR`` holds the
-import error, for ``missing_required_lib(CRI_LIBS, exception=...)``; ``CRIClient`` then raises CRIUnavailable.
+grpcio and protobuf are optional and imported on first use (``load_libs``): without them ``load_libs()`` and then
+``HAS_CRI_LIBS`` are False and ``CRI_IMPORT_ERROR`` holds the import error, for ``missing_required_lib(CRI_LIBS,
+exception=...)``; ``CRIClient`` then raises CRIUnavailable.
 """
 
 from __future__ import annotations
@@ -26,15 +27,11 @@ from __future__ import annotations
 import os
 import time
 
-try:
-    import grpc
-    from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message, message_factory
-    HAS_CRI_LIBS = True
-    CRI_IMPORT_ERROR = None
-except ImportError as _exc:  # pragma: no cover - depends on the target host
-    grpc = descriptor_pb2 = descriptor_pool = json_format = message = message_factory = None
-    HAS_CRI_LIBS = False
-    CRI_IMPORT_ERROR = _exc
+# grpcio and protobuf, imported the first time the CRI is used (``load_libs``): a probe through a CLI engine imports
+# this module with the runtime package and never pays for them (~40 ms of a node-side call)
+grpc = descriptor_pb2 = descriptor_pool = json_format = message = message_factory = None
+HAS_CRI_LIBS = None                       # None until load_libs() has tried
+CRI_IMPORT_ERROR = None
 
 CRI_LIBS = "grpcio and protobuf"          # the name for missing_required_lib
 DESCRIPTOR_ENV = "GPUPROBE_CRI_DESCRIPTOR"
@@ -46,6 +43,24 @@ DEFAULT_TIMEOUT = 10.0                    # seconds, every call
 STATE_EXITED = "CONTAINER_EXITED"
 STATE_RUNNING = "CONTAINER_RUNNING"
 STATE_CREATED = "CONTAINER_CREATED"
+
+
+def load_libs():
+    """Import grpcio and protobuf once (the first CRI use); True when they are there (``HAS_CRI_LIBS``)."""
+    global grpc, descriptor_pb2, descriptor_pool, json_format, message, message_factory  # pylint: disable=global-statement
+    global HAS_CRI_LIBS, CRI_IMPORT_ERROR  # pylint: disable=global-statement
+    if HAS_CRI_LIBS is None:
+        try:
+            import grpc as grpc_  # pylint: disable=import-outside-toplevel
+            from google.protobuf import descriptor_pb2 as d_pb2, descriptor_pool as d_pool  # pylint: disable=import-outside-toplevel
+            from google.protobuf import json_format as j_format, message as msg, message_factory as m_factory  # pylint: disable=import-outside-toplevel
+        except ImportError as exc:  # pragma: no cover - depends on the target host
+            CRI_IMPORT_ERROR = exc
+            HAS_CRI_LIBS = False
+        else:
+            grpc, descriptor_pb2, descriptor_pool, json_format, message, message_factory = grpc_, d_pb2, d_pool, j_format, msg, m_factory
+            HAS_CRI_LIBS = True
+    return HAS_CRI_LIBS
 
 
 class CRIUnavailable(Exception):
@@ -117,7 +132,7 @@ class CRIClient:
     (protobuf JSON with the .proto's field names); a failed call raises CRIError."""
 
     def __init__(self, endpoint, descriptor=None, timeout=DEFAULT_TIMEOUT):
-        if not HAS_CRI_LIBS:
+        if not load_libs():
             raise CRIUnavailable("%s are not installed: %s" % (CRI_LIBS, CRI_IMPORT_ERROR))
         path = descriptor or os.environ.get(DESCRIPTOR_ENV)
         if not path:

@@ -351,7 +351,7 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     descriptor, version (the CRI Version call's runtime_version), version_text, runtime_name, runtime_api_version,
     oci_runtime, cdi, usable, reason (why not usable). ``name`` is the engine the CRI Version call answers (asked_as:
     the name it was asked as, when that differs); an engine that is neither is not usable."""
-    # imported here: grpc loads with it, and only a CRI runtime needs it
+    # imported here, and grpc only by _cri.load_libs(): only a CRI runtime needs them
     from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
     if name not in DEFAULT_ENDPOINTS:
         raise ValueError("%r is not a CRI runtime (%s)" % (name, ", ".join(sorted(DEFAULT_ENDPOINTS))))
@@ -369,7 +369,7 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     except ValueError as exc:
         info["reason"] = str(exc)
         return info
-    if not _cri.HAS_CRI_LIBS:
+    if not _cri.load_libs():
         info["reason"] = "%s (%s)" % (missing_required_lib(_cri.CRI_LIBS, reason="the CRI (%s)" % name), _cri.CRI_IMPORT_ERROR)
         return info
     if sock and not os.path.exists(sock):

@@ -1,6 +1,10 @@
 """_cri's pure parts: the CRI log format, endpoints, the cdi.k8s.io annotation, and the clear errors when the
 client cannot be made (libraries or descriptor missing). The calls themselves run against a real containerd in
 tests/integration/test_engines.py."""
+import os
+import subprocess
+import sys
+
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri
@@ -184,3 +188,16 @@ def test_cri_user_names_are_refused(user):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import _user
     with pytest.raises(ValueError, match="numeric uid"):
         _user(user)
+
+
+def test_grpc_is_imported_only_when_the_cri_is_used():
+    """A probe through a CLI engine loads the runtime package (and this module with it) but never grpcio/protobuf;
+    the first CRI use imports them."""
+    code = ("import sys\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_verify, _runtime\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri\n"
+            "loaded = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google'))\n"
+            "assert loaded() == [] and _cri.HAS_CRI_LIBS is None, loaded()\n"
+            "assert _cri.load_libs() is True and _cri.HAS_CRI_LIBS is True and 'grpc' in loaded()\n"
+            "assert _cri.grpc is sys.modules['grpc'] and _cri.load_libs() is True\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
