@@ -19,6 +19,15 @@ controller's Python. Any change to any of them is another key, and older payload
 new one is kept. A kept payload that does not load is removed, never used. A payload built with a debugger or
 coverage extension is never kept or used.
 
+A payload is kept with its bytecode: next to each source file of the payload's zip, a ``.pyc`` of it compiled by
+the controller's Python (``with_bytecode``). The node imports a module from that zip (zipimport), which never writes
+bytecode, so without it every call compiles every module it imports (about 0.35 s of a node_verify call on the
+development machine, docs/performance.md). Each ``.pyc`` is hash-checked (PEP 552): zipimport uses it only when the
+node's Python has the same bytecode magic as the controller's and the source next to it in the same zip hashes to
+what it was compiled from; otherwise it compiles the source, as it always did. Nothing is written on the node. The
+payload that Ansible built in this run is replaced by the one with bytecode too, so the later nodes of a first run
+use it.
+
 The report templates (plugin_utils/_report_templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
 bytecode cache keeps the compiled code, checked against each template's source.
 
@@ -32,17 +41,27 @@ reuse: the call goes on and Ansible builds the payload as it always does.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import glob
 import hashlib
+import importlib.util
+import io
+import marshal
 import os
+import pickle
 import shutil
 import stat
 import sys
 import tempfile
+import zipfile
 
 ENV = "GPUPROBE_CACHE"
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
+# the file name compiled into each module's code (tracebacks): its place in the payload, under a name that says so (the
+# node's temp path of the payload is not known here)
+BYTECODE_PREFIX = "ansiballz-payload/"
 
 _KEYS = {}
 
@@ -216,7 +235,14 @@ class Slot(object):
         """After the call: the payload Ansible built in this run kept for the next run; older ones of the module removed."""
         if not self.kept or self.primed or os.path.exists(self.kept) or not os.path.isfile(self.run_file):
             return False
-        if not _copy(self.run_file, self.kept):
+        compiled = _compiled_copy(self.run_file)
+        if compiled is not None:
+            kept = _write(compiled, self.kept)
+            if kept:
+                _write(compiled, self.run_file)  # the later nodes of this run use it too
+        else:  # not ansible-core's cache entry as this code knows it: kept as it is, without bytecode
+            kept = _copy(self.run_file, self.kept)
+        if not kept:
             return False
         stem = self.kept.rsplit("-", 1)[0]
         for old in glob.glob(glob.escape(stem) + "-*"):
@@ -228,15 +254,72 @@ class Slot(object):
         return True
 
 
+def _pyc(source, name):
+    """A hash-checked .pyc (PEP 552) of ``source`` (bytes) for this Python, or None when this Python cannot compile it
+    (the node's may: it compiles the source then, as without bytecode)."""
+    try:
+        code = compile(source, BYTECODE_PREFIX + name, "exec", dont_inherit=True, optimize=0)
+    except (SyntaxError, ValueError):
+        return None
+    flags = 0b11  # hash-based, check the source: zipimport compares it with the .py beside it in the same zip
+    return importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
+
+
+def with_bytecode(zip_bytes):
+    """The payload zip ``zip_bytes`` with a .pyc beside each .py (``_pyc``), every entry otherwise as it was (name,
+    date, compression, content). A zip that already has bytecode is returned as it is."""
+    src = zipfile.ZipFile(io.BytesIO(zip_bytes))
+    names = set(src.namelist())
+    if any(name.endswith(".pyc") for name in names):
+        return zip_bytes
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            body = src.read(info)
+            dst.writestr(info, body)
+            if not info.filename.endswith(".py") or info.filename + "c" in names:
+                continue
+            pyc = _pyc(body, info.filename)
+            if pyc is not None:
+                entry = zipfile.ZipInfo(info.filename + "c", info.date_time)
+                entry.compress_type = info.compress_type
+                entry.external_attr = info.external_attr
+                dst.writestr(entry, pyc)
+    return out.getvalue()
+
+
+def _compiled_copy(path):
+    """Ansible's cache entry at ``path`` with bytecode in its payload (``with_bytecode``), or None when it is not an
+    entry this code knows (another ansible-core, a damaged file): that payload is then kept as it is."""
+    try:
+        from ansible.executor.module_common import _CachedModule  # pylint: disable=import-outside-toplevel
+        entry = _CachedModule.load(path)
+        if not isinstance(entry, _CachedModule) or not isinstance(entry.zip_data, bytes):
+            return None
+        zip_data = base64.b64encode(with_bytecode(base64.b64decode(entry.zip_data, validate=True)))
+        return dataclasses.replace(entry, zip_data=zip_data)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _write(entry, target):
+    """Pickle ``entry`` (ansible-core's cache entry) to ``target`` atomically, as ``_copy`` does: True when done."""
+    buf = io.BytesIO()
+    pickle.dump(entry, buf)
+    buf.seek(0)
+    return _copy(buf, target)
+
+
 def _copy(source, target):
-    """Copy ``source`` to ``target`` atomically (a temp file in the target's directory, renamed): True when done."""
+    """Copy ``source`` (a path, or a readable binary file) to ``target`` atomically (a temp file in the target's
+    directory, renamed): True when done."""
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".gpuprobe-")
     except OSError:
         return False
     try:
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+        with os.fdopen(fd, "wb") as out, (open(source, "rb") if isinstance(source, str) else source) as src:
             shutil.copyfileobj(src, out)
             out.flush()
             os.fsync(out.fileno())  # whole on disk before it has its name: a crash never leaves half a payload named

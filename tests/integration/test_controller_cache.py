@@ -1,12 +1,17 @@
 """The controller cache over real ansible-playbook runs (plugin_utils/_controller_cache): the second audit of the same
 sources loads the node_layers payload the first one built instead of building it (Ansible's own debug lines say
-which), and gives the same records; with the cache off every run builds. Local connection, a synthetic node tree."""
+which), and gives the same records, its payload kept with bytecode beside every source; with the cache off every
+run builds. Local connection, a synthetic node tree."""
+import base64
+import io
 import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import pytest
+from ansible.executor.module_common import _CachedModule
 
 from hostfixture import build_node
 
@@ -38,6 +43,11 @@ def test_the_second_run_loads_the_payload_the_first_built(tmp_path):
     assert BUILT in out1 and LOADED not in out1
     kept = os.listdir(os.path.join(cache, "payloads"))
     assert len(kept) == 1 and kept[0].startswith("ansible_collections.gpuprobe.layers.plugins.modules.node_layers-")
+    # kept with bytecode beside every source file, for the nodes whose Python is the controller's
+    payload = zipfile.ZipFile(io.BytesIO(base64.b64decode(_CachedModule.load(os.path.join(cache, "payloads", kept[0])).zip_data)))
+    sources = [n for n in payload.namelist() if n.endswith(".py")]
+    assert "ansible_collections/gpuprobe/layers/plugins/modules/node_layers.py" in sources
+    assert sorted(n for n in payload.namelist() if n.endswith(".pyc")) == sorted(n + "c" for n in sources)
     out2, host2 = _audit(tmp_path, cache, 2)
     assert LOADED in out2 and BUILT not in out2
     assert os.listdir(os.path.join(cache, "payloads")) == kept

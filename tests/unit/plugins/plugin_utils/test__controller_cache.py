@@ -1,8 +1,14 @@
 """The controller's cache of what it would rebuild on every run (plugin_utils/_controller_cache): the key follows every
 source file, the directory must be this user's own, and a payload moves between the cache and the run's own place
 only whole. Real ansible-playbook runs reusing a payload: tests/integration/test_controller_cache.py."""
+import base64
+import io
+import json
 import os
 import shutil
+import subprocess
+import sys
+import zipfile
 
 import pytest
 
@@ -120,3 +126,95 @@ def test_the_template_cache_is_per_renderer_and_never_fails_a_report(tmp_path, m
     assert env.get_template("t").render(x=1) == "1"
     monkeypatch.setenv(cc.ENV, "off")
     assert cc.template_cache() is None
+
+
+def _zip(files, compression=zipfile.ZIP_DEFLATED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compression) as z:
+        for name, text in files.items():
+            info = zipfile.ZipInfo(name, (2026, 12, 4, 0, 0, 0))
+            info.compress_type = compression  # as ansible-core's _make_zinfo does
+            z.writestr(info, text)
+    return buf.getvalue()
+
+
+PAYLOAD = {
+    "pkg/__init__.py": "",
+    "pkg/mod.py": "from __future__ import annotations\nVALUE = 'compiled once'\ndef f(x: int) -> int:\n    return x + 1\n",
+    "pkg/broken.py": "def (:\n",   # this Python cannot compile it: no bytecode, the node sees the source
+    "pkg/data.txt": "not Python",
+}
+
+
+def _import(zip_path, *names):
+    """What a fresh interpreter imports from the zip (zipimport, as AnsiballZ runs a module): each module's file and
+    VALUE, and whether its code came from bytecode."""
+    code = ("import json, sys, importlib\nsys.path.insert(0, sys.argv[1])\nout = {}\n"
+            "for n in sys.argv[2:]:\n"
+            "    m = importlib.import_module(n)\n"
+            "    out[n] = [m.__file__.rsplit('/', 1)[-1], getattr(m, 'VALUE', None), m.f(1) if hasattr(m, 'f') else None]\n"
+            "print(json.dumps(out))\n")
+    r = subprocess.run([sys.executable, "-B", "-c", code, zip_path] + list(names), capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def test_a_kept_payload_carries_bytecode_that_the_node_imports(tmp_path, monkeypatch):
+    keep = str(tmp_path / "keep")
+    os.makedirs(keep, mode=0o700)
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run"))
+    slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
+    os.makedirs(os.path.dirname(slot.run_file))
+    source_zip = _zip(PAYLOAD)
+    _CachedModule(zip_data=base64.b64encode(source_zip), metadata="meta", source_mapping={"a": "b"}).dump(slot.run_file)
+    assert slot.keep() is True
+    for path in (slot.kept, slot.run_file):  # kept for the next run, and replaced for this run's later nodes
+        entry = _CachedModule.load(path)
+        assert isinstance(entry, _CachedModule) and entry.metadata == "meta" and entry.source_mapping == {"a": "b"}
+        z = zipfile.ZipFile(io.BytesIO(base64.b64decode(entry.zip_data)))
+        assert sorted(z.namelist()) == sorted(list(PAYLOAD) + ["pkg/__init__.pyc", "pkg/mod.pyc"])
+        for name, text in PAYLOAD.items():  # every entry of Ansible's payload as it was
+            assert z.read(name).decode() == text and z.getinfo(name).date_time == (2026, 12, 4, 0, 0, 0)
+        assert z.getinfo("pkg/mod.pyc").compress_type == zipfile.ZIP_DEFLATED
+    zip_path = str(tmp_path / "payload.zip")
+    with open(zip_path, "wb") as f:
+        f.write(base64.b64decode(_CachedModule.load(slot.kept).zip_data))
+    assert _import(zip_path, "pkg.mod") == {"pkg.mod": ["mod.pyc", "compiled once", 2]}
+    assert not [n for n in os.listdir(keep) + os.listdir(os.path.dirname(slot.run_file)) if n.startswith(".gpuprobe-")]
+
+
+def _rezip(zip_bytes, change):
+    src = zipfile.ZipFile(io.BytesIO(zip_bytes))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for info in src.infolist():
+            z.writestr(info, change(info.filename, src.read(info)))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("case", ["other Python", "source changed"])
+def test_bytecode_that_does_not_match_the_node_is_never_used(tmp_path, case):
+    compiled = cc.with_bytecode(_zip(PAYLOAD))
+    if case == "other Python":  # another bytecode magic: the node compiles the source, as without bytecode
+        changed = _rezip(compiled, lambda name, body: b"\x00\x00\r\n" + body[4:] if name.endswith(".pyc") else body)
+        expected = "compiled once"
+    else:  # a .py that is not what its .pyc was compiled from: the source wins
+        changed = _rezip(compiled, lambda name, body: body.replace(b"compiled once", b"the source") if name == "pkg/mod.py" else body)
+        expected = "the source"
+    zip_path = str(tmp_path / "payload.zip")
+    with open(zip_path, "wb") as f:
+        f.write(changed)
+    assert _import(zip_path, "pkg.mod") == {"pkg.mod": ["mod.py", expected, 2]}
+
+
+def test_bytecode_is_added_once_and_a_payload_it_cannot_read_is_kept_as_it_is(tmp_path, monkeypatch):
+    compiled = cc.with_bytecode(_zip(PAYLOAD))
+    assert cc.with_bytecode(compiled) == compiled
+    keep = str(tmp_path / "keep")
+    os.makedirs(keep, mode=0o700)
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run"))
+    slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
+    os.makedirs(os.path.dirname(slot.run_file))
+    _CachedModule(zip_data=b"not base64 of a zip!", metadata=None, source_mapping={}).dump(slot.run_file)
+    built = open(slot.run_file, "rb").read()
+    assert slot.keep() is True
+    assert open(slot.kept, "rb").read() == built and open(slot.run_file, "rb").read() == built
