@@ -11,7 +11,7 @@ Items, interleaved round by round so that drift hits every item alike:
   full        (--gpu) `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built`
   *@baseline  (--baseline DIR) audit and full again with the playbook and collection of another checkout DIR
               (an earlier commit), in the same rounds: what a change bought; repeat --baseline for several
-              (items named *@baseline:<DIR's name>)
+              (items named *@baseline:<DIR's name>), each with a controller cache directory of its own
   *-cold      (--cold) audit and full with the controller cache off (GPUPROBE_CACHE=off): a controller's first run of
               these sources, which builds every node-side payload and compiles the report templates. The other items
               share one cache directory of this benchmark (empty at its start), so their first round is cold too
@@ -151,7 +151,10 @@ def main():
         link = os.path.join(tmp, label, "ansible_collections", "gpuprobe")
         os.makedirs(link)
         os.symlink(base, os.path.join(link, "layers"))
-        base_env = dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(tmp, label))
+        # a cache directory of its own: in a shared one each checkout's payload (another sources key) would replace the
+        # other's at every run, and every round of both would be a cold one
+        base_env = dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(tmp, label),
+                        GPUPROBE_CACHE=os.path.join(tmp, "controller-cache-%s" % label.replace(":", "_")))
         for name, argv, report in [item[:3] for item in items if "@" not in item[0] and "-cold" not in item[0]]:
             if report:
                 items.append((name + "@" + label, [a.replace(PLAYBOOK, os.path.join(base, "playbooks", "verify-gpu.yml")) for a in argv],
