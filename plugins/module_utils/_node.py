@@ -195,35 +195,38 @@ def _k8s(layers, host_record=None):
         return {"k8s": crashed("k8s", exc)}
 
 
-def selected_engines(p):
+def selected_engines(p, probe_follows=False):
     """The runtimes this run verifies through (``_runtime_select``), each with its own CDI configuration read
     (``cdi_config``): what the cdi layer judges per runtime and the probe stage starts its container through.
-    None when the node's root is not / (the engines of another root cannot be asked)."""
+    None when the node's root is not / (the engines of another root cannot be asked). ``probe_follows``: the probe
+    stage runs next in this process (node_verify), so each engine is detected in full here (podman info), beside the
+    host layer, instead of by the probe stage before its container (docs/performance.md); an audit asks podman's
+    version only."""
     if os.path.realpath(p["root"]) != "/":
         return None
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
     engines = [describe(info) for info in select_runtimes(p["runtime"], endpoint=p.get("runtime_endpoint"),
-                                                          descriptor=p.get("cri_descriptor"), inspect=True)]
+                                                          descriptor=p.get("cri_descriptor"), inspect=not probe_follows)]
     for info in engines:
         info["cdi_config"] = read_engine_config(info)
     return engines
 
 
 class _Selection(object):
-    """``selected_engines(p)`` started in a thread at once, joined when the cdi layer needs it: the engines' own
+    """``selected_engines(p, probe_follows)`` started in a thread at once, joined when the cdi layer needs it: the engines' own
     queries (podman info, docker info, the CRI Version call; ~0.5 s on a node) run while the host layer reads the
     node, instead of after it (docs/performance.md). The thread is not a daemon: at exit the interpreter waits for
     it, so every process it started still ends by its own timeout (``_run``)."""
 
-    def __init__(self, p):
+    def __init__(self, p, probe_follows=False):
         self._out = {}
-        self._thread = threading.Thread(target=self._select, args=(p,), name="gpuprobe-runtime-selection")
+        self._thread = threading.Thread(target=self._select, args=(p, probe_follows), name="gpuprobe-runtime-selection")
         self._thread.start()
 
-    def _select(self, p):
+    def _select(self, p, probe_follows):
         try:
-            self._out["engines"] = selected_engines(p)
+            self._out["engines"] = selected_engines(p, probe_follows)
         except BaseException as exc:  # pylint: disable=broad-except
             self._out["error"] = exc
 
@@ -235,11 +238,11 @@ class _Selection(object):
         return self._out["engines"]
 
 
-def _cdi_record(p, host, check_mode, cdi_layer, selection=None):
+def _cdi_record(p, host, check_mode, cdi_layer, selection=None, probe_follows=False):
     """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first).
     ``selection``: the runtime selection already started (``_Selection``), else it runs here."""
     try:
-        engines = selection.result() if selection is not None else selected_engines(p)
+        engines = selection.result() if selection is not None else selected_engines(p, probe_follows)
     except Exception as exc:  # pylint: disable=broad-except
         return crashed("cdi", exc), None
     if p["cdi_source"] != "self-built":
@@ -281,9 +284,10 @@ def self_built_request(spec):
     return {"spec_dirs": [os.path.dirname(spec["path"])], "kinds": [spec["kind"]], "devices": (gpus or devices)[:1]}
 
 
-def inspect(p, check_mode=False):
+def inspect(p, check_mode=False, probe_follows=False):
     """The inspect stage: host, cdi (self-built spec written first when asked), k8s. Returns
-    {"records": {layer: record}, "spec": the written spec or None}. ValueError: unusable options."""
+    {"records": {layer: record}, "spec": the written spec or None}. ValueError: unusable options.
+    ``probe_follows``: the probe stage runs next in this process (``selected_engines``)."""
     # imported here, and only what the stage runs: a module's imports are compiled from source on every run
     # on the node (AnsiballZ ships sources), which is most of a node-side call's own cost
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import cdi_layer  # pylint: disable=import-outside-toplevel
@@ -301,7 +305,8 @@ def inspect(p, check_mode=False):
     records = {}
     spec = None
     # the runtime selection asks no question of the host record: it runs beside the host layer
-    selection = _Selection(p) if "cdi" in layers and "host" in layers else None
+    probe_follows = probe_follows and not check_mode
+    selection = _Selection(p, probe_follows) if "cdi" in layers and "host" in layers else None
     if "host" in layers:
         try:
             records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
@@ -311,6 +316,6 @@ def inspect(p, check_mode=False):
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
     if "cdi" in layers:
-        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer, selection)
+        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer, selection, probe_follows)
     records.update(_k8s(layers, records.get("host")))
     return {"records": records, "spec": spec}

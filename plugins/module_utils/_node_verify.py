@@ -28,7 +28,7 @@ def verify(p, check_mode=False):
     was interrupted)}}, with "spec_removed"/"spec_error" when this call wrote a spec, and "interrupted": message when
     SIGINT/SIGTERM/SIGHUP stopped a probe (its container gone, no further runtime probed). ValueError: unusable
     options."""
-    inspected = _node.inspect(p, check_mode)
+    inspected = _node.inspect(p, check_mode, probe_follows=True)  # each engine detected in full beside the host layer
     records = inspected["records"]
     own_spec = bool(inspected["spec"]) and not p["cdi_spec"] and not check_mode
     out = {"records": records, "spec": inspected["spec"], "probes": []}

@@ -58,11 +58,11 @@ def _write(lab, directory):
     return path
 
 
-def _inspect(lab, spec_dir):
+def _inspect(lab, spec_dir, probe_follows=False):
     p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
     p.update(layers=["cdi"], nvml=False, cdi_spec_dirs=[spec_dir], cdi_kinds=[lab["kind"]],
              cdi_devices=["%s=d0" % lab["kind"]], runtime="auto")
-    return _node.inspect(p)["records"]["cdi"]
+    return _node.inspect(p, probe_follows=probe_follows)["records"]["cdi"]
 
 
 def _podman_run(lab):
@@ -87,6 +87,14 @@ def test_auto_chooses_podman_and_fails_a_spec_in_a_dir_podman_does_not_read(lab)
     cfg = engine["cdi_config"]
     assert cfg["configured_spec_dirs"] == [lab["own_dir"], "/etc/cdi", "/var/run/cdi"]
     [check] = _engine_checks(cdi)
+    assert engine["usable"] is None  # an audit asks podman's version only
+    # node_verify's inspect stage (the probe follows) detects podman in full (podman info) and judges the same
+    full = _inspect(lab, lab["own_dir"], probe_follows=True)
+    [full_engine] = full["evidence"]["engines"]
+    assert full_engine["usable"] is True and full_engine["oci_runtime"].startswith("runc")
+    assert (full_engine["version"], full_engine["cdi_config"], full_engine["selected_because"]) == (
+        version, cfg, engine["selected_because"])
+    assert [(c["status"], c["observed"]) for c in _engine_checks(full)] == [(check["status"], check["observed"])]
     major_minor = tuple(int(x) for x in version.split(".")[:2])
     if major_minor < (5, 5):
         # podman < 5.5 reads only the library's default dirs: the check FAILs and says why

@@ -256,8 +256,8 @@ def test_a_verified_probe_without_the_cdi_layer_is_inconclusive(tree, monkeypatc
     node = Node(probe_records={"runtime": runtime.build(), "compute": b.build()})
     inspect = _node.inspect
 
-    def cdi_did_not_run(params, check_mode=False):  # the node side's cdi layer did not return a record (it crashed there)
-        out = inspect(params, check_mode)
+    def cdi_did_not_run(params, check_mode=False, probe_follows=False):  # the node side's cdi layer returned no record (it crashed there)
+        out = inspect(params, check_mode, probe_follows)
         out["records"]["cdi"] = not_run("cdi", "the cdi layer did not return a record: OSError: boom")
         return out
     monkeypatch.setattr(_node, "inspect", cdi_did_not_run)
@@ -292,7 +292,7 @@ def test_several_runtimes_probe_once_each_gated_on_the_cdi_record_as_it_speaks_f
          "cdi_config": {"engine": "docker", "enabled": False, "spec_dirs": [], "source": "docker info",
                         "reason": "CDISpecDirs is empty"}}]
     seen = {}
-    monkeypatch.setattr(_node, "selected_engines", lambda p: [dict(e) for e in engines])
+    monkeypatch.setattr(_node, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
 
     def gate(records, mode):
         own = [c for c in records["cdi"]["checks"] if c.get("runtime")]

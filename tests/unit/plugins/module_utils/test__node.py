@@ -136,7 +136,7 @@ def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_c
         assert started.wait(10), "the selection did not start before the host layer ended"
         return not_run("host", "stub host layer")
 
-    def select(p):
+    def select(p, probe_follows=False):
         started.set()
         raise RuntimeError("no engine today")
     monkeypatch.setattr(_host, "collect_host", host)
@@ -145,6 +145,26 @@ def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_c
     out = _node.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
     assert out["records"]["host"]["reason"] == "stub host layer"
     assert out["records"]["cdi"]["status"] == NOT_RUN and "RuntimeError: no engine today" in out["records"]["cdi"]["reason"]
+
+
+@pytest.mark.parametrize("probe_follows,check_mode,version_only", [(False, False, True), (True, False, False), (True, True, True)])
+def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_probe_follows(tmp_path, monkeypatch, probe_follows,
+                                                                                         check_mode, version_only):
+    # node_verify runs the probe stage next in the same process: podman info runs in the selection thread, beside
+    # the host layer, instead of before the container; an audit (or check mode, which starts no container) asks
+    # podman's version only
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _host, _runtime_select
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine
+    asked = []
+
+    def select(requested, **kw):
+        asked.append(kw["inspect"])
+        return [{"name": None, "usable": False, "path": None, "version": None, "reason": "no runtime in this test"}]
+    monkeypatch.setattr(_runtime_select, "select_runtimes", select)
+    monkeypatch.setattr(engine, "read_engine_config", lambda info: {})
+    monkeypatch.setattr(_host, "collect_host", lambda **kw: not_run("host", "stub host layer"))
+    _node.inspect(params(root="/", k8s=False, cdi_spec_dirs=[str(tmp_path)]), check_mode, probe_follows=probe_follows)
+    assert asked == [version_only]
 
 
 def test_the_inspect_stage_imports_no_probe_code():
