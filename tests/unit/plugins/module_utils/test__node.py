@@ -148,8 +148,8 @@ def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_c
 
 
 @pytest.mark.parametrize("probe_follows,check_mode,version_only", [(False, False, True), (True, False, False), (True, True, True)])
-def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_probe_follows(tmp_path, monkeypatch, probe_follows,
-                                                                                         check_mode, version_only):
+def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_probe_follows(
+        tmp_path, monkeypatch, probe_follows, check_mode, version_only):
     # node_verify runs the probe stage next in the same process: podman info runs in the selection thread, beside
     # the host layer, instead of before the container; an audit (or check mode, which starts no container) asks
     # podman's version only
