@@ -25,6 +25,8 @@ from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+# first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool

@@ -20,6 +20,8 @@ import time
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.action import ActionBase
 
+# first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import verify_value_errors
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run

@@ -14,6 +14,8 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 
+# first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import candidate_names, option_errors
 
 ROLE_SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),

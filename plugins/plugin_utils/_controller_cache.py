@@ -31,10 +31,11 @@ use it.
 The report templates (plugin_utils/_report_templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
 bytecode cache keeps the compiled code, checked against each template's source.
 
-Where: ``GPUPROBE_CACHE`` (a directory; ``off`` turns both off), else ``<ANSIBLE_HOME>/gpuprobe/cache``, with
-``payloads/`` and ``templates/`` in it, created mode 0700 and used only when owned by this user and not writable by
-others (Ansible loads a payload with pickle, like its own per-run cache, and Jinja2 loads compiled code: the directory
-has the same trust as ANSIBLE_HOME itself, where collections are code too).
+Where: ``GPUPROBE_CACHE`` (a directory; ``off`` turns it off), else ``<ANSIBLE_HOME>/gpuprobe/cache``, with
+``payloads/``, ``templates/`` and ``code/`` (plugin_utils/_code_cache: the controller's own imports) in it, created
+mode 0700 and used only when owned by this user and not writable by others (Ansible loads a payload with pickle, like
+its own per-run cache, and Jinja2 loads compiled code: the directory has the same trust as ANSIBLE_HOME itself, where
+collections are code too).
 Anything that does not fit (another ansible-core lays out its cache otherwise, a read-only home) only means no
 reuse: the call goes on and Ansible builds the payload as it always does.
 """
@@ -51,12 +52,13 @@ import marshal
 import os
 import pickle
 import shutil
-import stat
 import sys
 import tempfile
 import zipfile
 
-ENV = "GPUPROBE_CACHE"
+# the collection's own compiled code first (imported before any other collection module), and the cache's place
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import ENV, cache_dir  # noqa: F401  pylint: disable=unused-import
+
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
 # the file name compiled into each module's code (tracebacks): its place in the payload, under a name that says so (the
@@ -64,30 +66,6 @@ FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
 BYTECODE_PREFIX = "ansiballz-payload/"
 
 _KEYS = {}
-
-
-def cache_dir(kind, environ=None):
-    """The directory of ``kind`` (payloads, templates), or None when the cache is off or the directory is not safe."""
-    environ = os.environ if environ is None else environ
-    where = environ.get(ENV)
-    if where and where.strip().lower() in ("off", "0", "false", "no"):
-        return None
-    if not where:
-        try:
-            from ansible import constants as C  # pylint: disable=import-outside-toplevel
-            where = os.path.join(C.config.get_config_value("ANSIBLE_HOME"), "gpuprobe", "cache")
-        except Exception:  # pylint: disable=broad-except
-            return None
-    where = os.path.abspath(os.path.expanduser(where))
-    for path in (where, os.path.join(where, kind)):
-        try:
-            os.makedirs(path, mode=0o700, exist_ok=True)
-            st = os.lstat(path)
-        except OSError:
-            return None
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return None
-    return os.path.join(where, kind)
 
 
 class _SafeBytecodeCache(object):

@@ -5,6 +5,7 @@ run builds. Local connection, a synthetic node tree."""
 import base64
 import io
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import zipfile
 
 import pytest
 from ansible.executor.module_common import _CachedModule
+
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import HEADER
 
 from hostfixture import build_node
 
@@ -56,6 +59,15 @@ def test_the_second_run_loads_the_payload_the_first_built(tmp_path):
     assert [(k, r["status"]) for k, r in sorted(host2["layers"].items())] == [(k, r["status"]) for k, r in sorted(host1["layers"].items())]
     # the report templates' compiled code is kept beside it
     assert os.listdir(os.path.join(cache, "templates"))
+    # and so is the compiled code of the collection's own Python that the controller imports (plugin_utils/_code_cache)
+    [tag] = os.listdir(os.path.join(cache, "code"))
+    compiled = set()
+    for name in os.listdir(os.path.join(cache, "code", tag)):
+        with open(os.path.join(cache, "code", tag, name), "rb") as f:
+            blob = f.read()
+        assert blob.startswith(HEADER)
+        compiled.add(os.path.basename(marshal.loads(blob[len(HEADER):]).co_filename))
+    assert {"_fleet_options.py", "_verdict.py", "_report.py", "_report_render.py", "_spool.py"} <= compiled, compiled
 
 
 def test_with_the_cache_off_every_run_builds(tmp_path):
