@@ -12,7 +12,9 @@ import os
 import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import EarlyControl, compute_record, concurrent_scope
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import (
+    EarlyControl, compute_record, concurrent_scope, prefetch_host_driver_facts,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import crashed, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, interruptible, remove_own_spec, runtime_facts
@@ -100,6 +102,8 @@ def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  
     if changes:
         return _spec_changed_records(changes, "before the probe container was started")
     out = {}
+    if not check_mode:  # the driver root's libcuda hashed while the container runs (compute.driver.binding reads it)
+        prefetch_host_driver_facts(records.get("host"))
     early = _early_control(p, params, records, check_mode, expected_gpus)
     try:
         with interruptible():  # an interrupt while the early host control runs stops it (its thread gets no signal)

@@ -22,7 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess im
     assess, assess_device, assess_global, crash_outcome, signal_of, step_hint, step_signature,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import (  # noqa: F401
-    binding_check, file_digest, host_driver_facts,
+    binding_check, file_digest, host_driver_facts, prefetch_host_driver_facts,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS, SIGNATURES  # noqa: F401
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import (  # noqa: F401
@@ -40,5 +40,5 @@ __all__ = [
     "CHECKS", "CONTROL_ENV_CLEARED", "EarlyControl", "MIG_UUID_SYMBOL", "ROW_KEYS", "SIGNATURES", "assess", "assess_device",
     "assess_global", "binding_check", "compute_record", "concurrent_scope", "container_evidence", "container_probes", "control_gpus", "control_status",
     "crash_outcome", "env_cleared", "file_digest", "gpu_rows", "host_control_env", "host_driver_facts", "normalize_expected",
-    "output_check", "run_host_control", "signal_of", "step_checks", "step_hint", "step_signature",
+    "output_check", "prefetch_host_driver_facts", "run_host_control", "signal_of", "step_checks", "step_hint", "step_signature",
 ]

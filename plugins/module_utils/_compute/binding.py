@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._digest import file_digest
@@ -48,6 +49,20 @@ def host_driver_facts(host_record):
     else:
         facts["unknown"].append("no %s in the driver root %s" % (name, facts["driver_root"]))
     return facts
+
+
+def prefetch_host_driver_facts(host_record):
+    """``host_driver_facts`` started in a daemon thread: the driver root's libcuda (~100 MB) is hashed while the probe
+    container runs, and file_digest keeps the digest for the compute layer's own call after it (~90 ms less after the
+    container on the H200; hashlib releases the GIL). Returns the thread; nothing waits for it."""
+    def run():
+        try:
+            host_driver_facts(host_record)
+        except Exception:  # pylint: disable=broad-except
+            pass  # the compute layer's own call meets the same error and reports it
+    thread = threading.Thread(target=run, name="gpuprobe-libcuda-digest", daemon=True)
+    thread.start()
+    return thread
 
 
 def _loaded_identity(parsed):

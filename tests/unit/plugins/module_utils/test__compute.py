@@ -474,3 +474,22 @@ def test_an_expected_gpu_without_a_uuid_is_not_run_never_missing():
     rows = [r for r in record["evidence"]["gpus"] if r["expected"]]
     assert [(r["status"], r["signature"]) for r in rows] == [("NOT_RUN", None)] and "identity unknown" in rows[0]["reason"]
     assert record["status"] != "FAIL"
+
+
+def test_the_driver_roots_libcuda_is_hashed_beside_the_container_and_the_compute_layer_reuses_it(tmp_path):
+    # _node_probe starts the prefetch before the probe container; compute.driver.binding's own call after it finds
+    # the digest made (file_digest: cached) instead of hashing ~100 MB after the container
+    import hashlib
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import binding
+    lib = tmp_path / "drivers" / "lib64" / "libcuda.so.580.1"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(b"\x7fELF" + os.urandom(3 << 20))
+    host = {"evidence": {"root": str(tmp_path), "driver_root": {"path": "/drivers"},
+                         "nvml": {"driver_version": "580.1", "cuda_driver_version_int": 13000}}}
+    binding.prefetch_host_driver_facts(host).join(30)
+    facts = binding.host_driver_facts(host)
+    assert facts["libcuda"]["cached"] is True and facts["libcuda"]["host_path"] == "/drivers/lib64/libcuda.so.580.1"
+    assert facts["libcuda"]["sha256"] == hashlib.sha256(lib.read_bytes()).hexdigest() and facts["unknown"] == []
+    # a host record it cannot use: the thread ends, the compute layer's own call says what is unknown
+    binding.prefetch_host_driver_facts(None).join(30)
+    assert binding.host_driver_facts(None)["libcuda"] is None
