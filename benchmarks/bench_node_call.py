@@ -13,6 +13,9 @@ same way. Items, interleaved round by round, each `python <AnsiballZ file>` as A
                   bytecode, or does when its Python is not the controller's
   call-other-py   the same file with the bytecode's magic number changed: a node whose Python is another version
                   (the bytecode is shipped and refused, the sources compiled)
+  call-no-control (full) the same call with host_control false: what the host control beside the container costs
+Per call, the layers' own timers from its result (duration_ms of each record, the container's and the host control's
+wall) go to the JSON (median_layer_ms).
 Each call runs the layers for real (full: the probe container and the host control, on a GPU host). Then one more
 call under `-X importtime` (OUT_DIR/importtime.txt, and the sum of its own import times in the JSON) and one under
 cProfile (OUT_DIR/profile.txt, by cumulative time). Every call must return JSON without "failed", else it stops.
@@ -86,7 +89,38 @@ def _call(py, path, env, extra=()):
                 continue
     if rc != 0 or result is None or result.get("failed"):
         sys.exit("%s failed (rc %s):\n%s" % (path, rc, out[-4000:]))
-    return wall, cpu, out
+    return wall, cpu, out, result
+
+
+def _timings(result):
+    """The layers' own timers in one call's result (ms): each record's duration_ms, the probe container's and the
+    host control's wall (full mode), and the verdict-relevant statuses."""
+    out = {}
+    records = dict(result.get("records") or {})
+    for probe in result.get("probes") or []:
+        records.update(probe.get("records") or {})
+    for layer, record in records.items():
+        if isinstance(record, dict) and record.get("duration_ms") is not None:
+            out[layer] = record["duration_ms"]
+            out[layer + " status"] = record.get("status")
+    runtime = (records.get("runtime") or {}).get("evidence") or {}
+    compute = (records.get("compute") or {}).get("evidence") or {}
+    if (runtime.get("container") or {}).get("wall_ms") is not None:
+        out["container"] = runtime["container"]["wall_ms"]
+    if isinstance(compute.get("host_control"), dict) and compute["host_control"].get("wall_ms") is not None:
+        out["host control"] = compute["host_control"]["wall_ms"]
+        out["host control concurrent"] = compute["host_control"].get("concurrent")
+    return out
+
+
+def _medians(runs):
+    """Per key: the median of the numbers, or the set of other values (statuses) seen."""
+    out = {}
+    for key in sorted(set(k for run in runs for k in run)):
+        values = [run[key] for run in runs if key in run]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        out[key] = statistics.median(numbers) if numbers and len(numbers) == len(values) else sorted(set(map(str, values)))
+    return out
 
 
 def main():
@@ -137,15 +171,27 @@ def main():
         files["call-other-py"] = _rewrite(files["call"], os.path.join(tmp, "call-other-py.py"),
                                           lambda name, body: b"\x00\x00\r\n" + body[4:] if name.endswith(".pyc") else body)
         order = ["ping", "call", "call-sources", "call-other-py"]
+        if args.mode == "full":  # the same call without the host control: what the control costs beside the container
+            with open(files["call"]) as f:
+                text = f.read()
+            if '\\"host_control\\": true' not in text and '"host_control": true' not in text:
+                sys.exit("the call's arguments have no host_control: true to turn off")
+            with open(os.path.join(tmp, "call-no-control.py"), "w") as f:
+                f.write(text.replace('"host_control": true', '"host_control": false'))
+            files["call-no-control"] = os.path.join(tmp, "call-no-control.py")
+            order.append("call-no-control")
         counts = dict((name, _payload_counts(files[name])) for name in order)
         wall = dict((k, []) for k in order)
         cpu = dict((k, []) for k in order)
+        timings = dict((k, []) for k in order if k != "ping")
         for _rnd in range(args.rounds):
             for name in order:
-                w, c, _out = _call(py, files[name], env)
+                w, c, _out, result = _call(py, files[name], env)
                 wall[name].append(w)
                 cpu[name].append(c)
-        _w, _c, out = _call(py, files["call"], env, ["-X", "importtime"])
+                if name in timings:
+                    timings[name].append(_timings(result))
+        _w, _c, out, _result = _call(py, files["call"], env, ["-X", "importtime"])
         imports = [line for line in out.splitlines() if line.startswith("import time:")]
         with open(os.path.join(args.out_dir, "importtime.txt"), "w") as f:
             f.write("\n".join(imports) + "\n")
@@ -173,21 +219,24 @@ def main():
         "mode": args.mode, "module": module, "rounds": args.rounds, "fixture": args.fixture, "extra_vars": args.extra,
         "payloads": counts,
         "wall_ms": wall, "cpu_ms": cpu, "median_wall_ms": med, "median_cpu_ms": medc,
+        "median_layer_ms": dict((name, _medians(runs)) for name, runs in timings.items()),
+        "layer_ms": timings,
         "ratios": {
             "call / call-sources": round(med["call"] / med["call-sources"], 2),
             "call-other-py / call-sources": round(med["call-other-py"] / med["call-sources"], 2),
             "call / ping": round(med["call"] / med["ping"], 2),
             "call-sources / ping": round(med["call-sources"] / med["ping"], 2),
         },
-        "saved_ms": {"bytecode": round(med["call-sources"] - med["call"], 1),
-                     "other Python pays": round(med["call-other-py"] - med["call-sources"], 1)},
+        "saved_ms": dict([("bytecode", round(med["call-sources"] - med["call"], 1)),
+                          ("other Python pays", round(med["call-other-py"] - med["call-sources"], 1))]
+                         + ([("host control costs", round(med["call"] - med["call-no-control"], 1))] if "call-no-control" in med else [])),
         "importtime_self_ms_summed": round(self_us / 1000.0, 1),
     }
     with open(os.path.join(args.out_dir, "bench-node-call.json"), "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
     print(json.dumps(dict((k, result[k]) for k in ("median_wall_ms", "median_cpu_ms", "ratios", "saved_ms",
-                                                   "importtime_self_ms_summed")), indent=2))
+                                                   "importtime_self_ms_summed", "median_layer_ms")), indent=2))
 
 
 if __name__ == "__main__":
