@@ -14,8 +14,10 @@
 #      .build/baseline holds one (git archive)                -> OUTDIR/evidence/bench-node.json
 #   8. benchmarks/bench_payload.py: what each node-side module ships and what building its payload costs, against
 #      .build/baseline too                                    -> OUTDIR/evidence/bench-payload.json
+#   9. benchmarks/bench_node_call.py --mode full: the node_verify call alone, with and without its bytecode and the
+#      host control, next to ping's; import times and a profile     -> OUTDIR/evidence/node-call/
 # and packs OUTDIR/evidence into OUTDIR/evidence.tgz. Exit status: the number of failed steps.
-# Options after OUTDIR: --bench-only runs the set-up and steps 7-8 only; --compile-controller first byte-compiles the
+# Options after OUTDIR: --bench-only runs the set-up and steps 7-9 only; --compile-controller first byte-compiles the
 # controller's Python packages (ansible-core, the installed collection) as a pip install does by default: the lab
 # bundle installs its wheels with --no-compile into a directory where no bytecode is written, so without it every
 # ansible command there compiles ansible-core from source (about a second) and Ansible's floor (ping) is inflated.
@@ -120,11 +122,15 @@ fi  # --bench-only
 # 7. what the playbook costs on one node next to Ansible's floor (one no-op module) and the bare probe container
 baseline=()
 [ -d .build/baseline/playbooks ] && baseline=(--baseline .build/baseline)
-step benchmark-node "$py" benchmarks/bench_node.py "$ev/bench-node.json" --rounds 3 --gpu --cold --timings "${baseline[@]}" \
+step benchmark-node "$py" benchmarks/bench_node.py "$ev/bench-node.json" --rounds 5 --gpu --cold --timings "${baseline[@]}" \
   -e verify_probe_image="$GPUPROBE_PROBE_IMAGE"
 
 # 8. what each node-side module ships, and what building its payload costs on this controller
 step benchmark-payload "$py" benchmarks/bench_payload.py "$ev/bench-payload.json" --rounds 5 "${baseline[@]}"
+
+# 9. the node-side call alone: where its time goes (bytecode, the host control beside the container, imports)
+step benchmark-node-call "$py" benchmarks/bench_node_call.py "$ev/node-call" --mode full --rounds 5 \
+  -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" -e gpuprobe_cdi_source=self-built
 
 # nothing may be left behind: list what is (an empty listing is the expected result)
 { echo "left in /var/run/cdi:"; ls -la /var/run/cdi; echo "probe containers left:"; podman ps -a --filter label=gpuprobe.run; } >>"$log" 2>&1
