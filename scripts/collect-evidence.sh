@@ -15,6 +15,9 @@ cp "$ev/h200-host.json" "$ev/h200-cdi.json" "$dest/"
 cp "$ev/bench-gpu.json" "$dest/h200-bench-gpu.json"
 [ -f "$ev/bench-node.json" ] && cp "$ev/bench-node.json" "$dest/h200-bench-node.json"
 [ -f "$ev/bench-payload.json" ] && cp "$ev/bench-payload.json" "$dest/h200-bench-payload.json"
+if [ -d "$ev/node-call" ]; then  # bench_node_call.py: the node_verify call alone, its import times and profile
+  rm -rf "$dest/h200-node-call" && mkdir -p "$dest/h200-node-call" && cp "$ev"/node-call/* "$dest/h200-node-call/"
+fi
 cp "$ev/pytest-gpu.xml" "$dest/h200-pytest-gpu.xml"
 cp "$log" "$dest/h200-gpu-e2e.log"
 for f in "$ev"/variants/*.json; do
