@@ -26,7 +26,8 @@ development machine, docs/performance.md). Each ``.pyc`` is hash-checked (PEP 55
 node's Python has the same bytecode magic as the controller's and the source next to it in the same zip hashes to
 what it was compiled from; otherwise it compiles the source, as it always did. Nothing is written on the node. The
 payload that Ansible built in this run is replaced by the one with bytecode too, so the later nodes of a first run
-use it.
+use it. ``GPUPROBE_PAYLOAD_BYTECODE=off`` keeps payloads without it (nodes whose Python is another version than the
+controller's gain nothing from it and would receive a payload about three times larger).
 
 The report templates (plugin_utils/_report_templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
 bytecode cache keeps the compiled code, checked against each template's source.
@@ -61,6 +62,9 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
+# "off" (or 0/false/no): payloads are kept without bytecode, for fleets whose nodes run another Python version than the
+# controller (their zipimport refuses the bytecode: it would only make each payload about three times larger)
+BYTECODE_ENV = "GPUPROBE_PAYLOAD_BYTECODE"
 # the file name compiled into each module's code (tracebacks): its place in the payload, under a name that says so (the
 # node's temp path of the payload is not known here)
 BYTECODE_PREFIX = "ansiballz-payload/"
@@ -160,6 +164,12 @@ def sources_key(root=COLLECTION_ROOT):
     return _KEYS[root]
 
 
+def bytecode_wanted(environ=None):
+    """Whether kept payloads carry bytecode (``GPUPROBE_PAYLOAD_BYTECODE``, default on)."""
+    value = (os.environ if environ is None else environ).get(BYTECODE_ENV, "")
+    return value.strip().lower() not in ("off", "0", "false", "no")
+
+
 def _extensions(task_vars):
     """The AnsiballZ extensions (debugger, coverage) this run builds payloads with; None when that cannot be known."""
     try:
@@ -175,6 +185,7 @@ class Slot(object):
     def __init__(self, module, task_vars, directory=None, root=COLLECTION_ROOT):
         self.kept = self.run_file = None
         self.primed = False
+        self.bytecode = bytecode_wanted()
         if not module.startswith("gpuprobe.layers."):
             return
         directory = directory or cache_dir("payloads")
@@ -186,7 +197,8 @@ class Slot(object):
             fqn = FQN_PREFIX + module.rsplit(".", 1)[-1]
             # the name ansible-core gives its per-run cache file (executor/module_common.py): fqn, compression, extensions
             self.run_file = os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache", "-".join((fqn, compression, "none")))
-            self.kept = os.path.join(directory, "%s-%s-%s" % (fqn, compression, sources_key(root)))
+            self.kept = os.path.join(directory, "%s-%s-%s-%s" % (fqn, compression, sources_key(root),
+                                                                "pyc" if self.bytecode else "src"))
         except Exception:  # pylint: disable=broad-except
             self.kept = self.run_file = None
 
@@ -213,18 +225,18 @@ class Slot(object):
         """After the call: the payload Ansible built in this run kept for the next run; older ones of the module removed."""
         if not self.kept or self.primed or os.path.exists(self.kept) or not os.path.isfile(self.run_file):
             return False
-        compiled = _compiled_copy(self.run_file)
+        compiled = _compiled_copy(self.run_file) if self.bytecode else None
         if compiled is not None:
             kept = _write(compiled, self.kept)
             if kept:
                 _write(compiled, self.run_file)  # the later nodes of this run use it too
-        else:  # not ansible-core's cache entry as this code knows it: kept as it is, without bytecode
+        else:  # asked without bytecode, or not ansible-core's cache entry as this code knows it: kept as it is
             kept = _copy(self.run_file, self.kept)
         if not kept:
             return False
-        stem = self.kept.rsplit("-", 1)[0]
+        stem = self.kept.rsplit("-", 2)[0]  # <fqn>-<compression>: this module's payloads of other sources or kind
         for old in glob.glob(glob.escape(stem) + "-*"):
-            if old != self.kept and len(old) == len(self.kept):
+            if old != self.kept:
                 try:
                     os.unlink(old)
                 except OSError:

@@ -218,3 +218,22 @@ def test_bytecode_is_added_once_and_a_payload_it_cannot_read_is_kept_as_it_is(tm
     built = open(slot.run_file, "rb").read()
     assert slot.keep() is True
     assert open(slot.kept, "rb").read() == built and open(slot.run_file, "rb").read() == built
+
+
+def test_payloads_can_be_kept_without_bytecode_and_one_kind_replaces_the_other(tmp_path, monkeypatch):
+    # GPUPROBE_PAYLOAD_BYTECODE=off: for nodes whose Python is another version (they would refuse the bytecode)
+    keep = str(tmp_path / "keep")
+    os.makedirs(keep, mode=0o700)
+    built = _CachedModule(zip_data=base64.b64encode(_zip(PAYLOAD)), metadata=None, source_mapping={})
+    kept = {}
+    for n, value in enumerate(("off", "on", "no")):
+        monkeypatch.setenv(cc.BYTECODE_ENV, value)
+        monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / ("run%d" % n)))
+        slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
+        os.makedirs(os.path.dirname(slot.run_file))
+        built.dump(slot.run_file)
+        assert slot.keep() is True and os.listdir(keep) == [os.path.basename(slot.kept)]  # the other kind is gone
+        names = zipfile.ZipFile(io.BytesIO(base64.b64decode(_CachedModule.load(slot.kept).zip_data))).namelist()
+        kept[value] = (slot.kept.rsplit("-", 1)[1], any(name.endswith(".pyc") for name in names))
+    assert kept == {"off": ("src", False), "on": ("pyc", True), "no": ("src", False)}
+    assert cc.bytecode_wanted({}) is True and cc.bytecode_wanted({cc.BYTECODE_ENV: "OFF"}) is False
