@@ -197,8 +197,8 @@ class Slot(object):
             fqn = FQN_PREFIX + module.rsplit(".", 1)[-1]
             # the name ansible-core gives its per-run cache file (executor/module_common.py): fqn, compression, extensions
             self.run_file = os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache", "-".join((fqn, compression, "none")))
-            self.kept = os.path.join(directory, "%s-%s-%s-%s" % (fqn, compression, sources_key(root),
-                                                                "pyc" if self.bytecode else "src"))
+            kind = "pyc" if self.bytecode else "src"
+            self.kept = os.path.join(directory, "%s-%s-%s-%s" % (fqn, compression, sources_key(root), kind))
         except Exception:  # pylint: disable=broad-except
             self.kept = self.run_file = None
 
