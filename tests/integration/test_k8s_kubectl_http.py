@@ -101,7 +101,10 @@ def _status(code, reason, message):
 
 
 @pytest.fixture
-def endpoint(tmp_path):
+def endpoint(tmp_path, monkeypatch):
+    # kubectl keeps API discovery per host:port under ~/.kube/cache for hours: a server of an earlier test (or run) on
+    # the same ephemeral port, with other API groups, would answer for this one. Each test gets its own cache.
+    monkeypatch.setenv("KUBECACHEDIR", str(tmp_path / "kube-cache"))
     servers = []
 
     def start(**kw):
