@@ -102,8 +102,8 @@ def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  
     if changes:
         return _spec_changed_records(changes, "before the probe container was started")
     out = {}
-    if not check_mode:  # the driver root's libcuda hashed while the container runs (compute.driver.binding reads it)
-        prefetch_host_driver_facts(records.get("host"))
+    if not check_mode and params["cdi_devices"]:  # the driver root's libcuda hashed while the container runs
+        prefetch_host_driver_facts(records.get("host"))  # (compute.driver.binding reads it after)
     early = _early_control(p, params, records, check_mode, expected_gpus)
     try:
         with interruptible():  # an interrupt while the early host control runs stops it (its thread gets no signal)

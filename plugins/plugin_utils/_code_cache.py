@@ -31,6 +31,7 @@ import os
 import stat
 import sys
 import tempfile
+import types
 
 ENV = "GPUPROBE_CACHE"
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,7 +68,8 @@ def cache_dir(kind, environ=None):
 
 def entry_path(directory, path, source):
     """Where the compiled code of ``source`` (bytes) from ``path`` is kept."""
-    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape") + b"\0" + source).hexdigest()
+    # the optimisation level too: compile() follows the interpreter's (-O, PYTHONOPTIMIZE)
+    digest = hashlib.sha256(b"%d\0" % sys.flags.optimize + path.encode("utf-8", "surrogateescape") + b"\0" + source).hexdigest()
     return os.path.join(directory, digest[:40] + ".code")
 
 
@@ -80,7 +82,9 @@ def compiled(directory, path, source):
         with open(entry, "rb") as f:
             blob = f.read()
         if blob.startswith(HEADER):
-            return marshal.loads(blob[len(HEADER):])
+            code = marshal.loads(blob[len(HEADER):])
+            if isinstance(code, types.CodeType) and code.co_filename == path:
+                return code
     except (OSError, ValueError, EOFError, TypeError):
         pass
     code = compile(source=source, filename=path, mode="exec", flags=0, dont_inherit=True)
@@ -112,11 +116,14 @@ def _directory():
     try:
         os.makedirs(where, mode=0o700, exist_ok=True)
         names = os.listdir(where)
-        if len(names) > MAX_ENTRIES:
-            for name in names:
-                os.unlink(os.path.join(where, name))
     except OSError:
         return None
+    if len(names) > MAX_ENTRIES:
+        for name in names:
+            try:
+                os.unlink(os.path.join(where, name))
+            except OSError:
+                pass  # not a file of ours (a directory someone put there): left alone
     return where
 
 

@@ -26,7 +26,11 @@ development machine, docs/performance.md). Each ``.pyc`` is hash-checked (PEP 55
 node's Python has the same bytecode magic as the controller's and the source next to it in the same zip hashes to
 what it was compiled from; otherwise it compiles the source, as it always did. Nothing is written on the node. The
 payload that Ansible built in this run is replaced by the one with bytecode too, so the later nodes of a first run
-use it. ``GPUPROBE_PAYLOAD_BYTECODE=off`` keeps payloads without it (nodes whose Python is another version than the
+use it. Two differences where the bytecode is used: a module's ``__file__`` ends in ``.pyc`` and its code's file name is
+``ansiballz-payload/<path in the zip>`` (tracebacks say so; ansible-core's deprecation messages raised on the node can
+no longer name ansible-core as their source), and it is compiled at optimisation level 0, which zipimport uses also
+under ``python -O`` (the asserts of ansible-core's module_utils then run; this collection has none).
+``GPUPROBE_PAYLOAD_BYTECODE=off`` keeps payloads without it (nodes whose Python is another version than the
 controller's gain nothing from it and would receive a payload about three times larger).
 
 The report templates (plugin_utils/_report_templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import fcntl
 import glob
 import hashlib
 import importlib.util
@@ -222,8 +227,20 @@ class Slot(object):
         return self.primed
 
     def keep(self):
-        """After the call: the payload Ansible built in this run kept for the next run; older ones of the module removed."""
+        """After the call: the payload Ansible built in this run kept for the next run; older ones of the module removed.
+        One worker of a run does it (a lock beside the kept file): the others would compile the same payload again."""
         if not self.kept or self.primed or os.path.exists(self.kept) or not os.path.isfile(self.run_file):
+            return False
+        lock = _try_lock(os.path.join(os.path.dirname(self.kept), ".lock-" + os.path.basename(self.kept)))
+        if lock is None:
+            return False
+        try:
+            return self._keep()
+        finally:
+            os.close(lock)
+
+    def _keep(self):
+        if os.path.exists(self.kept):  # kept by another worker meanwhile
             return False
         compiled = _compiled_copy(self.run_file) if self.bytecode else None
         if compiled is not None:
@@ -235,13 +252,29 @@ class Slot(object):
         if not kept:
             return False
         stem = self.kept.rsplit("-", 2)[0]  # <fqn>-<compression>: this module's payloads of other sources or kind
-        for old in glob.glob(glob.escape(stem) + "-*"):
-            if old != self.kept:
+        locks = os.path.join(os.path.dirname(stem), ".lock-" + os.path.basename(stem))
+        for old in glob.glob(glob.escape(stem) + "-*") + glob.glob(glob.escape(locks) + "-*"):
+            if old not in (self.kept, os.path.join(os.path.dirname(self.kept), ".lock-" + os.path.basename(self.kept))):
                 try:
                     os.unlink(old)
                 except OSError:
                     pass
         return True
+
+
+def _try_lock(path):
+    """An exclusive lock on ``path`` (flock, released when the fd is closed or the process dies), or None when another
+    process holds it or it cannot be made."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _pyc(source, name):

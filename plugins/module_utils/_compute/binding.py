@@ -54,14 +54,18 @@ def host_driver_facts(host_record):
 def prefetch_host_driver_facts(host_record):
     """``host_driver_facts`` started in a daemon thread: the driver root's libcuda (~100 MB) is hashed while the probe
     container runs, and file_digest keeps the digest for the compute layer's own call after it (~90 ms less after the
-    container on the H200; hashlib releases the GIL). Returns the thread; nothing waits for it."""
+    container on the H200; hashlib releases the GIL). Returns the thread (None when none could be started); nothing
+    waits for it."""
     def run():
         try:
             host_driver_facts(host_record)
         except Exception:  # pylint: disable=broad-except
             pass  # the compute layer's own call meets the same error and reports it
     thread = threading.Thread(target=run, name="gpuprobe-libcuda-digest", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (a pids limit): the compute layer hashes it itself, after the container
+        return None
     return thread
 
 

@@ -88,10 +88,11 @@ def runtime_facts(params, check_mode=False):
     if not devices:
         return not_run("runtime", "no CDI device requested (cdi_devices is empty)", evidence), None
     chosen = params.get("engine") or {}
-    if chosen.get("name") and chosen.get("usable") and (chosen.get("path") or chosen.get("endpoint")):
+    if chosen.get("name") and chosen.get("usable") is not None and (chosen.get("path") or chosen.get("endpoint")):
         # the probe stage: the engine the inspect stage selected, detected and the cdi layer judged (why it was
-        # chosen, its CDI library and configuration), not detected a second time; podman, of which the inspect
-        # stage read the version only (usable None), is detected in full here (podman info)
+        # chosen, its CDI library and configuration), not detected a second time, usable or not (a podman info
+        # that failed or timed out there is not run again); podman, of which an audit's inspect stage read the
+        # version only (usable None), is detected in full here (podman info)
         info = dict(chosen)
     else:
         info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"),

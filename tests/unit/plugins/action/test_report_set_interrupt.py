@@ -21,6 +21,7 @@ BASE = "gpuprobe-report"
 
 WRITER = r'''
 import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's Ctrl-C finds it (not a background job's)
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report_files as W
 report_dir, stamp, tag, pause_at, handler, size = sys.argv[1:7]
 if handler == "ansible-worker":   # ansible.executor.process.worker.WorkerProcess._term

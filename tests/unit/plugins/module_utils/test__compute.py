@@ -490,6 +490,19 @@ def test_the_driver_roots_libcuda_is_hashed_beside_the_container_and_the_compute
     facts = binding.host_driver_facts(host)
     assert facts["libcuda"]["cached"] is True and facts["libcuda"]["host_path"] == "/drivers/lib64/libcuda.so.580.1"
     assert facts["libcuda"]["sha256"] == hashlib.sha256(lib.read_bytes()).hexdigest() and facts["unknown"] == []
-    # a host record it cannot use: the thread ends, the compute layer's own call says what is unknown
-    binding.prefetch_host_driver_facts(None).join(30)
+    # a host record it cannot use, or a file that cannot be read: the thread ends without raising, and the compute
+    # layer's own call says what is unknown
+    import threading
+    raised = []
+    old_hook = threading.excepthook
+    threading.excepthook = raised.append
+    try:
+        binding.prefetch_host_driver_facts(None).join(30)
+        lib.chmod(0)
+        os.rename(str(lib), str(lib) + ".gone")
+        os.mkdir(str(lib))  # a directory where the file was: os.path.isfile says no
+        binding.prefetch_host_driver_facts(dict(host, evidence=dict(host["evidence"], root=str(tmp_path / "nowhere")))).join(30)
+    finally:
+        threading.excepthook = old_hook
+    assert raised == []
     assert binding.host_driver_facts(None)["libcuda"] is None

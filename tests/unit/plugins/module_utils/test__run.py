@@ -127,7 +127,8 @@ def test_one_gigabyte_of_output_costs_megabytes_not_gigabytes():
 
 
 INTERRUPTED = textwrap.dedent("""
-    import json, os, sys, time
+    import json, os, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's Ctrl-C finds it (not a background job's)
     sys.path[:0] = json.loads(sys.argv[1])
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
     code = "import os, time; open(%r, 'w').write(str(os.getpid())); time.sleep(120)" % sys.argv[2]

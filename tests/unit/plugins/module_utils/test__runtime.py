@@ -446,15 +446,21 @@ def test_the_probe_config_asks_for_every_spec_path_and_the_probe_resolves_them(t
                                            paths[1]: str(tmp_path / "usr" / "lib64")}
 
 
+def _failing_podman(tmp_path, monkeypatch, say=""):
+    """A podman on PATH that records its arguments in tmp_path/calls, says ``say`` and exits 125; its path."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "podman").write_text('#!/bin/sh\necho "$*" >> "%s/calls"\n%sexit 125\n' % (tmp_path, say))
+    (bindir / "podman").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    return str(bindir / "podman")
+
+
 def test_a_podman_the_inspect_stage_read_the_version_of_is_detected_in_full_before_a_container(tmp_path, monkeypatch):
     # the inspect stage's podman (usable None: podman --version only) is asked podman info here; what the cdi layer
     # judged of it (why it was chosen, its CDI configuration) stays with it; a podman info that fails is NOT_RUN
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "podman").write_text('#!/bin/sh\necho "$*" >> "%s/calls"\necho "Error: no storage" >&2\nexit 125\n' % tmp_path)
-    (bindir / "podman").chmod(0o755)
-    monkeypatch.setenv("PATH", str(bindir))
-    chosen = {"name": "podman", "path": str(bindir / "podman"), "usable": None, "version": "4.3.1",
+    podman = _failing_podman(tmp_path, monkeypatch, 'echo "Error: no storage" >&2\n')
+    chosen = {"name": "podman", "path": podman, "usable": None, "version": "4.3.1",
               "reason": "podman info not run in the inspect stage", "selected_because": "no kubelet; podman 4.3.1 is installed",
               "cdi_config": {"engine": "podman", "enabled": True}}
     record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
@@ -463,3 +469,14 @@ def test_a_podman_the_inspect_stage_read_the_version_of_is_detected_in_full_befo
                                                              "{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"]
     assert record["status"] == "NOT_RUN" and record["reason"] == "podman info failed: Error: no storage" and probe is None
     assert record["evidence"]["engine"]["selected_because"] == "no kubelet; podman 4.3.1 is installed"
+
+
+def test_an_engine_the_inspect_stage_detected_in_full_is_never_asked_again_usable_or_not(tmp_path, monkeypatch):
+    # node_verify's inspect stage ran podman info beside the host layer: a podman info that failed or hung there is
+    # not run a second time before the container (a hung one would cost its timeout twice); the record says why
+    chosen = {"name": "podman", "path": _failing_podman(tmp_path, monkeypatch), "usable": False, "version": None,
+              "reason": "podman info failed: timeout after 30s", "selected_because": "no kubelet; podman is installed"}
+    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
+                                            "engine": chosen})
+    assert not (tmp_path / "calls").exists()
+    assert record["status"] == "NOT_RUN" and record["reason"] == "podman info failed: timeout after 30s" and probe is None

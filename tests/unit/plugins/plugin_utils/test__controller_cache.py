@@ -89,7 +89,7 @@ def test_a_new_key_replaces_the_modules_older_payloads_only(tmp_path, monkeypatc
     os.makedirs(os.path.dirname(slot.run_file))
     open(slot.run_file, "wb").close()
     assert slot.keep() is True
-    assert sorted(os.listdir(keep)) == sorted([os.path.basename(slot.kept), os.path.basename(other)])
+    assert sorted(n for n in os.listdir(keep) if not n.startswith(".lock-")) == sorted([os.path.basename(slot.kept), os.path.basename(other)])
 
 
 def test_other_modules_and_extensions_are_never_cached(tmp_path, monkeypatch):
@@ -158,14 +158,19 @@ def _import(zip_path, *names):
     return json.loads(r.stdout)
 
 
-def test_a_kept_payload_carries_bytecode_that_the_node_imports(tmp_path, monkeypatch):
+def _built(tmp_path, monkeypatch, run="run", **entry):
+    """A slot of node_layers over a keep dir of this test, with the payload Ansible built in its run (PAYLOAD)."""
     keep = str(tmp_path / "keep")
-    os.makedirs(keep, mode=0o700)
-    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run"))
+    os.makedirs(keep, mode=0o700, exist_ok=True)
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / run))
     slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
     os.makedirs(os.path.dirname(slot.run_file))
-    source_zip = _zip(PAYLOAD)
-    _CachedModule(zip_data=base64.b64encode(source_zip), metadata="meta", source_mapping={"a": "b"}).dump(slot.run_file)
+    _CachedModule(zip_data=base64.b64encode(_zip(PAYLOAD)), **dict(dict(metadata=None, source_mapping={}), **entry)).dump(slot.run_file)
+    return keep, slot
+
+
+def test_a_kept_payload_carries_bytecode_that_the_node_imports(tmp_path, monkeypatch):
+    keep, slot = _built(tmp_path, monkeypatch, metadata="meta", source_mapping={"a": "b"})
     assert slot.keep() is True
     for path in (slot.kept, slot.run_file):  # kept for the next run, and replaced for this run's later nodes
         entry = _CachedModule.load(path)
@@ -232,8 +237,21 @@ def test_payloads_can_be_kept_without_bytecode_and_one_kind_replaces_the_other(t
         slot = cc.Slot("gpuprobe.layers.node_layers", {}, directory=keep)
         os.makedirs(os.path.dirname(slot.run_file))
         built.dump(slot.run_file)
-        assert slot.keep() is True and os.listdir(keep) == [os.path.basename(slot.kept)]  # the other kind is gone
+        # the other kind is gone, and its lock file
+        assert slot.keep() is True and sorted(os.listdir(keep)) == [".lock-" + os.path.basename(slot.kept), os.path.basename(slot.kept)]
         names = zipfile.ZipFile(io.BytesIO(base64.b64decode(_CachedModule.load(slot.kept).zip_data))).namelist()
         kept[value] = (slot.kept.rsplit("-", 1)[1], any(name.endswith(".pyc") for name in names))
     assert kept == {"off": ("src", False), "on": ("pyc", True), "no": ("src", False)}
     assert cc.bytecode_wanted({}) is True and cc.bytecode_wanted({cc.BYTECODE_ENV: "OFF"}) is False
+
+
+def test_one_worker_keeps_a_payload_the_others_leave_it(tmp_path, monkeypatch):
+    # forks of one run reach keep() together: the one holding the lock compiles and keeps, the others do nothing
+    import fcntl
+    keep, slot = _built(tmp_path, monkeypatch)
+    lock_path = os.path.join(keep, ".lock-" + os.path.basename(slot.kept))
+    with open(lock_path, "w") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another worker is keeping it
+        assert slot.keep() is False and not os.path.exists(slot.kept)
+    assert slot.keep() is True and os.path.exists(slot.kept)  # the lock is free again
+    assert sorted(os.listdir(keep)) == sorted([os.path.basename(slot.kept), os.path.basename(lock_path)])
