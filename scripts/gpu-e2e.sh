@@ -17,7 +17,8 @@
 #   9. benchmarks/bench_node_call.py --mode full: the node_verify call alone, with and without its bytecode and the
 #      host control, next to ping's; import times and a profile     -> OUTDIR/evidence/node-call/
 # and packs OUTDIR/evidence into OUTDIR/evidence.tgz. Exit status: the number of failed steps.
-# Options after OUTDIR: --bench-only runs the set-up and steps 7-9 only; --compile-controller first byte-compiles the
+# Options after OUTDIR: --bench-only runs the set-up and steps 7-9 only; --no-bench skips steps 6-9 (a run that
+# verifies behaviour on the GPU and leaves the figures to another); --compile-controller first byte-compiles the
 # controller's Python packages (ansible-core, the installed collection) as a pip install does by default: the lab
 # bundle installs its wheels with --no-compile into a directory where no bytecode is written, so without it every
 # ansible command there compiles ansible-core from source (about a second) and Ansible's floor (ping) is inflated.
@@ -25,9 +26,9 @@
 set -uo pipefail
 out=${1:?usage: gpu-e2e.sh OUTDIR [--bench-only] [--compile-controller]}
 shift
-bench_only=false; compile_controller=false
+bench_only=false; compile_controller=false; no_bench=false
 for opt in "$@"; do
-  case $opt in --bench-only) bench_only=true ;; --compile-controller) compile_controller=true ;;
+  case $opt in --bench-only) bench_only=true ;; --compile-controller) compile_controller=true ;; --no-bench) no_bench=true ;;
     *) echo "gpu-e2e.sh: unknown option $opt" >&2; exit 64 ;; esac
 done
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -115,10 +116,11 @@ step fault-drills ansible-playbook -i "localhost," -c local -e ansible_python_in
   -e verify_stub_libcuda="$stub" -e gpuprobe_report_dir="$ev/drills"
 
 # 6. what a verification costs next to nvidia-smi (ratios measured side by side in this one run)
-step benchmark "$py" benchmarks/bench_gpu.py "$ev/bench-gpu.json" 5
+$no_bench || step benchmark "$py" benchmarks/bench_gpu.py "$ev/bench-gpu.json" 5
 
 fi  # --bench-only
 
+if ! $no_bench; then
 # 7. what the playbook costs on one node next to Ansible's floor (one no-op module) and the bare probe container
 baseline=()
 [ -d .build/baseline/playbooks ] && baseline=(--baseline .build/baseline)
@@ -131,6 +133,7 @@ step benchmark-payload "$py" benchmarks/bench_payload.py "$ev/bench-payload.json
 # 9. the node-side call alone: where its time goes (bytecode, the host control beside the container, imports)
 step benchmark-node-call "$py" benchmarks/bench_node_call.py "$ev/node-call" --mode full --rounds 5 \
   -e verify_probe_image="$GPUPROBE_PROBE_IMAGE" -e gpuprobe_cdi_source=self-built
+fi  # --no-bench
 
 # nothing may be left behind: list what is (an empty listing is the expected result)
 { echo "left in /var/run/cdi:"; ls -la /var/run/cdi; echo "probe containers left:"; podman ps -a --filter label=gpuprobe.run; } >>"$log" 2>&1
