@@ -25,9 +25,11 @@ itself, where collections are code too).
 from __future__ import annotations
 
 import hashlib
+import io
 import importlib.util
 import marshal
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -88,24 +90,31 @@ def compiled(directory, path, source):
     except (OSError, ValueError, EOFError, TypeError):
         pass
     code = compile(source=source, filename=path, mode="exec", flags=0, dont_inherit=True)
-    _keep(directory, entry, HEADER + marshal.dumps(code))
+    copy_atomic(io.BytesIO(HEADER + marshal.dumps(code)), entry)
     return code
 
 
-def _keep(directory, entry, blob):
+def copy_atomic(source, target):
+    """Copy ``source`` (a path, or a readable binary file) to ``target`` atomically (a temp file in the target's
+    directory, renamed): True when done."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpuprobe-")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".gpuprobe-")
     except OSError:
-        return
+        return False
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(blob)
-        os.replace(tmp, entry)  # whole or not at all: a reader never sees half an entry
+        with os.fdopen(fd, "wb") as out, (open(source, "rb") if isinstance(source, str) else source) as src:
+            shutil.copyfileobj(src, out)
+            out.flush()
+            os.fsync(out.fileno())  # whole on disk before it has its name: a crash never leaves half a payload named
+        os.replace(tmp, target)
+        return True
     except OSError:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        return False
 
 
 def _directory():

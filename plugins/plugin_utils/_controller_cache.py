@@ -57,13 +57,12 @@ import io
 import marshal
 import os
 import pickle
-import shutil
 import sys
-import tempfile
 import zipfile
 
 # the collection's own compiled code first (imported before any other collection module), and the cache's place
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import ENV, cache_dir  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import copy_atomic as _copy
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
@@ -231,7 +230,7 @@ class Slot(object):
         One worker of a run does it (a lock beside the kept file): the others would compile the same payload again."""
         if not self.kept or self.primed or os.path.exists(self.kept) or not os.path.isfile(self.run_file):
             return False
-        lock = _try_lock(os.path.join(os.path.dirname(self.kept), ".lock-" + os.path.basename(self.kept)))
+        lock = _try_lock(_lock_path(self.kept))
         if lock is None:
             return False
         try:
@@ -252,14 +251,18 @@ class Slot(object):
         if not kept:
             return False
         stem = self.kept.rsplit("-", 2)[0]  # <fqn>-<compression>: this module's payloads of other sources or kind
-        locks = os.path.join(os.path.dirname(stem), ".lock-" + os.path.basename(stem))
-        for old in glob.glob(glob.escape(stem) + "-*") + glob.glob(glob.escape(locks) + "-*"):
-            if old not in (self.kept, os.path.join(os.path.dirname(self.kept), ".lock-" + os.path.basename(self.kept))):
+        for old in glob.glob(glob.escape(stem) + "-*") + glob.glob(glob.escape(_lock_path(stem)) + "-*"):
+            if old not in (self.kept, _lock_path(self.kept)):
                 try:
                     os.unlink(old)
                 except OSError:
                     pass
         return True
+
+
+def _lock_path(path):
+    """The lock file of a kept payload: beside it, hidden (a payload glob never matches it)."""
+    return os.path.join(os.path.dirname(path), ".lock-" + os.path.basename(path))
 
 
 def _try_lock(path):
@@ -331,29 +334,6 @@ def _write(entry, target):
     pickle.dump(entry, buf)
     buf.seek(0)
     return _copy(buf, target)
-
-
-def _copy(source, target):
-    """Copy ``source`` (a path, or a readable binary file) to ``target`` atomically (a temp file in the target's
-    directory, renamed): True when done."""
-    try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".gpuprobe-")
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as out, (open(source, "rb") if isinstance(source, str) else source) as src:
-            shutil.copyfileobj(src, out)
-            out.flush()
-            os.fsync(out.fileno())  # whole on disk before it has its name: a crash never leaves half a payload named
-        os.replace(tmp, target)
-        return True
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return False
 
 
 # Computed once where this is first imported: ansible-playbook's main process loads the verify_node action (to read its
