@@ -880,9 +880,17 @@ def _nvlink_check(b, s, g, t, mig_enabled=False):
     inactive = len(by_state.get(0, []))
     up = len(states) - inactive
     on_fabric = (g.get("fabric") or {}).get("state") not in (None, 0)
+    # a fabric NVML answered for (a state, or NOT_SUPPORTED: the GPU has none) is read; any other way of not reading it
+    # (a pynvml without the call, NVML_ERROR_UNKNOWN, a lost GPU, an exception) leaves it unknown, never absent
+    fabric_error = (g["errors"].get("fabric") or "no reading") if g.get("fabric") is None else None
+    if not up and fabric_error and not any(code in fabric_error for code in ABSENT_CODES):
+        b.add("host.health.nvlink", NOT_RUN, s, expected, "not read: the NVLink fabric (%s), so whether these links should "
+              "be up is unknown%s: %s" % (fabric_error, " (MIG enabled)" if mig_enabled else "", observed))
+        return
     if not up and not on_fabric:
-        b.add("host.health.nvlink", NOT_RUN, s, expected, "no NVLink is up and the GPU has no NVLink fabric (no bridge or "
-                                                          "NVSwitch connected): %s" % observed)
+        b.add("host.health.nvlink", NOT_RUN, s, expected, "no NVLink is up and NVML reports no NVLink fabric for the GPU "
+                                                          "(%s): nothing says these links should be up: %s" % (
+                                                              fabric_error or "NVML_GPU_FABRIC_STATE_NOT_SUPPORTED", observed))
         return
     if not up and mig_enabled and not _fabric_reports_a_fault(g.get("fabric")):
         # a GPU in MIG mode has no peer-to-peer over NVLink: links down are expected, not a fault

@@ -449,7 +449,7 @@ def test_nvlink_links_all_down_without_a_fabric_is_not_run(h200):
     readings = hf.nvlink_gpu([I] * 4)
     readings["fabric"] = hf.H200_READINGS["fabric"]
     check = one(host(h200, [hf.gpu(0, **readings)]), "host.health.nvlink")
-    assert check["status"] == NOT_RUN and check["observed"].startswith("no NVLink is up and the GPU has no NVLink fabric"), check
+    assert check["status"] == NOT_RUN and check["observed"].startswith("no NVLink is up and NVML reports no NVLink fabric"), check
 
 
 @pytest.mark.parametrize("fabric,status,observed", [
