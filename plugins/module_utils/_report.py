@@ -21,6 +21,7 @@ import copy
 import json
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import NotRead
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN, not_run,
 )
@@ -332,23 +333,21 @@ class HealthTally(object):
     subjects add up across hosts."""
 
     def __init__(self):
-        self.found, self.not_read, self.gpus_read, self.hosts_read = {}, {}, 0, 0
+        self.found, self.not_read, self.gpus_read, self.hosts_read = {}, NotRead(), 0, 0
 
     def add(self, e):
-        found, not_read, read = {}, {}, set()
-        for c in health_checks(e):
+        found, read, checks = {}, set(), health_checks(e)
+        for c in checks:
             if c.get("status") in (FAIL, WARN):
                 found.setdefault((c["id"], c["status"]), set()).add(c.get("subject"))
-            elif c.get("status") == NOT_RUN:
-                not_read.setdefault(c["id"], set()).add(c.get("subject"))
             if c.get("status") != NOT_RUN:
                 read.add(c.get("subject"))
         for key, gpus in found.items():
             item = self.found.setdefault(key, {"gpus": 0, "hosts": []})
             item["gpus"] += len(gpus)
             item["hosts"].append(e["name"])
-        for cid, gpus in not_read.items():
-            self.not_read[cid] = self.not_read.get(cid, 0) + len(gpus)
+        # why each reading was NOT_RUN (not asked, not exposed, an error, ...): _health_reasons
+        self.not_read.add([c for c in checks if c.get("status") == NOT_RUN])
         self.gpus_read += len(read)
         self.hosts_read += 1 if read else 0
 
@@ -357,14 +356,14 @@ class HealthTally(object):
                      "words": health_words(cid, status), "host_names": item["hosts"]}
                     for (cid, status), item in self.found.items()]
         findings.sort(key=lambda f: (f["status"] != FAIL, -f["gpus"], f["check"]))
-        return {"findings": findings, "not_read": dict(sorted(self.not_read.items())),
+        return {"findings": findings, "not_read": self.not_read.by_check(), "not_read_why": self.not_read.summary(),
                 "gpus_read": self.gpus_read, "hosts_read": self.hosts_read}
 
 
 def health_summary(entries):
     """The fleet's GPU health: findings (one per health check and status WARN/FAIL: the GPUs (subjects) and hosts
-    concerned, FAIL first, then the most GPUs), not_read (per check: GPUs whose reading was NOT_RUN) and how many
-    GPUs and hosts had any health reading."""
+    concerned, FAIL first, then the most GPUs), not_read (per check: the subjects whose reading was NOT_RUN), not_read_why
+    (the same per reason: _health_reasons.NotRead.summary) and how many GPUs and hosts had any health reading."""
     tally = HealthTally()
     for e in entries:
         tally.add(e)

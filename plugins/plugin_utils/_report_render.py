@@ -25,6 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import not_read_lines
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
     BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
     state_words,
@@ -200,7 +201,7 @@ def view(report, full=None):
         "failing_chart": svg_bar_chart(dict((layer, failing[layer]) for layer in ORDERED_LAYERS if layer in failing),
                                        "hosts by failing layer"),
         "signatures": [g for g in groups if g.get("signature")],
-        "health": report.get("health") or {"findings": [], "not_read": {}, "gpus_read": 0, "hosts_read": 0},
+        "health": dict({"findings": [], "not_read": {}, "not_read_why": [], "gpus_read": 0, "hosts_read": 0}, **(report.get("health") or {})),
         "entries": list(hosts.values()),
         "details": (full(name) for name in hosts),
         "UNREACHABLE": UNREACHABLE, "RUN_FAILED": RUN_FAILED, "PASS": PASS, "WARN": WARN, "FAIL": FAIL,
@@ -225,7 +226,7 @@ def _env(kind):
         env.filters.update(text=_text, md=_md, raw=Markup, plural=plural, state_words=state_words,
                            state_colour=state_colour, status_colour=status_colour, because_text=because_text,
                            health_line=health_line, predicted_text=predicted_text, gpu_cell=gpu_cell,
-                           health_rows=health_rows, layer_checks=layer_checks)
+                           health_rows=health_rows, layer_checks=layer_checks, not_read_lines=not_read_lines)
         env.globals.update(gpu_tree=gpu_tree)
         _ENVS[kind] = env
     return _ENVS[kind]
