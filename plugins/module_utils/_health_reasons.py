@@ -57,7 +57,7 @@ def reason(observed):
     return "error"
 
 
-def _is_gpu(subject):
+def is_gpu(subject):
     return str(subject or "").startswith("GPU ")
 
 
@@ -75,7 +75,7 @@ class NotRead(object):
             seen.setdefault((reason(c.get("observed")), c["id"]), set()).add(c.get("subject"))
         for key, subjects in seen.items():
             item = self.counts.setdefault(key, {"gpus": 0, "hosts": 0, "subjects": 0})
-            item["gpus"] += sum(1 for s in subjects if _is_gpu(s))
+            item["gpus"] += sum(1 for s in subjects if is_gpu(s))
             item["hosts"] += 1
             item["subjects"] += len(subjects)
 

@@ -26,6 +26,7 @@ from markupsafe import Markup
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import not_read_lines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import drift_lines, drift_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
     BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
     state_words,
@@ -151,7 +152,7 @@ def headlines(report):
     """The dashboard's sentences, in words a person uses, each from the report's figures."""
     s = report["summary"]
     counts = report["counts"]
-    out = [fleet_line(report), gpu_line(s.get("gpus"))]
+    out = [fleet_line(report), gpu_line(s.get("gpus"), (report.get("run") or {}).get("mode"))]
     failing = counts.get("by_failing_layer") or {}
     if failing:
         out.append("%s failed: %s" % (plural(sum(failing.values()), "host"), ", ".join(
@@ -163,13 +164,10 @@ def headlines(report):
                                       "; ".join("{0} ({1:,})".format(g["cause"], g["count"]) for g in groups)))
     for finding in (report.get("health") or {}).get("findings") or []:
         out.append(health_line(finding))
-    if s.get("drifted"):
-        pins = ", ".join("%s on %s" % (key, plural(sum(states.values()), "host"))
-                         for key, states in (counts.get("drift_by_pin") or {}).items())
-        out.append("%s from %s pins: %s" % (plural(s["drifted"], "host differs", "hosts differ"),
-                                            "its" if s["drifted"] == 1 else "their", pins))
+    out.extend(drift_lines(s, counts.get("drift_by_pin"), report.get("drift")))
     if s.get("k8s_findings"):
-        out.append("%s where what Kubernetes is told disagrees with the node verdict" % plural(s["k8s_findings"], "finding"))
+        out.append("%s where what Kubernetes is told disagrees with what the node showed (its verdict or its driver)"
+                   % plural(s["k8s_findings"], "finding"))
     return out
 
 
@@ -193,6 +191,7 @@ def view(report, full=None):
         "s": report["summary"],
         "layers": LAYERS,
         "headlines": headlines(report),
+        "drift_lines": drift_lines(report["summary"], report["counts"].get("drift_by_pin"), report.get("drift")),
         "tiles": state_tiles(report),
         "groups": groups,
         "group_of": dict((g["id"], g) for g in groups),
@@ -329,6 +328,9 @@ def _junit_suite(name, e, generated_at):
         ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
     if e.get("because"):
         ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
+    for state, name_ in (("differs", "drift differs"), ("unknown", "drift not observed")):   # said apart, as everywhere
+        if any(d.get("state") == state for d in e.get("drift") or []):
+            ET.SubElement(props, "property", name=name_, value="; ".join(drift_text(d) for d in e["drift"] if d.get("state") == state))
     for name_, value in gpu_properties(e.get("gpus")):
         ET.SubElement(props, "property", name=name_, value=value)
     suite.insert(0, props)
