@@ -26,6 +26,9 @@ REASONS = (
     ("error", "could not be read (an NVML error, a lost GPU, a command that failed)"),
 )
 WORDS = dict(REASONS)
+# the same, in a word or two (the per-host health rows: "dcgm_diag (not asked)")
+SHORT = {"not_asked": "not asked", "no_nvml": "no NVML", "held_back": "GPU in use", "not_there": "not there",
+         "not_available": "not available", "skipped": "skipped by DCGM", "not_exposed": "not exposed", "error": "error"}
 # NVML's answers for a reading the driver or the VM does not give (the GPU has not the part, or the VM withholds it)
 EXPOSED_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT", "NVML_ERROR_NO_PERMISSION")
 _CODE = re.compile(r"NVML_ERROR_[A-Z_]+")

@@ -25,7 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import not_read_lines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import SHORT, not_read_lines, reason
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import drift_lines, drift_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
     BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
@@ -109,8 +109,8 @@ def predicted_text(row):
 
 def health_rows(entry):
     """The per-GPU health rows of a host (its host layer's host.health.* checks, one row per GPU or subject): subject,
-    passed (how many readings PASSed), findings [(reading, status, observed)] for WARN/FAIL, not_read [(reading,
-    observed)] for NOT_RUN. A GPU whose readings all passed is one short row; what went wrong is said in full."""
+    passed (how many readings PASSed), findings [(reading, status, observed)] for WARN/FAIL, not_read [(reading (why,
+    _health_reasons.SHORT), observed)] for NOT_RUN. A GPU whose readings all passed is one short row; what went wrong is said in full."""
     rows = {}
     for c in health_checks(entry):
         row = rows.setdefault(c.get("subject") or "", {"subject": c.get("subject") or "", "passed": 0, "findings": [],
@@ -119,7 +119,7 @@ def health_rows(entry):
         if c.get("status") == PASS:
             row["passed"] += 1
         elif c.get("status") == NOT_RUN:
-            row["not_read"].append((short, c.get("observed")))
+            row["not_read"].append(("%s (%s)" % (short, SHORT[reason(c.get("observed"))]), c.get("observed")))
         else:
             row["findings"].append((short, c.get("status"), c.get("observed")))
     return list(rows.values())

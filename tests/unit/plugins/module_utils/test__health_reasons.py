@@ -3,6 +3,7 @@ be NOT_RUN is made NOT_RUN by the host layer itself, in each of its ways (not as
 not available on the node or in this mode, skipped by DCGM, not exposed, an error), and the report words each by its
 reason; the reading nobody asked for (dcgm_diag at its default) is never reported as not exposed."""
 import copy
+import re
 
 import pytest
 
@@ -146,6 +147,8 @@ def test_the_report_says_not_asked_of_what_was_not_asked_never_not_exposed(tmp_p
         assert exposed and not any("dcgm" in line for line in exposed), (fmt, exposed)
         assert "does not expose it" not in text
         assert "dcgm" in [line for line in text.splitlines() if "not asked in this run" in line.lower()][0], fmt
+        # each host's own health rows say why too
+        assert re.search(r"dcgm\\?_diag \(not asked\)", text) and re.search(r"retired\\?_pages \(not exposed\)", text), fmt
 
 
 @pytest.mark.parametrize("observed,why", [
