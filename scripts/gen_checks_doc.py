@@ -65,7 +65,8 @@ def thresholds_table():
     """The WARN/FAIL thresholds of the host.health.* checks (_health.THRESHOLDS), with their defaults and why."""
     mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._health")
     out = ["\n## Health thresholds\n\nThe thresholds the `host.health.*` checks are judged by (`THRESHOLDS` in "
-           "`plugins/module_utils/_health.py`). The option `health_thresholds` of host_facts, node_layers and verify_node "
+           "`plugins/module_utils/_health_limits.py`, each set against DCGM v4.6.0's default for its reading or marked as "
+           "ours). The option `health_thresholds` of host_facts, node_layers and verify_node "
            "(the verify role's `verify_health_thresholds`, which group_vars can set per inventory group) overrides any of "
            "them; `null` records the reading without judging it. A record holds the thresholds it was judged by in "
            "`evidence.health.thresholds`. docs/health.md explains each.\n\n"

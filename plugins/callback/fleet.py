@@ -18,7 +18,8 @@ description:
     verify task (ok, failed, or unreachable) is one progress line
     (C(gpuprobe [4/500] node08: UNREACHABLE name does not resolve (DNS))) instead of C(ok:), C(fatal:) or the
     C(UNREACHABLE!) JSON of the whole result; the final gate (a node that could not be verified, or is not
-    C(COMPUTE_VERIFIED) in a post-check) adds no line for a node already reported, one count at the end instead.
+    C(COMPUTE_VERIFIED) in a post-check) adds no line for a node already reported, one line at the end instead that
+    says how many could not be verified and how many are not C(COMPUTE_VERIFIED) in the post-check (only in one).
     At the end, the hosts grouped by state and cause,
     and the report files.
   - Every other task is printed as the default callback prints it. The records are in the report, not on screen.
@@ -37,6 +38,7 @@ from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.callback.gpuprobe_summary import Progress, _host, _task
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import gate_line
 
 # the action of the verify play's last task, which fails each node that could not be verified (playbooks/verify-gpu.yml)
 GATE_ACTIONS = ("fail", "ansible.builtin.fail", "ansible.legacy.fail")
@@ -80,5 +82,5 @@ class CallbackModule(DefaultCallback):
         super(CallbackModule, self).v2_playbook_on_stats(stats)
         self.progress.summary()
         if self.gated:
-            self._display.display("the run fails for %d host(s) (could not be verified, or not COMPUTE_VERIFIED in a "
-                                  "post-check): see the groups above and the report" % len(self.gated), color="red")
+            # why, per host, from the fleet_report result: a post-check is only named where the run made one
+            self._display.display(gate_line(self.gated, self.progress.report), color="red")

@@ -19,8 +19,10 @@ import ctypes
 import json
 import os
 import re
+import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_reason, gpu_compute_processes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health_limits import DEFAULT_THRESHOLDS, THRESHOLDS, judge_replays
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run, which
 
@@ -83,42 +85,7 @@ _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]
                   r"(\d+)(?:, (.*))?")
 
 
-def _threshold(default, unit, minimum, applies, why):
-    return {"default": default, "unit": unit, "minimum": minimum, "applies": applies, "why": why}
-
-
-# The WARN/FAIL thresholds of the host.health.* checks: name -> default, unit, smallest value allowed, the check and
-# status it sets, why that default. ``health_thresholds`` (host_facts, node_layers, verify_node; the verify role's
-# verify_health_thresholds, e.g. per inventory group) overrides any of them; null records the reading without
-# judging it. docs/checks.md lists this table (scripts/gen_checks_doc.py).
-THRESHOLDS = {
-    "ecc_uncorrected_volatile_fail": _threshold(
-        1, "errors", 1, "host.health.ecc_errors FAIL at or above",
-        "an uncorrectable error since the driver loaded: memory failed while in use (DCGM's level-1 DBE check)"),
-    "ecc_uncorrected_aggregate_warn": _threshold(
-        1, "errors", 1, "host.health.ecc_errors WARN at or above (with none volatile)",
-        "lifetime uncorrectable errors: the GPU failed before; row remapping or page retirement should have handled it"),
-    "retired_pages_fail": _threshold(
-        60, "pages", 1, "host.health.retired_pages FAIL at or above",
-        "NVIDIA's replacement (RMA) threshold for retired pages, DCGM's retired-pages limit"),
-    "row_remap_banks_exhausted_warn": _threshold(
-        1, "banks", 1, "host.health.row_remap WARN at or above (banks with no spare row left, histogram 'none')",
-        "a bank with no spare row cannot remap its next failing row: the next uncorrectable error there is a remap failure"),
-    "temperature_margin_c": _threshold(
-        5, "C", 0, "host.health.temperature WARN this close to the slowdown threshold (FAIL at it)",
-        "a GPU this close to its slowdown threshold slows down under the first sustained load"),
-    "pcie_replay_warn": _threshold(
-        1, "replays", 1, "host.health.pcie_replay WARN at or above",
-        "one reading gives no rate; any replay since the driver loaded means the link retransmitted and is worth a look"),
-    "nvlink_inactive_fail": _threshold(
-        1, "links", 1, "host.health.nvlink FAIL at or above (inactive links of a GPU with NVLink in use)",
-        "an NVLink that is down cuts peer bandwidth and, on NVSwitch systems, degrades or removes the GPU from the "
-        "fabric (DCGM reports a link down as a failure)"),
-    "mig_sram_uncorrected_fail": _threshold(
-        1, "errors", 1, "host.health.mig_ecc FAIL at or above (per MIG device, uncorrected volatile non-DRAM errors)",
-        "an uncorrectable SRAM error in an instance: its work was corrupted or stopped (Xid 94/95)"),
-}
-DEFAULT_THRESHOLDS = dict((name, entry["default"]) for name, entry in THRESHOLDS.items())
+# THRESHOLDS (each against DCGM's default) and DEFAULT_THRESHOLDS live in _health_limits, imported above
 
 # dcgmi diag: the run level the user asks for (1: seconds, software and deployment checks, no load on the GPU;
 # 2-4 load the GPU for minutes to hours) and how long each level may take
@@ -204,10 +171,12 @@ CHECKS = {
         "halves host-to-device bandwidth",
         "nvidia-smi -q -d PCI under load; lspci -vv -s <bus id> (LnkSta vs LnkCap); reseat the GPU or riser"),
     "host.health.pcie_replay": _check(
-        "per GPU: the PCIe replay counter is below pcie_replay_warn (nvmlDeviceGetPcieReplayCounter, since the driver loaded)",
-        "(WARN) replays >= %d (pcie_replay_warn): the link retransmitted packets (signal integrity); one reading "
-        "cannot give a rate" % T["pcie_replay_warn"],
-        "nvidia-smi -q -d PCI twice under load (does it rise?); reseat the GPU or riser"),
+        "per GPU: the PCIe replays since the driver loaded stay below pcie_replay_warn, and those between two readings "
+        "of the run stay within DCGM's replay rate limit for the link (nvmlDeviceGetPcieReplayCounter, read twice)",
+        "(WARN) replays since the driver loaded >= %d (pcie_replay_warn, DCGM's diagnostic limit), or more replays "
+        "between the two readings than DCGM's health watch allows for the link's generation and width over max(interval, "
+        "1 minute) (pcie_replay_rate_percent); a lower count is recorded, not judged" % T["pcie_replay_warn"],
+        "nvidia-smi -q -d PCI twice under load (does it rise?); dcgmi health with the PCIe watch; reseat the GPU or riser"),
     "host.health.recovery_action": _check(
         "per GPU: the driver asks for no recovery action and no reset (nvmlDeviceGetFieldValues "
         "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; on drivers without it NVML_FI_DEV_RESET_STATUS and "
@@ -465,6 +434,7 @@ def read_gpu_health(nv, handle, call):
         ("generation_current", "nvmlDeviceGetCurrPcieLinkGeneration"), ("generation_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
         ("generation_gpu_max", "nvmlDeviceGetGpuMaxPcieLinkGeneration"), ("width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
         ("width_max", "nvmlDeviceGetMaxPcieLinkWidth"), ("replay_counter", "nvmlDeviceGetPcieReplayCounter")))
+    health["pcie"]["replay_read_at"] = time.monotonic()    # _nvml reads the counter again at its end (replay_again)
     recovery = _recovery_action(nv, call, errors, handle) or {}
     health["recovery_action"] = recovery.get("action")
     health["reset_status"] = dict((k, recovery.get(k)) for k in ("reset_required", "drain_and_reset"))
@@ -832,12 +802,11 @@ def _pcie(b, s, g, t):
     else:
         b.add("host.health.pcie_link", WARN if p["width_current"] < p["width_max"] else PASS, s,
               "width x%s (generation informative)" % p["width_max"], "x%s of x%s; %s" % (p["width_current"], p["width_max"], gen))
-    replay = p["replay_counter"]
-    expected = _limit(t["pcie_replay_warn"], "<")
-    if replay is None:
-        b.add("host.health.pcie_replay", NOT_RUN, s, expected, _not_read(g["errors"], "pcie_replay_counter"))
+    if p["replay_counter"] is None:
+        b.add("host.health.pcie_replay", NOT_RUN, s, "replays below DCGM's limits", _not_read(g["errors"], "pcie_replay_counter"))
     else:
-        b.add("host.health.pcie_replay", WARN if _at_or_above(replay, t["pcie_replay_warn"]) else PASS, s, expected, str(replay))
+        status, expected, observed = judge_replays(p, t)
+        b.add("host.health.pcie_replay", status, s, expected, observed)
 
 
 RESET_FIELDS = (("reset_required", "a GPU reset is required"), ("drain_and_reset", "drain and reset recommended"))
@@ -911,9 +880,17 @@ def _nvlink_check(b, s, g, t, mig_enabled=False):
     inactive = len(by_state.get(0, []))
     up = len(states) - inactive
     on_fabric = (g.get("fabric") or {}).get("state") not in (None, 0)
+    # a fabric NVML answered for (a state, or NOT_SUPPORTED: the GPU has none) is read; any other way of not reading it
+    # (a pynvml without the call, NVML_ERROR_UNKNOWN, a lost GPU, an exception) leaves it unknown, never absent
+    fabric_error = (g["errors"].get("fabric") or "no reading") if g.get("fabric") is None else None
+    if not up and fabric_error and not any(code in fabric_error for code in ABSENT_CODES):
+        b.add("host.health.nvlink", NOT_RUN, s, expected, "not read: the NVLink fabric (%s), so whether these links should "
+              "be up is unknown%s: %s" % (fabric_error, " (MIG enabled)" if mig_enabled else "", observed))
+        return
     if not up and not on_fabric:
-        b.add("host.health.nvlink", NOT_RUN, s, expected, "no NVLink is up and the GPU has no NVLink fabric (no bridge or "
-                                                          "NVSwitch connected): %s" % observed)
+        b.add("host.health.nvlink", NOT_RUN, s, expected, "no NVLink is up and NVML reports no NVLink fabric for the GPU "
+                                                          "(%s): nothing says these links should be up: %s" % (
+                                                              fabric_error or "NVML_GPU_FABRIC_STATE_NOT_SUPPORTED", observed))
         return
     if not up and mig_enabled and not _fabric_reports_a_fault(g.get("fabric")):
         # a GPU in MIG mode has no peer-to-peer over NVLink: links down are expected, not a fault

@@ -23,6 +23,7 @@ import traceback
 import warnings
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._health import read_gpu_health, read_mig_health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health_limits import replay_again
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -164,7 +165,9 @@ def _read_mig_devices(nv, errors, handle):
     return [dev for dev in found if dev is not None]
 
 
-def _read_gpu(nv, index):
+def _read_gpu(nv, index, handles=None):
+    """One GPU's NVML evidence; its handle is added to ``handles`` (index -> handle) for the readings taken again at the
+    end of the session (replay_again)."""
     errors = {}
     gpu = {"index": index, "name": None, "uuid": None, "pci_bus_id": None, "minor_number": None, "mig_mode": None,
            "mig_devices": None, "persistence_mode": None, "compute_mode": None, "memory_total_bytes": None,
@@ -195,6 +198,8 @@ def _read_gpu(nv, index):
     gpu["compute_processes"] = _processes(_call(nv, errors, "compute_processes", nv.nvmlDeviceGetComputeRunningProcesses, handle))
     # the host.health.* readings (read-only): _host.collect_evidence moves them into evidence.health
     gpu["health"] = read_gpu_health(nv, handle, _call)
+    if handles is not None:
+        handles[index] = handle
     return gpu
 
 
@@ -241,7 +246,12 @@ def read_nvml(pynvml_module, fallback_library=None, loader=None):
         result["cuda_driver_version"] = cuda_version_text(cuda)
         count = _call(nv, errors, "gpu_count", nv.nvmlDeviceGetCount)
         result["gpu_count"] = count
-        result["gpus"] = [_read_gpu(nv, i) for i in range(count or 0)]
+        handles = {}
+        result["gpus"] = [_read_gpu(nv, i, handles) for i in range(count or 0)]
+        # the PCIe replay counters read again: the replays over this session's interval (no wait is added for it)
+        for gpu in result["gpus"]:
+            if gpu["index"] in handles:
+                replay_again(nv, _call, handles[gpu["index"]], gpu["health"]["pcie"], time.monotonic())
         result["ok"] = True
     except Exception:  # pylint: disable=broad-except
         result["error"] = "unexpected error while reading NVML: %s" % traceback.format_exc(limit=3)

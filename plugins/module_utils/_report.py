@@ -21,6 +21,8 @@ import copy
 import json
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import NotRead, is_gpu
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import drift_hosts, drift_lines, gpu_line, plural, unknown_gpus
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN, not_run,
 )
@@ -289,7 +291,7 @@ def breakdown(entries):
 HEALTH_PREFIX = "host.health."
 # what a WARN or FAIL of a health check means for a GPU, in the words of "3 GPUs with pending row remaps"
 HEALTH_WORDS = {
-    ("host.health.row_remap", WARN): "pending row remaps",
+    ("host.health.row_remap", WARN): "pending row remaps or memory banks without a spare row",
     ("host.health.row_remap", FAIL): "a row remapping failure",
     ("host.health.ecc_errors", FAIL): "uncorrectable ECC errors since the driver loaded",
     ("host.health.ecc_errors", WARN): "uncorrectable ECC errors in their lifetime",
@@ -297,15 +299,15 @@ HEALTH_WORDS = {
     ("host.health.retired_pages", FAIL): "too many retired pages",
     ("host.health.retired_pages", WARN): "a page retirement pending",
     ("host.health.clock_events", FAIL): "a hardware slowdown active",
-    ("host.health.clock_events", WARN): "a software thermal slowdown active",
+    ("host.health.clock_events", WARN): "a software thermal slowdown or an unknown slowdown reason active",
     ("host.health.temperature", FAIL): "a temperature at the slowdown threshold",
     ("host.health.temperature", WARN): "a temperature near the slowdown threshold",
     ("host.health.pcie_link", WARN): "a PCIe link narrower than its maximum",
-    ("host.health.pcie_replay", WARN): "PCIe replays",
+    ("host.health.pcie_replay", WARN): "PCIe replays above DCGM's limits",
     ("host.health.recovery_action", FAIL): "the driver asking for a reset or a reboot",
     ("host.health.recovery_action", WARN): "the driver asking for a drain or a recovery",
     ("host.health.fabric", FAIL): "an NVLink fabric registration error",
-    ("host.health.fabric", WARN): "NVLink fabric registration not completed",
+    ("host.health.fabric", WARN): "NVLink fabric registration not completed, or a degraded fabric",
     ("host.health.xid", FAIL): "Xid errors that need a reset (48, 63, 64, 79, 94, 95)",
     ("host.health.xid", WARN): "other Xid events",
     ("host.health.nvlink", FAIL): "NVLink links down",
@@ -332,23 +334,21 @@ class HealthTally(object):
     subjects add up across hosts."""
 
     def __init__(self):
-        self.found, self.not_read, self.gpus_read, self.hosts_read = {}, {}, 0, 0
+        self.found, self.not_read, self.gpus_read, self.hosts_read = {}, NotRead(), 0, 0
 
     def add(self, e):
-        found, not_read, read = {}, {}, set()
-        for c in health_checks(e):
+        found, read, checks = {}, set(), health_checks(e)
+        for c in checks:
             if c.get("status") in (FAIL, WARN):
                 found.setdefault((c["id"], c["status"]), set()).add(c.get("subject"))
-            elif c.get("status") == NOT_RUN:
-                not_read.setdefault(c["id"], set()).add(c.get("subject"))
-            if c.get("status") != NOT_RUN:
+            if c.get("status") != NOT_RUN and is_gpu(c.get("subject")):   # a GPU, not the kernel log or dcgmi
                 read.add(c.get("subject"))
         for key, gpus in found.items():
             item = self.found.setdefault(key, {"gpus": 0, "hosts": []})
             item["gpus"] += len(gpus)
             item["hosts"].append(e["name"])
-        for cid, gpus in not_read.items():
-            self.not_read[cid] = self.not_read.get(cid, 0) + len(gpus)
+        # why each reading was NOT_RUN (not asked, not exposed, an error, ...): _health_reasons
+        self.not_read.add([c for c in checks if c.get("status") == NOT_RUN])
         self.gpus_read += len(read)
         self.hosts_read += 1 if read else 0
 
@@ -357,23 +357,18 @@ class HealthTally(object):
                      "words": health_words(cid, status), "host_names": item["hosts"]}
                     for (cid, status), item in self.found.items()]
         findings.sort(key=lambda f: (f["status"] != FAIL, -f["gpus"], f["check"]))
-        return {"findings": findings, "not_read": dict(sorted(self.not_read.items())),
+        return {"findings": findings, "not_read": self.not_read.by_check(), "not_read_why": self.not_read.summary(),
                 "gpus_read": self.gpus_read, "hosts_read": self.hosts_read}
 
 
 def health_summary(entries):
     """The fleet's GPU health: findings (one per health check and status WARN/FAIL: the GPUs (subjects) and hosts
-    concerned, FAIL first, then the most GPUs), not_read (per check: GPUs whose reading was NOT_RUN) and how many
-    GPUs and hosts had any health reading."""
+    concerned, FAIL first, then the most GPUs), not_read (per check: the subjects whose reading was NOT_RUN), not_read_why
+    (the same per reason: _health_reasons.NotRead.summary) and how many GPUs and hosts had any health reading."""
     tally = HealthTally()
     for e in entries:
         tally.add(e)
     return tally.summary()
-
-
-def plural(n, one, many=None):
-    """'1 GPU', '3 GPUs', '1,200 hosts'."""
-    return "{0:,} {1}".format(n, one if n == 1 else (many or one + "s"))
 
 
 def health_line(finding):
@@ -625,7 +620,7 @@ def gpu_counts(entry):
     inst_verified = sum(1 for i in instances if i.get("status") == PASS) if trusted else 0
     inst_failed = sum(1 for i in instances if i.get("status") == FAIL)
     return {"total": len(keys), "verified": verified, "failed": failed, "not_run": max(len(keys) - verified - failed, 0),
-            "unknown": not keys,
+            "unknown": unknown_gpus(entry) if not keys else None, "none_listed": not keys and not unknown_gpus(entry),
             "mig_instances": {"total": len(instances), "verified": inst_verified, "failed": inst_failed,
                               "not_run": len(instances) - inst_verified - inst_failed},
             "mig_gpus": sum(1 for g in gpus if g.get("mig"))}
@@ -658,7 +653,7 @@ def entry_of(item):
 
 def _gpu_totals():
     return {"total": 0, "verified": 0, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0, "hosts_with_unknown_gpus": 0,
-            "mig_gpus": 0, "mig_instances": dict((k, 0) for k in ("total", "verified", "failed", "not_run"))}
+            "unknown_gpus_why": {}, "hosts_without_gpus": 0, "mig_gpus": 0, "mig_instances": dict((k, 0) for k in ("total", "verified", "failed", "not_run"))}
 
 
 class Fleet(object):
@@ -687,6 +682,9 @@ class Fleet(object):
             self.gpus[key] += c[key]
         self.gpus["hosts_with_failed_gpu"] += 1 if c["failed"] else 0
         self.gpus["hosts_with_unknown_gpus"] += 1 if c["unknown"] else 0
+        self.gpus["hosts_without_gpus"] += 1 if c["none_listed"] else 0
+        if c["unknown"]:
+            self.gpus["unknown_gpus_why"][c["unknown"]] = self.gpus["unknown_gpus_why"].get(c["unknown"], 0) + 1
         for key in self.gpus["mig_instances"]:
             self.gpus["mig_instances"][key] += c["mig_instances"][key]
         _k8s_nodes([entry["layers"]["k8s"]], self.k8s_nodes)
@@ -717,7 +715,7 @@ class Fleet(object):
                 "unreachable": sum(1 for e in ordered if not e["reachable"]),
                 "run_failed": sum(1 for e in ordered if e["state"] == RUN_FAILED),
                 "unverifiable": sum(1 for e in ordered if e["unverifiable"]),
-                "drifted": len(set(d["host"] for d in drift)),
+                "drifted": len(set(d["host"] for d in drift)),     # a pin that differs or was not observed: said apart
             },
             "counts": {
                 "by_state": dict(sorted(_count(e["state"] for e in ordered).items(), key=lambda kv: _state_rank(kv[0]))),
@@ -738,6 +736,7 @@ class Fleet(object):
         for group in report["groups"]:
             for name in group["hosts"]:
                 report["hosts"][name]["group"] = group["id"]
+        report["summary"].update(("drift_" + state, n) for state, n in drift_hosts(drift).items())
         report["summary"]["k8s_findings"] = len(crosscheck)
         report["summary"]["gpus"] = copy.deepcopy(self.gpus)
         if drills is not None:
@@ -802,7 +801,7 @@ def summary_lines(report):
     findings. One line per host is the progress line of the gpuprobe_summary callback; the hosts of a group are in
     the report."""
     s = report["summary"]
-    lines = [fleet_line(report), gpu_line(s.get("gpus"))]
+    lines = [fleet_line(report), gpu_line(s.get("gpus"), (report.get("run") or {}).get("mode"))]
     for g in report.get("groups") or []:
         if g["state"] == COMPUTE_VERIFIED:
             continue
@@ -810,8 +809,7 @@ def summary_lines(report):
         lines.append("  %s %s: %s%s (e.g. %s)" % (plural(g["count"], "host"), g["state"], g["cause"], points, g["example"]))
     for f in (report.get("health") or {}).get("findings") or []:
         lines.append("  health %s: %s" % (f["status"], health_line(f)))
-    if s.get("drifted"):
-        lines.append("  %s from %s pins" % (plural(s["drifted"], "host differs", "hosts differ"), "its" if s["drifted"] == 1 else "their"))
+    lines.extend("  " + line for line in drift_lines(s, (report.get("counts") or {}).get("drift_by_pin"), report.get("drift")))
     return lines
 
 
@@ -832,31 +830,6 @@ def fleet_line(report):
     states = (report.get("counts") or {}).get("by_state") or {}
     parts = ["{0:,} {1}".format(n, state_words(state)) for state, n in states.items() if n]
     return "%s: %s" % (plural(s["hosts"], "host"), ", ".join(parts) or "none")
-
-
-def gpu_line(gpus):
-    """The fleet in physical GPUs, in words: '1,598 of 1,600 GPUs verified in a container; 2 failed (on 2 hosts)'.
-    Only what is known is said: with no GPU seen at all, that, and on how many hosts the GPUs are unknown. A GPU
-    with MIG counts once ('; MIG: 2 of 2 requested instances verified on 1 GPU')."""
-    gpus = gpus or {}
-    total, unknown = gpus.get("total", 0), gpus.get("hosts_with_unknown_gpus", 0)
-    if not total:
-        line = "No GPU was seen"
-        if unknown:
-            line += ": the GPUs of %s are unknown (unreachable, or their host layer did not list them)" % plural(unknown, "host")
-        return line
-    parts = ["{0:,} of {1} verified in a container".format(gpus.get("verified", 0), plural(total, "GPU"))]
-    if gpus.get("failed"):
-        parts.append("{0:,} failed (on {1})".format(gpus["failed"], plural(gpus.get("hosts_with_failed_gpu", 0), "host")))
-    if gpus.get("not_run"):
-        parts.append("{0:,} not verified (busy, or compute did not reach them)".format(gpus["not_run"]))
-    if unknown:
-        parts.append("the GPUs of %s are unknown (not counted)" % plural(unknown, "host"))
-    mig = gpus.get("mig_instances") or {}
-    if mig.get("total"):
-        parts.append("MIG: {0:,} of {1} verified on {2}".format(
-            mig.get("verified", 0), plural(mig["total"], "requested instance"), plural(gpus.get("mig_gpus", 0), "GPU")))
-    return "; ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------

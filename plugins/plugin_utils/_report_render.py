@@ -25,6 +25,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
+from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import SHORT, not_read_lines, reason
+from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import drift_lines, drift_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
     BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
     state_words,
@@ -107,8 +109,8 @@ def predicted_text(row):
 
 def health_rows(entry):
     """The per-GPU health rows of a host (its host layer's host.health.* checks, one row per GPU or subject): subject,
-    passed (how many readings PASSed), findings [(reading, status, observed)] for WARN/FAIL, not_read [(reading,
-    observed)] for NOT_RUN. A GPU whose readings all passed is one short row; what went wrong is said in full."""
+    passed (how many readings PASSed), findings [(reading, status, observed)] for WARN/FAIL, not_read [(reading (why,
+    _health_reasons.SHORT), observed)] for NOT_RUN. A GPU whose readings all passed is one short row; what went wrong is said in full."""
     rows = {}
     for c in health_checks(entry):
         row = rows.setdefault(c.get("subject") or "", {"subject": c.get("subject") or "", "passed": 0, "findings": [],
@@ -117,7 +119,7 @@ def health_rows(entry):
         if c.get("status") == PASS:
             row["passed"] += 1
         elif c.get("status") == NOT_RUN:
-            row["not_read"].append((short, c.get("observed")))
+            row["not_read"].append(("%s (%s)" % (short, SHORT[reason(c.get("observed"))]), c.get("observed")))
         else:
             row["findings"].append((short, c.get("status"), c.get("observed")))
     return list(rows.values())
@@ -150,7 +152,7 @@ def headlines(report):
     """The dashboard's sentences, in words a person uses, each from the report's figures."""
     s = report["summary"]
     counts = report["counts"]
-    out = [fleet_line(report), gpu_line(s.get("gpus"))]
+    out = [fleet_line(report), gpu_line(s.get("gpus"), (report.get("run") or {}).get("mode"))]
     failing = counts.get("by_failing_layer") or {}
     if failing:
         out.append("%s failed: %s" % (plural(sum(failing.values()), "host"), ", ".join(
@@ -162,13 +164,10 @@ def headlines(report):
                                       "; ".join("{0} ({1:,})".format(g["cause"], g["count"]) for g in groups)))
     for finding in (report.get("health") or {}).get("findings") or []:
         out.append(health_line(finding))
-    if s.get("drifted"):
-        pins = ", ".join("%s on %s" % (key, plural(sum(states.values()), "host"))
-                         for key, states in (counts.get("drift_by_pin") or {}).items())
-        out.append("%s from %s pins: %s" % (plural(s["drifted"], "host differs", "hosts differ"),
-                                            "its" if s["drifted"] == 1 else "their", pins))
+    out.extend(drift_lines(s, counts.get("drift_by_pin"), report.get("drift")))
     if s.get("k8s_findings"):
-        out.append("%s where what Kubernetes is told disagrees with the node verdict" % plural(s["k8s_findings"], "finding"))
+        out.append("%s where what Kubernetes is told disagrees with what the node showed (its verdict or its driver)"
+                   % plural(s["k8s_findings"], "finding"))
     return out
 
 
@@ -192,6 +191,7 @@ def view(report, full=None):
         "s": report["summary"],
         "layers": LAYERS,
         "headlines": headlines(report),
+        "drift_lines": drift_lines(report["summary"], report["counts"].get("drift_by_pin"), report.get("drift")),
         "tiles": state_tiles(report),
         "groups": groups,
         "group_of": dict((g["id"], g) for g in groups),
@@ -200,7 +200,7 @@ def view(report, full=None):
         "failing_chart": svg_bar_chart(dict((layer, failing[layer]) for layer in ORDERED_LAYERS if layer in failing),
                                        "hosts by failing layer"),
         "signatures": [g for g in groups if g.get("signature")],
-        "health": report.get("health") or {"findings": [], "not_read": {}, "gpus_read": 0, "hosts_read": 0},
+        "health": dict({"findings": [], "not_read": {}, "not_read_why": [], "gpus_read": 0, "hosts_read": 0}, **(report.get("health") or {})),
         "entries": list(hosts.values()),
         "details": (full(name) for name in hosts),
         "UNREACHABLE": UNREACHABLE, "RUN_FAILED": RUN_FAILED, "PASS": PASS, "WARN": WARN, "FAIL": FAIL,
@@ -225,7 +225,7 @@ def _env(kind):
         env.filters.update(text=_text, md=_md, raw=Markup, plural=plural, state_words=state_words,
                            state_colour=state_colour, status_colour=status_colour, because_text=because_text,
                            health_line=health_line, predicted_text=predicted_text, gpu_cell=gpu_cell,
-                           health_rows=health_rows, layer_checks=layer_checks)
+                           health_rows=health_rows, layer_checks=layer_checks, not_read_lines=not_read_lines)
         env.globals.update(gpu_tree=gpu_tree)
         _ENVS[kind] = env
     return _ENVS[kind]
@@ -328,6 +328,9 @@ def _junit_suite(name, e, generated_at):
         ET.SubElement(props, "property", name=key, value=str(e.get(key) or ""))
     if e.get("because"):
         ET.SubElement(props, "property", name="because", value="; ".join(because_text(b) for b in e["because"]))
+    for state, name_ in (("differs", "drift differs"), ("unknown", "drift not observed")):   # said apart, as everywhere
+        if any(d.get("state") == state for d in e.get("drift") or []):
+            ET.SubElement(props, "property", name=name_, value="; ".join(drift_text(d) for d in e["drift"] if d.get("state") == state))
     for name_, value in gpu_properties(e.get("gpus")):
         ET.SubElement(props, "property", name=name_, value=value)
     suite.insert(0, props)

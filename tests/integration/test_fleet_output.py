@@ -65,7 +65,10 @@ def test_stdout_is_one_line_per_node(run):
     assert "could not be verified:" not in r.stdout
     for i in range(1, REFUSED):    # (refused-00 is its group's example in the summary)
         assert r.stdout.count("refused-%02d" % i) == 2, r.stdout      # its progress line and the recap
-    assert "the run fails for %d host(s)" % (REFUSED + UNRESOLVED + 1) in r.stdout
+    # an audit: the gate fails the nodes that could not be verified, and says no post-check
+    n = REFUSED + UNRESOLVED + 1
+    assert "the run fails for %d hosts: %d hosts could not be verified; see" % (n, n) in r.stdout
+    assert "not COMPUTE_VERIFIED in this post-check" not in r.stdout
     assert "  1 host RUN_FAILED: no usable Python on the node (e.g. nopython)" in r.stdout
     # the end-of-run summary is by group, not per node
     assert "  %d hosts UNREACHABLE: connection refused (no SSH server listening)" % REFUSED in r.stdout

@@ -45,7 +45,8 @@ ROLE = role_options()
     ({"verify_health_thresholds": {"pcie_replay": 50}},
      ["verify_health_thresholds is {'pcie_replay': 50}: must be valid: health_thresholds: unknown threshold 'pcie_replay' "
       "(known: ecc_uncorrected_aggregate_warn, ecc_uncorrected_volatile_fail, mig_sram_uncorrected_fail, "
-      "nvlink_inactive_fail, pcie_replay_warn, retired_pages_fail, row_remap_banks_exhausted_warn, temperature_margin_c)"]),
+      "nvlink_inactive_fail, pcie_replay_rate_percent, pcie_replay_warn, retired_pages_fail, row_remap_banks_exhausted_warn, "
+      "temperature_margin_c)"]),
     ({"verify_dcgm_diag": 1}, []),
     ({"verify_dcgm_diag": 2}, ["verify_dcgm_diag is 2: dcgmi diag -r 2 may take 900 s, more than verify_layer_timeout (300 s); raise it"]),
     ({"verify_dcgm_diag": 2, "verify_layer_timeout": 1200}, []),

@@ -9,7 +9,7 @@ from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _health, _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _health, _health_limits, _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 nv = hf.real_pynvml
@@ -76,8 +76,10 @@ def test_evidence_holds_the_raw_readings_per_gpu_once(h200):
     assert g["remapped_rows"] == {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0}
     assert g["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
     assert (g["temperature_c"], g["temperature_slowdown_c"], g["temperature_shutdown_c"]) == (44, 89, 95)
+    interval = g["pcie"].pop("replay_interval_s")
+    assert isinstance(interval, float) and 0 <= interval < 5
     assert g["pcie"] == {"generation_current": 5, "generation_max": 5, "generation_gpu_max": 5, "width_current": 16,
-                         "width_max": 16, "replay_counter": 0}
+                         "width_max": 16, "replay_counter": 0, "replay_counter_end": 0}
     assert (g["clock_event_reasons"], g["clock_event_source"]) == (1, "nvmlDeviceGetCurrentClocksEventReasons")
     assert g["recovery_action"] == 0 and g["reset_status"] == {"reset_required": 0, "drain_and_reset": 0}
     assert g["fabric"] == {"state": 0, "status": 0, "clique_id": 0, "cluster_uuid": "00" * 16, "health_mask": 0}
@@ -111,8 +113,8 @@ THRESHOLDS = [
     ({"ecc_counts": _ecc(ua=3)}, "host.health.ecc_errors", WARN, "uncorrected aggregate 3"),
     ({"ecc_counts": _ecc(cv=120, ca=4000)}, "host.health.ecc_errors", PASS, "corrected aggregate 4000"),
     # page retirement (GPUs before Ampere)
-    (dict(SUPPORTED_PAGES, retired_pages={0: [0x1000] * 30, 1: [0x2000] * 30}), "host.health.retired_pages", FAIL, "single-bit 30, double-bit 30"),
-    (dict(SUPPORTED_PAGES, retired_pages={0: [0x1000] * 59, 1: []}), "host.health.retired_pages", PASS, "single-bit 59"),
+    (dict(SUPPORTED_PAGES, retired_pages={0: [0x1000] * 32, 1: [0x2000] * 31}), "host.health.retired_pages", FAIL, "single-bit 32, double-bit 31"),
+    (dict(SUPPORTED_PAGES, retired_pages={0: [0x1000] * 62, 1: []}), "host.health.retired_pages", PASS, "single-bit 62"),
     (dict(SUPPORTED_PAGES, retired_pending=1, retired_pages={0: [], 1: [0x3000]}), "host.health.retired_pages", WARN, "pending True"),
     (dict(SUPPORTED_PAGES), "host.health.retired_pages", PASS, "single-bit 0, double-bit 0, pending False"),
     # row remapping
@@ -137,7 +139,7 @@ THRESHOLDS = [
     # PCIe: width below max WARN, generation informative only
     ({"pcie": _pcie(nvmlDeviceGetCurrPcieLinkWidth=8)}, "host.health.pcie_link", WARN, "x8 of x16"),
     ({"pcie": _pcie(nvmlDeviceGetCurrPcieLinkGeneration=3)}, "host.health.pcie_link", PASS, "generation 3 of 5"),
-    ({"pcie": _pcie(nvmlDeviceGetPcieReplayCounter=17)}, "host.health.pcie_replay", WARN, "17"),
+    ({"pcie": _pcie(nvmlDeviceGetPcieReplayCounter=81)}, "host.health.pcie_replay", WARN, "81 since the driver loaded"),
     # recovery action the driver asks for
     ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_GPU_RESET)}, "host.health.recovery_action", FAIL, "GPU reset (1)"),
     ({"recovery_action": (nv.NVML_SUCCESS, nv.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT)}, "host.health.recovery_action", FAIL, "node reboot"),
@@ -447,7 +449,7 @@ def test_nvlink_links_all_down_without_a_fabric_is_not_run(h200):
     readings = hf.nvlink_gpu([I] * 4)
     readings["fabric"] = hf.H200_READINGS["fabric"]
     check = one(host(h200, [hf.gpu(0, **readings)]), "host.health.nvlink")
-    assert check["status"] == NOT_RUN and check["observed"].startswith("no NVLink is up and the GPU has no NVLink fabric"), check
+    assert check["status"] == NOT_RUN and check["observed"].startswith("no NVLink is up and NVML reports no NVLink fabric"), check
 
 
 @pytest.mark.parametrize("fabric,status,observed", [
@@ -565,7 +567,7 @@ def test_bad_thresholds_are_refused_before_anything_is_read(h200, value, message
 
 
 def test_every_threshold_is_documented_and_used():
-    source = open(_health.__file__).read()
+    source = open(_health.__file__).read() + open(_health_limits.__file__).read()   # the pcie_replay judge is there
     for name, entry in _health.THRESHOLDS.items():
         assert entry["applies"].split()[0] in _health.CHECKS and entry["why"], name
         assert source.count('t["%s"]' % name) >= 1, name

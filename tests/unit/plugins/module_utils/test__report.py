@@ -132,8 +132,11 @@ def test_counts(report):
     assert c["by_layer_status"]["host"] == {"FAIL": 1, "NOT_RUN": 1, "PASS": 4}
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
                                  "unreachable": 1, "run_failed": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0,
+                                 "drift_differs": 1, "drift_unknown": 1,
                                  "gpus": {"total": 2, "verified": 2, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0,
-                                          "hosts_with_unknown_gpus": 4, "mig_gpus": 0, "mig_instances": NO_MIG}}
+                                          "hosts_with_unknown_gpus": 4, "unknown_gpus_why": {"not_listed": 2, "run_failed": 1,
+                                                                                             "unreachable": 1},
+                                          "hosts_without_gpus": 0, "mig_gpus": 0, "mig_instances": NO_MIG}}
 
 
 def test_drift_lists_differing_and_unobservable_pins(report):
@@ -265,10 +268,13 @@ def test_summary_lines(report):
     # issue 22.4: the end-of-run summary is one line per group of hosts (state, count, cause), not per host
     lines = R.summary_lines(report)
     assert lines[0] == "6 hosts: 1 failed at host, 1 failed at compute, 1 unreachable, 1 run failed, 2 verified"
-    assert lines[1] == "2 of 2 GPUs verified in a container; the GPUs of 4 hosts are unknown (not counted)"
+    assert lines[1] == ("2 of 2 GPUs verified in a container; the GPUs of 4 hosts are unknown and not counted (1 not reached, "
+                        "1 whose run failed, 2 whose host layer did not list them)")
     assert "  1 host UNREACHABLE: no route to host (e.g. gone)" in lines
     assert "  1 host FAILED_AT_COMPUTE: compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND -> runtime (e.g. gpu-jit)" in lines
-    assert lines[-1] == "  2 hosts differ from their pins"
+    assert lines[-2:] == ["  1 host differs from its pins: driver_version on 1 host",
+                          "  1 host has a pinned value that was not observed (its layer did not run or did not report it; "
+                          "not counted as differing): driver_version on 1 host"]
     assert not [line for line in lines if "gpu-ok" in line]
 
 
@@ -298,11 +304,12 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
              {"name": "cpu-only", "records": no_gpu()}]
     report = R.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full"})
     assert report["summary"]["gpus"] == {"total": 20, "verified": 18, "failed": 1, "not_run": 1, "hosts_with_failed_gpu": 1,
-                                         "hosts_with_unknown_gpus": 1, "mig_gpus": 0, "mig_instances": NO_MIG}
+                                         "hosts_with_unknown_gpus": 1, "unknown_gpus_why": {"not_listed": 1}, "hosts_without_gpus": 0,
+                                         "mig_gpus": 0, "mig_instances": NO_MIG}
     assert report["hosts"]["n8-one-bad"]["verdict"] == "FAILED_AT_COMPUTE"
     assert report["hosts"]["n8-busy"]["verdict"] == "INCONCLUSIVE" and "GPU 5" in report["hosts"]["n8-busy"]["reason"]
     want = ("18 of 20 GPUs verified in a container; 1 failed (on 1 host); 1 not verified (busy, or compute did not reach "
-            "them); the GPUs of 1 host are unknown (not counted)")
+            "them); the GPUs of 1 host are unknown and not counted (1 whose host layer did not list them)")
     assert R.summary_lines(report)[1] == want
     md = V.render_markdown(report)
     assert "18 of 20 GPUs verified" in md and "| 3 | GPU-00000003-0000-4000-8000-000000000000 | NVIDIA H200 | true | FAIL |" in md
