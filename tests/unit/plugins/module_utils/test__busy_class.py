@@ -29,6 +29,7 @@ import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on s
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _compute, _host, _nvml, _probe, _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import _probe_config
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import INCONCLUSIVE, node_verdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
 import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
@@ -113,6 +114,8 @@ def test_a_process_on_an_instance_nvml_did_not_enumerate_keeps_the_probe_off_eve
     assert lib.touched() == []
     assert record["status"] == "NOT_RUN" and "MIG instance (%s) of %s" % (named, PARENT) in record["reason"]
     assert _idle(record) == {"compute processes": "NOT_RUN"}
+    verdict = node_verdict({"compute": record})   # the only layer record here (the host's is NVML's reading alone)
+    assert verdict["verdict"] == INCONCLUSIVE and "MIG instance (%s) of %s" % (named, PARENT) in verdict["reason"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -254,3 +257,5 @@ def test_a_gpu_the_driver_lists_and_nvml_does_not_is_never_touched(tmp_path):
     assert lib.touched() == [0]
     assert _idle(record) == {_on(PARENT): "PASS", _on(GPU1): "NOT_RUN"}
     assert "the driver lists GPU %s" % GPU1 in [r for r in record["evidence"]["gpus"] if _on(r["uuid"]) == _on(GPU1)][0]["reason"]
+    # the host layer FAILs the disagreement itself (host.gpu.identity): never verified, whatever compute did
+    assert node_verdict({"host": host, "compute": record})["verdict"] == "FAILED_AT_HOST"
