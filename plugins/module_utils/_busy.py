@@ -78,11 +78,10 @@ def _unenumerated(gpu, instances, loose):
     if not beyond:
         return None
     ids = sorted(set((p.get("gpu_instance_id"), p.get("compute_instance_id")) for p in beyond), key=str)
-    entry = _unknown(gpu, {"uuid": None, "gi": ids[0][0], "ci": ids[0][1]},
-                     "pid %s on GPU %s runs on a MIG instance NVML did not enumerate (%s): its UUID is unknown" % (
-                         ", ".join(str(p.get("pid")) for p in beyond), gpu.get("uuid"),
-                         ", ".join("gi %s ci %s" % i for i in ids)))
-    return entry
+    return _unknown(gpu, {"uuid": None, "gi": ids[0][0], "ci": ids[0][1]},
+                    "pid %s on GPU %s runs on a MIG instance NVML did not enumerate (%s): its UUID is unknown" % (
+                        ", ".join(str(p.get("pid")) for p in beyond), gpu.get("uuid"),
+                        ", ".join("gi %s ci %s" % i for i in ids)))
 
 
 def _instance_entries(gpu):
