@@ -94,7 +94,8 @@ class ActionModule(ActionBase):
                             if name in args and name not in ("layers", "cri_descriptor"))
         if descriptor:
             inspect_args["cri_descriptor"] = descriptor
-        inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"])
+        inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"],
+                            runtime_timeout=args["probe_timeout"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         # full mode with the probe selected: one node-side call runs every layer, the gate included (node_verify)
         whole = args["mode"] == "full" and bool(set(_node.PROBE_LAYERS) & set(layers))
@@ -211,7 +212,7 @@ class ActionModule(ActionBase):
 
     def _sweep(self, args, run_id, engine, task_vars, calls, problems):  # pylint: disable=too-many-arguments
         """probe_cleanup of this run's probe containers through one runtime."""
-        sweep = {"run_id": run_id, "specs": False, "environment": args["probe_environment"],
+        sweep = {"run_id": run_id, "specs": False, "environment": args["probe_environment"], "timeout": args["probe_timeout"],
                  "runtime": engine["name"] if engine.get("name") in _node.RUNTIMES else "auto"}
         if engine.get("endpoint") and engine.get("name") in ("containerd", "crio", "docker"):
             sweep["runtime_endpoint"] = engine["endpoint"]  # where this run's probe lives (a CRI socket, docker's)

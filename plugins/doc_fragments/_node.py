@@ -103,6 +103,14 @@ options:
   cri_descriptor:
     description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).
     type: path
+  runtime_timeout:
+    description:
+      - Seconds each question to a runtime may take while the runtimes are selected and their CDI configuration is read
+        (C(podman info), C(docker info), the CRI C(Version) and C(Status) calls, C(containerd config dump),
+        C(crio status config)); must be > 0. P(gpuprobe.layers.verify_node#module) passes its
+        O(gpuprobe.layers.verify_node#module:probe_timeout) (the verify role's C(verify_probe_timeout)).
+    type: int
+    default: 120
 """
 
     PROBE = r"""

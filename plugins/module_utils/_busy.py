@@ -16,6 +16,19 @@ instance ids (busy only: NVML gives that aggregate list only to a privileged cal
 instance idle). A parent-level process without instance ids that no instance listed could run on any of them: every
 instance of that GPU not known busy is then unknown. Unknown is never idle: such an instance gets an entry with
 ``pid`` null and ``unknown`` (the reason), so it is skipped like a busy one and never touched.
+
+Every way NVML can leave an instance's state open, and what it gives here (docs/contract.md, "compute layer"):
+- a parent-level process without instance ids that no instance lists: every instance not known busy is unknown;
+- a parent-level process whose instance ids name no instance NVML enumerated (or a MIG GPU with processes and no
+  instance enumerated): it runs on an instance CUDA may list under a UUID unknown here, so that instance is unknown
+  with no UUID (``gpu_uuid`` null) and no GPU of the node can be left alone by UUID: nothing is touched;
+- an instance whose own list NVML did not give (null: NVML_ERROR_NOT_SUPPORTED, no handle): unknown;
+- a busy or unknown instance also keeps the probe off any device CUDA names by its parent's UUID (the unversioned
+  cuDeviceGetUuid of drivers < 470 gives a MIG device its parent's UUID: which instance it is cannot be told);
+- NVML that did not count the GPUs (the inventory then comes from procfs, which has no process list): the node's
+  busy state is unknown; a GPU the driver lists in procfs that NVML did not list is unknown.
+The MIG mode that counts is the current one (a pending mode applies after a GPU reset: CUDA still sees what the
+current mode gives).
 """
 
 from __future__ import annotations
@@ -56,6 +69,21 @@ def _mig_enabled(gpu):
     return None if error and "NVML_ERROR_NOT_SUPPORTED" not in error else False
 
 
+def _unenumerated(gpu, instances, loose):
+    """The entry of an instance NVML did not enumerate that a parent-level process runs on (None when none can be):
+    the process names instance ids no enumerated instance has (each of them with its ids read), or the GPU has
+    MIG enabled, processes, and no instance enumerated. Its UUID is unknown: nothing can be skipped by it."""
+    known_ids = all(inst.get("gi") is not None for inst in instances)
+    beyond = [p for p in loose if not instances or (p.get("gpu_instance_id") is not None and known_ids)]
+    if not beyond:
+        return None
+    ids = sorted(set((p.get("gpu_instance_id"), p.get("compute_instance_id")) for p in beyond), key=str)
+    return _unknown(gpu, {"uuid": None, "gi": ids[0][0], "ci": ids[0][1]},
+                    "pid %s on GPU %s runs on a MIG instance NVML did not enumerate (%s): its UUID is unknown" % (
+                        ", ".join(str(p.get("pid")) for p in beyond), gpu.get("uuid"),
+                        ", ".join("gi %s ci %s" % i for i in ids)))
+
+
 def _instance_entries(gpu):
     """The busy entries of the MIG instances of a GPU with MIG enabled; None when the instances are not known."""
     instances = gpu.get("mig_devices")
@@ -66,6 +94,9 @@ def _instance_entries(gpu):
     # a parent-level process without instance ids that no instance listed could run on any of them
     loose = [p for p in parent if not any(_on_instance(p, inst) for inst in instances) and p.get("pid") not in listed]
     out = []
+    beyond = _unenumerated(gpu, instances, loose)
+    if beyond is not None:
+        out.append(beyond)
     for inst in instances:
         own = inst.get("compute_processes")
         procs = list(own or [])
@@ -83,19 +114,52 @@ def _instance_entries(gpu):
     return out
 
 
+def _uncounted(nvml, evidence):
+    """True when NVML did not count the GPUs (nvmlDeviceGetCount failed: no GPU listed, none known idle) or the
+    host inventory holds a row NVML did not give (procfs: no process list there)."""
+    if "gpu_count" in nvml and not isinstance(nvml.get("gpu_count"), int):
+        return True
+    return any(isinstance(row, dict) and row.get("source") not in (None, "nvml") for row in evidence.get("gpus") or [])
+
+
+def _bus(text):
+    text = str(text or "").lower()
+    return text[4:] if len(text) == 16 and text.startswith("0000") else text
+
+
+def _procfs_only(nvml, evidence):
+    """Unknown entries for the GPUs the driver lists in /proc/driver/nvidia/gpus that NVML did not (no process list
+    anywhere); a GPU the driver excludes is left out (neither NVML nor CUDA can use it)."""
+    gpus = nvml.get("gpus") or []
+    buses = set(_bus(g.get("pci_bus_id")) for g in gpus if g.get("pci_bus_id"))
+    uuids = set(g.get("uuid") for g in gpus if g.get("uuid"))
+    out = []
+    for entry in evidence.get("procfs_gpus") or []:
+        if not isinstance(entry, dict) or entry.get("excluded") is True:
+            continue
+        if (entry.get("uuid") and entry["uuid"] in uuids) or _bus(entry.get("pci_bus_id")) in buses:
+            continue
+        out.append({"gpu_index": None, "gpu_uuid": entry.get("uuid"), "pid": None, "used_gpu_memory_bytes": None,
+                    "pci_bus_id": entry.get("pci_bus_id"),
+                    "unknown": "busy state unknown: the driver lists GPU %s (%s) and NVML did not, so no process list "
+                               "covers it" % (entry.get("uuid") or entry.get("uuid_text") or "?", entry.get("pci_bus_id"))})
+    return out
+
+
 def gpu_compute_processes(host_record):
     """The compute processes NVML saw on each device CUDA can be given: a list of {gpu_index, gpu_uuid, pid,
     used_gpu_memory_bytes}; on a MIG instance ``gpu_uuid`` is the instance's MIG UUID and parent_uuid, gi, ci are
     added; an instance whose busy state is unknown has one entry with ``pid`` None and ``unknown`` (why).
 
-    Returns None when that is unknown for the whole node (NVML did not run, the list of a GPU without MIG could not
-    be read, or the MIG mode or instances of a GPU are unknown): the compute layer must then treat every GPU as
-    possibly busy, never as idle.
+    Returns None when that is unknown for the whole node (NVML did not run or did not count the GPUs, the list of a
+    GPU without MIG could not be read, or the MIG mode or instances of a GPU are unknown): the compute layer must then
+    treat every GPU as possibly busy, never as idle.
     """
-    nvml = ((host_record or {}).get("evidence") or {}).get("nvml") or {}
-    if not nvml.get("ok"):
+    evidence = (host_record or {}).get("evidence") or {}
+    nvml = evidence.get("nvml") or {}
+    if not nvml.get("ok") or _uncounted(nvml, evidence):
         return None
-    out = []
+    out = _procfs_only(nvml, evidence)
     for gpu in nvml.get("gpus") or []:
         mig = _mig_enabled(gpu)
         if mig is None:
@@ -116,6 +180,28 @@ def is_unknown(entry):
     return bool(entry.get("unknown"))
 
 
+def busy_on(busy, uuid, norm=lambda u: str(u).lower()):
+    """The entries that keep the probe off the device CUDA names ``uuid``: its own, and on a MIG GPU's parent UUID
+    those of every instance of that GPU (a device named by its parent's UUID could be any of them). ``norm``: how
+    UUIDs compare (the probe's norm_uuid)."""
+    key = norm(uuid) if uuid else None
+    if not key:
+        return []
+    return [p for p in busy or [] if (p.get("gpu_uuid") and norm(p["gpu_uuid"]) == key)
+            or (p.get("parent_uuid") and norm(p["parent_uuid"]) == key)]
+
+
+def _name(entry):
+    """How a busy entry names its device: its UUID, else its parent and instance ids, else the GPU's index."""
+    if entry.get("gpu_uuid"):
+        return str(entry["gpu_uuid"])
+    if entry.get("parent_uuid"):
+        return "a MIG instance (gi %s ci %s) of %s" % (entry.get("gi"), entry.get("ci"), entry["parent_uuid"])
+    if entry.get("pci_bus_id"):
+        return "the GPU at %s" % entry["pci_bus_id"]
+    return "GPU #%s" % entry.get("gpu_index")
+
+
 def busy_text(procs):
     """Why these entries (of one device) keep the probe away: 'GPU in use, not preempting: pid …' or the unknown."""
     pids = [str(p.get("pid")) for p in procs if not is_unknown(p)]
@@ -129,11 +215,10 @@ def busy_reason(busy):
     unknown = [p for p in busy if is_unknown(p)]
     parts = []
     if known:
-        gpus = sorted(set(str(p.get("gpu_uuid") or p.get("gpu_index")) for p in known))
+        gpus = sorted(set(_name(p) for p in known))
         parts.append("GPU in use, not preempting: %d compute process(es) on %s" % (len(known), ", ".join(gpus)))
     if unknown:
-        parts.append("busy state unknown on %s, not touching it" % ", ".join(
-            sorted(set(str(p.get("gpu_uuid") or p.get("gpu_index")) for p in unknown))))
+        parts.append("busy state unknown on %s, not touching it" % ", ".join(sorted(set(_name(p) for p in unknown))))
     return "; ".join(parts)
 
 
@@ -143,9 +228,9 @@ UNKNOWN_BUSY = ("cannot tell whether the GPU is in use: no host NVML evidence of
 
 def busy_plan(host_record, allow_busy_gpu=False):
     """What the probe may touch, from the host's compute processes. Returns dict busy (the processes, None when
-    unknown), skip_uuids (busy GPUs and MIG instances, and instances whose busy state is unknown: listed in the
-    container, never touched) and skip_reason (compute must not run at all: the busy state is unknown, or a busy
-    device has no UUID to skip it by)."""
+    unknown), skip_uuids (busy GPUs and MIG instances, instances whose busy state is unknown, and the parent UUID of
+    a GPU with such an instance: listed in the container, never touched) and skip_reason (compute must not run at
+    all: the busy state is unknown, or a busy or unknown device has no UUID to skip it by)."""
     busy = gpu_compute_processes(host_record)
     plan = {"busy": busy, "skip_uuids": [], "skip_reason": None}
     if allow_busy_gpu:
@@ -153,7 +238,8 @@ def busy_plan(host_record, allow_busy_gpu=False):
     if busy is None:
         plan["skip_reason"] = UNKNOWN_BUSY
     elif any(not p.get("gpu_uuid") for p in busy):
-        plan["skip_reason"] = busy_reason(busy) + " (a GPU without a UUID cannot be skipped alone)"
+        plan["skip_reason"] = busy_reason(busy) + " (a GPU or MIG instance without a known UUID cannot be skipped alone)"
     else:
-        plan["skip_uuids"] = sorted(set(p["gpu_uuid"] for p in busy))
+        # a busy or unknown MIG instance also keeps the probe off a device named by its parent's UUID
+        plan["skip_uuids"] = sorted(set(p["gpu_uuid"] for p in busy) | set(p["parent_uuid"] for p in busy if p.get("parent_uuid")))
     return plan

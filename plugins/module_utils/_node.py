@@ -53,6 +53,7 @@ K8S_DISABLED = "disabled (verify_k8s is false)"
 VARIANTS = ["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
             "missing_hostpath", "stale_library"]
 RUNTIMES = ["auto", "podman", "docker", "containerd", "crio"]
+DEFAULT_RUNTIME_TIMEOUT = 120   # the runtime_timeout option's default (verify_probe_timeout's)
 
 # The options of the node-side inspect module (gpuprobe.layers.node_layers): host, cdi and k8s.
 NODE_LAYERS_ARGSPEC = dict(
@@ -72,6 +73,9 @@ NODE_LAYERS_ARGSPEC = dict(
     runtime=dict(type="raw", default="auto"),
     runtime_endpoint=dict(type="str"),
     cri_descriptor=dict(type="path"),
+    # seconds each question to a runtime may take while the runtimes are selected and their CDI configuration read
+    # (verify_node passes its probe_timeout: verify_probe_timeout)
+    runtime_timeout=dict(type="int", default=120),
     health_thresholds=dict(type="dict", default={}),
     dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
     mode=dict(type="str", default="full", choices=["full", "audit"]),
@@ -80,7 +84,8 @@ NODE_LAYERS_ARGSPEC = dict(
 # The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
 # their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
 VERIFY_NODE_ARGSPEC = dict(
-    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items() if name not in ("layers", "runtime", "runtime_endpoint", "cri_descriptor")),
+    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items()
+         if name not in ("layers", "runtime", "runtime_endpoint", "cri_descriptor", "runtime_timeout")),
     mode=dict(type="str", default="full", choices=["full", "audit"]),
     layers=dict(type="list", elements="str", choices=list(LAYERS)),
     layer_timeout=dict(type="int", default=300),
@@ -201,15 +206,17 @@ def selected_engines(p, probe_follows=False):
     None when the node's root is not / (the engines of another root cannot be asked). ``probe_follows``: the probe
     stage runs next in this process (node_verify), so each engine is detected in full here (podman info), beside the
     host layer, instead of by the probe stage before its container (docs/performance.md); an audit asks podman's
-    version only."""
+    version only. Every question to an engine (podman info, docker info, the CRI Version and Status calls, containerd
+    config dump, crio status config) may take ``runtime_timeout`` seconds."""
     if os.path.realpath(p["root"]) != "/":
         return None
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
-    engines = [describe(info) for info in select_runtimes(p["runtime"], endpoint=p.get("runtime_endpoint"),
+    timeout = p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT
+    engines = [describe(info) for info in select_runtimes(p["runtime"], timeout=timeout, endpoint=p.get("runtime_endpoint"),
                                                           descriptor=p.get("cri_descriptor"), inspect=not probe_follows)]
     for info in engines:
-        info["cdi_config"] = read_engine_config(info)
+        info["cdi_config"] = read_engine_config(info, timeout=timeout)
     return engines
 
 
@@ -292,13 +299,14 @@ def inspect(p, check_mode=False, probe_follows=False):
     # on the node (AnsiballZ ships sources), which is most of a node-side call's own cost
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import cdi_layer  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root, check_timeout  # pylint: disable=import-outside-toplevel
 
     from ansible_collections.gpuprobe.layers.plugins.module_utils._health import check_thresholds  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime_select  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])
     check_thresholds(p["health_thresholds"])
+    check_timeout(p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT, "runtime_timeout")
     p = dict(p, runtime=_runtime_select.parse_runtime_option(p.get("runtime")),
              runtime_endpoint=_runtime_select.check_endpoint(p.get("runtime_endpoint")))
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]

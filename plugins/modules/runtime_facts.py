@@ -105,6 +105,8 @@ options:
   timeout:
     description:
       - Seconds after which the container is killed and removed (FAIL C(runtime.start.timeout) or C(compute.timeout)).
+      - Also the limit of each question to the runtime while it is detected here (C(podman info), C(docker info), the
+        CRI calls), when no engine selected by the inspect stage is given.
       - Must be > 0; other values fail the task (they are the caller's error, not the node's).
     type: int
     default: 60

@@ -67,7 +67,8 @@ options:
     description:
       - Seconds host, cdi and k8s are given in the verify role's task C(timeout), which is O(layer_timeout) +
         2 * O(probe_timeout) + 60 for the whole node (the task keyword is the bound; inside, NVML and kubectl
-        have their own 30 s limits and the probe O(probe_timeout)). A node past it could not be verified.
+        have their own 30 s limits, the probe and each question to a runtime O(probe_timeout)). A node past it
+        could not be verified.
     type: int
     default: 300
   root:
@@ -160,7 +161,10 @@ options:
     type: str
     default: ""
   probe_timeout:
-    description: Timeout in seconds of each probe (container and host control).
+    description:
+      - Timeout in seconds of each probe (container and host control), and of each question to a runtime while the
+        runtimes are selected (C(podman info), C(docker info), the CRI calls, the engine's configuration) and while
+        the probe containers of the run are swept.
     type: int
     default: 120
   probe_user:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import signal
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_text
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_on, busy_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import _UVM_HINT, SIGNATURES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
 
 
 def _busy_on(busy, uuid):
-    key = _probe.norm_uuid(uuid) if uuid else None
-    return [p for p in busy or [] if key and _probe.norm_uuid(p.get("gpu_uuid")) == key]
+    """The busy entries of the device CUDA names ``uuid`` (its own, and a MIG GPU's instances' for its parent UUID)."""
+    return busy_on(busy, uuid, norm=_probe.norm_uuid)
 
 
 def _pids(procs):

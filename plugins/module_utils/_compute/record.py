@@ -152,6 +152,11 @@ def _gpu_checks(builder, rows, unlisted, busy, allow_busy_gpu):
         elif procs:
             builder.add("compute.gpu.idle", NOT_RUN, subject=subject, expected="no compute process",
                         observed=busy_text(procs))
+        elif busy and not row["uuid"] and not allow_busy_gpu:
+            # idle only where the host said so of this device: without its UUID it cannot be told from a busy one
+            builder.add("compute.gpu.idle", NOT_RUN, subject=subject, expected="no compute process",
+                        observed="UUID unknown: cannot tell it from the busy or unknown %s" % ", ".join(
+                            sorted(set(str(p.get("gpu_uuid") or p.get("parent_uuid")) for p in busy))))
         else:
             builder.add("compute.gpu.idle", PASS, subject=subject, expected="no compute process", observed="none")
         if row["expected"]:

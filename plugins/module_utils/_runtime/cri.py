@@ -153,13 +153,18 @@ class CriEngine(object):
             return {"stderr": "Error: the CRI log %s cannot be read: %s\n" % (path, exc)}
 
     def _ours(self, client, run_id=None, timeout=None):
-        """Our sandboxes: (row, sandbox) pairs, the row in ``engines.probe_containers``' shape."""
+        """Our sandboxes: (row, sandbox) pairs, the row in ``engines.probe_containers``' shape. Ours is what this
+        collection creates and nothing else: a sandbox in its own namespace (NAMESPACE), named gpuprobe-..., with
+        its run label; a Pod of another namespace is never ours, whatever its name and labels say."""
         items = client.list_pod_sandboxes({LABEL: run_id} if run_id else None, timeout=timeout)
         out = []
         for item in items:
             labels = item.get("labels") or {}
-            name = (item.get("metadata") or {}).get("name") or ""
+            metadata = item.get("metadata") or {}
+            name = metadata.get("name") or ""
             rid = labels.get(LABEL)
+            if metadata.get("namespace") != NAMESPACE:
+                continue
             if not rid or not RUN_ID_RE.match(rid) or not name.startswith("gpuprobe-") or (run_id and rid != run_id):
                 continue
             created = labels.get(CREATED_LABEL)

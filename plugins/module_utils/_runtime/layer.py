@@ -95,8 +95,9 @@ def runtime_facts(params, check_mode=False):
         # version only (usable None), is detected in full here (podman info)
         info = dict(chosen)
     else:
-        info = select_runtimes(params.get("runtime") or "auto", timeout=30, endpoint=params.get("runtime_endpoint"),
-                               descriptor=params.get("cri_descriptor"))[0]
+        # detected here with the probe's own timeout (the option), as every call of the probe
+        info = select_runtimes(params.get("runtime") or "auto", timeout=params.get("timeout") or 60,
+                               endpoint=params.get("runtime_endpoint"), descriptor=params.get("cri_descriptor"))[0]
         for key in ("selected_because", "cdi_library", "cdi_config"):
             if chosen.get("name") == info.get("name") and chosen.get(key) is not None:
                 info[key] = chosen[key]

@@ -358,7 +358,8 @@ def test_unknown_busy_state_is_not_run_unless_allowed():
     (None, True, [], None),
     (_busy([U0, U1], U1), False, [U1], None),
     ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": None, "compute_processes": [{"pid": 1}]}]}}},
-     False, [], "GPU in use, not preempting: 1 compute process(es) on 0 (a GPU without a UUID cannot be skipped alone)"),
+     False, [], "GPU in use, not preempting: 1 compute process(es) on GPU #0 (a GPU or MIG instance without a known UUID "
+                "cannot be skipped alone)"),
 ])
 def test_busy_plan(host, allow, skip_uuids, skip_reason):
     plan = busy_mod.busy_plan(host, allow)
