@@ -41,12 +41,13 @@ def lab(tmp_path):
         os.unlink(state["spec"])
 
 
-def _create(lab, spec_text):
-    """(rc, stderr of create or init, the OCI config podman wrote or None, the cdi layer's record) for device <kind>=d."""
+def _create(lab, spec_text, name="d", host=None):
+    """(rc, stderr of create or init, the OCI config podman wrote or None, the cdi layer's record) for device <kind>=<name>;
+    ``host``: the host record the cdi layer reads the runtime from (its spec reading follows the runtime's CDI library)."""
     os.makedirs(SPEC_DIR, exist_ok=True)
     with open(lab["spec"], "w") as f:
-        f.write(spec_text % {"kind": lab["kind"], "n": lab["nodes"]})
-    proc = subprocess.run(["podman", "create", "--network=none", "--device", lab["kind"] + "=d", "--entrypoint", "/usr/bin/python3",
+        f.write(spec_text % {"kind": lab["kind"], "n": lab["nodes"], "run": lab["run"]})
+    proc = subprocess.run(["podman", "create", "--network=none", "--device", "%s=%s" % (lab["kind"], name), "--entrypoint", "/usr/bin/python3",
                            IMAGE, "-c", "pass"], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
     config = None
     if proc.returncode == 0:
@@ -57,7 +58,8 @@ def _create(lab, spec_text):
         if proc.returncode == 0:
             with open(os.path.join(STORAGE, cid, "userdata", "config.json")) as f:
                 config = json.load(f)
-    rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=d"], kinds=[lab["kind"]])
+    rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["%s=%s" % (lab["kind"], name)], kinds=[lab["kind"]],
+                         host=host)
     return proc.returncode, proc.stderr, config, rec
 
 
@@ -157,24 +159,11 @@ def test_podman_injects_what_the_cdi_layer_reads_for_it(lab, member, text, name,
     version = _host.parse_tool_version(subprocess.run(["podman", "--version"], capture_output=True, text=True, check=False).stdout)
     if version != "4.3.1":
         pytest.skip("the members are recorded for podman 4.3.1 (CDI 0.5.2); this is podman %s" % version)
-    os.makedirs(SPEC_DIR, exist_ok=True)
-    with open(lab["spec"], "w") as f:
-        f.write(text % {"kind": lab["kind"], "n": lab["nodes"], "run": lab["run"]})
-    device = "%s=%s" % (lab["kind"], name)
-    proc = subprocess.run(["podman", "create", "--network=none", "--device", device, "--entrypoint", "/usr/bin/python3", IMAGE, "-c", "pass"],
-                          env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
-    config = None
-    if proc.returncode == 0:
-        cid = proc.stdout.strip()
-        lab["containers"].append(cid)
-        proc = subprocess.run(["podman", "init", cid], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
-        if proc.returncode == 0:
-            with open(os.path.join(STORAGE, cid, "userdata", "config.json")) as f:
-                config = json.load(f)
     host = {"layer": "host", "evidence": {"tools_probed": True, "tools": {"podman": {"path": shutil.which("podman"), "version": version}}}}
-    rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], kinds=[lab["kind"]], host=host)
+    _rc, stderr, config, rec = _create(lab, text, name, host)
+    device = "%s=%s" % (lab["kind"], name)
     resolve = [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device" and c["subject"] == device]
-    assert (config is not None) == injected, proc.stderr
+    assert (config is not None) == injected, stderr
     assert resolve == [PASS if injected else FAIL], rec["checks"]
     assert rec["evidence"]["readings"][0]["reading"] == "v0.5.2"
     if injected:
@@ -183,4 +172,4 @@ def test_podman_injects_what_the_cdi_layer_reads_for_it(lab, member, text, name,
         theirs = [m["destination"] for m in config["mounts"] if m["destination"] in ours]
         assert theirs == ours  # the same order (0.5.2 sorts by depth, then path)
     else:
-        assert "unresolvable CDI devices" in proc.stderr
+        assert "unresolvable CDI devices" in stderr
