@@ -367,11 +367,13 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     groups = _byruntime.reading_groups(engines, host, runtime)
     files, unread = _read_spec_dirs(b, host_dirs, existing, max_spec_size, max_spec_files, Deadline(timeout), groups[0]["reading"])
     files = _byruntime.read_as(files, groups[0])
-    tagged = len(groups) > 1  # runtimes whose libraries read the specs differently: each check speaks for its runtimes
+    # runtimes whose libraries read the specs differently: a check they do not all give alike speaks for its runtimes
+    collected = [_byruntime.Collect() for _g in groups]
     registry, conflicts, overrides, resolved, unresolved, expansions, sources = _judge_files(
-        _byruntime.Tagged(b, groups[0]["runtimes"] if tagged else None), files, devices, requested_kinds, unread)
-    for group in groups[1:]:
-        _judge_files(_byruntime.Tagged(b, group["runtimes"]), _byruntime.read_as(files, group), devices, requested_kinds, unread)
+        collected[0], files, devices, requested_kinds, unread)
+    for group, collect in zip(groups[1:], collected[1:]):
+        _judge_files(collect, _byruntime.read_as(files, group), devices, requested_kinds, unread)
+    _byruntime.merge(b, groups, collected)
     edits, sources = merge_edits(registry, resolved, root) if resolved else (
         {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}, {})
     driver = running_driver_version(host, root) if edits["mounts"] else (None, "no mounts")

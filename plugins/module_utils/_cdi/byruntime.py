@@ -81,6 +81,35 @@ def _mark_uncertain(rec, why):
                            "read by %s; rejected by %s" % (why, ", ".join(verdicts[True]), "; ".join(verdicts[False][:3]))
 
 
+class Collect(object):
+    """Records the checks a judgement adds (``add``'s arguments), for ``merge``."""
+
+    def __init__(self):
+        self.calls = []
+
+    def add(self, *args, **kwargs):
+        self.calls.append((args, tuple(sorted(kwargs.items()))))
+        return {}
+
+
+def merge(builder, groups, collected):
+    """Add each group's checks to ``builder``: a check every group gave alike once, for every runtime; the others once
+    per runtime of the group that gave it (its ``runtime`` key)."""
+    common = set(collected[0].calls)
+    for c in collected[1:]:
+        common &= set(c.calls)
+    done = set()
+    for group, c in zip(groups, collected):
+        for call in c.calls:
+            args, kwargs = call[0], dict(call[1])
+            if call in common:
+                if call not in done:
+                    done.add(call)
+                    builder.add(*args, **kwargs)
+                continue
+            Tagged(builder, group["runtimes"] or ["none"]).add(*args, **kwargs)
+
+
 class Tagged(object):
     """A LayerBuilder whose checks speak for the runtimes ``names`` (one check per runtime, its ``runtime`` key set),
     or for every runtime when ``names`` is None."""
