@@ -69,11 +69,25 @@ def read_as(files, group):
     return out
 
 
+def _distinct():
+    """One reading per distinct set of rules (v0.5.2 and v0.5.3 read alike, as do v0.8.0 and v0.8.1): 7 of 11."""
+    out, seen = [], set()
+    for reading in READINGS.values():
+        key = tuple(sorted((k, v) for k, v in reading.items() if k not in ("name", "source")))
+        if key not in seen:
+            seen.add(key)
+            out.append(reading)
+    return out
+
+
+_DISTINCT = _distinct()
+
+
 def _mark_uncertain(rec, why):
     if rec.get("_data") is None:
         return
     verdicts = {}
-    for reading in READINGS.values():
+    for reading in _DISTINCT:
         other = reread(rec, reading)
         verdicts.setdefault(bool(other["ok"]), []).append("%s%s" % (reading["name"], "" if other["ok"] else " (%s)" % other["error"]))
     if len(verdicts) > 1:
