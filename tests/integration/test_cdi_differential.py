@@ -224,6 +224,17 @@ CORPUS = [
     ("yaml", "cdiVersion: 0.5.0\nkind: example.com/yes\ndevices:\n- name: yes\n  containerEdits: {env: [A=1]}\n"),
     ("yaml", "cdiVersion: 0.5.0\nkind: example.com/dup\ndevices:\n- name: d\n  containerEdits: {env: [A=1, A=2, B=3]}\n"),
     ("json", '{"cdiVersion": "0.5.0", "kind": "example.com/esc", "devices": [{"name": "d", "containerEdits": {"env": ["P=a\\/b"]}}]}'),
+    # YAML 1.1 scalars and go-yaml v2 rules as each Debian release's sigs.k8s.io/yaml and go-yaml read them
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/scalars\ndevices:\n- name: 1:30\n  containerEdits: {env: [A=1]}\n"
+             "- name: 0x1F\n  containerEdits: {env: [A=1]}\n- name: 1e3\n  containerEdits: {env: [A=1]}\n"
+             "- name: 2001-12-14\n  containerEdits: {env: [A=1]}\n- name: 017\n  containerEdits: {env: [A=1]}\n"),
+    ("yaml", "CDIVersion: 0.5.0\nKind: example.com/case\nDevices:\n- Name: d\n  ContainerEdits: {Env: [A=1]}\n"),
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/dupkey\nkind: example.com/dupkey2\ndevices:\n- name: d\n  containerEdits: {env: [A=1]}\n"),
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/merge\nbase: &b {env: [A=1]}\ndevices:\n- name: d\n  containerEdits: {<<: *b}\n"),
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/mergeok\ndevices:\n- name: d\n  containerEdits: &e {env: [A=1]}\n"
+             "- name: e\n  containerEdits: {<<: *e, deviceNodes: [{path: /dev/null, major: 1.0, minor: 3, type: c}]}\n"),
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/nulls\ndevices:\n- name: d\n  containerEdits: {env: [A=1], mounts: ~, hooks: null}\n"),
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/unknown\ndevices:\n- name: d\n  containerEdits: {env: [A=1]}\n  extra: 1\n"),
 ]
 
 
