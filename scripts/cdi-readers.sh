@@ -93,6 +93,7 @@ build_one() {  # build_one NAME SUITE CDI-PACKAGE GO-VERSION IMPORT
   deb=$(find "$out/apt-$suite/debs" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
   dpkg-deb -f "$deb" Version > "$dir/.cdi-version"
   "$goroot/bin/go" version > "$dir/.go-version" 2>/dev/null || true
+  rm -rf "$dir/tree" "$gopath" "$dir/cache"  # about 500 MB each: the reader is all the tests use (the .debs stay cached)
   echo "$stamp" > "$dir/.stamp"
   log "built $name ($(cat "$dir/.cdi-version"), $(cat "$dir/.go-version")) in $((SECONDS - t0)) s"
   echo "$dir/reader"
