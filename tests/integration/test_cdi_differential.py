@@ -327,7 +327,7 @@ def _mutant(draw, index):
             "devices": [{"name": n, "containerEdits": draw(_valid_edits())} for n in names]}
     if draw(st.booleans()):
         spec["containerEdits"] = draw(_valid_edits())
-    for _ in range(draw(st.integers(0, 2))):
+    for _round in range(draw(st.integers(0, 2))):
         _mutate(draw, spec, index)
     if not spec.get("containerEdits"):
         spec.pop("containerEdits", None)

@@ -337,7 +337,8 @@ def read_engine_config(info, timeout=CONFIG_TIMEOUT, root="/", environ=None):
 
 def describe(info):
     """``info`` (a selected engine's dict) with ``cdi_library``: the CDI library the compat table gives its release
-    (library, the highest cdiVersion it reads, status, why, the build the row is for, the reading of readings.py) and ``label`` (engine, version, socket or path)."""
+    (library, the highest cdiVersion it reads, status, why, the build the row is for, the reading of readings.py) and
+    ``label`` (engine, version, socket or path)."""
     info = dict(info or {})
     info["label"] = engine_label(info)
     if info.get("name"):

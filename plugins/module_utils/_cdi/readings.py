@@ -57,6 +57,8 @@ _V05 = dict(absent=_ALL_ABSENT, annotations=False, class_dot=False, no_devices=F
             mount_order="depth+path")
 _V08 = dict(absent=_V07_ABSENT, annotations=False, no_devices=False, permissions_none=False, closid_root=False,
             mount_order="depth+path")
+_V06 = dict(_V08)
+_V06["absent"] = _V06_ABSENT
 
 # library (compat.LIBRARIES key) -> its reading. Every rule was read at the tag (files named in the docstring).
 READINGS = {
@@ -67,8 +69,8 @@ READINGS = {
     "v0.5.4": _reading("v0.5.4", "0.5.0", "pkg/cdi/spec.go, version.go, container-edits.go, qualified-device.go, "
                        "specs-go/config.go @ v0.5.4", **_V05),
     "v0.6.1": _reading("v0.6.1", "0.6.0", "pkg/cdi/spec.go, version.go, device.go, internal/validation/validate.go, "
-                       "pkg/parser/parser.go, specs-go/config.go @ v0.6.1", **dict(_V08, absent=_V06_ABSENT)),
-    "v0.6.2": _reading("v0.6.2", "0.6.0", "as v0.6.1 @ v0.6.2", **dict(_V08, absent=_V06_ABSENT)),
+                       "pkg/parser/parser.go, specs-go/config.go @ v0.6.1", **_V06),
+    "v0.6.2": _reading("v0.6.2", "0.6.0", "as v0.6.1 @ v0.6.2", **_V06),
     "v0.7.1": _reading("v0.7.1", "0.7.0", "pkg/cdi/spec.go, version.go, container-edits.go (ValidateIntelRdt), "
                        "internal/validation/validate.go, specs-go/config.go @ v0.7.1", **_V08),
     "v0.7.2": _reading("v0.7.2", "0.7.0", "as v0.7.1 @ v0.7.2", **_V08),
