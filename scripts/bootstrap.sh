@@ -67,6 +67,18 @@ if [ "${1:-}" = "--test" ]; then
   fi
 fi
 
+# 3c. with --test: the reference CDI readers (Debian 12's CDI 0.5.2 and Debian 13's 0.8.0 built as tiny Go programs from
+#     Debian's packages, scripts/cdi-readers.sh), cached under .build/cdi-readers; without network the differential
+#     test skips and says so (on CI it fails)
+if [ "${1:-}" = "--test" ]; then
+  t0=$SECONDS
+  if bash scripts/cdi-readers.sh build >/dev/null; then
+    echo "bootstrap: CDI reference readers ready in $((SECONDS - t0)) s (.build/cdi-readers)" >&2
+  else
+    echo "bootstrap: the CDI reference readers could not be built; tests/integration/test_cdi_differential.py will skip" >&2
+  fi
+fi
+
 # 4. podman settings for development/CI machines without systemd (see docs/lab.md);
 #    used through CONTAINERS_CONF by the tests only, never written to /etc
 cat > "$build/containers.conf" <<'CONF'

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS
 
 pytestmark = pytest.mark.integration
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
@@ -41,12 +41,13 @@ def lab(tmp_path):
         os.unlink(state["spec"])
 
 
-def _create(lab, spec_text):
-    """(rc, stderr of create or init, the OCI config podman wrote or None, the cdi layer's record) for device <kind>=d."""
+def _create(lab, spec_text, name="d", host=None):
+    """(rc, stderr of create or init, the OCI config podman wrote or None, the cdi layer's record) for device <kind>=<name>;
+    ``host``: the host record the cdi layer reads the runtime from (its spec reading follows the runtime's CDI library)."""
     os.makedirs(SPEC_DIR, exist_ok=True)
     with open(lab["spec"], "w") as f:
-        f.write(spec_text % {"kind": lab["kind"], "n": lab["nodes"]})
-    proc = subprocess.run(["podman", "create", "--network=none", "--device", lab["kind"] + "=d", "--entrypoint", "/usr/bin/python3",
+        f.write(spec_text % {"kind": lab["kind"], "n": lab["nodes"], "run": lab["run"]})
+    proc = subprocess.run(["podman", "create", "--network=none", "--device", "%s=%s" % (lab["kind"], name), "--entrypoint", "/usr/bin/python3",
                            IMAGE, "-c", "pass"], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
     config = None
     if proc.returncode == 0:
@@ -57,7 +58,8 @@ def _create(lab, spec_text):
         if proc.returncode == 0:
             with open(os.path.join(STORAGE, cid, "userdata", "config.json")) as f:
                 config = json.load(f)
-    rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=d"], kinds=[lab["kind"]])
+    rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["%s=%s" % (lab["kind"], name)], kinds=[lab["kind"]],
+                         host=host)
     return proc.returncode, proc.stderr, config, rec
 
 
@@ -132,3 +134,42 @@ def test_a_string_field_is_the_text_the_library_decodes(lab, scalar, name):
             proc = subprocess.run(["podman", "init", proc.stdout.strip()], env=lab["env"], capture_output=True, text=True, timeout=120,
                                   check=False)
         assert proc.returncode != 0 and "unresolvable CDI devices" in proc.stderr, proc.stderr
+
+
+# ---- issue 32: the spec read as this podman's own CDI library version reads it (4.3.1: CDI 0.5.2, readings.py)
+
+MEMBERS = [
+    # (id, spec text, device name, injected by podman 4.3.1 / CDI 0.5.2)
+    ("zero_hostpath_0.3.0", "cdiVersion: 0.3.0\nkind: %(kind)s\ndevices:\n- name: \"0\"\n  containerEdits:\n"
+     "    env: [GPUPROBE_READ=%(run)s]\n    deviceNodes: [{path: /dev/gx, hostPath: %(n)s/n0}]\n", "0", True),
+    ("permissions_none", "cdiVersion: 0.5.0\nkind: %(kind)s\ndevices:\n- name: d\n  containerEdits:\n"
+     "    env: [GPUPROBE_READ=%(run)s]\n    deviceNodes: [{path: /dev/gx, hostPath: %(n)s/n0, permissions: none}]\n", "d", False),
+    ("spec_0.8.0", "cdiVersion: 0.8.0\nkind: %(kind)s\ndevices:\n- name: d\n  containerEdits: {env: [GPUPROBE_READ=%(run)s]}\n", "d", False),
+    ("annotations", "cdiVersion: 0.6.0\nkind: %(kind)s\nannotations: {\"bad key!\": x}\ndevices:\n- name: d\n"
+     "  containerEdits: {env: [GPUPROBE_READ=%(run)s]}\n", "d", False),
+    ("no_devices_and_hook_relative", "cdiVersion: 0.5.0\nkind: %(kind)s\ndevices:\n- name: d\n  containerEdits:\n"
+     "    env: [GPUPROBE_READ=%(run)s]\n    hooks: [{hookName: poststop, path: rel/hook}]\n", "d", True),
+    ("mount_order", "cdiVersion: 0.5.0\nkind: %(kind)s\ndevices:\n- name: d\n  containerEdits:\n    env: [GPUPROBE_READ=%(run)s]\n"
+     "    mounts: [{hostPath: %(n)s, containerPath: /zz, options: [rbind]}, {hostPath: %(n)s, containerPath: /aa, options: [rbind]}]\n", "d", True),
+]
+
+
+@pytest.mark.parametrize("member, text, name, injected", MEMBERS, ids=[m[0] for m in MEMBERS])
+def test_podman_injects_what_the_cdi_layer_reads_for_it(lab, member, text, name, injected):
+    version = _host.parse_tool_version(subprocess.run(["podman", "--version"], capture_output=True, text=True, check=False).stdout)
+    if version != "4.3.1":
+        pytest.skip("the members are recorded for podman 4.3.1 (CDI 0.5.2); this is podman %s" % version)
+    host = {"layer": "host", "evidence": {"tools_probed": True, "tools": {"podman": {"path": shutil.which("podman"), "version": version}}}}
+    _rc, stderr, config, rec = _create(lab, text, name, host)
+    device = "%s=%s" % (lab["kind"], name)
+    resolve = [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device" and c["subject"] == device]
+    assert (config is not None) == injected, stderr
+    assert resolve == [PASS if injected else FAIL], rec["checks"]
+    assert rec["evidence"]["readings"][0]["reading"] == "v0.5.2"
+    if injected:
+        assert "GPUPROBE_READ=%s" % lab["run"] in config["process"]["env"]
+        ours = [m["containerPath"] for m in rec["evidence"]["expected_edits"]["mounts"]]
+        theirs = [m["destination"] for m in config["mounts"] if m["destination"] in ours]
+        assert theirs == ours  # the same order (0.5.2 sorts by depth, then path)
+    else:
+        assert "unresolvable CDI devices" in stderr

@@ -218,6 +218,60 @@ def test_cri_container_without_cdi_device_sees_none(cri, cdi_spec, run_id, tmp_p
     assert cri.list_pod_sandboxes({LABEL: run_id}) == []
 
 
+# containerd 1.7.24~ds1 (Debian 13) links Debian's CDI 0.8.0, built in GOPATH mode with Go 1.24 (issue 32): it injects
+# a cdiVersion 0.8.0 spec and one with an annotation key 0.8 never validates; it refuses a 0.4.0 spec whose first device
+# uses hostPath (its minimum-version check sees every device: no loop-variable aliasing); the cdi layer reads each so
+READINGS = [
+    ("spec_0.8.0", "0.8.0", {}, [], True),
+    ("bad_annotation_key", "0.6.0", {"annotations": {"bad key!": "x"}}, [], True),
+    ("hostpath_first_device_0.4.0", "0.4.0", {}, [{"name": "d1", "containerEdits": {"env": ["OTHER=1"]}}], False),
+    ("permissions_none", "0.5.0", {"permissions": "none"}, [], False),
+]
+
+
+@pytest.mark.parametrize("member, version, extra, more, injected", READINGS, ids=[m[0] for m in READINGS])
+def test_cri_injects_what_the_cdi_layer_reads_for_containerd(cri, run_id, tmp_path, member, version, extra, more, injected):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi  # pylint: disable=import-outside-toplevel
+    yaml = pytest.importorskip("yaml")
+    runtime_version = cri.version()["runtime_version"]
+    if runtime_version != "1.7.24~ds1":
+        pytest.skip("recorded for Debian 13's containerd 1.7.24~ds1; this is %s" % runtime_version)
+    node = tmp_path / "node0"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(241, 17))
+    lib = tmp_path / "libsynthetic.so.1"
+    lib.write_text("synthetic " + run_id)
+    kind = "gpuprobe-%s-%s.example/rd" % (run_id, member.replace("_", "-").replace(".", "-"))
+    dev_node = {"path": DEV_IN_CONTAINER, "hostPath": str(node), "type": "c", "major": 241, "minor": 17}
+    if "permissions" in extra:
+        dev_node["permissions"] = extra["permissions"]
+    spec = {"cdiVersion": version, "kind": kind, "devices": [{"name": "d0", "containerEdits": {
+        "deviceNodes": [dev_node], "env": ["GPUPROBE_ENGINES_TOKEN=" + run_id],
+        "mounts": [{"hostPath": str(lib), "containerPath": FILE_IN_CONTAINER, "options": ["ro", "nosuid", "bind"]}]}}] + more}
+    if "annotations" in extra:
+        spec["annotations"] = extra["annotations"]
+    path = os.path.join(SPEC_DIR, "gpuprobe-%s-%s.yaml" % (run_id, member))
+    with open(path, "w") as f:
+        yaml.safe_dump(spec, f)
+    try:
+        device = kind + "=d0"
+        tools = {"containerd": {"path": "/usr/bin/containerd", "version": runtime_version}}
+        host = {"layer": "host", "evidence": {"tools_probed": True, "tools": tools}}
+        rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], kinds=[kind], host=host)
+        resolve = [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device" and c["subject"] == device]
+        assert resolve == ["PASS" if injected else "FAIL"], rec["checks"]
+        assert rec["evidence"]["readings"][0]["reading"] == "v0.8.0+go1.22"
+        if injected:
+            _assert_injected(_cri_run(cri, {"device": device, "token": run_id, "file": "synthetic " + run_id}, run_id, tmp_path,
+                                      ("field",)), {"token": run_id, "file": "synthetic " + run_id})
+        else:
+            with pytest.raises(Exception) as exc:
+                _cri_run(cri, {"device": device}, run_id, tmp_path, ("field",))
+            assert "unresolvable CDI devices" in str(exc.value), exc.value
+    finally:
+        os.unlink(path)
+        assert cri.list_pod_sandboxes({LABEL: run_id}) == []
+
+
 # ---- dockerd -------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import byruntime as _byruntime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine as _engine, identity as _identity
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
@@ -96,6 +97,8 @@ def _spec_checks(builder, rec, judged):
     """The rule checks of one spec file; ``judged`` is (status, why) of its errors for this request (file_judgement)."""
     bad, why = judged
     blocked = False
+    if bad == FAIL and rec.get("uncertain"):
+        bad, why = NOT_RUN, why + "; " + rec["uncertain"]
     for rule in RULES:
         errors = rec["rule_errors"].get(rule)
         check = RULE_CHECK[rule]
@@ -207,12 +210,21 @@ def spec_digest(files):
 
 
 def _public_file(rec):
-    out = dict((k, v) for k, v in rec.items() if k not in ("spec", "rule_errors"))
+    out = dict((k, v) for k, v in rec.items() if k not in ("spec", "rule_errors", "_data", "_device_index"))
     out["conflicts"] = rec.get("conflicts", [])
     return out
 
 
-def _read_spec_dirs(b, host_dirs, existing, max_size, max_files, deadline):
+def _uncertain_for(files, device):
+    """The reason of the first uncertain file (byruntime) that may provide ``device`` (kind=name; kind= for any)."""
+    kind, _sep, name = device.partition("=")
+    for rec in files:
+        if rec.get("uncertain") and rec.get("kind") in (None, kind) and (not name or not rec.get("devices") or name in rec["devices"]):
+            return "%s: %s" % (rec["path"], rec["uncertain"])
+    return None
+
+
+def _read_spec_dirs(b, host_dirs, existing, max_size, max_files, deadline, reading=None):
     """(file records, {dir: [paths not read]}): every spec file of every dir, in priority order, bounded: at most
     ``max_files`` per dir (cdi.discovery.spec_file_count) and within the layer's time limit (cdi.discovery.time_limit)."""
     files, unread, timed_out = [], {}, []
@@ -233,7 +245,7 @@ def _read_spec_dirs(b, host_dirs, existing, max_size, max_files, deadline):
                 timed_out.append(path)
                 unread.setdefault(d, []).append(path)
                 continue
-            rec = load_spec_file(path, max_size, DEFAULT_READ_TIMEOUT if left is None else min(DEFAULT_READ_TIMEOUT, left))
+            rec = load_spec_file(path, max_size, DEFAULT_READ_TIMEOUT if left is None else min(DEFAULT_READ_TIMEOUT, left), reading)
             rec["priority"] = priority
             rec["dir"] = d
             files.append(rec)
@@ -275,6 +287,47 @@ def _judge_engines(engines, files, sources, resolved, host, runtime, runtime_dir
     return checks, first, by_engine
 
 
+def _judge_files(b, files, devices, requested_kinds, unread):
+    """The spec-file and resolution checks of the file records as one library version read them: (registry, conflicts,
+    overrides, resolved, unresolved, expansions, sources)."""
+    registry, conflicts, overrides = build_registry(files)
+    resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
+    sources = dict((q, registry[q]["path"]) for q in resolved)
+    for rec in files:
+        _spec_checks(b, rec, file_judgement(rec, bool(devices), resolved, unresolved, sources, requested_kinds))
+    for kind in requested_kinds:
+        providers = sorted(set(r["path"] for r in files if r["ok"] and r["kind"] == kind))
+        if not providers and unread:
+            b.add("cdi.resolve.kind", NOT_RUN, kind, "a valid spec provides it", "no CDI spec read provides %s; %d spec file(s) were "
+                  "not read (%s)" % (kind, sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
+            continue
+        if not providers and _uncertain_for(files, kind + "="):
+            b.add("cdi.resolve.kind", NOT_RUN, kind, "a valid spec provides it", _uncertain_for(files, kind + "="))
+            continue
+        b.add("cdi.resolve.kind", PASS if providers else FAIL, kind, "a valid spec provides it",
+              ", ".join(providers) if providers else "no CDI spec provides %s" % kind)
+    for item in unresolved:
+        if unread:
+            # a file not read may provide it: not a FAIL the layer could show
+            b.add("cdi.resolve.device", NOT_RUN, item["device"], "resolves", "%s in the files read; %d spec file(s) were not read (%s)"
+                  % (item["reason"], sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
+        elif _uncertain_for(files, item["device"]):
+            b.add("cdi.resolve.device", NOT_RUN, item["device"], "resolves", "%s; %s" % (item["reason"], _uncertain_for(files, item["device"])))
+        else:
+            b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
+    for q in resolved:
+        b.add("cdi.resolve.device", PASS, q, "resolves", registry[q]["path"])
+    for e in expansions:
+        b.add("cdi.resolve.all_expanded", WARN, e["request"], "a device named 'all'",
+              "none; expanded here to %s" % ", ".join(e["devices"]))
+    requested_set = set(devices) | set(resolved)
+    for c in conflicts:
+        wanted = c["device"] in requested_set or (not devices and c["device"].split("=", 1)[0] in requested_kinds)
+        b.add("cdi.resolve.conflict", FAIL if wanted else WARN, c["device"], "defined once per priority",
+              "defined in %s (dropped)" % ", ".join(c["files"]))
+    return registry, conflicts, overrides, resolved, unresolved, expansions, sources
+
+
 def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
               host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
               max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT, engines=None):
@@ -311,37 +364,16 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
             b.add("cdi.discovery.spec_dir_readable", PASS, d, "listable", "listable")
         except OSError as exc:
             b.add("cdi.discovery.spec_dir_readable", WARN, d, "listable", "cannot list: %s; its specs were not checked" % (exc.strerror or exc))
-    files, unread = _read_spec_dirs(b, host_dirs, existing, max_spec_size, max_spec_files, Deadline(timeout))
-    registry, conflicts, overrides = build_registry(files)
-    resolved, unresolved, expansions = select_devices(registry, devices, requested_kinds)
-    sources = dict((q, registry[q]["path"]) for q in resolved)
-    for rec in files:
-        _spec_checks(b, rec, file_judgement(rec, bool(devices), resolved, unresolved, sources, requested_kinds))
-    for kind in requested_kinds:
-        providers = sorted(set(r["path"] for r in files if r["ok"] and r["kind"] == kind))
-        if not providers and unread:
-            b.add("cdi.resolve.kind", NOT_RUN, kind, "a valid spec provides it", "no CDI spec read provides %s; %d spec file(s) were "
-                  "not read (%s)" % (kind, sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
-            continue
-        b.add("cdi.resolve.kind", PASS if providers else FAIL, kind, "a valid spec provides it",
-              ", ".join(providers) if providers else "no CDI spec provides %s" % kind)
-    for item in unresolved:
-        if unread:
-            # a file not read may provide it: not a FAIL the layer could show
-            b.add("cdi.resolve.device", NOT_RUN, item["device"], "resolves", "%s in the files read; %d spec file(s) were not read (%s)"
-                  % (item["reason"], sum(len(v) for v in unread.values()), ", ".join(sorted(unread))))
-        else:
-            b.add("cdi.resolve.device", FAIL, item["device"], "resolves", item["reason"])
-    for q in resolved:
-        b.add("cdi.resolve.device", PASS, q, "resolves", registry[q]["path"])
-    for e in expansions:
-        b.add("cdi.resolve.all_expanded", WARN, e["request"], "a device named 'all'",
-              "none; expanded here to %s" % ", ".join(e["devices"]))
-    requested_set = set(devices) | set(resolved)
-    for c in conflicts:
-        wanted = c["device"] in requested_set or (not devices and c["device"].split("=", 1)[0] in requested_kinds)
-        b.add("cdi.resolve.conflict", FAIL if wanted else WARN, c["device"], "defined once per priority",
-              "defined in %s (dropped)" % ", ".join(c["files"]))
+    groups = _byruntime.reading_groups(engines, host, runtime)
+    files, unread = _read_spec_dirs(b, host_dirs, existing, max_spec_size, max_spec_files, Deadline(timeout), groups[0]["reading"])
+    files = _byruntime.read_as(files, groups[0])
+    # runtimes whose libraries read the specs differently: a check they do not all give alike speaks for its runtimes
+    collected = [_byruntime.Collect() for _g in groups]
+    registry, conflicts, overrides, resolved, unresolved, expansions, sources = _judge_files(
+        collected[0], files, devices, requested_kinds, unread)
+    for group, collect in zip(groups[1:], collected[1:]):
+        _judge_files(collect, _byruntime.read_as(files, group), devices, requested_kinds, unread)
+    _byruntime.merge(b, groups, collected)
     edits, sources = merge_edits(registry, resolved, root) if resolved else (
         {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}, {})
     driver = running_driver_version(host, root) if edits["mounts"] else (None, "no mounts")
@@ -350,7 +382,9 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     identity_devices = [{"name": q, "deviceNodes": merge_edits(registry, [q], root)[0]["deviceNodes"]}
                         for q in sorted(registry) if q.split("=", 1)[0] in requested_kinds]
     identity_checks, identity = _identity.identity_map(identity_devices, resolved, host, requested_kinds)
-    compat_checks, compat, by_engine = _judge_engines(engines, files, sources, resolved, host, runtime, runtime_dirs, root)
+    # an explicitly requested device that does not resolve is judged too: its spec may be one the runtime cannot read
+    compat_sources = dict(sources, **dict((u["device"], None) for u in unresolved if u["device"] not in sources))
+    compat_checks, compat, by_engine = _judge_engines(engines, files, compat_sources, resolved, host, runtime, runtime_dirs, root)
     for c in identity_checks + compat_checks:
         added = b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
         if c.get("runtime"):
@@ -397,6 +431,8 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         "engines": [dict((k, v) for k, v in e.items()) for e in engines] if engines is not None else None,
         "runtime_compat_by_engine": by_engine,
         "dra_claims": dra_claim_specs(files),
+        "readings": [{"reading": g["reading"]["name"] if g["reading"] else None, "runtimes": g["runtimes"], "why": g["why"],
+                      "source": g["source"], "build": g["build"], "library": g["library"]} for g in groups],
         "unread_files": dict((d, len(paths)) for d, paths in unread.items()),
     }
     return b.build()

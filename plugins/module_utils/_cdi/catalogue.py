@@ -72,7 +72,9 @@ CHECKS = {
         "next": "remove the empty list entry ('- ' or '- null') from the spec",
     },
     "cdi.spec.version": {
-        "title": "cdiVersion is a known version and not lower than the minimum the fields used require",
+        "title": ("cdiVersion is a version the runtime's CDI library knows and, from library v0.5.4, not lower than the minimum the "
+                  "fields used require (each spec is read as the library version of the runtime it is judged for, "
+                  "docs/cdi-loader.md)"),
         "fail": "the runtime rejects the file (invalid version, or 'the spec version must be at least vX')",
         "next": "raise cdiVersion to the minimum required version shown, or regenerate the spec",
     },
@@ -97,7 +99,8 @@ CHECKS = {
         "next": "fix the edit named in the error",
     },
     "cdi.spec.annotations": {
-        "title": "spec and device annotations follow the Kubernetes annotation rules",
+        "title": ("spec and device annotations follow the Kubernetes annotation rules (checked by CDI library v1.0.0 and later; "
+                  "v0.6.0-v0.8.1 never check them, v0.5.x has no annotations field: a schema error)"),
         "fail": "the runtime rejects the whole file",
         "next": "fix the annotation key or value",
     },

@@ -19,6 +19,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import reading_for
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, make_check
 
 CDI = "container-device-interface"
@@ -99,6 +100,26 @@ RUNTIME_LIBRARIES = (
     ("containerd", "2.2.1", "2.3.4", "specs-go/v1.1.0", _CONTAINERD),  # library v1.1.0
 )
 
+# Distribution builds link the distribution's own CDI library, not upstream go.mod's: (runtime, version text as the
+# runtime reports it, or its prefix, library (LIBRARIES key), go122 (built in GOPATH mode with Go >= 1.22: no
+# loop-variable aliasing, readings.py), the build, source). A distribution build not listed is unknown (NOT_RUN).
+DISTRIBUTION_BUILDS = (
+    ("containerd", "1.7.24~ds1", "v0.8.0", True, "Debian 13 (trixie) containerd 1.7.24~ds1-6+deb13u1",
+     "its Built-Using: golang-tags.cncf-container-device-interface (= 0.8.0-5), golang-1.24 (= 1.24.4-1); the binary "
+     "has pkg/cdi.requiresV080 (upstream go.mod @ v1.7.24: v0.7.2)"),
+    ("podman", "5.4.2+ds1", "v0.8.0", True, "Debian 13 (trixie) podman 5.4.2+ds1-2+b2",
+     "its Built-Using: golang-tags.cncf-container-device-interface (= 0.8.0-5), golang-1.24 (= 1.24.4-1)"),
+    ("docker", "26.1.5+dfsg1", "v0.7.2", True, "Debian 13 (trixie) docker.io 26.1.5+dfsg1-9+deb13u1",
+     "dockerd vendors its own copy (github.com/docker/docker/vendor/tags.cncf.io/container-device-interface; no CDI "
+     "package in its Built-Using, golang-1.24 (= 1.24.4-1)); the binary has requiresV070 and no requiresV080: "
+     "upstream vendor.mod @ v26.1.5: v0.7.2"),
+    ("podman", "4.3.1+ds1", "v0.5.2", False, "Debian 12 (bookworm) podman 4.3.1+ds1-8+deb12u1",
+     "podman vendors its own copy (github.com/containers/podman/vendor/github.com/container-orchestrated-devices/"
+     "container-device-interface; Debian 12's -dev package is 0.5.2-2 too), golang-1.19: upstream go.mod @ v4.3.1: v0.5.2"),
+)
+# A version text a distribution writes: Debian ~ds/+ds/+dfsg, Ubuntu -Nubuntu, RHEL/Fedora .elN/.fcN, Amazon .amznN
+_DISTRIBUTION = re.compile(r"(~ds\d*|\+ds\d*|\+dfsg\d*|\+deb\d+|ubuntu\d*|\.el\d+|\.fc\d+|\.amzn\d+|\+really)", re.I)
+
 NOTES = {
     "docker": "docker --version reports the client; CDI needs the daemon's CDI feature (daemon.json features.cdi: off "
               "unless set before 28.2.0, on unless set false from 28.2.0, moby/moby cmd/dockerd/daemon.go cdiEnabled) "
@@ -146,6 +167,21 @@ def parse_version(text):
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+def distribution_build(version):
+    """The distribution marker of a runtime's version text (``~ds1``, ``+dfsg1``, ``.el9``), or None for an upstream
+    build (or one whose version text does not say: podman 4.3.1 of Debian 12 reports 4.3.1)."""
+    m = _DISTRIBUTION.search(str(version or ""))
+    return m.group(1) if m else None
+
+
+def _distribution_row(runtime, version):
+    text = str(version or "").strip().lstrip("v")
+    for row in DISTRIBUTION_BUILDS:
+        if row[0] == runtime and (text == row[1] or text.startswith(row[1])):
+            return row
+    return None
+
+
 def _vtext(v):
     return "%d.%d.%d" % v
 
@@ -154,8 +190,22 @@ def readable_versions(runtime, version):
     """What the table says of ``runtime`` at ``version``: dict(runtime, version, status, max_readable, library,
     source, why). status: 'known' (max_readable set), 'no_cdi', 'prototype' or 'unknown'."""
     out = {"runtime": runtime, "version": version, "status": "unknown", "max_readable": None, "library": None,
-           "source": None, "why": None}
+           "source": None, "why": None, "build": None, "reading": None}
     v = parse_version(version)
+    marker = distribution_build(version) if v is not None else None
+    if marker:
+        row = _distribution_row(runtime, version)
+        if row is None:
+            out.update(build="distribution (%s)" % marker, why=(
+                "%s %s is a distribution build (%s): distributions link their own CDI library, not upstream go.mod's "
+                "(Debian 13's containerd 1.7.24~ds1 links CDI 0.8.0, upstream v0.7.2), and this build is not in the "
+                "table of distribution builds (docs/identity.md)" % (runtime, version, marker)))
+            return out
+        lib = row[2]
+        out.update(status="known", library=lib, max_readable=LIBRARIES[lib][0], build=row[4],
+                   reading=(reading_for(lib, row[3]) or {}).get("name"),
+                   source="%s: %s; %s/%s %s" % (row[4], row[5], "cncf-tags", CDI, LIBRARIES[lib][1]))
+        return out
     rows = [r for r in RUNTIME_LIBRARIES if r[0] == runtime]
     if not rows:
         out["why"] = "no table of %s releases (known: %s)" % (runtime, ", ".join(sorted(set(r[0] for r in RUNTIME_LIBRARIES))))
@@ -178,7 +228,8 @@ def readable_versions(runtime, version):
                    why="%s %s vendors no CDI library (no CDI support)" % (runtime, _vtext(v)))
         return out
     max_readable, lib_source = LIBRARIES[lib]
-    out.update(library=lib, source="%s requires %s %s; %s/%s %s" % (where, CDI, lib, "cncf-tags", CDI, lib_source))
+    out.update(library=lib, source="%s requires %s %s; %s/%s %s" % (where, CDI, lib, "cncf-tags", CDI, lib_source),
+               build="upstream %s%s..%s%s" % (tag, first, tag, last), reading=(reading_for(lib) or {}).get("name"))
     if max_readable is None:
         out.update(status="prototype", why="%s %s vendors a pre-release CDI prototype: %s" % (runtime, _vtext(v), lib_source))
     else:
@@ -200,6 +251,11 @@ def pick_runtime(host_record, runtime="auto"):
         if isinstance(info, dict) and info.get("path"):
             return name, info, None
     return None, None, "no %s found in host.evidence.tools" % " / ".join(names)
+
+
+def _read_but_version(rec):
+    """The file is read, or refused for its cdiVersion alone (the runtime's library does not know it)."""
+    return bool(rec.get("ok")) or (bool(rec.get("rule_errors")) and set(rec["rule_errors"]) == set(["version"]))
 
 
 def _version_of(rec):
@@ -256,9 +312,11 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
     devices_ev = {}
     for q, source in sorted((requested_sources or {}).items()):
         kind, _sep, dev = q.partition("=")
-        providers = [r for r in files or [] if r.get("ok") and r.get("kind") == kind and dev in (r.get("devices") or [])]
+        providers = [r for r in files or [] if _read_but_version(r) and r.get("kind") == kind and dev in (r.get("devices") or [])]
         if source and not any(r.get("path") == source for r in providers):
             providers += [r for r in files or [] if r.get("path") == source]
+        if not source and not providers:
+            continue  # an unresolved device no file provides: nothing here to judge (cdi.resolve.device says it)
         rows = []
         for r in providers:
             v = _version_of(r)

@@ -337,13 +337,14 @@ def read_engine_config(info, timeout=CONFIG_TIMEOUT, root="/", environ=None):
 
 def describe(info):
     """``info`` (a selected engine's dict) with ``cdi_library``: the CDI library the compat table gives its release
-    (library, the highest cdiVersion it reads, status, why) and ``label`` (engine, version, socket or path)."""
+    (library, the highest cdiVersion it reads, status, why, the build the row is for, the reading of readings.py) and
+    ``label`` (engine, version, socket or path)."""
     info = dict(info or {})
     info["label"] = engine_label(info)
     if info.get("name"):
         row = _compat.readable_versions(info["name"], info.get("version"))
         info["cdi_library"] = {"library": row["library"], "max_readable": row["max_readable"], "status": row["status"],
-                               "why": row["why"]}
+                               "why": row["why"], "build": row["build"], "reading": row["reading"]}
     return info
 
 

@@ -16,6 +16,7 @@ import stat
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import DEFAULT_MAX_SPEC_SIZE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import DEFAULT
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate import load_spec_data
 
 
@@ -34,15 +35,18 @@ def _mode_info(st):
     return {"mode": "%04o" % stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
 
 
-def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE, timeout=DEFAULT_READ_TIMEOUT):
+def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE, timeout=DEFAULT_READ_TIMEOUT, reading=None):
     """Load one spec file. Returns its record: path, ok, errors[], error, rule_errors{rule: [..]}, kind,
-    cdiVersion, min_version, devices, symlink, mode/uid/gid, size, sha256, spec (when ok).
+    cdiVersion, min_version, devices, symlink, mode/uid/gid, size, sha256, spec (when ok), reading (the name of the
+    library version's rules it was read with, readings.py; ``reading`` None: the project's own), _data (the bytes
+    read, for ``reread``; never reported).
 
     The read is bounded (bounded.read_node_file): non-blocking, the opened file judged (a regular file, not on a
     kernel pseudo-filesystem), at most ``max_size`` bytes within ``timeout`` seconds."""
     rec = {"path": path, "ok": False, "errors": [], "error": None, "rule_errors": {}, "kind": None,
            "cdiVersion": None, "min_version": None, "devices": [], "symlink": None, "mode": None,
-           "uid": None, "gid": None, "size": None, "sha256": None, "spec": None, "warnings": []}
+           "uid": None, "gid": None, "size": None, "sha256": None, "spec": None, "warnings": [],
+           "reading": (reading or DEFAULT)["name"], "_data": None}
 
     def fail(rule, message):
         rec["rule_errors"].setdefault(rule, []).append(message)
@@ -70,21 +74,43 @@ def load_spec_file(path, max_size=DEFAULT_MAX_SPEC_SIZE, timeout=DEFAULT_READ_TI
         rec["size"] = st.st_size
     if data is not None:
         rec["sha256"] = hashlib.sha256(data).hexdigest()
-        spec, errors, partial = load_spec_data(data, os.path.splitext(path)[1])
-        for rule, message in errors:
-            fail(rule, message)
-        model = spec or partial or {}
-        if isinstance(model.get("kind"), str):
-            rec["kind"] = model.get("kind")
-        rec["cdiVersion"] = model.get("cdiVersion")
-        if model:
-            rec["min_version"] = minimum_version(model)[0]
-        rec["devices"] = [d.get("name") for d in (model.get("devices") or []) if isinstance(d, dict)]
-        rec["spec"] = spec
-        rec["warnings"] = list(model.get("__warnings__") or [])
+        rec["_data"] = data
+        _read_data(rec, data, reading, fail)
     rec["ok"] = not rec["errors"]
     rec["error"] = rec["errors"][0] if rec["errors"] else None
     return rec
+
+
+def reread(rec, reading):
+    """The file record ``rec`` read again from its bytes with the library version's rules ``reading``: a new record
+    (the same file facts; ok, errors, kind, devices, spec as that library reads it)."""
+    out = dict(rec, errors=[], rule_errors={}, spec=None, warnings=[], reading=reading["name"])
+    out.pop("_device_index", None)
+    if rec.get("_data") is None:  # not read at all: the same read error for every library
+        out["errors"], out["rule_errors"] = list(rec["errors"]), dict(rec["rule_errors"])
+        return out
+
+    def fail(rule, message):
+        out["rule_errors"].setdefault(rule, []).append(message)
+        out["errors"].append(message)
+
+    _read_data(out, rec["_data"], reading, fail)
+    out["ok"] = not out["errors"]
+    out["error"] = out["errors"][0] if out["errors"] else None
+    return out
+
+
+def _read_data(rec, data, reading, fail):
+    spec, errors, partial = load_spec_data(data, os.path.splitext(rec["path"])[1], reading)
+    for rule, message in errors:
+        fail(rule, message)
+    model = spec or partial or {}
+    rec["kind"] = model.get("kind") if isinstance(model.get("kind"), str) else None
+    rec["cdiVersion"] = model.get("cdiVersion")
+    rec["min_version"] = minimum_version(model)[0] if model else None
+    rec["devices"] = [d.get("name") for d in (model.get("devices") or []) if isinstance(d, dict)]
+    rec["spec"] = spec
+    rec["warnings"] = list(model.get("__warnings__") or [])
 
 
 def list_spec_files(directory):

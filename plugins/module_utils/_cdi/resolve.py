@@ -13,6 +13,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import host_device_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import parse_qualified_name
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import by_name
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -145,7 +146,12 @@ def merge_edits(registry, qualified_names, root="/"):
             if gid and gid not in gid_seen:
                 gid_seen.add(gid)
                 gids.append(gid)
-    mounts = sorted(mounts.values(), key=lambda m: _mount_depth(m["containerPath"]))  # stable, like sort.Stable(orderedMounts)
+    reading = by_name(registry[qualified_names[0]].get("reading")) if qualified_names else None
+    if reading is not None and reading["mount_order"] == "depth+path":
+        # v0.5.2-v0.8.1: sort.Sort(orderedMounts) with Less by depth, then by destination
+        mounts = sorted(mounts.values(), key=lambda m: (_mount_depth(m["containerPath"]), (m["containerPath"] or "").encode("utf-8", "surrogatepass")))
+    else:
+        mounts = sorted(mounts.values(), key=lambda m: _mount_depth(m["containerPath"]))  # stable, like sort.Stable(orderedMounts)
     rules = cgroup_rules(injected)
     by_number = {}
     for r in rules:

@@ -130,7 +130,8 @@ def _json_kind(value):
 class _Coercer(object):
     """YAML tree -> JSON (as sigs.k8s.io/yaml) -> spec model (as encoding/json); collects (rule, message) errors."""
 
-    def __init__(self):
+    def __init__(self, absent=frozenset()):
+        self.absent = absent  # (struct, field) pairs the reading library's specs-go does not have (readings.py)
         self.errors = []
         self.panics = []
         self.nodes = 0
@@ -193,9 +194,8 @@ class _Coercer(object):
             return {"+Inf": ".inf", "-Inf": "-.inf", "NaN": ".nan"}.get(go_float32_g(key), go_float32_g(key))
         return str(key)
 
-    @staticmethod
-    def _field(name, key):
-        fields = SCHEMA[name]
+    def _field(self, name, key):
+        fields = [(f, t) for f, t in SCHEMA[name] if (name, f) not in self.absent]
         for f, t in fields:
             if f == key:
                 return f, t

@@ -12,6 +12,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue imp
     ANNOTATIONS_MAX_BYTES, KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import YMap, parse_bytes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import DEFAULT
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
     _vkey, minimum_version, normalize_version, parse_qualifier, validate_device_name, validate_vendor_or_class,
 )
@@ -67,9 +68,12 @@ def validate_env(env, where):
     return [("edits", "%s: invalid environment variable %r (expected KEY=VALUE)" % (where, v)) for v in (env or []) if v.find("=") <= 0]
 
 
-def validate_edits(edits, where, version):
+def validate_edits(edits, where, version, reading=None):
     """(rule, message) errors of one containerEdits block (may be empty); ``version`` is the spec's
-    normalized cdiVersion (fields that exist only in some versions are 'version' errors)."""
+    normalized cdiVersion (fields that exist only in some versions are 'version' errors); ``reading``: the library
+    version's rules (readings.py), the project's own when None."""
+    reading = reading or DEFAULT
+    strict = reading is DEFAULT  # the project's own checks no released library has (absolute hook path, negative numbers)
     errors = validate_env(edits.get("env"), where + ".env")
     for i, node in enumerate(edits.get("deviceNodes") or []):
         w = "%s.deviceNodes[%d]" % (where, i)
@@ -78,10 +82,10 @@ def validate_edits(edits, where, version):
             errors.append(("edits", "%s: invalid (empty) device path" % w))
         if node.get("type", "") not in VALID_NODE_TYPES:
             errors.append(("edits", "%s: device %r: invalid type %r (b, c, u or p)" % (w, path, node.get("type"))))
-        if (node.get("major") or 0) < 0 or (node.get("minor") or 0) < 0:
+        if strict and ((node.get("major") or 0) < 0 or (node.get("minor") or 0) < 0):
             errors.append(("edits", "%s: device %r: invalid (negative) device number %s:%s" % (w, path, node.get("major"), node.get("minor"))))
         perms = node.get("permissions", "")
-        if perms not in ("", NO_PERMISSIONS) and perms.strip("rwm") != "":
+        if (perms != NO_PERMISSIONS or not reading["permissions_none"]) and perms.strip("rwm") != "":
             errors.append(("edits", "%s: device %r: invalid permissions %r (any of r, w, m)" % (w, path, perms)))
     for i, hook in enumerate(edits.get("hooks") or []):
         w = "%s.hooks[%d]" % (where, i)
@@ -91,7 +95,7 @@ def validate_edits(edits, where, version):
         path = hook.get("path") or ""
         if not path:
             errors.append(("edits", "%s: invalid hook %r with empty path" % (w, name)))
-        elif not path.startswith("/"):
+        elif strict and not path.startswith("/"):
             errors.append(("edits", "%s: hook %r path %r is not absolute (OCI hooks need absolute paths)" % (w, name, path)))
         errors.extend(validate_env(hook.get("env"), w + ".env"))
     for i, mount in enumerate(edits.get("mounts") or []):
@@ -103,9 +107,11 @@ def validate_edits(edits, where, version):
     rdt = edits.get("intelRdt")
     if rdt is not None:
         closid = rdt.get("closID", "")
-        if closid != "/" and (len(closid) >= 4096 or closid in (".", "..") or "/" in closid or "\n" in closid):
+        if (closid != "/" or not reading["closid_root"]) and (len(closid) >= 4096 or closid in (".", "..") or "/" in closid or "\n" in closid):
             errors.append(("edits", "%s.intelRdt: invalid ClosID %r" % (where, closid)))
-        if version and _vkey(version) >= _vkey("1.1.0"):
+        if not strict:
+            pass  # a library reading: fields its specs-go lacks are schema errors, the rest the minimum version's
+        elif version and _vkey(version) >= _vkey("1.1.0"):
             for field in ("enableCMT", "enableMBM"):
                 if field in rdt:
                     errors.append(("version", "%s.intelRdt.%s is not valid for CDI spec version %s" % (where, field, version)))
@@ -113,7 +119,7 @@ def validate_edits(edits, where, version):
             for field in ("schemata", "enableMonitoring"):
                 if field in rdt:
                     errors.append(("version", "%s.intelRdt.%s requires CDI spec version at least 1.1.0" % (where, field)))
-    if version and _vkey(version) < _vkey("1.1.0") and ("netDevices" in edits or "netDevices" in edits.get("__null__", [])):
+    if strict and version and _vkey(version) < _vkey("1.1.0") and ("netDevices" in edits or "netDevices" in edits.get("__null__", [])):
         errors.append(("version", "%s.netDevices requires CDI spec version at least 1.1.0" % where))
     host_seen, name_seen = {}, {}
     for i, dev in enumerate(edits.get("netDevices") or []):
@@ -137,18 +143,24 @@ def _edits_empty(edits):
         and edits.get("intelRdt") is None
 
 
-def validate_spec(spec):
+def validate_spec(spec, reading=None):
     """All rule violations of a coerced spec, as a list of (rule, message); rules: version, kind, devices,
-    edits, annotations."""
+    edits, annotations. ``reading``: the library version's rules (readings.py), the project's own when None."""
+    reading = reading or DEFAULT
     errors = []
     raw_version = spec.get("cdiVersion")
     version = normalize_version(raw_version)
+    if version is not None and (_vkey(version) > _vkey(reading["max_version"]) or (raw_version.startswith("v") and not reading["v_prefix"])):
+        version = None
     minimum, reasons = minimum_version(spec)
+    known = [v for v in KNOWN_VERSIONS if _vkey(v) <= _vkey(reading["max_version"])]
     if raw_version is None:
         errors.append(("version", "cdiVersion is missing"))
     elif version is None:
-        errors.append(("version", "invalid version %r (known: %s)" % (raw_version, ", ".join(KNOWN_VERSIONS))))
-    elif _vkey(minimum_version(spec, library=True)[0]) > _vkey(version):
+        errors.append(("version", "invalid version %r (library %s knows: %s)" % (raw_version, reading["name"], ", ".join(known))))
+    elif not reading["min_version"]:
+        pass  # v0.5.2/v0.5.3: the version is only looked up in validSpecVersions
+    elif _vkey(minimum_version(spec, library=reading["aliasing"])[0]) > _vkey(version):
         errors.append(("version", "the spec version must be at least v%s (%s)" % (minimum, "; ".join(reasons))))
     elif _vkey(minimum) > _vkey(version):
         spec.setdefault("__warnings__", []).append(
@@ -166,10 +178,13 @@ def validate_spec(spec):
     for err in (validate_vendor_or_class(vendor, "vendor"), validate_vendor_or_class(klass, "class")):
         if err:
             errors.append(("kind", "kind %r: %s" % (kind, err)))
-    errors.extend(("annotations", e) for e in validate_annotations(spec.get("annotations"), kind or "spec"))
-    errors.extend(validate_edits(spec.get("containerEdits") or {}, "containerEdits", version))
+    if not reading["class_dot"] and "." in klass and not validate_vendor_or_class(klass, "class"):
+        errors.append(("kind", "kind %r: invalid character '.' in device class %r (library %s)" % (kind, klass, reading["name"])))
+    if reading["annotations"]:
+        errors.extend(("annotations", e) for e in validate_annotations(spec.get("annotations"), kind or "spec"))
+    errors.extend(validate_edits(spec.get("containerEdits") or {}, "containerEdits", version, reading))
     devices = spec.get("devices") or []
-    if not devices:
+    if not devices and reading["no_devices"]:
         errors.append(("devices", "invalid spec, no devices"))
     seen = set()
     for i, dev in enumerate(devices):
@@ -181,11 +196,12 @@ def validate_spec(spec):
         if name in seen:
             errors.append(("devices", "invalid spec, multiple device %r" % name))
         seen.add(name)
-        errors.extend(("annotations", e) for e in validate_annotations(dev.get("annotations"), "%s=%s" % (kind, name)))
+        if reading["annotations"]:
+            errors.extend(("annotations", e) for e in validate_annotations(dev.get("annotations"), "%s=%s" % (kind, name)))
         edits = dev.get("containerEdits") or {}
         if _edits_empty(edits):
             errors.append(("devices", "%s (%r): empty container edits" % (where, name)))
-        errors.extend(validate_edits(edits, where + ".containerEdits", version))
+        errors.extend(validate_edits(edits, where + ".containerEdits", version, reading))
     return errors
 
 
@@ -195,11 +211,12 @@ RULE_CHECK = {"parse": "cdi.spec.parse", "schema": "cdi.spec.schema", "panic": "
               "annotations": "cdi.spec.annotations"}
 
 
-def load_spec_data(data, ext=".yaml"):
+def load_spec_data(data, ext=".yaml", reading=None):
     """Parse + coerce + validate spec bytes. Returns (spec or None, [(rule, message)], model or None).
 
     The spec is returned only when there is no error at all (the reference library drops the whole file
-    on any error); ``model`` is what could be coerced, for reporting kind/version/devices of a bad file."""
+    on any error); ``model`` is what could be coerced, for reporting kind/version/devices of a bad file.
+    ``reading``: the rules of the library version that reads the file (readings.py); None: the project's own."""
     tree, err = parse_bytes(data, ext)
     if err:
         return None, [("parse", err)], None
@@ -207,7 +224,7 @@ def load_spec_data(data, ext=".yaml"):
         return None, [("parse", "failed to parse CDI Spec, no Spec data")], None
     if not isinstance(tree, YMap):
         return None, [("parse", "failed to unmarshal CDI Spec: top level is a %s, not a mapping" % _type_name(tree))], None
-    coercer = _Coercer()
+    coercer = _Coercer((reading or DEFAULT)["absent"])
     try:
         model = coercer.coerce(tree, (_OBJ, "spec"), "")
     except _TooComplex:
@@ -216,5 +233,5 @@ def load_spec_data(data, ext=".yaml"):
         return None, coercer.errors or [("schema", "failed to unmarshal CDI Spec")], None
     errors = list(coercer.errors)
     errors.extend(("panic", p) for p in coercer.panics)
-    errors.extend(validate_spec(model))
+    errors.extend(validate_spec(model, reading))
     return (None if errors else model), errors[:MAX_ERRORS_PER_FILE], model
