@@ -33,17 +33,21 @@ _SPEC_READABLE = ["cdi.discovery.spec_dirs", "cdi.discovery.runtime_config", "cd
 
 EXPLAINED_BY = {
     # compute signatures (_compute.SIGNATURES)
-    "compute.dlopen.libcuda": ["cdi.nvidia.libcuda", "cdi.host.mount_source"],
+    "compute.dlopen.libcuda": ["cdi.nvidia.libcuda", "cdi.host.mount_source", "cdi.nvidia.libcuda_noexec",
+                               "cdi.nvidia.libcuda_path", "cdi.host.library_soname"],
     "compute.cuda.CUDA_ERROR_STUB_LIBRARY": ["cdi.nvidia.libcuda"],
     "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER": ["cdi.host.library_version"],
-    "compute.cuda.CUDA_ERROR_NO_DEVICE": ["cdi.nvidia.nvidiactl", "cdi.nvidia.uvm", "cdi.nvidia.cgroup_write",
+    "compute.cuda.CUDA_ERROR_NO_DEVICE": ["cdi.nvidia.nvidiactl", "cdi.nvidia.uvm", "cdi.nvidia.cgroup_write", "cdi.nvidia.cgroup_read",
                                           "cdi.host.device_node", "cdi.host.device_number", "cdi.identity.gives_gpu"],
-    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit", "cdi.host.mount_source"],
+    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit", "cdi.host.mount_source", "cdi.nvidia.ptxjit_noexec",
+                                                       "cdi.nvidia.ptxjit_path", "cdi.host.library_soname",
+                                                       "cdi.host.driver_library"],
     "compute.cuda.CUDA_ERROR_SYSTEM_NOT_READY": [],
     "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": ["cdi.host.library_version", "cdi.nvidia.libcuda"],
-    "compute.cuda.CUDA_ERROR_UNKNOWN": ["cdi.nvidia.uvm", "cdi.nvidia.nvidiactl", "cdi.nvidia.cgroup_write"],
+    "compute.cuda.CUDA_ERROR_UNKNOWN": ["cdi.nvidia.uvm", "cdi.nvidia.nvidiactl", "cdi.nvidia.cgroup_write",
+                                        "cdi.nvidia.cgroup_read"],
     OTHER_CURESULT: [],
-    "compute.cuda.SYMBOL_NOT_FOUND": ["cdi.nvidia.libcuda", "cdi.host.library_version"],
+    "compute.cuda.SYMBOL_NOT_FOUND": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.host.library_soname"],
     "compute.verify.mismatch": [],
     "compute.timeout": [],
     "compute.gpu.missing": ["cdi.identity.gives_gpu", "cdi.identity.index", "cdi.identity.uuid", "cdi.identity.mig",
@@ -64,12 +68,13 @@ EXPLAINED_BY = {
     "runtime.start.image_missing": [],
     "runtime.start.timeout": ["cdi.host.hook"],
     "runtime.start.failed": [],
-    "runtime.device_node.open.EPERM": ["cdi.nvidia.cgroup_write"],
+    "runtime.device_node.open.EPERM": ["cdi.nvidia.cgroup_write", "cdi.nvidia.cgroup_read"],
     "runtime.device_node.open.EACCES": [],
     "runtime.device_node.open.ENXIO": ["cdi.host.device_number", "cdi.host.host_layer_match"],
     "runtime.device_node.open.ENODEV": [],
     "runtime.device_node.open.other": [],
-    "runtime.loader.libcuda": ["cdi.nvidia.libcuda", "cdi.host.library_version"],
+    "runtime.loader.libcuda": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.nvidia.libcuda_path",
+                               "cdi.host.library_soname"],
 }
 
 
@@ -171,6 +176,10 @@ PREDICTS = {
     "cdi.nvidia.nvidiactl": "cuInit",        # no /dev/nvidiactl: the driver cannot be opened
     "cdi.nvidia.uvm": "cuInit",              # no /dev/nvidia-uvm: cuInit CUDA_ERROR_UNKNOWN (999)
     "cdi.nvidia.cgroup_write": "cuInit",     # nodes without cgroup 'w': cuInit CUDA_ERROR_NO_DEVICE (100)
+    "cdi.nvidia.cgroup_read": "cuInit",      # nodes without cgroup 'r': the driver's open(O_RDWR) is denied too
+    "cdi.nvidia.libcuda_noexec": "dlopen",   # libcuda on a noexec mount: its code cannot be mapped
+    "cdi.nvidia.ptxjit_noexec": "cuModuleLoadData",  # the PTX JIT compiler on a noexec mount: JIT_COMPILER_NOT_FOUND
+    # (cdi.nvidia.*_path WARNs are no prediction: the image's own loader configuration, unseen, may cover the place)
     "cdi.nvidia.libcuda": "cuInit",          # no driver libcuda (none mounted, or the toolkit stub): no driver API
     "cdi.nvidia.ptxjit": "cuModuleLoadData",  # no PTX JIT compiler: CUDA_ERROR_JIT_COMPILER_NOT_FOUND (221)
 }
