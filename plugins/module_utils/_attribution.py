@@ -21,6 +21,9 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._faithful import (
+    LIBCUDA_CAUSED, describe_edit, edit_caused, norm_path as _norm, same_path as _same, under_path as _under,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import COMPUTE_STEPS, norm_uuid
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 
@@ -271,19 +274,6 @@ def spec_edits(records):
     return out
 
 
-def _norm(path):
-    path = posixpath.normpath(path or "")
-    return path[4:] if path.startswith("/usr/") else path  # merged /usr: /lib and /usr/lib alike
-
-
-def _same(a, b):
-    return bool(a and b) and _norm(a) == _norm(b)
-
-
-def _under(path, directory):
-    return bool(path and directory) and _norm(path).startswith(_norm(directory).rstrip("/") + "/")
-
-
 def mount_of(path, edits):
     """The spec mount that put the container file ``path`` there (that file, or a directory holding it)."""
     for m in edits.get("mounts") or []:
@@ -296,17 +286,6 @@ def mount_of(path, edits):
 def env_edit(key, edits):
     """The spec's env edit of ``key`` (KEY=VALUE), or None."""
     return next((str(e) for e in edits.get("env") or [] if str(e).partition("=")[0] == key), None)
-
-
-def describe_edit(kind, edit):
-    if kind == "mounts":
-        return "mount %s -> %s" % (edit.get("hostPath"), edit.get("containerPath"))
-    if kind == "deviceNodes":
-        extra = " permissions %s" % edit["permissions"] if edit.get("permissions") else ""
-        return "deviceNode %s%s" % (edit.get("path"), extra)
-    if kind == "hooks":
-        return "hook %s %s" % (edit.get("hookName"), edit.get("path"))
-    return "env %s" % edit
 
 
 _PATH = re.compile(r"/[^\s:\"'`,;()\[\]{}<>]+")
@@ -365,29 +344,24 @@ def faithful_edits(records):
       source or target, a device node, a hook), or a hook by number while the spec adds hooks (the probe
       container adds none of its own); not when the runtime's own classification says it was refused
       (RUNTIME_REFUSED: the runtime could not do what was asked, which is the runtime's);
-    - open() of a device node is refused with EPERM and that node's edit asks cgroup permissions without 'w':
-      the runtime applied what the spec asked (its edit checks PASS), and that is what fails.
+    - the container ran and the failure sits at what an edit made, applied as asked (``_faithful.edit_caused``: a
+      node whose cgroup permissions lack r or w refused open(O_RDWR), a library the loader could not use where or as
+      the spec mounted it).
     """
     runtime = records.get("runtime") or {}
     edits = spec_edits(records)
     out = []
     for check in runtime.get("checks") or []:
-        if check.get("status") != FAIL:
+        if check.get("status") != FAIL or check.get("id") != "runtime.container.started":
             continue
         words = check.get("observed") or ""
-        if check.get("id") == "runtime.container.started":
-            if runtime.get("signature") in RUNTIME_REFUSED:
-                continue  # the runtime could not do what the spec asked: its own privileges, not the spec's edit
-            named = edits_named_in(words, edits)
-            if not named and edits["hooks"] and _HOOK_NUMBER.search(words):
-                named = [("hooks", h) for h in edits["hooks"]]
-            out += [{"edit": describe_edit(kind, edit), "words": words} for kind, edit in named]
-        elif check.get("id") == "runtime.device_node.open" and words.startswith("EPERM"):
-            for node in edits["deviceNodes"]:
-                if _same(node.get("path"), check.get("subject")) and node.get("permissions") \
-                        and "w" not in node["permissions"]:
-                    out.append({"edit": describe_edit("deviceNodes", node), "words": "open(O_RDWR) %s" % words})
-    return out
+        if runtime.get("signature") in RUNTIME_REFUSED:
+            continue  # the runtime could not do what the spec asked: its own privileges, not the spec's edit
+        named = edits_named_in(words, edits)
+        if not named and edits["hooks"] and _HOOK_NUMBER.search(words):
+            named = [("hooks", h) for h in edits["hooks"]]
+        out += [{"edit": describe_edit(kind, edit), "words": words} for kind, edit in named]
+    return out + [{"edit": c["edit"], "words": c["words"]} for c in edit_caused(records, edits)]
 
 
 # The container environment variables that change what the probe's CUDA does, and the probe steps at which
@@ -434,22 +408,17 @@ def _env_explains(key, value, failure, libcuda, edits):
     return True
 
 
-# The failures the libcuda file itself causes (not another library: a PTX JIT failure is the JIT compiler's).
-LIBCUDA_CAUSED = ("compute.dlopen.libcuda", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER",
-                  "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
-                  "compute.driver.binding")
-
-
 def spec_edit_named(records, failure):
     """The spec edit that explains a compute failure (``container_failure``), as {edit, words}, or None:
-    - the libcuda that answered (or that dlopen refused) is a file the spec mounted, and the failure is one the
-      libcuda file causes (LIBCUDA_CAUSED);
+    - the failure sits at what an edit made, applied as asked (``_faithful.edit_caused``: the libcuda that answered
+      or that dlopen refused is a file the spec mounted and the failure is one the libcuda file causes, the PTX JIT
+      compiler CUDA could not use is the spec's mount of that name, ...);
     - an env edit of the spec sets a variable (ENV_BREAKS) that can break the step that failed."""
     edits = spec_edits(records)
     libcuda = loaded_libcuda(records.get("compute"))
-    mount = mount_of(libcuda, edits) if libcuda and failure.get("signature") in LIBCUDA_CAUSED else None
-    if mount is not None:
-        return {"edit": describe_edit("mounts", mount), "words": "the container's libcuda %s is this mount" % libcuda}
+    caused = edit_caused(records, edits, failure)
+    if caused:
+        return {"edit": caused[0]["edit"], "words": caused[0]["words"]}
     for key in ENV_BREAKS:
         item = env_edit(key, edits)
         if item is not None and _env_explains(key, item.partition("=")[2], failure, libcuda, edits):

@@ -179,6 +179,8 @@ def compare_mounts(builder, expected_mounts, observed_mounts, resolved=None):
             problems.append("source %s, expected a file named %s" % (m.get("root"), want_name))
         if "ro" in options and "ro" not in (m.get("options") or []):
             problems.append("mounted read-write, spec asks ro")
+        if ("noexec" in options) != ("noexec" in (m.get("options") or [])):  # noexec decides whether a library loads
+            problems.append("mounted %s, spec asks %s" % (("noexec", "exec") if "noexec" not in options else ("exec", "noexec")))
         builder.add("runtime.mount.source", WARN if problems else PASS, subject=point,
                     expected="%s%s" % (want_name, " (ro)" if "ro" in options else ""),
                     observed="; ".join(problems) if problems else "%s%s" % (got_name, " (ro)" if "ro" in (m.get("options") or []) else ""))
