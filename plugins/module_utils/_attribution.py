@@ -77,7 +77,7 @@ EXPLAINED_BY = {
     "runtime.device_node.open.ENODEV": [],
     "runtime.device_node.open.other": [],
     "runtime.loader.libcuda": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.nvidia.libcuda_path",
-                               "cdi.host.library_soname"],
+                               "cdi.nvidia.libcuda_noexec", "cdi.host.library_soname"],
 }
 
 

@@ -119,6 +119,7 @@ def _loader(error):
     ("/usr/local/nvidia/lib64/libcuda.so.1", NOT_FOUND),
     ("/lib/x86_64-linux-gnu/libcuda.so.1", NOEXEC % "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),  # noexec, merged /usr
     (LIB, NOEXEC % LIB),
+    (LIB, NOEXEC % "libcuda.so.1"),                                             # podman 4.3.1 + runc: the name alone
 ])
 def test_a_library_the_loader_cannot_use_where_or_as_the_spec_mounted_it_is_the_spec_s(libcuda, error):
     edits = _edits(libcuda=libcuda, options=("ro", "nosuid", "nodev", "bind", "noexec") if "map" in error else ("ro", "bind"))
