@@ -197,8 +197,9 @@ CHECKS = {
         "next": "mount each driver library under its own name (regenerate the spec with nvidia-ctk cdi generate)",
     },
     "cdi.host.driver_library": {
-        "title": "a driver library (libnvidia-*) the spec mounts is the driver root's <name>.so.<running driver> (the same "
-                 "file or the same content); NOT_RUN without a host record naming the driver root, or no such file there",
+        "title": "a driver library the spec mounts (libnvidia-ml, libnvidia-ptxjitcompiler, or a libnvidia-* file named by a "
+                 "driver version) is the driver root's <name>.so.<running driver> (the same file or the same content); "
+                 "NOT_RUN without a host record naming the driver root, or no such file there",
         "fail": "WARN: the container would load another library than the running driver's (another driver's, another library)",
         "next": "mount the driver root's file of the running driver version (regenerate the spec with nvidia-ctk)",
     },

@@ -48,6 +48,8 @@ _DRIVER_STEM = re.compile(r"^(libcuda|libnvidia-[A-Za-z0-9_-]+|libnvcuvid|libnvo
 # GLVND's vendor-neutral names a driver library is mounted under on purpose
 _ALIASES = {"libGLX_indirect": ("libGLX_nvidia",)}
 MAX_LISTED = 4096
+# the driver libraries the probe's CUDA and NVML load besides libcuda: always compared with the driver root's file
+PROBE_LIBRARIES = ("libnvidia-ml", "libnvidia-ptxjitcompiler")
 
 
 def _norm_dir(path):
@@ -171,8 +173,9 @@ def driver_library_check(builder, mount, full, driver_root_file, soname):
     """cdi.host.driver_library: a driver library other than libcuda (whose own check is cdi.host.libcuda_identity) is
     the driver root's <stem>.so.<running driver version>. ``driver_root_file(stem)``: (host path or None, why)."""
     stem = name_stem(mount.get("containerPath"))
-    if stem == "libcuda" or not stem.startswith("libnvidia-"):
-        return
+    versioned = re.match(r"^%s\.so\.\d{3,}\.\d+" % re.escape(stem), posixpath.basename(os.path.realpath(full)))
+    if stem == "libcuda" or not stem.startswith("libnvidia-") or not (stem in PROBE_LIBRARIES or versioned):
+        return  # libcuda has its own check; a library the driver does not version (egl-wayland) has no such file
     want, why = driver_root_file(stem)
     point, source = mount.get("containerPath"), mount.get("hostPath")
     if want is None:

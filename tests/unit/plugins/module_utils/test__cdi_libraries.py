@@ -282,3 +282,13 @@ def test_a_directory_mount_holding_the_jit_compiler_is_judged_by_its_place(tree)
     assert [c[0] for c in _checks(record, "cdi.nvidia.ptxjit_path")] == [WARN]
     spec["containerEdits"]["env"] = ["LD_LIBRARY_PATH=/opt/drv"]
     assert [c[0] for c in _checks(tree.cdi(spec), "cdi.nvidia.ptxjit_path")] == [PASS]
+
+
+def test_a_driver_library_the_driver_does_not_version_is_not_compared(tree):
+    """libnvidia-egl-wayland.so.1.1.13 is the driver's but not named by its version: no driver root file to compare."""
+    source = build_so(tree.under("/usr/local/nvidia/lib64/libnvidia-egl-wayland.so.1.1.13"), "libnvidia-egl-wayland.so.1")
+    spec = tree.spec()
+    spec["containerEdits"]["mounts"].append(tree.mount(source[len(tree.root):], IN + "/libnvidia-egl-wayland.so.1.1.13"))
+    record = tree.cdi(spec)
+    assert [c for c in _checks(record, "cdi.host.driver_library") if "wayland" in c[1]] == []
+    assert [c[0] for c in _checks(record, "cdi.host.library_soname") if "wayland" in c[1]] == [PASS]
