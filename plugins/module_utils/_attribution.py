@@ -12,7 +12,7 @@ prints it. Check ids are strings on purpose: this file does not import the cdi l
 
 Beside it: ``PREDICTS`` (cdi check -> the compute step it says cannot succeed), the comparison of WHERE the
 container and the host control failed (``container_failure``, ``host_outcome``, ``host_explains``), and the
-rules that name one spec edit (``spec_edit_named``, ``faithful_edits``) or one setting of the image
+rules that name one spec edit (``spec_edit_named``, over the one rule of ``_faithful``) or one setting of the image
 (``image_setting``) as the cause, read from the records' evidence, not from a table of error strings.
 """
 
@@ -22,7 +22,7 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._faithful import (
-    LIBCUDA_CAUSED, describe_edit, edit_caused, norm_path as _norm, same_path as _same, under_path as _under,
+    LIBCUDA_CAUSED, describe_edit, edit_caused, paths_in, same_path as _same, spec_edits, under_path as _under,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import COMPUTE_STEPS, norm_uuid
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
@@ -263,17 +263,6 @@ def where_text(outcome):
 # ---------------------------------------------------------------------------------------------------
 # Which spec edit, or which setting of the image, explains a failure
 
-def spec_edits(records):
-    """The spec's merged edits as the runtime was given them and as the cdi layer resolved them (both, when they
-    differ in form: a runtime in a test sees translated paths)."""
-    out = {"env": [], "deviceNodes": [], "mounts": [], "hooks": []}
-    for layer in ("runtime", "cdi"):
-        edits = (((records.get(layer) or {}).get("evidence") or {}).get("expected_edits")) or {}
-        for key in out:
-            out[key] += [e for e in edits.get(key) or [] if e not in out[key]]
-    return out
-
-
 def mount_of(path, edits):
     """The spec mount that put the container file ``path`` there (that file, or a directory holding it)."""
     for m in edits.get("mounts") or []:
@@ -286,82 +275,6 @@ def mount_of(path, edits):
 def env_edit(key, edits):
     """The spec's env edit of ``key`` (KEY=VALUE), or None."""
     return next((str(e) for e in edits.get("env") or [] if str(e).partition("=")[0] == key), None)
-
-
-_PATH = re.compile(r"/[^\s:\"'`,;()\[\]{}<>]+")
-
-
-def _paths_in(text):
-    return [p.rstrip(".") for p in _PATH.findall(text or "")]
-
-
-def _edit_paths(edits):
-    """(kind, edit, path, container side?) for every path an edit names."""
-    for m in edits.get("mounts") or []:
-        yield "mounts", m, m.get("hostPath"), False
-        yield "mounts", m, m.get("containerPath"), True
-    for n in edits.get("deviceNodes") or []:
-        yield "deviceNodes", n, n.get("hostPath") or n.get("path"), False
-        yield "deviceNodes", n, n.get("path"), True
-    for h in edits.get("hooks") or []:
-        yield "hooks", h, h.get("path"), False
-
-
-def _in_rootfs(word, path):
-    """``word`` is the container path ``path`` under a container's root directory (…/rootfs/P, …/merged/P)."""
-    word = posixpath.normpath(word)
-    for form in set((posixpath.normpath(path), _norm(path), "/usr" + _norm(path))):
-        if word.endswith(form) and word[:-len(form)].endswith(("/rootfs", "/merged")):
-            return True
-    return False
-
-
-def edits_named_in(text, edits):
-    """The edits whose paths the runtime's words name: a host path word for word, a container path also under
-    the container's root directory (runc names "<rootfs>/usr/lib/..." or the path inside)."""
-    found = []
-    for word in _paths_in(text):
-        for kind, edit, path, inside in _edit_paths(edits):
-            if not path or path == "/":
-                continue
-            hit = _same(word, path) or (inside and _in_rootfs(word, path))
-            if hit and (kind, edit) not in found:
-                found.append((kind, edit))
-    return found
-
-
-_HOOK_NUMBER = re.compile(r"hook #(\d+)")
-# Start signatures (the runtime's own classification of its message, _runtime.START_PATTERNS) that say the
-# runtime was refused or lacked something itself: naming an edit's path there is not the edit's doing (mknod of a
-# spec's node refused to a rootless runtime, a mount source an LSM denies).
-RUNTIME_REFUSED = ("runtime.start.permission_denied", "runtime.start.image_missing")
-
-
-def faithful_edits(records):
-    """A runtime FAIL that is the faithful execution of a spec edit: [{edit, words}] (empty when none).
-
-    - the container did not start and the runtime's error names a path one of the spec's edits added (a mount
-      source or target, a device node, a hook), or a hook by number while the spec adds hooks (the probe
-      container adds none of its own); not when the runtime's own classification says it was refused
-      (RUNTIME_REFUSED: the runtime could not do what was asked, which is the runtime's);
-    - the container ran and the failure sits at what an edit made, applied as asked (``_faithful.edit_caused``: a
-      node whose cgroup permissions lack r or w refused open(O_RDWR), a library the loader could not use where or as
-      the spec mounted it).
-    """
-    runtime = records.get("runtime") or {}
-    edits = spec_edits(records)
-    out = []
-    for check in runtime.get("checks") or []:
-        if check.get("status") != FAIL or check.get("id") != "runtime.container.started":
-            continue
-        words = check.get("observed") or ""
-        if runtime.get("signature") in RUNTIME_REFUSED:
-            continue  # the runtime could not do what the spec asked: its own privileges, not the spec's edit
-        named = edits_named_in(words, edits)
-        if not named and edits["hooks"] and _HOOK_NUMBER.search(words):
-            named = [("hooks", h) for h in edits["hooks"]]
-        out += [{"edit": describe_edit(kind, edit), "words": words} for kind, edit in named]
-    return out + [{"edit": c["edit"], "words": c["words"]} for c in edit_caused(records, edits)]
 
 
 # The container environment variables that change what the probe's CUDA does, and the probe steps at which
@@ -389,7 +302,7 @@ def loaded_libcuda(compute_record):
         return None
     if step.get("ok"):
         return step.get("realpath") or step.get("path")
-    paths = _paths_in(step.get("error"))
+    paths = paths_in(step.get("error"))
     return paths[0] if paths else None
 
 
