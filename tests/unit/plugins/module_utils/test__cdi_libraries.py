@@ -292,3 +292,37 @@ def test_a_driver_library_the_driver_does_not_version_is_not_compared(tree):
     record = tree.cdi(spec)
     assert [c for c in _checks(record, "cdi.host.driver_library") if "wayland" in c[1]] == []
     assert [c[0] for c in _checks(record, "cdi.host.library_soname") if "wayland" in c[1]] == [PASS]
+
+
+def _synthetic_elf(is64, big, soname):
+    """A minimal ELF shared object written byte by byte (the classes and encodings gcc does not build here): one
+    PT_LOAD over the whole file, a PT_DYNAMIC with DT_STRTAB and DT_SONAME, the string table."""
+    order = ">" if big else "<"
+    head, phent, dynent = (64, 56, 16) if is64 else (52, 32, 8)
+    ph_off = head
+    dyn_off = ph_off + 2 * phent
+    str_off = dyn_off + 3 * dynent
+    strtab = b"\0" + soname.encode() + b"\0"
+    size = str_off + len(strtab)
+    ident = b"\x7fELF" + bytes([2 if is64 else 1, 2 if big else 1, 1]) + b"\0" * 9
+    if is64:
+        header = ident + struct.pack(order + "HHIQQQIHHHHHH", 3, 62, 1, 0, ph_off, 0, 0, head, phent, 2, 64, 0, 0)
+        phdrs = struct.pack(order + "IIQQQQQQ", 1, 5, 0, 0, 0, size, size, 0x1000)
+        phdrs += struct.pack(order + "IIQQQQQQ", 2, 6, dyn_off, dyn_off, dyn_off, 3 * dynent, 3 * dynent, 8)
+        dynamic = struct.pack(order + "qQqQqQ", 5, str_off, 14, 1, 0, 0)
+    else:
+        header = ident + struct.pack(order + "HHIIIIIHHHHHH", 3, 3, 1, 0, ph_off, 0, 0, head, phent, 2, 40, 0, 0)
+        phdrs = struct.pack(order + "IIIIIIII", 1, 0, 0, 0, size, size, 5, 0x1000)
+        phdrs += struct.pack(order + "IIIIIIII", 2, dyn_off, dyn_off, dyn_off, 3 * dynent, 3 * dynent, 6, 4)
+        dynamic = struct.pack(order + "iIiIiI", 5, str_off, 14, 1, 0, 0)
+    data = header + phdrs + dynamic + strtab
+    assert len(data) == size
+    return data
+
+
+@pytest.mark.parametrize("is64,big", [(True, False), (False, False), (True, True), (False, True)])
+def test_the_elf_reader_reads_every_class_and_byte_order(tmp_path, is64, big):
+    path = tmp_path / "libx.so.1"
+    path.write_bytes(_synthetic_elf(is64, big, "libnvidia-ml.so.1"))
+    found = read_library(str(path))
+    assert (found["elf"], found["class"], found["soname"]) == (True, 64 if is64 else 32, "libnvidia-ml.so.1"), found
