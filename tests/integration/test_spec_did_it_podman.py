@@ -18,7 +18,7 @@ import pytest
 
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_attribution_podman import _cdi_record, _node_edits, _records, _statuses, tools  # noqa: F401 pylint: disable=unused-import
-from test_runtime_podman import GPU_A, LIB_IN_CONTAINER, Lab, idle_host, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
+from test_runtime_podman import GPU_A, LIB_IN_CONTAINER, idle_host, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record

@@ -10,7 +10,7 @@ noexec mount), the PTX JIT compiler CUDA cannot use as the spec mounted it.
 import pytest
 
 from test__verdict_truth import JIT, records_of  # noqa: F401 pylint: disable=unused-import
-from verdictlab import PTX_IN_CONTAINER, full_spec, node  # noqa: F401 pylint: disable=unused-import
+from verdictlab import PTX_IN_CONTAINER, node  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _faithful
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, LayerBuilder
