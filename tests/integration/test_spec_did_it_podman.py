@@ -221,3 +221,17 @@ def test_a_jit_compiler_the_loader_cannot_use_as_mounted_is_the_spec_s(lab, how,
     assert check in [b["check"] for b in full["because"]], full["because"]
     assert (alone["verdict"], alone["points_to"]) == ("FAILED_AT_COMPUTE", "cdi"), alone["reason"]
     assert "explains compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND at cuModuleLoadData" in alone["reason"]
+
+
+def test_a_libcuda_a_directory_mount_of_the_spec_gives_is_the_spec_s_not_the_image_s(lab):  # noqa: F811 pylint: disable=redefined-outer-name
+    """A directory mounted over the image's library directory gives libcuda.so.1: the loader check says so (it said
+    "the spec mounts no libcuda; the loader resolved the image's ..."), and a failure of that libcuda is the mount's."""
+    edits = _node_edits(lab)
+    directory = os.path.join(lab.base, "drvdir")
+    verdictlab.compile_libcuda(os.path.join(directory, "libcuda.so.1"), 100)
+    edits["mounts"] = [{"hostPath": directory, "containerPath": "/usr/lib/x86_64-linux-gnu", "options": ["ro", "bind"]}]
+    records = _records(lab, edits)
+    loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
+    assert loader["status"] == PASS and "the directory the spec mounts at /usr/lib/x86_64-linux-gnu" in loader["expected"], loader
+    assert "the image's" not in loader["observed"]
+    assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_NO_DEVICE", records["compute"]["reason"]
