@@ -62,7 +62,7 @@ def _is_bind(mount):
     return mount.get("type", "") in ("", "bind", "rbind", None) or "bind" in opts or "rbind" in opts
 
 
-def _files_given(mount, root, stem):
+def files_given(mount, root, stem):
     """The container paths of the files named <stem>.so* that ``mount`` gives: the mount itself, or the entries of a
     mounted directory (at most MAX_LISTED looked at)."""
     point = mount.get("containerPath") or ""
@@ -118,7 +118,7 @@ def loader_checks(builder, edits, root="/"):
     mounts = [m for m in edits.get("mounts") or [] if _is_bind(m)]
     for key, (wanted, _step) in sorted(LOADED.items()):
         stem = name_stem(wanted)
-        given = [(m, p) for m in mounts for p in _files_given(m, root, stem)]
+        given = [(m, p) for m in mounts for p in files_given(m, root, stem)]
         if not given:
             continue  # not mounted: cdi.nvidia.libcuda / cdi.nvidia.ptxjit say so where it matters
         noexec = [p for m, p in given if "noexec" in (m.get("options") or [])]

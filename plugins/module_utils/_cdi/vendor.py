@@ -11,7 +11,7 @@ import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import CONSEQUENCES
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.libraries import loader_checks
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.libraries import files_given, loader_checks
 
 
 def is_nvidia(edits):
@@ -39,7 +39,10 @@ def nvidia_checks(builder, edits, root="/"):
                     "without %s: %s" % (access, ", ".join(lacking)) if lacking else "rw",
                     hint="expected consequence: %s" % CONSEQUENCES["cgroup"] if lacking else None)
     cuda = [m for m in edits["mounts"] if posixpath.basename(m["containerPath"] or "").startswith("libcuda.so")]
-    if not cuda:
+    held = [p for m in edits["mounts"] if m not in cuda for p in files_given(m, root, "libcuda")]
+    if not cuda and held:  # a directory the spec mounts holds libcuda: mounted, by the directory
+        builder.add("cdi.nvidia.libcuda", PASS, held[0], "mounted from the driver", "in a directory the spec mounts")
+    elif not cuda:
         builder.add("cdi.nvidia.libcuda", WARN, "libcuda.so.1", "mounted from the driver", "no libcuda mount",
                     hint="the image must bring a libcuda matching the host driver, else cuInit cannot load")
     for m in cuda:

@@ -326,3 +326,13 @@ def test_the_elf_reader_reads_every_class_and_byte_order(tmp_path, is64, big):
     path.write_bytes(_synthetic_elf(is64, big, "libnvidia-ml.so.1"))
     found = read_library(str(path))
     assert (found["elf"], found["class"], found["soname"]) == (True, 64 if is64 else 32, "libnvidia-ml.so.1"), found
+
+
+def test_a_libcuda_a_mounted_directory_holds_is_mounted(tree):
+    """A directory of the driver mounted whole gives libcuda: cdi.nvidia.libcuda does not say "no libcuda mount" (its
+    PREDICTS row would make a verified node INCONCLUSIVE)."""
+    spec = tree.spec()
+    spec["containerEdits"]["mounts"] = [tree.mount(LIBDIR, IN)]
+    record = tree.cdi(spec)
+    assert [c[0] for c in _checks(record, "cdi.nvidia.libcuda")] == [PASS]
+    assert [c[0] for c in _checks(record, "cdi.nvidia.libcuda_path")] == [PASS]  # libcuda.so.1 there, a default directory
