@@ -29,6 +29,7 @@ def nvidia_checks(builder, edits, root="/"):
         builder.add(check, PASS if present else WARN, node, "in deviceNodes", "present" if present else "absent",
                     hint=None if present else "expected consequence: %s" % CONSEQUENCES[key])
     ptx = [m["hostPath"] for m in edits["mounts"] if "libnvidia-ptxjitcompiler" in (m["containerPath"] or "") + (m["hostPath"] or "")]
+    ptx = ptx or [p for m in edits["mounts"] for p in files_given(m, root, "libnvidia-ptxjitcompiler")]  # in a mounted directory
     builder.add("cdi.nvidia.ptxjit", PASS if ptx else WARN, "libnvidia-ptxjitcompiler.so.1", "mounted",
                 ptx[0] if ptx else "no mount", hint=None if ptx else "expected consequence: %s" % CONSEQUENCES["ptxjit"])
     # the driver opens its nodes O_RDWR: the device cgroup must allow both r and w (no permissions field: rwm)

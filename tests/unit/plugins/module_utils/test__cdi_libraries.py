@@ -329,10 +329,11 @@ def test_the_elf_reader_reads_every_class_and_byte_order(tmp_path, is64, big):
 
 
 def test_a_libcuda_a_mounted_directory_holds_is_mounted(tree):
-    """A directory of the driver mounted whole gives libcuda: cdi.nvidia.libcuda does not say "no libcuda mount" (its
-    PREDICTS row would make a verified node INCONCLUSIVE)."""
+    """A directory of the driver mounted whole gives libcuda and the JIT compiler: cdi.nvidia.libcuda and
+    cdi.nvidia.ptxjit do not say "no mount" (their PREDICTS rows would make a verified node INCONCLUSIVE)."""
     spec = tree.spec()
     spec["containerEdits"]["mounts"] = [tree.mount(LIBDIR, IN)]
     record = tree.cdi(spec)
     assert [c[0] for c in _checks(record, "cdi.nvidia.libcuda")] == [PASS]
+    assert [c[0] for c in _checks(record, "cdi.nvidia.ptxjit")] == [PASS]
     assert [c[0] for c in _checks(record, "cdi.nvidia.libcuda_path")] == [PASS]  # libcuda.so.1 there, a default directory
