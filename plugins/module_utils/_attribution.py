@@ -12,7 +12,7 @@ prints it. Check ids are strings on purpose: this file does not import the cdi l
 
 Beside it: ``PREDICTS`` (cdi check -> the compute step it says cannot succeed), the comparison of WHERE the
 container and the host control failed (``container_failure``, ``host_outcome``, ``host_explains``), and the
-rules that name one spec edit (``spec_edit_named``, ``faithful_edits``) or one setting of the image
+rules that name one spec edit (``spec_edit_named``, over the one rule of ``_faithful``) or one setting of the image
 (``image_setting``) as the cause, read from the records' evidence, not from a table of error strings.
 """
 
@@ -21,6 +21,9 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._faithful import (
+    LIBCUDA_CAUSED, describe_edit, edit_caused, paths_in, same_path as _same, spec_edits, under_path as _under,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import COMPUTE_STEPS, norm_uuid
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 
@@ -33,17 +36,21 @@ _SPEC_READABLE = ["cdi.discovery.spec_dirs", "cdi.discovery.runtime_config", "cd
 
 EXPLAINED_BY = {
     # compute signatures (_compute.SIGNATURES)
-    "compute.dlopen.libcuda": ["cdi.nvidia.libcuda", "cdi.host.mount_source"],
+    "compute.dlopen.libcuda": ["cdi.nvidia.libcuda", "cdi.host.mount_source", "cdi.nvidia.libcuda_noexec",
+                               "cdi.nvidia.libcuda_path", "cdi.host.library_soname"],
     "compute.cuda.CUDA_ERROR_STUB_LIBRARY": ["cdi.nvidia.libcuda"],
     "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER": ["cdi.host.library_version"],
-    "compute.cuda.CUDA_ERROR_NO_DEVICE": ["cdi.nvidia.nvidiactl", "cdi.nvidia.uvm", "cdi.nvidia.cgroup_write",
+    "compute.cuda.CUDA_ERROR_NO_DEVICE": ["cdi.nvidia.nvidiactl", "cdi.nvidia.uvm", "cdi.nvidia.cgroup_write", "cdi.nvidia.cgroup_read",
                                           "cdi.host.device_node", "cdi.host.device_number", "cdi.identity.gives_gpu"],
-    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit", "cdi.host.mount_source"],
+    "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": ["cdi.nvidia.ptxjit", "cdi.host.mount_source", "cdi.nvidia.ptxjit_noexec",
+                                                       "cdi.nvidia.ptxjit_path", "cdi.host.library_soname",
+                                                       "cdi.host.driver_library"],
     "compute.cuda.CUDA_ERROR_SYSTEM_NOT_READY": [],
     "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": ["cdi.host.library_version", "cdi.nvidia.libcuda"],
-    "compute.cuda.CUDA_ERROR_UNKNOWN": ["cdi.nvidia.uvm", "cdi.nvidia.nvidiactl", "cdi.nvidia.cgroup_write"],
+    "compute.cuda.CUDA_ERROR_UNKNOWN": ["cdi.nvidia.uvm", "cdi.nvidia.nvidiactl", "cdi.nvidia.cgroup_write",
+                                        "cdi.nvidia.cgroup_read"],
     OTHER_CURESULT: [],
-    "compute.cuda.SYMBOL_NOT_FOUND": ["cdi.nvidia.libcuda", "cdi.host.library_version"],
+    "compute.cuda.SYMBOL_NOT_FOUND": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.host.library_soname"],
     "compute.verify.mismatch": [],
     "compute.timeout": [],
     "compute.gpu.missing": ["cdi.identity.gives_gpu", "cdi.identity.index", "cdi.identity.uuid", "cdi.identity.mig",
@@ -64,12 +71,13 @@ EXPLAINED_BY = {
     "runtime.start.image_missing": [],
     "runtime.start.timeout": ["cdi.host.hook"],
     "runtime.start.failed": [],
-    "runtime.device_node.open.EPERM": ["cdi.nvidia.cgroup_write"],
+    "runtime.device_node.open.EPERM": ["cdi.nvidia.cgroup_write", "cdi.nvidia.cgroup_read"],
     "runtime.device_node.open.EACCES": [],
     "runtime.device_node.open.ENXIO": ["cdi.host.device_number", "cdi.host.host_layer_match"],
     "runtime.device_node.open.ENODEV": [],
     "runtime.device_node.open.other": [],
-    "runtime.loader.libcuda": ["cdi.nvidia.libcuda", "cdi.host.library_version"],
+    "runtime.loader.libcuda": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.nvidia.libcuda_path",
+                               "cdi.nvidia.libcuda_noexec", "cdi.host.library_soname"],
 }
 
 
@@ -171,6 +179,10 @@ PREDICTS = {
     "cdi.nvidia.nvidiactl": "cuInit",        # no /dev/nvidiactl: the driver cannot be opened
     "cdi.nvidia.uvm": "cuInit",              # no /dev/nvidia-uvm: cuInit CUDA_ERROR_UNKNOWN (999)
     "cdi.nvidia.cgroup_write": "cuInit",     # nodes without cgroup 'w': cuInit CUDA_ERROR_NO_DEVICE (100)
+    "cdi.nvidia.cgroup_read": "cuInit",      # nodes without cgroup 'r': the driver's open(O_RDWR) is denied too
+    "cdi.nvidia.libcuda_noexec": "dlopen",   # libcuda on a noexec mount: its code cannot be mapped
+    "cdi.nvidia.ptxjit_noexec": "cuModuleLoadData",  # the PTX JIT compiler on a noexec mount: JIT_COMPILER_NOT_FOUND
+    # (cdi.nvidia.*_path WARNs are no prediction: the image's own loader configuration, unseen, may cover the place)
     "cdi.nvidia.libcuda": "cuInit",          # no driver libcuda (none mounted, or the toolkit stub): no driver API
     "cdi.nvidia.ptxjit": "cuModuleLoadData",  # no PTX JIT compiler: CUDA_ERROR_JIT_COMPILER_NOT_FOUND (221)
 }
@@ -251,30 +263,6 @@ def where_text(outcome):
 # ---------------------------------------------------------------------------------------------------
 # Which spec edit, or which setting of the image, explains a failure
 
-def spec_edits(records):
-    """The spec's merged edits as the runtime was given them and as the cdi layer resolved them (both, when they
-    differ in form: a runtime in a test sees translated paths)."""
-    out = {"env": [], "deviceNodes": [], "mounts": [], "hooks": []}
-    for layer in ("runtime", "cdi"):
-        edits = (((records.get(layer) or {}).get("evidence") or {}).get("expected_edits")) or {}
-        for key in out:
-            out[key] += [e for e in edits.get(key) or [] if e not in out[key]]
-    return out
-
-
-def _norm(path):
-    path = posixpath.normpath(path or "")
-    return path[4:] if path.startswith("/usr/") else path  # merged /usr: /lib and /usr/lib alike
-
-
-def _same(a, b):
-    return bool(a and b) and _norm(a) == _norm(b)
-
-
-def _under(path, directory):
-    return bool(path and directory) and _norm(path).startswith(_norm(directory).rstrip("/") + "/")
-
-
 def mount_of(path, edits):
     """The spec mount that put the container file ``path`` there (that file, or a directory holding it)."""
     for m in edits.get("mounts") or []:
@@ -287,98 +275,6 @@ def mount_of(path, edits):
 def env_edit(key, edits):
     """The spec's env edit of ``key`` (KEY=VALUE), or None."""
     return next((str(e) for e in edits.get("env") or [] if str(e).partition("=")[0] == key), None)
-
-
-def describe_edit(kind, edit):
-    if kind == "mounts":
-        return "mount %s -> %s" % (edit.get("hostPath"), edit.get("containerPath"))
-    if kind == "deviceNodes":
-        extra = " permissions %s" % edit["permissions"] if edit.get("permissions") else ""
-        return "deviceNode %s%s" % (edit.get("path"), extra)
-    if kind == "hooks":
-        return "hook %s %s" % (edit.get("hookName"), edit.get("path"))
-    return "env %s" % edit
-
-
-_PATH = re.compile(r"/[^\s:\"'`,;()\[\]{}<>]+")
-
-
-def _paths_in(text):
-    return [p.rstrip(".") for p in _PATH.findall(text or "")]
-
-
-def _edit_paths(edits):
-    """(kind, edit, path, container side?) for every path an edit names."""
-    for m in edits.get("mounts") or []:
-        yield "mounts", m, m.get("hostPath"), False
-        yield "mounts", m, m.get("containerPath"), True
-    for n in edits.get("deviceNodes") or []:
-        yield "deviceNodes", n, n.get("hostPath") or n.get("path"), False
-        yield "deviceNodes", n, n.get("path"), True
-    for h in edits.get("hooks") or []:
-        yield "hooks", h, h.get("path"), False
-
-
-def _in_rootfs(word, path):
-    """``word`` is the container path ``path`` under a container's root directory (…/rootfs/P, …/merged/P)."""
-    word = posixpath.normpath(word)
-    for form in set((posixpath.normpath(path), _norm(path), "/usr" + _norm(path))):
-        if word.endswith(form) and word[:-len(form)].endswith(("/rootfs", "/merged")):
-            return True
-    return False
-
-
-def edits_named_in(text, edits):
-    """The edits whose paths the runtime's words name: a host path word for word, a container path also under
-    the container's root directory (runc names "<rootfs>/usr/lib/..." or the path inside)."""
-    found = []
-    for word in _paths_in(text):
-        for kind, edit, path, inside in _edit_paths(edits):
-            if not path or path == "/":
-                continue
-            hit = _same(word, path) or (inside and _in_rootfs(word, path))
-            if hit and (kind, edit) not in found:
-                found.append((kind, edit))
-    return found
-
-
-_HOOK_NUMBER = re.compile(r"hook #(\d+)")
-# Start signatures (the runtime's own classification of its message, _runtime.START_PATTERNS) that say the
-# runtime was refused or lacked something itself: naming an edit's path there is not the edit's doing (mknod of a
-# spec's node refused to a rootless runtime, a mount source an LSM denies).
-RUNTIME_REFUSED = ("runtime.start.permission_denied", "runtime.start.image_missing")
-
-
-def faithful_edits(records):
-    """A runtime FAIL that is the faithful execution of a spec edit: [{edit, words}] (empty when none).
-
-    - the container did not start and the runtime's error names a path one of the spec's edits added (a mount
-      source or target, a device node, a hook), or a hook by number while the spec adds hooks (the probe
-      container adds none of its own); not when the runtime's own classification says it was refused
-      (RUNTIME_REFUSED: the runtime could not do what was asked, which is the runtime's);
-    - open() of a device node is refused with EPERM and that node's edit asks cgroup permissions without 'w':
-      the runtime applied what the spec asked (its edit checks PASS), and that is what fails.
-    """
-    runtime = records.get("runtime") or {}
-    edits = spec_edits(records)
-    out = []
-    for check in runtime.get("checks") or []:
-        if check.get("status") != FAIL:
-            continue
-        words = check.get("observed") or ""
-        if check.get("id") == "runtime.container.started":
-            if runtime.get("signature") in RUNTIME_REFUSED:
-                continue  # the runtime could not do what the spec asked: its own privileges, not the spec's edit
-            named = edits_named_in(words, edits)
-            if not named and edits["hooks"] and _HOOK_NUMBER.search(words):
-                named = [("hooks", h) for h in edits["hooks"]]
-            out += [{"edit": describe_edit(kind, edit), "words": words} for kind, edit in named]
-        elif check.get("id") == "runtime.device_node.open" and words.startswith("EPERM"):
-            for node in edits["deviceNodes"]:
-                if _same(node.get("path"), check.get("subject")) and node.get("permissions") \
-                        and "w" not in node["permissions"]:
-                    out.append({"edit": describe_edit("deviceNodes", node), "words": "open(O_RDWR) %s" % words})
-    return out
 
 
 # The container environment variables that change what the probe's CUDA does, and the probe steps at which
@@ -406,7 +302,7 @@ def loaded_libcuda(compute_record):
         return None
     if step.get("ok"):
         return step.get("realpath") or step.get("path")
-    paths = _paths_in(step.get("error"))
+    paths = paths_in(step.get("error"))
     return paths[0] if paths else None
 
 
@@ -425,22 +321,17 @@ def _env_explains(key, value, failure, libcuda, edits):
     return True
 
 
-# The failures the libcuda file itself causes (not another library: a PTX JIT failure is the JIT compiler's).
-LIBCUDA_CAUSED = ("compute.dlopen.libcuda", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER",
-                  "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
-                  "compute.driver.binding")
-
-
 def spec_edit_named(records, failure):
     """The spec edit that explains a compute failure (``container_failure``), as {edit, words}, or None:
-    - the libcuda that answered (or that dlopen refused) is a file the spec mounted, and the failure is one the
-      libcuda file causes (LIBCUDA_CAUSED);
+    - the failure sits at what an edit made, applied as asked (``_faithful.edit_caused``: the libcuda that answered
+      or that dlopen refused is a file the spec mounted and the failure is one the libcuda file causes, the PTX JIT
+      compiler CUDA could not use is the spec's mount of that name, ...);
     - an env edit of the spec sets a variable (ENV_BREAKS) that can break the step that failed."""
     edits = spec_edits(records)
     libcuda = loaded_libcuda(records.get("compute"))
-    mount = mount_of(libcuda, edits) if libcuda and failure.get("signature") in LIBCUDA_CAUSED else None
-    if mount is not None:
-        return {"edit": describe_edit("mounts", mount), "words": "the container's libcuda %s is this mount" % libcuda}
+    caused = edit_caused(records, edits, failure)
+    if caused:
+        return {"edit": caused[0]["edit"], "words": caused[0]["words"]}
     for key in ENV_BREAKS:
         item = env_edit(key, edits)
         if item is not None and _env_explains(key, item.partition("=")[2], failure, libcuda, edits):

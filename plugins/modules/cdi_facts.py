@@ -35,9 +35,12 @@ description:
     major:minor; every device node the library visits at injection (also one a later node with the same path
     replaces) passes its fillMissingInfo (host node stat, a declared type without a major equal to the host's;
     C(cdi.inject.device_node), with the library's words); each bind mount's hostPath exists; a driver library named after another driver version than
-    the running one is a stale spec (FAIL); hooks exist, are executable and root-owned. For NVIDIA specs a
-    missing C(/dev/nvidiactl), C(/dev/nvidia-uvm), libnvidia-ptxjitcompiler mount or write permission is a
-    WARN naming the consequence observed on a real GPU."
+    the running one is a stale spec (FAIL); hooks exist, are executable and root-owned. A file mounted at a library
+    name whose ELF SONAME is another library is a FAIL when either is a driver library (C(cdi.host.library_soname)), a
+    driver library that is not the driver root's file of the running driver a WARN (C(cdi.host.driver_library)). For
+    NVIDIA specs a missing C(/dev/nvidiactl), C(/dev/nvidia-uvm), libnvidia-ptxjitcompiler mount, read or write
+    permission, a library the probe loads on a noexec mount or where no loader looks is a WARN naming the
+    consequence observed on a real GPU."
   - "Security audit: spec files or directories writable by anyone but root, mounts of sensitive host paths
     (/, /etc, /root, runtime sockets, /proc or /sys read-write) and hooks writable by non-root are FAILs where the
     requested devices use them (the spec files that provide them, the directories where a spec could replace or

@@ -38,12 +38,12 @@ GPU = "GPU-76b67699-5ddb-7d06-f635-4738405197b2"
 PTXJIT_IN_CONTAINER = "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1"
 
 
-def _build(path, mark):
+def _build(path, mark, soname="libcuda.so.1"):
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("needs a C compiler for the fake driver")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", '-DFAKE_BUILD="%s"' % mark, "-o", path, SOURCE],
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,%s" % soname, '-DFAKE_BUILD="%s"' % mark, "-o", path, SOURCE],
                    check=True, capture_output=True, timeout=120)
     return path
 
@@ -61,8 +61,9 @@ def _records(lab_, libcuda, claimed_cuda=CUDA):
     edits = {"env": ["FAKE_GPU_UUID=%s" % GPU, "FAKE_GPU_NAME=NVIDIA H200", "FAKE_CUDA_DRIVER_VERSION=%d" % claimed_cuda],
              "deviceNodes": [lab_.node("nvidia0", 1, 3), lab_.node("nvidiactl", 1, 5), lab_.node("nvidia-uvm", 1, 7)],
              "mounts": [{"hostPath": libcuda, "containerPath": LIB_IN_CONTAINER, "options": ["ro", "nosuid", "nodev", "bind"]},
+                        # a stand-in named as the JIT compiler is (its SONAME too: cdi.host.library_soname reads it)
                         {"hostPath": _build(os.path.join(lab_.base, "driver", "lib64", "libnvidia-ptxjitcompiler.so.%s" % DRIVER),
-                                            "ptxjit"),
+                                            "ptxjit", soname="libnvidia-ptxjitcompiler.so.1"),
                          "containerPath": PTXJIT_IN_CONTAINER, "options": ["ro", "nosuid", "nodev", "bind"]}]}
     lab_.write_spec(edits)
     host = _host(os.path.join(lab_.base, "driver"))

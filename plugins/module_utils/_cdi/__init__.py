@@ -393,7 +393,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
         host_checks(b, edits, root, host, driver)
         inject_checks(b, edits)
         if is_nvidia(edits):
-            nvidia_checks(b, edits)
+            nvidia_checks(b, edits, root)
     audit(b, files, list(existing), edits, root, used=set(sources.values()), dir_order=host_dirs)
     source_paths = set(sources.values())
     providing = [r for r in files if r["path"] in source_paths]

@@ -186,6 +186,26 @@ CHECKS = {
         "fail": "observed: nodes visible but open(O_RDWR) is denied; cuInit returns CUDA_ERROR_NO_DEVICE (100)",
         "next": "drop the permissions field (default rwm) from the NVIDIA device nodes",
     },
+    "cdi.nvidia.cgroup_read": {
+        "title": "NVIDIA: the device nodes' cgroup permissions include 'r' (the driver opens its nodes O_RDWR)",
+        "fail": "WARN: nodes visible but open(O_RDWR) is denied (EPERM); cuInit cannot open the driver (CUDA_ERROR_NO_DEVICE)",
+        "next": "drop the permissions field (default rwm) from the NVIDIA device nodes",
+    },
+    "cdi.host.library_soname": {
+        "title": "a file mounted at a library name (lib*.so*) is that library: its ELF SONAME names the same library "
+                 "(libcuda.so.580.x and libcuda.so.1 are libcuda; GLVND's libGLX_indirect may be libGLX_nvidia)",
+        "fail": "the loader finds the file by the name the spec gives it and gets another library (NVML's mounted as "
+                "libnvidia-ptxjitcompiler.so.1: PTX load fails with CUDA_ERROR_JIT_COMPILER_NOT_FOUND); FAIL when one of "
+                "the two is a driver library, WARN for others or for another major version of the same library",
+        "next": "mount each driver library under its own name (regenerate the spec with nvidia-ctk cdi generate)",
+    },
+    "cdi.host.driver_library": {
+        "title": "a driver library the spec mounts (libnvidia-ml, libnvidia-ptxjitcompiler, or a libnvidia-* file named by a "
+                 "driver version) is the driver root's <name>.so.<running driver> (the same file or the same content); "
+                 "NOT_RUN without a host record naming the driver root, or no such file there",
+        "fail": "WARN: the container would load another library than the running driver's (another driver's, another library)",
+        "next": "mount the driver root's file of the running driver version (regenerate the spec with nvidia-ctk)",
+    },
     "cdi.host.libcuda_identity": {
         "title": "a mount at libcuda.so* gives the driver root's libcuda.so.<running driver> (the same file or the same "
                  "content: inode first, sha256 only when they differ); NOT_RUN without a host record naming the driver root",
@@ -219,6 +239,24 @@ CHECKS = {
         "next": "chown root:root and chmod 0755 the hook and its directory",
     },
 }
+
+_LOADED_TITLES = {"libcuda": ("libcuda.so.1", "the probe's dlopen of libcuda.so.1 fails"),
+                  "ptxjit": ("libnvidia-ptxjitcompiler.so.1",
+                             "CUDA cannot load its PTX JIT compiler: cuModuleLoadData fails with CUDA_ERROR_JIT_COMPILER_NOT_FOUND"),
+                  "nvml": ("libnvidia-ml.so.1", "NVML cannot be loaded in the container")}
+for _key, (_name, _effect) in sorted(_LOADED_TITLES.items()):
+    CHECKS["cdi.nvidia.%s_noexec" % _key] = {
+        "title": "NVIDIA: %s is not mounted with the noexec option" % _name,
+        "fail": "WARN: the loader cannot map its code (\"failed to map segment from shared object\"): %s" % _effect,
+        "next": "drop noexec from the mount's options",
+    }
+    CHECKS["cdi.nvidia.%s_path" % _key] = {
+        "title": ("NVIDIA: %s is mounted where a loader finds it by that name: in a directory some distribution's loader "
+                  "searches by default, one of the spec's LD_LIBRARY_PATH, or one a spec hook adds to the loader's cache") % _name,
+        "fail": ("WARN (the image's own LD_LIBRARY_PATH or ld.so.conf may still cover it, which the cdi layer cannot see): "
+                 "%s" % _effect),
+        "next": "mount it into the image's library directory, or set LD_LIBRARY_PATH / an update-ldcache hook in the spec",
+    }
 
 # Consequences observed on a real H200 (DESIGN.md), used in WARN details.
 CONSEQUENCES = {

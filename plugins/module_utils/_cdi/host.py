@@ -15,7 +15,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._digest import sam
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import LIB_DIRS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import ReadRefused, read_node_file
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import read_library
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.libraries import library_checks
 
 
 def host_device_info(path):
@@ -109,25 +111,22 @@ def _not_a_library(full, container_path):
     no ELF header; None when it is an ELF file, not mounted at a library name, or absent."""
     if not _LIBRARY_NAME.match(posixpath.basename(container_path or "")) or not os.path.exists(full):
         return None
-    if os.path.isdir(full):
-        return "a directory, mounted at a library name"
-    try:
-        with open(full, "rb") as f:
-            magic = f.read(4)
-    except OSError:
-        return None
-    return None if magic == b"\x7fELF" else "not an ELF file (starts %r)" % magic
+    found = read_library(full)
+    if found["elf"] or not found["why"].startswith(("not an ELF", "a directory", "not a regular")):
+        return None  # an ELF header (whatever follows it: the SONAME check reads on), or unreadable here
+    return "a directory, mounted at a library name" if found["why"] == "a directory" else found["why"]
 
 
-def driver_libcuda(host, root, driver_version):
-    """(the driver root's libcuda.so.<running driver version> as a host path, or None; why not)."""
+def driver_libcuda(host, root, driver_version, stem="libcuda"):
+    """(the driver root's <stem>.so.<running driver version> as a host path, or None; why not): libcuda by default,
+    any driver library (libnvidia-ml, libnvidia-ptxjitcompiler) by its ``stem``."""
     evidence = (host or {}).get("evidence") or {}
     driver_root = evidence.get("driver_root")
     if isinstance(driver_root, dict):
         driver_root = driver_root.get("path")
     if not driver_root or not driver_version:
         return None, "the host record gives no driver root (%s) or running driver (%s)" % (driver_root, driver_version)
-    name = "libcuda.so.%s" % driver_version
+    name = "%s.so.%s" % (stem, driver_version)
     for sub in LIB_DIRS:
         candidate = posixpath.join(driver_root, sub, name)
         if os.path.isfile(under_root(root, candidate)):
@@ -212,6 +211,10 @@ def host_checks(builder, edits, root="/", host=None, driver=None):
             builder.add("cdi.host.mount_source", FAIL, host_path, "exists", "dangling symlink -> %s" % os.readlink(full))
         else:
             builder.add("cdi.host.mount_source", FAIL, host_path, "exists", "absent")
+    def driver_root_file(stem):
+        want, why = driver_libcuda(host, root, driver_version, stem)
+        return ((want, under_root(root, want)) if want else None), why
+    library_checks(builder, edits, root, driver_root_file)
     for hook in edits["hooks"]:
         path = hook["path"] or ""
         full = under_root(root, path)

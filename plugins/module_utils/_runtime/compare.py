@@ -179,6 +179,8 @@ def compare_mounts(builder, expected_mounts, observed_mounts, resolved=None):
             problems.append("source %s, expected a file named %s" % (m.get("root"), want_name))
         if "ro" in options and "ro" not in (m.get("options") or []):
             problems.append("mounted read-write, spec asks ro")
+        if ("noexec" in options) != ("noexec" in (m.get("options") or [])):  # noexec decides whether a library loads
+            problems.append("mounted %s, spec asks %s" % (("noexec", "exec") if "noexec" not in options else ("exec", "noexec")))
         builder.add("runtime.mount.source", WARN if problems else PASS, subject=point,
                     expected="%s%s" % (want_name, " (ro)" if "ro" in options else ""),
                     observed="; ".join(problems) if problems else "%s%s" % (got_name, " (ro)" if "ro" in (m.get("options") or []) else ""))
@@ -215,14 +217,21 @@ def compare_edits(builder, expected_edits, inventory, start):
 _STUB_LIBCUDA = re.compile(r"/stubs?/libcuda\.so")
 
 
+def _mount_holding(path, expected_edits, resolved=None):
+    """The spec mount that is the file ``path`` (a real path in the container) or a directory holding it, or None."""
+    for m in (expected_edits or {}).get("mounts") or []:
+        point = container_path(m.get("containerPath"), resolved)
+        if point and (point == path or (path or "").startswith(point.rstrip("/") + "/")):
+            return m
+    return None
+
+
 def _spec_put_first(path, expected_edits, resolved=None):
     """Whether the spec itself put ``path`` (a file the loader mapped: a real path in the container) where the
     loader finds it: its env's LD_LIBRARY_PATH names the file's directory, or one of its mounts is that file or a
     directory holding it."""
-    for m in (expected_edits or {}).get("mounts") or []:
-        point = container_path(m.get("containerPath"), resolved)
-        if point and (point == path or (path or "").startswith(point.rstrip("/") + "/")):
-            return True
+    if _mount_holding(path, expected_edits, resolved) is not None:
+        return True
     directory = posixpath.dirname(path or "")
     return any(container_path(d, resolved) == directory for d in _ld_library_dirs(expected_edits))
 
@@ -286,6 +295,12 @@ def loader_check(builder, expected_edits, inventory):
         # cdi.nvidia.libcuda says so; CUDA answers CUDA_ERROR_STUB_LIBRARY in the compute layer)
         builder.add("runtime.loader.libcuda", WARN, subject, want, "resolved to the mounted file, whose host source is "
                     "the CUDA toolkit stub: %s; %s" % (resolved, context))
+        return None
+    held = None if points else (_mount_holding(path, expected_edits, in_container)
+                                or _mount_holding(real, expected_edits, in_container))
+    if held is not None:  # a directory the spec mounts gives libcuda: the spec's file, not the image's
+        builder.add("runtime.loader.libcuda", PASS, subject, "a libcuda of the directory the spec mounts at %s"
+                    % held.get("containerPath"), "resolved to %s; %s" % (resolved, context))
         return None
     if not points:
         builder.add("runtime.loader.libcuda", NOT_RUN, subject, want,

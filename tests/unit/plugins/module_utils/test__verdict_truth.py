@@ -130,7 +130,17 @@ PREDICTION_SPECS = {
     "cdi.nvidia.ptxjit": lambda n: without(full_spec(), PTX_IN_CONTAINER),
     "cdi.nvidia.cgroup_write": lambda n: _with_permissions(full_spec(), "rm"),
     "cdi.nvidia.libcuda": lambda n: without(full_spec(), LIBCUDA_IN_CONTAINER),
+    "cdi.nvidia.cgroup_read": lambda n: _with_permissions(full_spec(), "wm"),
+    "cdi.nvidia.libcuda_noexec": lambda n: _with_option(full_spec(), LIBCUDA_IN_CONTAINER, "noexec"),
+    "cdi.nvidia.ptxjit_noexec": lambda n: _with_option(full_spec(), PTX_IN_CONTAINER, "noexec"),
 }
+
+
+def _with_option(spec, container_path, option):
+    for mount in spec["containerEdits"]["mounts"]:
+        if mount["containerPath"] == container_path:
+            mount["options"].append(option)
+    return spec
 
 
 def _with_permissions(spec, permissions):
