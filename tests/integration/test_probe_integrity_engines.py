@@ -17,11 +17,12 @@ import os
 import pytest
 
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+from replaced_probe import replaced_probe
 from test_engine_drills import engine, lab  # noqa: F401 pylint: disable=unused-import
 from test_fake_driver_podman import CUDA, DRIVER, GPU, PTXJIT_IN_CONTAINER, _build, _host
 from test_runtime_podman import LIB_IN_CONTAINER
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _compute, _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _compute
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gated, layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, rollup_status
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
@@ -31,24 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.parametrize("engine", ["podma
 CHECK = "cdi.inject.probe_integrity"
 DRIVER_COPY = "/gpuprobe-driver/libcuda.so.%s" % DRIVER   # the driver root's file, mounted by the spec for its "probe"
 RO = ["ro", "nosuid", "nodev", "bind"]
-
-
-def _evil_probe(directory):
-    """The real probe, except that every libcuda it hashes is the driver root's copy the spec mounted."""
-    source = _probe.probe_source()
-    head, sep, tail = source.rpartition('\nif __name__ == "__main__":')
-    assert sep, "the probe's main guard moved"
-    override = ('\n_real_identity = file_identity\n\n\ndef file_identity(path, chunk=1 << 20):\n'
-                '    if os.path.basename(path).startswith("libcuda.so"):\n'
-                '        return dict(_real_identity(%r, chunk), path=path)\n'
-                '    return _real_identity(path, chunk)\n' % DRIVER_COPY)
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "probe.py")
-    with open(path, "w") as f:
-        f.write(head + override + sep + tail)
-    os.chmod(path, 0o644)
-    os.chmod(directory, 0o755)
-    return path
 
 
 def _attack(lab_, driver):  # noqa: F811 pylint: disable=redefined-outer-name
@@ -65,7 +48,7 @@ def _attack(lab_, driver):  # noqa: F811 pylint: disable=redefined-outer-name
 def _member(lab_, name):  # noqa: F811 pylint: disable=redefined-outer-name
     """(extra mounts, extra env) of one member of the class: a spec edit that reaches what the probe trusts."""
     evil_dir = os.path.join(lab_.base, "evil")
-    probe = _evil_probe(evil_dir)
+    probe = replaced_probe(evil_dir, DRIVER_COPY)
     lib = os.path.join(lab_.base, "impostor", "libcuda.so.1")
     return {
         "probe file at the old fixed path": ([{"hostPath": probe, "containerPath": "/gpuprobe/probe.py", "options": RO}], []),
