@@ -15,7 +15,7 @@ then FAILED_AT_CDI and the probe never runs (the gate blocks on a cdi FAIL).
 What reaches: a mount (of any type) or a device node at a trusted path, under a trusted directory, or over a
 parent directory of one (``/``, ``/usr``, ``/usr/lib``...); a hook that creates or changes a file there
 (nvidia-cdi-hook create-symlinks --link TARGET::LINK, chmod --path P); an env edit that redirects the interpreter
-or its loader (LD_PRELOAD, LD_AUDIT; LD_LIBRARY_PATH naming a directory where the spec mounts a trusted library;
+or its loader (LD_PRELOAD, LD_AUDIT, GCONV_PATH; LD_LIBRARY_PATH naming a directory where the spec mounts a trusted library;
 PATH naming a directory other than the standard ones, since the runtime looks python3 up on it). PYTHON*
 variables are ignored by ``-I`` and are not a FAIL (the PASS row says so).
 
@@ -46,10 +46,10 @@ CHECKS = {
     CHECK_ID: {
         "title": "no edit of a requested device reaches what the probe trusts in the container: its file and directory "
                  "(/gpuprobe, /gpuprobe-<random>), python3 (on the PATH dirs, and any file named python3*), the standard "
-                 "library (/usr/lib/python3*, /usr/local/lib/python3*, lib64 forms), the dynamic loader (ld-linux*, "
-                 "ld-musl*), libc and the libraries python3 loads (libm, libz, libexpat, libffi, libcrypto, libpython3...), "
-                 "/etc/ld.so.preload/.cache/.conf(.d); a mount or device node there or over a parent directory (/, /usr, "
-                 "/usr/lib), a hook that writes there, LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH to a spec-mounted trusted "
+                 "library (/usr/lib/python3*, /usr/local/lib/python3*, lib64 forms) and pyvenv.cfg, the dynamic loader "
+                 "(ld-linux*, ld-musl*), libc and the libraries python3 loads (libm, libz, libexpat, libffi, libcrypto, "
+                 "libpython3...), /etc/ld.so.preload/.cache/.conf(.d); a mount or device node there or over a parent directory (/, /usr, "
+                 "/usr/lib), a hook that writes there, LD_PRELOAD, LD_AUDIT, GCONV_PATH, LD_LIBRARY_PATH to a spec-mounted trusted "
                  "library, a PATH beyond the standard dirs",
         "fail": "the spec can replace the probe, its interpreter or the libraries it runs on, so what runs in the container "
                 "could print a verified kernel without one: the device is a cdi FAIL and the probe never runs for it (runtime "
@@ -72,6 +72,12 @@ LIBRARY = re.compile(r"^(ld(-linux[^/]*|-musl-[^/]*|64)?\.so(\.[0-9]+)*|libc\.mu
                      r"lib(c|m|pthread|dl|rt|util|z|expat|ffi|crypto|ssl|bz2|lzma|crypt|mpdec|gcc_s|uuid|nsl|"
                      r"python3[^/]*)\.so(\.[0-9A-Za-z]+)*)$")
 LOADER_CONFIG = ("/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+# read by python3 at startup, -I or not: pyvenv.cfg (next to the executable or one dir up: its 'home' moves the
+# standard library) and pybuilddir.txt (a build tree's extension modules dir)
+STARTUP_FILES = ("pyvenv.cfg", "pybuilddir.txt")
+# env that makes the loader or glibc load code into the interpreter (GCONV_PATH: iconv modules, dlopened when a
+# charset is converted); PYTHON* is ignored under -I
+LOADING_ENV = ("LD_PRELOAD", "LD_AUDIT", "GCONV_PATH")
 # library dirs (and their parents) whose whole replacement hides libc and the loader
 LIBRARY_DIR = re.compile(r"^(/usr(/local)?)?/lib(32|64|x32)?(/[A-Za-z0-9_]+-linux-[A-Za-z0-9_]+)?$")
 # anchors: a mount or node at a proper parent of one of these hides it
@@ -104,6 +110,8 @@ def reaches(path):
         return "the interpreter (python3, or the file it links to: %s)" % p
     if LIBRARY.match(name):
         return "the loader or a library python3 loads (%s)" % p
+    if name in STARTUP_FILES:
+        return "a file python3 reads at startup, -I or not (%s)" % p
     for conf in LOADER_CONFIG:
         if p == conf or p.startswith(conf + "/"):
             return "the dynamic loader's configuration (%s)" % p
@@ -205,8 +213,8 @@ def _env_findings(env, lib_dirs):
     fails, ignored = [], []
     for entry in env or []:
         key, _sep, value = str(entry).partition("=")
-        if key in ("LD_PRELOAD", "LD_AUDIT") and value.strip(" :"):
-            fails.append("env %s=%s: the loader runs that code in the interpreter" % (key, value))
+        if key in LOADING_ENV and value.strip(" :"):
+            fails.append("env %s=%s: the loader or glibc loads code from there into the interpreter" % (key, value))
         elif key == "LD_LIBRARY_PATH":
             hit = [d for d in value.split(":") if d and clean(d) in lib_dirs]
             if hit:

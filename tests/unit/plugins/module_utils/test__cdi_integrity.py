@@ -73,6 +73,9 @@ MOUNTED = [
     ("libpython", "/usr/lib64/libpython3.11.so.1.0"),
     ("libc where the image's LD_LIBRARY_PATH may look", "/usr/local/nvidia/lib64/libc.so.6"),
     ("glibc-hwcaps", LIBDIR + "/glibc-hwcaps/x86-64-v3/libc.so.6"),
+    ("pyvenv.cfg next to python3 (its home moves the stdlib, -I or not)", "/usr/bin/pyvenv.cfg"),
+    ("pyvenv.cfg one dir up", "/usr/pyvenv.cfg"),
+    ("pybuilddir.txt", "/usr/local/bin/pybuilddir.txt"),
     ("ld.so.preload", "/etc/ld.so.preload"),
     ("ld.so.cache", "/etc/ld.so.cache"),
     ("ld.so.conf.d", "/etc/ld.so.conf.d/zz-evil.conf"),
@@ -123,6 +126,7 @@ def test_a_device_node_at_a_trusted_path_fails(tmp_path, path):
 ENVS = [
     (["LD_PRELOAD=/usr/local/nvidia/lib64/libevil.so"], "env LD_PRELOAD="),
     (["LD_AUDIT=/opt/audit.so"], "env LD_AUDIT="),
+    (["GCONV_PATH=/opt/gconv"], "env GCONV_PATH="),
     (["PATH=/opt/evil/bin:/usr/bin:/bin"], "env PATH="),
     (["PATH=relative:/usr/bin"], "env PATH="),
 ]
