@@ -345,8 +345,8 @@ def _contradicted(records):
     found = contradictions(records.get("cdi"), records.get("compute"))
     return "; ".join("%s %s%s predicts that %s fails, yet %s PASSed in the container (what answered is not what "
                      "the spec gives)" % (c["check"], c["status"],
-                                                           " (%s: %s)" % (c["subject"], c["observed"]) if c["subject"] else "",
-                                                           c["step"], c["step"]) for c in found) or None
+                                          " (%s: %s)" % (c["subject"], c["observed"]) if c["subject"] else "",
+                                          c["step"], c["step"]) for c in found) or None
 
 
 ENGINE_KEYS = ("name", "version", "endpoint", "path", "label", "cdi_library", "selected_because")

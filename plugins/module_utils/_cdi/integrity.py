@@ -27,9 +27,10 @@ Hooks: the NVIDIA hook's own subcommands (update-ldcache, create-symlinks, enabl
 disable-device-node-modification, create-soname-symlinks) write known places and are judged by their arguments;
 update-ldcache rewrites /etc/ld.so.cache from the spec's folders, whose trusted library names are judged as
 mounts; enable-cuda-compat adds the image's own CUDA compat dir to the loader's configuration (the image's files,
-not the spec's); create-soname-symlinks names its links after the SONAMEs in a folder, which is not read here. Any other hook is code that runs before the probe and can rewrite the container's root filesystem: a
-WARN naming it (it is the node's own, root-owned and audited by cdi.security.hook_writable), a FAIL when one of
-its arguments is a trusted path.
+not the spec's); create-soname-symlinks names its links after the SONAMEs in a folder, which is not read here.
+Any other hook is code that runs before the probe and can rewrite the container's root filesystem: a WARN naming
+it (it is the node's own, root-owned and audited by cdi.security.hook_writable), a FAIL when one of its arguments
+is a trusted path.
 """
 
 from __future__ import annotations

@@ -174,8 +174,8 @@ def test_the_probe_path_in_the_container_is_drawn_per_run_and_refused_to_specs()
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity
     engine = {"name": "podman", "path": "/usr/bin/podman"}
     paths = set(_runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {})[-2]
-                for _ in range(20))
-    paths |= set(_runtime.probe_in_container() for _ in range(20))
+                for _run in range(20))
+    paths |= set(_runtime.probe_in_container() for _run in range(20))
     assert len(paths) == 40 and "/gpuprobe/probe.py" not in paths
     for path in paths | {"/gpuprobe/probe.py"}:
         assert integrity.reaches(path) and integrity.reaches(posixpath.dirname(path)), path
