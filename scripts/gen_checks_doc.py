@@ -88,10 +88,11 @@ def attribution_table():
         row = mod.EXPLAINED_BY[sig]
         out.append("| `%s` | %s |" % (sig, ", ".join("`%s`" % i for i in row) or "(none)"))
     out.append("\n## What a cdi check predicts\n\nA cdi check of this table that WARNed or FAILed says that the named "
-               "probe step cannot succeed in the container. If that step PASSed there, what answered is not what the "
-               "spec gives (an image's own libcuda, nodes the runtime added on its own): the node is `INCONCLUSIVE`, "
-               "naming the check and the step, never `COMPUTE_VERIFIED`; and the check is left out of a failure's "
-               "`because` (`PREDICTS` in `plugins/module_utils/_attribution.py`).\n\n| cdi check | step that must fail |\n|---|---|")
+               "probe step (or compute check) cannot succeed in the container. If it PASSed there, what answered is not "
+               "what the spec gives (an image's own libcuda, nodes the runtime added on its own, a probe a spec "
+               "replaced): the node is `INCONCLUSIVE`, naming the check and the step, never `COMPUTE_VERIFIED`; and "
+               "the check is left out of a failure's `because` (`PREDICTS` in `plugins/module_utils/_attribution.py`)."
+               "\n\n| cdi check | step (or compute check) that must fail |\n|---|---|")
     for check in sorted(mod.PREDICTS):
         out.append("| `%s` | `%s` |" % (check, mod.PREDICTS[check]))
     return out

@@ -30,7 +30,7 @@ for a in "$@"; do
   case $a in gpuprobe_report_dir=*) reports=${a#gpuprobe_report_dir=} ;; esac
 done
 # the host control: the probe script run outside a container ('gpuprobe_probe.py <config>'; the podman client's argv
-# names the same file as a mount source, 'gpuprobe_probe.py:/gpuprobe/probe.py', which does not match)
+# names the same file as a mount source, 'gpuprobe_probe.py:/gpuprobe-<random>/probe.py', which does not match)
 host_control() { pgrep -f 'gpuprobe-probe-[^ ]*/gpuprobe_probe\.py( |$)' || true; }
 leftovers() {
   echo "/var/run/cdi:"; LC_ALL=C ls -la /var/run/cdi 2>&1

@@ -10,7 +10,7 @@ CDI spec says can explain that failure (a driver, GPU or runtime matter). ``_ver
 to attribute a runtime/compute failure to the spec and to say "because ..." in the verdict; docs/checks.md
 prints it. Check ids are strings on purpose: this file does not import the cdi layer.
 
-Beside it: ``PREDICTS`` (cdi check -> the compute step it says cannot succeed), the comparison of WHERE the
+Beside it: ``PREDICTS`` (cdi check -> the compute step, or compute check, it says cannot succeed), the comparison of WHERE the
 container and the host control failed (``container_failure``, ``host_outcome``, ``host_explains``), and the
 rules that name one spec edit (``spec_edit_named``, over the one rule of ``_faithful``) or one setting of the image
 (``image_setting``) as the cause, read from the records' evidence, not from a table of error strings.
@@ -185,6 +185,10 @@ PREDICTS = {
     # (cdi.nvidia.*_path WARNs are no prediction: the image's own loader configuration, unseen, may cover the place)
     "cdi.nvidia.libcuda": "cuInit",          # no driver libcuda (none mounted, or the toolkit stub): no driver API
     "cdi.nvidia.ptxjit": "cuModuleLoadData",  # no PTX JIT compiler: CUDA_ERROR_JIT_COMPILER_NOT_FOUND (221)
+    # a value that is not a probe step is a compute check: the mounted libcuda is not the driver root's file of the
+    # running driver, so the binding (the loaded libcuda is that file) cannot PASS: a PASS means the libcuda that
+    # answered is not the one the spec gives (issue 32: a probe replaced through a spec hashed the driver's file)
+    "cdi.host.libcuda_identity": "compute.driver.binding",
 }
 
 
@@ -198,9 +202,10 @@ def _container_steps(compute_record):
 
 
 def contradictions(cdi_record, compute_record):
-    """The cdi checks (WARN/FAIL, rows of PREDICTS) whose predicted step PASSed in the container: a list of
-    {check, status, subject, observed, step}."""
+    """The cdi checks (WARN/FAIL, rows of PREDICTS) whose predicted step (or compute check) PASSed in the container:
+    a list of {check, status, subject, observed, step}."""
     passed = set(s.get("step") for s in _container_steps(compute_record) if s.get("ok"))
+    passed |= set(c.get("id") for c in (compute_record or {}).get("checks") or [] if c.get("status") == PASS)
     out = []
     for check in (cdi_record or {}).get("checks") or []:
         step = PREDICTS.get(check.get("id"))

@@ -344,10 +344,10 @@ def _host_control_fails(compute):
 
 def _contradicted(records):
     found = contradictions(records.get("cdi"), records.get("compute"))
-    return "; ".join("%s %s%s predicts that %s fails, yet %s PASSed in the container (the libcuda that answered is "
-                     "not the driver's the spec gives)" % (c["check"], c["status"],
-                                                           " (%s: %s)" % (c["subject"], c["observed"]) if c["subject"] else "",
-                                                           c["step"], c["step"]) for c in found) or None
+    return "; ".join("%s %s%s predicts that %s fails, yet %s PASSed in the container (what answered is not what "
+                     "the spec gives)" % (c["check"], c["status"],
+                                          " (%s: %s)" % (c["subject"], c["observed"]) if c["subject"] else "",
+                                          c["step"], c["step"]) for c in found) or None
 
 
 ENGINE_KEYS = ("name", "version", "endpoint", "path", "label", "cdi_library", "selected_because")

@@ -8,6 +8,10 @@
 - The container's environment cannot redirect the probe: a spec env of PYTHONPATH/PYTHONSTARTUP/PYTHONHOME,
   a sitecustomize/usercustomize that prints forged probe lines, and the removed test hook GPUPROBE_PROBE_DELAY_S
   change nothing: the node is still COMPUTE_VERIFIED and no forged line is taken.
+- A spec cannot replace the probe (issue 32): a "probe" of its own mounted at the old fixed path /gpuprobe/probe.py
+  (or a directory at /gpuprobe) that hashes the driver root's libcuda while the fake driver answers, through every
+  engine of tests/gpu/test_engines_gpu.py (podman, containerd over the CRI, docker): cdi.inject.probe_integrity FAILs,
+  the node gate blocks the probe (FAILED_AT_CDI), and the probe run past the gate is the real one at its per-run path.
 Records and verdicts go untouched to $GPUPROBE_EVIDENCE_DIR/<case>.json (through run_variant).
 """
 import os
@@ -16,7 +20,13 @@ import subprocess
 
 import pytest
 
+from replaced_probe import replaced_probe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+from test_engines_gpu import engine  # noqa: F401 pylint: disable=unused-import
 from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401 pylint: disable=unused-import
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import driver_libcuda
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gated, layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
 
 pytestmark = [
     pytest.mark.gpu,
@@ -118,3 +128,44 @@ def test_container_environment_cannot_redirect_the_probe(host_record):
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
     assert records["compute"]["status"] == "PASS", records["compute"]["reason"]
     assert probe["wall_ms"] < 60000, probe["wall_ms"]
+
+
+@pytest.mark.parametrize("where", ["/gpuprobe/probe.py", "/gpuprobe"])
+def test_a_spec_that_replaces_the_probe_is_never_verified(host_record, engine, where):  # noqa: F811 pylint: disable=redefined-outer-name
+    driver, cuda_int = _versions(host_record)
+    fake = _fake_libcuda(driver)
+    gpu = _gpu0(host_record)
+    real, why = driver_libcuda(host_record, "/", driver)
+    assert real, why
+    copy = "/gpuprobe-driver/libcuda.so.%s" % driver
+    probe_file = replaced_probe(os.path.join(WORK, "replaced"), copy)
+
+    def replace(spec):
+        edits = spec.setdefault("containerEdits", {})
+        for e in [edits] + [d.get("containerEdits") or {} for d in spec["devices"]]:
+            for mount in e.get("mounts") or []:
+                if os.path.basename(mount["containerPath"]).startswith("libcuda.so"):
+                    mount["hostPath"] = fake
+        edits.setdefault("env", []).extend(["FAKE_GPU_UUID=%s" % gpu["uuid"], "FAKE_GPU_NAME=%s" % gpu.get("name", "NVIDIA H200"),
+                                            "FAKE_CUDA_DRIVER_VERSION=%s" % (cuda_int or 13000)])
+        edits.setdefault("mounts", []).extend([
+            {"hostPath": probe_file if where.endswith(".py") else os.path.dirname(probe_file), "containerPath": where,
+             "options": ["ro", "nosuid", "nodev", "bind"]},
+            {"hostPath": real, "containerPath": copy, "options": ["ro", "nosuid", "nodev", "bind"]}])
+
+    name = "%s-truth-probe-replaced-%s" % (engine["runtime"], "file" if where.endswith(".py") else "dir")
+    records, probe, verdict = run_variant("full", host_record, edit=replace, engine=engine, name=name)
+    assert verdict["verdict"] != "COMPUTE_VERIFIED", verdict
+    integrity = _checks(records["cdi"], "cdi.inject.probe_integrity")
+    assert [c["status"] for c in integrity] == ["FAIL"] and where in integrity[0]["observed"], integrity
+    # the node: the gate blocks the probe on the cdi FAIL, before any container starts
+    gate = layer_gate({"host": host_record, "cdi": records["cdi"]})
+    assert gate == "blocked by cdi FAIL"
+    node = node_verdict(dict(gated(gate), host=host_record, cdi=records["cdi"]))
+    assert node["verdict"] == "FAILED_AT_CDI", node
+    # run_variant ran the probe past the gate: what ran is the real probe at its per-run path, bound to the fake
+    inside = records["runtime"]["evidence"]["container"]["probe_in_container"]
+    assert inside.startswith("/gpuprobe-") and inside != "/gpuprobe/probe.py", inside
+    if records["compute"]["status"] != "NOT_RUN":
+        binding = _checks(records["compute"], "compute.driver.binding")
+        assert binding and all(c["status"] == "FAIL" for c in binding), binding

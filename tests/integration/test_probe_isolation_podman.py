@@ -16,6 +16,7 @@ import pytest
 from test_runtime_podman import IMAGE, _podman_env, expected_gpus, idle_host, lab, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as runtime_layer
 
 pytestmark = pytest.mark.integration
 
@@ -130,6 +131,10 @@ def poisoned_images(probe_image, tmp_path_factory):  # noqa: F811  pylint: disab
 @pytest.mark.parametrize("member", [p[0] for p in IMAGE_POISONS])
 def test_an_image_poison_changes_nothing(lab, baseline, poisoned_images, monkeypatch, member):  # pylint: disable=redefined-outer-name
     image = poisoned_images[member]
+    if member == "stdlib shadow next to the script":
+        # the probe's dir is drawn per run (issue 32), so no image can put a file next to it: the script is placed
+        # where the image's file is, to show that -I alone keeps the script's dir off sys.path
+        monkeypatch.setattr(runtime_layer, "probe_in_container", lambda: "/gpuprobe/probe.py")
     runtime, probe, compute = _run(lab, lab.full_edits(), image=image)
     assert _summary(runtime, compute) == baseline
     assert probe["noise_count"] == 0 and not _poisoned(probe) and probe["start"]["isolated"] is True

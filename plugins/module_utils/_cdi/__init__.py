@@ -44,6 +44,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import byruntime as _byruntime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine as _engine, identity as _identity
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity as _integrity
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
     ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_LAYER_TIMEOUT, DEFAULT_MAX_SPEC_FILES,
@@ -71,6 +72,7 @@ CHECKS = dict(_SPEC_CHECKS)
 CHECKS.update(_identity.CHECKS)
 CHECKS.update(_compat.CHECKS)
 CHECKS.update(_engine.CHECKS)
+CHECKS.update(_integrity.CHECKS)
 
 # names other code imports from _cdi (tests, _cdi_spec, benchmarks), re-exported from the package's modules
 __all__ = [
@@ -392,6 +394,9 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     if resolved:
         host_checks(b, edits, root, host, driver)
         inject_checks(b, edits)
+        # what the probe trusts in the container, per requested device: a FAIL blocks the probe (docs/safety.md)
+        for c in _integrity.integrity_checks([(q, merge_edits(registry, [q], root)[0]) for q in resolved], root):
+            b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
         if is_nvidia(edits):
             nvidia_checks(b, edits, root)
     audit(b, files, list(existing), edits, root, used=set(sources.values()), dir_order=host_dirs)

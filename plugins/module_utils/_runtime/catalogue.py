@@ -7,6 +7,7 @@ runtime's start error is classified."""
 
 from __future__ import annotations
 
+import os
 import re
 
 # re-exported: the engines reached through the CRI
@@ -22,7 +23,15 @@ OWNER_LABEL = "gpuprobe.owner"      # host:pid:started of the run's owner (_owne
 CREATED_LABEL = "gpuprobe.created"  # epoch seconds
 
 
-PROBE_IN_CONTAINER = "/gpuprobe/probe.py"
+# The probe's path in the container is drawn per run: a spec that mounts a file at a fixed path cannot take its
+# place (it would run under -I -S with the run's token). The cdi layer refuses edits under /gpuprobe and
+# /gpuprobe-<16 hex> (_cdi.integrity.PROBE_DIR) and over its parents.
+PROBE_CONTAINER_DIR_RE = re.compile(r"^/gpuprobe-[0-9a-f]{16}$")
+
+
+def probe_in_container():
+    """A fresh container path for the probe script, /gpuprobe-<16 random hex>/probe.py (unpredictable from a spec)."""
+    return "/gpuprobe-%s/probe.py" % os.urandom(8).hex()
 
 
 RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")

@@ -27,7 +27,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri, _owne
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import capture_pieces
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE,
+    CREATED_LABEL, LABEL, OWNER_LABEL, RUN_ID_RE, probe_in_container,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import register
 # the detection lives beside the CLI engines' (an inspect stage loads neither this package nor grpc)
@@ -93,15 +93,16 @@ class CriEngine(object):
         timeout = float(request["timeout"])
         labels = {LABEL: request["run_id"], OWNER_LABEL: _owner.format_owner(request.get("owner")),
                   CREATED_LABEL: str(int(time.time()))}
+        in_container = request.get("in_container") or probe_in_container()  # per run: a spec cannot take its place
         command = ["python3"] + list(_probe_contract.ISOLATED_FLAGS) + [
-            PROBE_IN_CONTAINER, json.dumps(request["config"], sort_keys=True)]
+            in_container, json.dumps(request["config"], sort_keys=True)]
         log_dir = os.path.join(os.path.dirname(request["probe_path"]), "cri-log")
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
         summary = {"endpoint": self.info.get("endpoint"), "sandbox": {"name": request["name"], "namespace": NAMESPACE,
                                                                       "network": "NODE", "labels": labels},
                    "container": {"image": request["image"], "command": command, "cdi_devices_field": devices,
                                  "annotations": _cri.cdi_annotations(devices),
-                                 "mounts": [{"host_path": request["probe_path"], "container_path": PROBE_IN_CONTAINER,
+                                 "mounts": [{"host_path": request["probe_path"], "container_path": in_container,
                                              "readonly": True}], "user": request.get("user") or None}}
         result = {"rc": None, "stdout": "", "stderr": "", "duration_ms": 0.0, "timed_out": False, "error": None,
                   "stdout_bytes": 0, "stderr_bytes": 0, "truncated": False, "request": {"cri": summary}}
@@ -120,7 +121,7 @@ class CriEngine(object):
             sandbox = calls("run_pod_sandbox", config)
             self._sandboxes[request["name"]] = summary["sandbox_id"] = sandbox
             cid = calls("create_container", sandbox, config, CONTAINER, request["image"], command, cdi_devices=devices,
-                        labels=labels, log_path=LOG_NAME, mounts=[(request["probe_path"], PROBE_IN_CONTAINER)], user=user)
+                        labels=labels, log_path=LOG_NAME, mounts=[(request["probe_path"], in_container)], user=user)
             summary["container_id"] = cid
             calls("start_container", cid)
             status = client.wait_container(cid, max(0.0, calls.deadline - time.monotonic()), timeout=MIN_CALL_S * 5)

@@ -15,7 +15,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _pr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, PROBE_IN_CONTAINER, RUN_ID_RE, error_line,
+    CREATED_LABEL, LABEL, OWNER_LABEL, RUN_ID_RE, error_line, probe_in_container,
 )
 # the CLI engines' detection lives with the selection, outside this package: the inspect stage runs it and must not
 # import the probe's code (this package's __init__ loads the CRI adapter and grpc: ~0.4 s on a node, docs/performance.md)
@@ -36,9 +36,11 @@ def container_name(run_id):
 
 
 def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, user=None, pull="never", owner=None,
-               created=None):
-    """The probe container's argv. Raises ValueError for a device that is not a qualified CDI name or an image
-    that is not an image reference: they are checked here, where the argv is built, whoever the caller is."""
+               created=None, in_container=None):
+    """The probe container's argv; the script is mounted at ``in_container`` (a fresh probe_in_container() when None).
+    Raises ValueError for a device that is not a qualified CDI name or an image that is not an image reference: they
+    are checked here, where the argv is built, whoever the caller is."""
+    in_container = in_container or probe_in_container()
     devices = [check_device(d) for d in cdi_devices]
     check_image(image)
     argv = [engine["path"], "run", "--rm", "--name", name, "--label", "%s=%s" % (LABEL, run_id),
@@ -47,12 +49,12 @@ def build_argv(engine, name, run_id, image, cdi_devices, probe_path, config, use
             "--network=none", "--pull=%s" % pull]
     for device in devices:
         argv += ["--device", device]
-    argv += ["-v", "%s:%s:ro" % (probe_path, PROBE_IN_CONTAINER)]
+    argv += ["-v", "%s:%s:ro" % (probe_path, in_container)]
     if user:
         argv += ["--user", str(user)]
     # isolated interpreter (-I -S): no PYTHON* variable, site, sitecustomize, .pth file or script-dir module of the
     # image or the spec's env can change what runs
-    argv += ["--entrypoint", "python3", image] + list(_probe_contract.ISOLATED_FLAGS) + [PROBE_IN_CONTAINER, json.dumps(config, sort_keys=True)]
+    argv += ["--entrypoint", "python3", image] + list(_probe_contract.ISOLATED_FLAGS) + [in_container, json.dumps(config, sort_keys=True)]
     return argv
 
 
@@ -126,8 +128,8 @@ class CliEngine(object):
     - ``remove(name, timeout)``: remove that container (dict rc, removed, error), also after an interrupt;
     - ``list_ours(run_id, timeout)``: our containers (probe_containers' rows), RuntimeError when not listable.
 
-    ``request`` (dict): name, run_id, image, devices, probe_path (host file mounted read-only at
-    PROBE_IN_CONTAINER), config (the probe's argument), user, pull, owner, timeout.
+    ``request`` (dict): name, run_id, image, devices, probe_path (host file mounted read-only at ``in_container``,
+    the run's own probe_in_container()), config (the probe's argument), user, pull, owner, timeout.
     """
 
     def __init__(self, info):
@@ -137,7 +139,8 @@ class CliEngine(object):
     def run_probe(self, request):
         argv = build_argv(self.info, request["name"], request["run_id"], request["image"], request["devices"],
                           request["probe_path"], request["config"], user=request.get("user"),
-                          pull=request.get("pull") or "never", owner=request.get("owner"))
+                          pull=request.get("pull") or "never", owner=request.get("owner"),
+                          in_container=request.get("in_container"))
         result = run(argv, timeout=request["timeout"], keep_prefix=_probe_contract.LINE_PREFIX, env=_env(self.info))
         result["request"] = {"argv": argv}
         return result

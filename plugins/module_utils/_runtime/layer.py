@@ -14,7 +14,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _pr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image, check_timeout, check_user
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CHECKS, RUN_ID_RE, SIGNATURES, classify_start_error, error_line
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
+    CHECKS, RUN_ID_RE, SIGNATURES, classify_start_error, error_line, probe_in_container,
+)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name
@@ -135,7 +137,7 @@ def runtime_facts(params, check_mode=False):
         cleanup = None
         config = _probe_config(expected, params.get("compute"), plan, params.get("resolve_paths"))
         request = {"name": name, "run_id": run_id, "image": params["image"], "devices": devices,
-                   "probe_path": probe_path, "config": config, "user": params.get("user"),
+                   "probe_path": probe_path, "in_container": probe_in_container(), "config": config, "user": params.get("user"),
                    "pull": params.get("pull") or "never", "owner": owner, "timeout": timeout}
         result = {"rc": None, "stdout": "", "stderr": "", "duration_ms": 0, "timed_out": False, "error": None}
         try:
@@ -151,7 +153,7 @@ def runtime_facts(params, check_mode=False):
     evidence["container"] = {
         "name": name, "image": params["image"], "rc": result["rc"], "wall_ms": result["duration_ms"],
         "timed_out": result["timed_out"], "started": started, "stderr": (result["stderr"] or "")[-4000:],
-        "cleanup": cleanup, "user": params.get("user"), "stdout_bytes": result.get("stdout_bytes"),
+        "cleanup": cleanup, "user": params.get("user"), "probe_in_container": request["in_container"], "stdout_bytes": result.get("stdout_bytes"),
         "stderr_bytes": result.get("stderr_bytes"), "output_truncated": result.get("truncated"),
         "noise_count": parsed["noise_count"],
     }

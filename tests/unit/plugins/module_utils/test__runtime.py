@@ -160,10 +160,28 @@ def test_build_argv_isolates_and_labels():
     argv = _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
                                ["gpuprobe.local/gpu=0"], "/tmp/p.py", {"compute": True}, user="1000:1000")
     assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
+    inside = argv[-2]
+    assert _runtime.PROBE_CONTAINER_DIR_RE.match(posixpath.dirname(inside)) and inside.endswith("/probe.py"), inside
     for flag in ("--network=none", "--pull=never", "gpuprobe.run=r1", "gpuprobe.local/gpu=0",
-                 "/tmp/p.py:/gpuprobe/probe.py:ro", "1000:1000"):
+                 "/tmp/p.py:%s:ro" % inside, "1000:1000"):
         assert flag in argv
-    assert argv[-5:-1] == ["img:1", "-I", "-S", "/gpuprobe/probe.py"]  # an isolated interpreter in the container
+    assert argv[-5:-1] == ["img:1", "-I", "-S", inside]  # an isolated interpreter in the container
+
+
+def test_the_probe_path_in_the_container_is_drawn_per_run_and_refused_to_specs():
+    # issue 32: a spec that mounts a file at a fixed probe path would run instead of the probe; the path is drawn per
+    # run, and the cdi layer refuses every path of that form (and the old /gpuprobe) before the container starts
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity
+    engine = {"name": "podman", "path": "/usr/bin/podman"}
+    paths = set(_runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {})[-2]
+                for _run in range(20))
+    paths |= set(_runtime.probe_in_container() for _run in range(20))
+    assert len(paths) == 40 and "/gpuprobe/probe.py" not in paths
+    for path in paths | {"/gpuprobe/probe.py"}:
+        assert integrity.reaches(path) and integrity.reaches(posixpath.dirname(path)), path
+    fixed = _runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {},
+                                in_container="/gpuprobe-0123456789abcdef/probe.py")
+    assert fixed[-2] == "/gpuprobe-0123456789abcdef/probe.py" and "/tmp/p.py:/gpuprobe-0123456789abcdef/probe.py:ro" in fixed
 
 
 @pytest.mark.parametrize("requested", ["containerd", "crio"])

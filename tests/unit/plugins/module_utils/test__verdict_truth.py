@@ -3,15 +3,18 @@ control, what the spec predicts), the host control compared by WHERE it failed, 
 spec's edits or the image, never the spec by elimination. Records come from verdictlab (the layers' own code on a
 node tree, a real spec file, the real probe in a mini container); the probe's CUDA lines from its real device
 loop on a fake libcuda."""
+import os
+
 import pytest
 
 from verdictlab import (  # noqa: F401 pylint: disable=unused-import
-    IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, PTX_IN_CONTAINER, STUBS, bind, compile_libcuda, control, emitted, full_spec,
+    DRIVER, IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, PTX_IN_CONTAINER, STUBS, bind, compile_libcuda, control, emitted, full_spec,
     node, passing_control, probe_steps, spec_without as without,
 )
 
 from ansible_collections.gpuprobe.layers.plugins.filter.verdict import FilterModule
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _probe, _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS as COMPUTE_CHECKS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
     FAIL, NOT_RUN, PASS, POINTS_TO, WARN, LayerBuilder, make_check, not_run, validate_record,
 )
@@ -133,6 +136,8 @@ PREDICTION_SPECS = {
     "cdi.nvidia.cgroup_read": lambda n: _with_permissions(full_spec(), "wm"),
     "cdi.nvidia.libcuda_noexec": lambda n: _with_option(full_spec(), LIBCUDA_IN_CONTAINER, "noexec"),
     "cdi.nvidia.ptxjit_noexec": lambda n: _with_option(full_spec(), PTX_IN_CONTAINER, "noexec"),
+    # issue 32: a libcuda that is not the driver root's file (an impostor with the driver's name) beside a binding PASS
+    "cdi.host.libcuda_identity": lambda n: _with_libcuda(n, full_spec()),
 }
 
 
@@ -143,6 +148,13 @@ def _with_option(spec, container_path, option):
     return spec
 
 
+def _with_libcuda(node_, spec, rc=0):
+    os.makedirs(node_.under("/opt/impostor"), exist_ok=True)
+    impostor = compile_libcuda(node_.under("/opt/impostor/libcuda.so.%s" % DRIVER), rc)
+    spec["containerEdits"]["mounts"][0]["hostPath"] = "/opt/impostor/" + impostor.rsplit("/", 1)[1]
+    return spec
+
+
 def _with_permissions(spec, permissions):
     spec["devices"][0]["containerEdits"]["deviceNodes"][0]["permissions"] = permissions
     return spec
@@ -150,7 +162,7 @@ def _with_permissions(spec, permissions):
 
 def test_every_prediction_is_tested():
     assert set(PREDICTION_SPECS) == set(_attribution.PREDICTS)
-    assert set(_attribution.PREDICTS.values()) <= set(_probe.COMPUTE_STEPS)
+    assert set(_attribution.PREDICTS.values()) <= set(_probe.COMPUTE_STEPS) | set(COMPUTE_CHECKS)
 
 
 @pytest.mark.parametrize("check", sorted(PREDICTION_SPECS))
@@ -158,8 +170,8 @@ def test_a_step_the_spec_says_must_fail_that_passed_is_inconclusive(node, check)
     records = records_of(node, spec=PREDICTION_SPECS[check](node))
     assert [c["status"] for c in records["cdi"]["checks"] if c["id"] == check] == [WARN]
     v = node_verdict(records)
-    step = _attribution.PREDICTS[check]
     assert v["verdict"] == INCONCLUSIVE, v["reason"]
+    step = _attribution.PREDICTS[check]
     assert "%s WARN" % check in v["reason"] and "predicts that %s fails, yet %s PASSed" % (step, step) in v["reason"]
 
 
