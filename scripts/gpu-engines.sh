@@ -17,6 +17,7 @@
 #      drill per engine (no libnvidia-ptxjitcompiler mount -> FAILED_AT_COMPUTE pointing at cdi)
 #                                                            -> OUTDIR/evidence-engines/<engine>-<variant>.json
 #   5. benchmarks/bench_engines.py --gpu: per-engine cost side by side -> OUTDIR/evidence-engines/bench-engines.json
+#      (GPUPROBE_ENGINES_BENCH=0 skips it: a run that verifies behaviour only)
 #   6. stop the engines; list what is left (nothing is expected) into the log
 # and packs OUTDIR/evidence-engines into OUTDIR/evidence-engines.tgz. Exit status: the number of failed steps.
 set -uo pipefail
@@ -65,12 +66,15 @@ eval "$(bash scripts/engines.sh env)"
 export PATH=$GPUPROBE_ENGINES_PATH:$PATH
 
 # 4. COMPUTE_VERIFIED through each engine, one failing drill each
+#    and the engine-parametrised truth and attribution variants (issue 32): a spec that replaces the probe, the spec
+#    whose edit the runtime applied as asked
 step pytest-engines env GPUPROBE_GPU=1 GPUPROBE_ENGINES="$engines" GPUPROBE_EVIDENCE_DIR="$ev" \
-  "$py" -m pytest -p no:cacheprovider -v -m gpu tests/gpu/test_engines_gpu.py -o addopts="" \
-  --junitxml="$ev/pytest-engines.xml"
+  "$py" -m pytest -p no:cacheprovider -v -m gpu tests/gpu/test_engines_gpu.py \
+  tests/gpu/test_truth_gpu.py::test_a_spec_that_replaces_the_probe_is_never_verified tests/gpu/test_spec_did_it_gpu.py \
+  -o addopts="" --junitxml="$ev/pytest-engines.xml"
 
 # 5. the per-engine cost, side by side
-step benchmark-engines "$py" benchmarks/bench_engines.py "$ev/bench-engines.json" 5 --gpu --engines "$engines"
+[ "${GPUPROBE_ENGINES_BENCH:-1}" = 0 ] || step benchmark-engines "$py" benchmarks/bench_engines.py "$ev/bench-engines.json" 5 --gpu --engines "$engines"
 
 # 6. nothing of ours may be left, on any engine (an empty listing is the expected result)
 step leftovers "$py" - "$engines" <<'PY'

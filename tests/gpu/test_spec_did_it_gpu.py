@@ -1,7 +1,8 @@
 """The spec did it, the runtime is blamed; the right name on the wrong library (issue 32), on a real GPU (the lead runs
 this on the H200: GPUPROBE_GPU=1).
 
-Variants of the self-built 'full' spec (run_variant: cdi layer, the probe container through podman with the CDI device,
+Variants of the self-built 'full' spec (run_variant: cdi layer, the probe container through each engine of
+tests/gpu/test_engines_gpu.py that is up (podman; containerd over the CRI and docker under scripts/gpu-engines.sh) with the CDI device,
 the compute record with the host control, the node verdict; records and verdicts go untouched to
 $GPUPROBE_EVIDENCE_DIR/<name>.json):
 
@@ -18,6 +19,7 @@ import os
 
 import pytest
 
+from test_engines_gpu import engine  # noqa: F401 pylint: disable=unused-import
 from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
@@ -48,13 +50,14 @@ def _alone(records):
 
 
 @pytest.mark.parametrize("permissions,check", [("r", "cdi.nvidia.cgroup_write"), ("w", "cdi.nvidia.cgroup_read")])
-def test_nodes_whose_cgroup_permissions_deny_open_point_at_the_spec(host_record, permissions, check):
+def test_nodes_whose_cgroup_permissions_deny_open_point_at_the_spec(host_record, engine, permissions, check):  # noqa: F811 pylint: disable=redefined-outer-name
     def restrict(spec):
         for edits in _all_edits(spec):
             for node in edits.get("deviceNodes") or []:
                 node["permissions"] = permissions
 
-    records, _probe, verdict = run_variant("full", host_record, edit=restrict, name="cgroup-%s" % permissions)
+    records, _probe, verdict = run_variant("full", host_record, edit=restrict, engine=engine,
+                                           name="%s-cgroup-%s" % (engine["runtime"], permissions))
     assert _statuses(records["cdi"], check) == ["WARN"], records["cdi"]["reason"]
     assert records["runtime"]["signature"] == "runtime.device_node.open.EPERM", records["runtime"]["reason"]
     assert (verdict["verdict"], verdict["points_to"]) == ("FAILED_AT_RUNTIME", "cdi"), verdict
@@ -63,12 +66,12 @@ def test_nodes_whose_cgroup_permissions_deny_open_point_at_the_spec(host_record,
     assert alone["points_to"] == "cdi" and "permissions %s; the runtime said: open(O_RDWR) EPERM" % permissions in alone["reason"]
 
 
-def test_libcuda_on_a_noexec_mount_points_at_the_spec(host_record):
+def test_libcuda_on_a_noexec_mount_points_at_the_spec(host_record, engine):  # noqa: F811 pylint: disable=redefined-outer-name
     def noexec(spec):
         for mount in _mounts(spec, "libcuda.so.1"):
             mount["options"] = list(mount.get("options") or []) + ["noexec"]
 
-    records, _probe, verdict = run_variant("full", host_record, edit=noexec, name="libcuda-noexec")
+    records, _probe, verdict = run_variant("full", host_record, edit=noexec, engine=engine, name="%s-libcuda-noexec" % engine["runtime"])
     assert _statuses(records["cdi"], "cdi.nvidia.libcuda_noexec") == ["WARN"]
     assert verdict["verdict"] in ("FAILED_AT_RUNTIME", "FAILED_AT_COMPUTE"), verdict
     assert verdict["points_to"] == "cdi", verdict
@@ -76,12 +79,13 @@ def test_libcuda_on_a_noexec_mount_points_at_the_spec(host_record):
     assert _alone(records)["points_to"] == "cdi", _alone(records)
 
 
-def test_libcuda_where_the_loader_does_not_look_points_at_the_spec(host_record):
+def test_libcuda_where_the_loader_does_not_look_points_at_the_spec(host_record, engine):  # noqa: F811 pylint: disable=redefined-outer-name
     def elsewhere(spec):
         for mount in _mounts(spec, "libcuda.so.1"):
             mount["containerPath"] = "/opt/gpuprobe-nowhere/libcuda.so.1"
 
-    records, _probe, verdict = run_variant("full", host_record, edit=elsewhere, name="libcuda-elsewhere")
+    records, _probe, verdict = run_variant("full", host_record, edit=elsewhere, engine=engine,
+                                           name="%s-libcuda-elsewhere" % engine["runtime"])
     assert _statuses(records["cdi"], "cdi.nvidia.libcuda_path") == ["WARN"]
     assert verdict["verdict"] in ("FAILED_AT_RUNTIME", "FAILED_AT_COMPUTE"), verdict
     assert verdict["points_to"] == "cdi", verdict
@@ -89,13 +93,13 @@ def test_libcuda_where_the_loader_does_not_look_points_at_the_spec(host_record):
     assert _alone(records)["points_to"] == "cdi", _alone(records)
 
 
-def test_nvml_mounted_as_the_jit_compiler_is_a_cdi_fail(host_record):
+def test_nvml_mounted_as_the_jit_compiler_is_a_cdi_fail(host_record, engine):  # noqa: F811 pylint: disable=redefined-outer-name
     def swap(spec):
         nvml = _mounts(spec, "libnvidia-ml.so.1")
         for mount in _mounts(spec, PTXJIT):
             mount["hostPath"] = nvml[0]["hostPath"]
 
-    records, _probe, verdict = run_variant("full", host_record, edit=swap, name="nvml-as-ptxjit")
+    records, _probe, verdict = run_variant("full", host_record, edit=swap, engine=engine, name="%s-nvml-as-ptxjit" % engine["runtime"])
     soname = [c for c in records["cdi"]["checks"] if c["id"] == "cdi.host.library_soname" and c["subject"].endswith(PTXJIT)]
     assert [c["status"] for c in soname] == ["FAIL"] and "libnvidia-ml.so.1" in soname[0]["observed"], soname
     assert (verdict["verdict"], verdict["signature"], verdict["points_to"]) == (
