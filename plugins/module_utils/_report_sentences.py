@@ -46,8 +46,8 @@ def gpu_line(gpus, mode=None):
         if gpus.get("failed"):
             parts.append("{0:,} failed (on {1})".format(gpus["failed"], plural(gpus.get("hosts_with_failed_gpu", 0), "host")))
         if gpus.get("not_run"):
-            parts.append("{0:,} not verified ({1})".format(gpus["not_run"], "an audit runs no container" if mode == "audit"
-                                                             else "busy, or compute did not reach them"))
+            why = "an audit runs no container" if mode == "audit" else "busy, or compute did not reach them"
+            parts.append("{0:,} not verified ({1})".format(gpus["not_run"], why))
     none = gpus.get("hosts_without_gpus", 0)
     if none:
         parts.append("%s no GPU (%s host layer ran and found none)" % (plural(none, "host lists", "hosts list"),

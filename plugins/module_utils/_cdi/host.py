@@ -211,6 +211,7 @@ def host_checks(builder, edits, root="/", host=None, driver=None):
             builder.add("cdi.host.mount_source", FAIL, host_path, "exists", "dangling symlink -> %s" % os.readlink(full))
         else:
             builder.add("cdi.host.mount_source", FAIL, host_path, "exists", "absent")
+
     def driver_root_file(stem):
         want, why = driver_libcuda(host, root, driver_version, stem)
         return ((want, under_root(root, want)) if want else None), why

@@ -57,8 +57,8 @@ def compute_failed():
     return r
 
 
-def _host(name, records=None, pins=PINS, **kw):
-    return dict({"name": name, "records": records, "pins": pins}, **kw)
+def _host(name, records=None, pins=None, **kw):
+    return dict({"name": name, "records": records, "pins": PINS if pins is None else pins}, **kw)
 
 
 UNREACHABLE = _host("gone", None, unreachable="ssh: connect to host gone port 22: No route")

@@ -195,9 +195,8 @@ def test_health_findings_match_the_json(fleet):
         assert [line, status, str(len(gpus)), str(len(hosts))] in [r[:4] for r in rows]
         assert line in page.headlines and line in md
     # e.g. "N GPUs with pending row remaps on M hosts"
-    assert any(h.endswith("GPUs with pending row remaps or memory banks without a spare row on %s" % R.plural(
-        len(found[("host.health.row_remap", "WARN")][1]), "host"))
-               for h in page.headlines)
+    hosts = R.plural(len(found[("host.health.row_remap", "WARN")][1]), "host")
+    assert any(h.endswith("GPUs with pending row remaps or memory banks without a spare row on %s" % hosts) for h in page.headlines)
 
 
 def test_markdown_says_the_same_sentences(fleet):
