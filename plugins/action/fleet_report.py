@@ -28,6 +28,7 @@ from ansible.plugins.action import ActionBase
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
@@ -75,7 +76,8 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
     (unreachable, failed); a host without one may have records in ``records_var`` (the drills). A host that is
     not in ``active`` (when given) left the run before the report (it became unreachable or failed in a way
     the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
-    host is reported as not verified (LOST).
+    host is reported as not verified (LOST). What a node returned is read only after ``_intake.admit``: records that
+    do not conform make the host RUN_FAILED (``_intake.MALFORMED``, the violations named), and are dropped.
     """
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
@@ -83,6 +85,9 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
             records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
             records, unreachable, error, runtimes = _from_result(hv.get(result_var), name)
+        records, runtimes, malformed = _intake.admit(records, runtimes)
+        if malformed and not unreachable:
+            error = "%s; %s" % (malformed, error) if error else malformed
         if active is not None and name not in active and not unreachable and not error:
             error = LOST
             records = dict((layer, rec) for layer, rec in (records or {}).items()
@@ -99,6 +104,16 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
             "error": str(error) if error else None,
             "pins": _plain(hv.get(pins_var) or {}),
         }
+
+
+def entry_of(item):
+    """The host's report entry (``_report.entry_of``). Records that passed ``_intake.admit`` and that the report still
+    cannot read (a field the intake does not know of) make this host RUN_FAILED, never the report fail."""
+    try:
+        return _report.entry_of(item)
+    except Exception as exc:  # pylint: disable=broad-except
+        why = "%s: the report cannot read it (%s: %s)" % (_intake.MALFORMED, type(exc).__name__, _intake.clip(exc, 300))
+        return _report.entry_of(dict(item, records=None, runtimes=None, error=why))
 
 
 def failing_hosts(report, require_verified, where):
@@ -162,7 +177,7 @@ class ActionModule(ActionBase):
             fleet = _report.Fleet()
             for item in collect_hosts(hostvars, sorted(names), args["result_var"], args["records_var"], args["pins_var"],
                                       active):
-                entry = _report.entry_of(item)
+                entry = entry_of(item)
                 fleet.add(entry)
                 if store is not None and failure is None:
                     try:
@@ -186,8 +201,9 @@ class ActionModule(ActionBase):
                     texts = dict((RENDERERS[fmt][0], RENDERERS[fmt][1](report, full)) for fmt in args["formats"])
                     _run_dir, written = write_report_set(report_dir, args["basename"], now.strftime("%Y%m%dT%H%M%SZ"), texts)
                     files = dict((fmt, written[RENDERERS[fmt][0]]) for fmt in args["formats"])
-                except OSError as exc:
-                    self._not_written(args, exc, unverifiable)
+                except Exception as exc:  # pylint: disable=broad-except  # whatever it is: the documented not-written path
+                    self._not_written(args, exc if isinstance(exc, OSError) else "%s: %s" % (type(exc).__name__, exc),
+                                      unverifiable)
         finally:
             if store is not None:
                 store.close()
