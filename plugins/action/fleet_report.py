@@ -29,6 +29,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_lines, display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
@@ -117,7 +118,8 @@ def entry_of(item):
 
 
 def failing_hosts(report, require_verified, where):
-    """Host -> why the run fails it: could not be verified, or (post-check) not COMPUTE_VERIFIED."""
+    """Host -> why the run fails it: could not be verified, or (post-check) not COMPUTE_VERIFIED. The playbook prints it
+    as the node's failure: one line, its control characters visible (_escape.display_text)."""
     failing = {}
     for name, entry in report["hosts"].items():
         if entry["unverifiable"]:
@@ -125,7 +127,7 @@ def failing_hosts(report, require_verified, where):
         elif require_verified and entry["verdict"] != "COMPUTE_VERIFIED":
             failing[name] = "%s is %s%s, not COMPUTE_VERIFIED; see %s" % (
                 name, entry["verdict"], " (%s)" % entry["signature"] if entry["signature"] else "", where)
-    return failing
+    return dict((name, display_text(why)) for name, why in failing.items())
 
 
 def collect_drills(hostvars, names, drills_var):
@@ -220,7 +222,7 @@ class ActionModule(ActionBase):
             drift=report["drift"],
             verdicts=dict((name, entry["verdict"]) for name, entry in report["hosts"].items()),
             signatures=dict((name, entry["signature"]) for name, entry in report["hosts"].items()),
-            summary_lines=_report.summary_lines(report),
+            summary_lines=display_lines(_report.summary_lines(report)),  # printed by the playbook and the callbacks
             unverifiable=unverifiable,
             failing=failing_hosts(report, args["require_verified"], files.get("html") or "the report"),
         )

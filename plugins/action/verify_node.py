@@ -28,6 +28,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAY
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import cdi_for_runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, node_verdict
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
@@ -130,7 +131,7 @@ class ActionModule(ActionBase):
             for layer in layers:
                 if records[layer]["status"] == "NOT_RUN" and records[layer]["reason"] == not_selected:
                     records[layer] = not_run(layer, "host unreachable: %s" % exc)
-            result.update(unreachable=True, msg=str(exc))
+            result.update(unreachable=True, msg=display_text(exc))
             spec_left = False
         # not in a finally: after a task timeout or an internal error no further call is made (it could hang
         # as long as the one that timed out); the node-side interrupt handling and the next sweep remove the spec
@@ -157,7 +158,8 @@ class ActionModule(ActionBase):
         if spec:
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
         if problems and not result.get("unreachable"):
-            result.update(failed=True, msg="; ".join(problems))
+            # printed as the task's failure: the node's words on one line, their control characters visible
+            result.update(failed=True, msg=display_text("; ".join(problems)))
         if args["spool"]:
             why = spool(result, task_vars.get("inventory_hostname"), run_id)
             if why:

@@ -30,14 +30,14 @@ CHECK_TYPES = (("id", (str,), "a string"), ("subject", _TEXT, "a string"), ("exp
 # (layer or None for every layer, path in its evidence, kind): what the report and the verdict read of the evidence.
 # "[]" walks every element of a list; kinds: "map", "list", "maps" (a list of mappings), "text", "number".
 EVIDENCE_SHAPES = (
-    (None, "container", "map"), (None, "containers", "maps"), (None, "observed", "map"), (None, "expected_edits", "maps"),
+    (None, "container", "map"), (None, "observed", "map"), (None, "expected_edits", "map"),
     ("host", "gpus", "maps"), ("host", "gpus[].mig", "map"), ("host", "gpus[].mig.instances", "maps"),
     ("host", "gpus[].name", "text"), ("host", "nvml", "map"),
     ("cdi", "identity", "map"), ("cdi", "identity.expected_gpus", "maps"), ("cdi", "engines", "maps"),
     ("compute", "gpus[].uuid", "text"), ("compute", "gpus[].model", "text"), ("compute", "gpus[].reason", "text"),
     ("compute", "gpus[].signature", "text"), ("compute", "gpus[].instances", "maps"),
     ("compute", "host_control", "map"), ("compute", "host_control.gpus", "maps"), ("compute", "driver_binding", "map"),
-    ("compute", "driver_binding.runs", "maps"), ("compute", "busy", "maps"), ("compute", "container.cdi_devices", "list"),
+    ("compute", "driver_binding.runs", "maps"), ("compute", "container.cdi_devices", "list"),
     ("k8s", "nodes", "maps"), ("k8s", "nodes[].name", "text"), ("k8s", "nodes[].gpu_labels", "map"),
     ("k8s", "nodes[].status", "map"),
 )
