@@ -28,6 +28,7 @@ from ansible.plugins.action import ActionBase
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import DEFAULT_LIMITS, RECORD_LIMITS_SPEC, limits_of
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_lines, display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
@@ -35,6 +36,8 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import Entr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
+# the options (_report's, and the cap on what one node may return: _intake_limits)
+ARGSPEC = dict(_report.FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC)
 LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
 NO_RECORD = ("no verify record for this host: it failed or became unreachable during the verify play "
              "(see the play output for that host)")
@@ -52,11 +55,29 @@ def write_status(path, status):
     write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
 
 
-def _from_result(result, host=None):
+def _spooled_over(result, limits):
+    """Why a spooled result's file is not even read (larger than max_bytes), or None."""
+    try:
+        size = os.path.getsize(str(result["records_file"])) if isinstance(result, dict) and result.get("records_file") else 0
+    except OSError:
+        return None  # unspool says why it cannot be read
+    if size <= limits["max_bytes"]:
+        return None
+    return "{0}: over the cap: its spool file holds {1:,} bytes (record_limits.max_bytes: {2:,})".format(
+        _intake.MALFORMED, size, limits["max_bytes"])
+
+
+def _from_result(result, host=None, limits=None):
     """(records, unreachable, error, runtimes) of a registered verify_node result (read back when it was spooled)."""
     if not isinstance(result, dict) or result.get("skipped"):
         return None, None, None, None
-    message = str(result.get("msg") or "").strip() or None
+    limits = limits or DEFAULT_LIMITS
+    message = _intake.message(str(result.get("msg") or "").strip() or None, limits)
+    over = _spooled_over(result, limits)
+    if over and result.get("unreachable"):
+        return None, message or "unreachable", None, None
+    if over:
+        return None, None, over, None
     try:
         result = unspool(result, host)
     except (OSError, ValueError) as exc:
@@ -70,23 +91,25 @@ def _from_result(result, host=None):
     return result.get("records"), None, error, result.get("runtimes")
 
 
-def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None):
+def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None, limits=None):  # pylint: disable=too-many-arguments
     """The per-host inputs of _report.build_report, read from hostvars one host at a time (a generator).
 
     Each host's registered verify_node result (``result_var``) gives its records, or why it has none
     (unreachable, failed); a host without one may have records in ``records_var`` (the drills). A host that is
     not in ``active`` (when given) left the run before the report (it became unreachable or failed in a way
     the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
-    host is reported as not verified (LOST). What a node returned is read only after ``_intake.admit``: records that
-    do not conform make the host RUN_FAILED (``_intake.MALFORMED``, the violations named), and are dropped.
+    host is reported as not verified (LOST). What a node returned is read only after ``_intake.admit``: records above
+    the cap (``limits``, record_limits) or that do not conform make the host RUN_FAILED (``_intake.MALFORMED``, the
+    sizes or the violations named), and are dropped.
     """
+    limits = limits or DEFAULT_LIMITS
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
         if records_var:
             records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
-            records, unreachable, error, runtimes = _from_result(hv.get(result_var), name)
-        records, runtimes, malformed = _intake.admit(records, runtimes)
+            records, unreachable, error, runtimes = _from_result(hv.get(result_var), name, limits)
+        records, runtimes, malformed = _intake.admit(records, runtimes, limits)
         if malformed and not unreachable:
             error = "%s; %s" % (malformed, error) if error else malformed
         if active is not None and name not in active and not unreachable and not error:
@@ -157,7 +180,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=_report.FLEET_REPORT_ARGSPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGSPEC)
+        try:
+            limits = limits_of(args["record_limits"])
+        except ValueError as exc:
+            raise AnsibleActionFail(str(exc))
         hostvars = task_vars.get("hostvars") or {}
         names = list(dict.fromkeys(args["hosts"]))
         active = set(args["active_hosts"]) if args["active_hosts"] is not None else None
@@ -178,7 +205,7 @@ class ActionModule(ActionBase):
             # store, and only its brief entry stays
             fleet = _report.Fleet()
             for item in collect_hosts(hostvars, sorted(names), args["result_var"], args["records_var"], args["pins_var"],
-                                      active):
+                                      active, limits):
                 entry = entry_of(item)
                 fleet.add(entry)
                 if store is not None and failure is None:

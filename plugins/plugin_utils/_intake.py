@@ -5,16 +5,19 @@
 """PRIVATE (controller): where a node's records enter the controller; not public API.
 
 A node is not trusted (docs/safety.md, "What the controller accepts from a node"). Everything it returns passes
-``admit`` before anything else reads it: the result contract (``_verdict.record_errors``: ``_result.validate_record`` with the checks the
-verdict relies on) and the types of every field the report reads (``shape_errors``). A node whose records do not pass
+``admit`` before anything else reads it: first the per-node cap (``_intake_limits``: total size, checks in one record,
+string length), then the result contract (``_result.validate_record``, and the layer a record is given under) and
+the types of every field the report reads (``shape_errors``). What the verdict asks beyond the shape (a runtime PASS
+that compared an edit, the statuses of the compute record's GPU rows) stays the verdict's: INCONCLUSIVE "malformed
+record", as docs/contract.md says. A node whose records do not pass
 is RUN_FAILED with ``MALFORMED`` and the violations named; its records are dropped, never read further, and every other
 node is reported as usual.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import record_errors
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import DEFAULT_LIMITS, cut, over_limits
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, validate_record
 
 MALFORMED = "malformed record from the node"
 MAX_NAMED = 8          # violations named in the message (then "and N more")
@@ -34,7 +37,7 @@ EVIDENCE_SHAPES = (
     ("host", "gpus", "maps"), ("host", "gpus[].mig", "map"), ("host", "gpus[].mig.instances", "maps"),
     ("host", "gpus[].name", "text"), ("host", "nvml", "map"),
     ("cdi", "identity", "map"), ("cdi", "identity.expected_gpus", "maps"), ("cdi", "engines", "maps"),
-    ("compute", "gpus[].uuid", "text"), ("compute", "gpus[].model", "text"), ("compute", "gpus[].reason", "text"),
+    ("compute", "gpus", "maps"), ("compute", "gpus[].uuid", "text"), ("compute", "gpus[].model", "text"), ("compute", "gpus[].reason", "text"),
     ("compute", "gpus[].signature", "text"), ("compute", "gpus[].instances", "maps"),
     ("compute", "host_control", "map"), ("compute", "host_control.gpus", "maps"), ("compute", "driver_binding", "map"),
     ("compute", "driver_binding.runs", "maps"), ("compute", "container.cdi_devices", "list"),
@@ -113,9 +116,11 @@ def violations(records, runtimes=None):
             out.append("unknown layer name %r" % (layer,))
             continue
         try:
-            errors = record_errors(layer, record)
+            errors = validate_record(record)
         except Exception as exc:  # pylint: disable=broad-except  # a record the contract's validator cannot even read
             errors = ["cannot be read (%s: %s)" % (type(exc).__name__, exc)]
+        if not errors and record["layer"] != layer:
+            errors.append("given as the %s record but its layer is %r" % (layer, record["layer"]))
         out.extend("%s: %s" % (layer, e) for e in (errors or shape_errors(layer, record)))
     if runtimes is not None:
         if not isinstance(runtimes, list):
@@ -137,15 +142,37 @@ def malformed_message(found):
     return "%s: %s%s" % (MALFORMED, "; ".join(named), more)
 
 
+def message(text, limits=None):
+    """A node's message (a failed task's msg, an unreachable reason) as the controller keeps it: at most max_string."""
+    return None if text is None else cut(str(text), (limits or DEFAULT_LIMITS)["max_string"])
+
+
+def screen(out, limits=None):
+    """A node-side module's result (node_layers, node_verify) as verify_node may read it: itself when its records
+    (``records``, and each of ``probes``' records) pass ``admit``, else a failed result whose msg says why (the records
+    dropped: what was not run is NOT_RUN with that message, and the node is RUN_FAILED in the report)."""
+    if not isinstance(out, dict):
+        return {"failed": True, "msg": "%s: the result is %s, not a mapping" % (MALFORMED, type(out).__name__)}
+    probes = out.get("probes")
+    runtimes = [p for p in probes if isinstance(p, dict) and p.get("records") is not None] if isinstance(probes, list) else probes
+    _records, _runtimes, why = admit(out.get("records"), runtimes if probes is not None else None, limits)
+    if why is None:
+        return out
+    return {"failed": True, "msg": why}
+
+
 def clip(text, limit):
     """``text`` on one line, at most ``limit`` characters (cut with '...')."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def admit(records, runtimes=None):
+def admit(records, runtimes=None, limits=None):
     """(records, runtimes, why) of what a node returned: ``why`` is None when they may be read (returned as they are),
-    else the RUN_FAILED message naming the violations, and both are None."""
+    else the RUN_FAILED message (over the cap: the sizes; not conforming: the violations), and both are None."""
+    over = over_limits({"records": records, "runtimes": runtimes}, limits or DEFAULT_LIMITS)
+    if over:
+        return None, None, "%s: over the cap: %s" % (MALFORMED, "; ".join(over))
     found = violations(records, runtimes)
     if found:
         return None, None, malformed_message(found)
