@@ -28,11 +28,16 @@ from ansible.plugins.action import ActionBase
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import DEFAULT_LIMITS, RECORD_LIMITS_SPEC, limits_of
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_lines, display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
+# the options (_report's, and the cap on what one node may return: _intake_limits)
+ARGSPEC = dict(_report.FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC)
 LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
 NO_RECORD = ("no verify record for this host: it failed or became unreachable during the verify play "
              "(see the play output for that host)")
@@ -50,11 +55,29 @@ def write_status(path, status):
     write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
 
 
-def _from_result(result, host=None):
+def _spooled_over(result, limits):
+    """Why a spooled result's file is not even read (larger than max_bytes), or None."""
+    try:
+        size = os.path.getsize(str(result["records_file"])) if isinstance(result, dict) and result.get("records_file") else 0
+    except OSError:
+        return None  # unspool says why it cannot be read
+    if size <= limits["max_bytes"]:
+        return None
+    return "{0}: over the cap: its spool file holds {1:,} bytes (record_limits.max_bytes: {2:,})".format(
+        _intake.MALFORMED, size, limits["max_bytes"])
+
+
+def _from_result(result, host=None, limits=None):
     """(records, unreachable, error, runtimes) of a registered verify_node result (read back when it was spooled)."""
     if not isinstance(result, dict) or result.get("skipped"):
         return None, None, None, None
-    message = str(result.get("msg") or "").strip() or None
+    limits = limits or DEFAULT_LIMITS
+    message = _intake.message(str(result.get("msg") or "").strip() or None, limits)
+    over = _spooled_over(result, limits)
+    if over and result.get("unreachable"):
+        return None, message or "unreachable", None, None
+    if over:
+        return None, None, over, None
     try:
         result = unspool(result, host)
     except (OSError, ValueError) as exc:
@@ -68,21 +91,27 @@ def _from_result(result, host=None):
     return result.get("records"), None, error, result.get("runtimes")
 
 
-def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None):
+def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None, limits=None):  # pylint: disable=too-many-arguments
     """The per-host inputs of _report.build_report, read from hostvars one host at a time (a generator).
 
     Each host's registered verify_node result (``result_var``) gives its records, or why it has none
     (unreachable, failed); a host without one may have records in ``records_var`` (the drills). A host that is
     not in ``active`` (when given) left the run before the report (it became unreachable or failed in a way
     the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
-    host is reported as not verified (LOST).
+    host is reported as not verified (LOST). What a node returned is read only after ``_intake.admit``: records above
+    the cap (``limits``, record_limits) or that do not conform make the host RUN_FAILED (``_intake.MALFORMED``, the
+    sizes or the violations named), and are dropped.
     """
+    limits = limits or DEFAULT_LIMITS
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
         if records_var:
             records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
-            records, unreachable, error, runtimes = _from_result(hv.get(result_var), name)
+            records, unreachable, error, runtimes = _from_result(hv.get(result_var), name, limits)
+        records, runtimes, malformed = _intake.admit(records, runtimes, limits)
+        if malformed and not unreachable:
+            error = "%s; %s" % (malformed, error) if error else malformed
         if active is not None and name not in active and not unreachable and not error:
             error = LOST
             records = dict((layer, rec) for layer, rec in (records or {}).items()
@@ -101,8 +130,19 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
         }
 
 
+def entry_of(item):
+    """The host's report entry (``_report.entry_of``). Records that passed ``_intake.admit`` and that the report still
+    cannot read (a field the intake does not know of) make this host RUN_FAILED, never the report fail."""
+    try:
+        return _report.entry_of(item)
+    except Exception as exc:  # pylint: disable=broad-except
+        why = "%s: the report cannot read it (%s: %s)" % (_intake.MALFORMED, type(exc).__name__, _intake.clip(exc, 300))
+        return _report.entry_of(dict(item, records=None, runtimes=None, error=why))
+
+
 def failing_hosts(report, require_verified, where):
-    """Host -> why the run fails it: could not be verified, or (post-check) not COMPUTE_VERIFIED."""
+    """Host -> why the run fails it: could not be verified, or (post-check) not COMPUTE_VERIFIED. The playbook prints it
+    as the node's failure: one line, its control characters visible (_escape.display_text)."""
     failing = {}
     for name, entry in report["hosts"].items():
         if entry["unverifiable"]:
@@ -110,7 +150,7 @@ def failing_hosts(report, require_verified, where):
         elif require_verified and entry["verdict"] != "COMPUTE_VERIFIED":
             failing[name] = "%s is %s%s, not COMPUTE_VERIFIED; see %s" % (
                 name, entry["verdict"], " (%s)" % entry["signature"] if entry["signature"] else "", where)
-    return failing
+    return dict((name, display_text(why)) for name, why in failing.items())
 
 
 def collect_drills(hostvars, names, drills_var):
@@ -140,7 +180,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=_report.FLEET_REPORT_ARGSPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGSPEC)
+        try:
+            limits = limits_of(args["record_limits"])
+        except ValueError as exc:
+            raise AnsibleActionFail(str(exc))
         hostvars = task_vars.get("hostvars") or {}
         names = list(dict.fromkeys(args["hosts"]))
         active = set(args["active_hosts"]) if args["active_hosts"] is not None else None
@@ -161,8 +205,8 @@ class ActionModule(ActionBase):
             # store, and only its brief entry stays
             fleet = _report.Fleet()
             for item in collect_hosts(hostvars, sorted(names), args["result_var"], args["records_var"], args["pins_var"],
-                                      active):
-                entry = _report.entry_of(item)
+                                      active, limits):
+                entry = entry_of(item)
                 fleet.add(entry)
                 if store is not None and failure is None:
                     try:
@@ -186,8 +230,9 @@ class ActionModule(ActionBase):
                     texts = dict((RENDERERS[fmt][0], RENDERERS[fmt][1](report, full)) for fmt in args["formats"])
                     _run_dir, written = write_report_set(report_dir, args["basename"], now.strftime("%Y%m%dT%H%M%SZ"), texts)
                     files = dict((fmt, written[RENDERERS[fmt][0]]) for fmt in args["formats"])
-                except OSError as exc:
-                    self._not_written(args, exc, unverifiable)
+                except Exception as exc:  # pylint: disable=broad-except  # whatever it is: the documented not-written path
+                    self._not_written(args, exc if isinstance(exc, OSError) else "%s: %s" % (type(exc).__name__, exc),
+                                      unverifiable)
         finally:
             if store is not None:
                 store.close()
@@ -204,7 +249,7 @@ class ActionModule(ActionBase):
             drift=report["drift"],
             verdicts=dict((name, entry["verdict"]) for name, entry in report["hosts"].items()),
             signatures=dict((name, entry["signature"]) for name, entry in report["hosts"].items()),
-            summary_lines=_report.summary_lines(report),
+            summary_lines=display_lines(_report.summary_lines(report)),  # printed by the playbook and the callbacks
             unverifiable=unverifiable,
             failing=failing_hosts(report, args["require_verified"], files.get("html") or "the report"),
         )

@@ -24,10 +24,13 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import verify_value_errors
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import limits_of
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import cdi_for_runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, node_verdict
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
@@ -107,7 +110,9 @@ class ActionModule(ActionBase):
             if inspect_layers:
                 module = VERIFY_MODULE if whole else INSPECT_MODULE
                 call_args = dict(inspect_args, layers=inspect_layers, **(_probe_args(args) if whole else {}))
-                out = self._call(module, call_args, task_vars, calls)
+                # where a node's records enter the controller: over the cap or not conforming, they are dropped here,
+                # before anything reads, spools or keeps them (_intake.screen)
+                out = _intake.screen(self._call(module, call_args, task_vars, calls), limits_of(args["record_limits"]))
                 if out.get("failed") or not isinstance(out.get("records"), dict):
                     # a failed call that returned records was interrupted in the probe stage: those records are kept
                     problems.append("the node-side call (%s) failed: %s" % (module, _message(out)))
@@ -131,7 +136,7 @@ class ActionModule(ActionBase):
             for layer in layers:
                 if records[layer]["status"] == "NOT_RUN" and records[layer]["reason"] == not_selected:
                     records[layer] = not_run(layer, "host unreachable: %s" % exc)
-            result.update(unreachable=True, msg=str(exc))
+            result.update(unreachable=True, msg=display_text(exc))
             spec_left = False
         # not in a finally: after a task timeout or an internal error no further call is made (it could hang
         # as long as the one that timed out); the node-side interrupt handling and the next sweep remove the spec
@@ -158,7 +163,8 @@ class ActionModule(ActionBase):
         if spec:
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
         if problems and not result.get("unreachable"):
-            result.update(failed=True, msg="; ".join(problems))
+            # printed as the task's failure: the node's words on one line, their control characters visible
+            result.update(failed=True, msg=display_text("; ".join(problems)))
         if args["spool"]:
             why = spool(result, task_vars.get("inventory_hostname"), run_id)
             if why:

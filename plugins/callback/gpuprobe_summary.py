@@ -36,12 +36,14 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._node import PROGR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
     RUN_FAILED, RUN_FAILED_CAUSES, UNREACHABLE, UNREACHABLE_CAUSES, classify,
 )
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_text
 
 STDOUT_TWIN = "gpuprobe.layers.fleet"
 
 
 def progress_line(done, total, host, verdict):
-    return "gpuprobe [%d/%s] %s: %s" % (done, total if total else "?", host, verdict)
+    """One line, whatever the node sent: its control characters are written visibly (_escape.display_text)."""
+    return display_text("gpuprobe [%d/%s] %s: %s" % (done, total if total else "?", host, verdict))
 
 
 def summary_table(verdicts, signatures=None):
@@ -49,7 +51,7 @@ def summary_table(verdicts, signatures=None):
     signatures = signatures or {}
     rows = [("HOST", "VERDICT", "SIGNATURE")]
     for host in sorted(verdicts):
-        rows.append((host, str(verdicts[host]), str(signatures.get(host) or "-")))
+        rows.append((display_text(host), display_text(verdicts[host]), display_text(signatures.get(host) or "-")))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
 
@@ -141,9 +143,9 @@ class Progress(object):
         self.owner._display.banner("GPUPROBE SUMMARY")
         if self.report is not None:
             for line in self.report.get("summary_lines") or []:
-                self.owner._display.display(line)
+                self.owner._display.display(display_text(line))
             for fmt, path in sorted((self.report.get("files") or {}).items()):
-                self.owner._display.display("%s report: %s" % (fmt, path))
+                self.owner._display.display(display_text("%s report: %s" % (fmt, path)))
         else:
             for line in summary_table(self.done):
                 self.owner._display.display(line)

@@ -253,6 +253,17 @@ def _flag(value):
     return "must be true or false"
 
 
+def _record_limits(value):
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import limits_of  # pylint: disable=import-outside-toplevel
+    if not isinstance(value, dict):
+        return "must be a dict of max_bytes, max_checks, max_string (positive integers)"
+    try:
+        limits_of(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 # the verify options (role option verify_<name>, verify_node option <name>) -> domain; every option has one
 VERIFY_DOMAINS = {
     "mode": _one_of(("full", "audit")),
@@ -282,6 +293,7 @@ VERIFY_DOMAINS = {
     "host_control": _boolean,
     "k8s": _boolean,
     "spool": _boolean,
+    "record_limits": _record_limits,
     "health_thresholds": lambda v: _raises(_health().check_thresholds, "health_thresholds")(v),  # pylint: disable=unnecessary-lambda
     "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
 }

@@ -11,14 +11,18 @@ merges by ``type`` (patchMergeKey), so the patch replaces this one condition and
 MemoryPressure, ...) and other writers' conditions alone, the way node-problem-detector writes its own. The label
 is a merge patch of ``metadata.labels`` with one key. Nothing else is written: no Pod, no taint, no spec (the
 command allowlist in _run.py refuses any other patch). ``plan`` is pure; ``publish`` reads the Nodes once, plans,
-and writes (or, in check mode, only returns what it would write). A write that fails is returned as an error.
+and writes (or, in check mode, only returns what it would write), a few Nodes at a time within an overall deadline
+and stopping after consecutive timeouts. A write that fails, or is not made, is returned as an error.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import json
 import re
+import threading
+import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import (
     DEFAULT_TIMEOUT, _items, _kubectl_json, _last_line, kubectl_base, match_node, resolve_kubectl,
@@ -159,38 +163,114 @@ def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_
     return plans, unmatched
 
 
+# bounds of the whole publish (options deadline, max_consecutive_timeouts, workers of k8s_publish): against an API server
+# that answers nothing, 2,000 Nodes one at a time at the 30 s kubectl timeout would take about 17 hours
+DEFAULT_DEADLINE = 600
+DEFAULT_MAX_CONSECUTIVE_TIMEOUTS = 5
+DEFAULT_WORKERS = 8
+_TIMED_OUT = re.compile(r"timed? ?out|deadline exceeded|Client\.Timeout|i/o timeout", re.I)
+
+
+def _timed_out(res):
+    """Whether a kubectl call ended by a timeout: ours (the process killed) or kubectl's own request timeout."""
+    return bool(res.get("timed_out")) or (res["rc"] != 0 and bool(_TIMED_OUT.search("%s %s" % (res.get("error") or "",
+                                                                                               res.get("stderr") or ""))))
+
+
+class _Bounds(object):
+    """The deadline of the whole publish and the stop after consecutive timeouts, shared by the workers."""
+
+    def __init__(self, deadline, max_timeouts):
+        self.end = time.monotonic() + deadline
+        self.deadline = deadline
+        self.max_timeouts = max_timeouts
+        self.lock = threading.Lock()
+        self.streak = 0
+        self.stopped = None
+        self.cancel = threading.Event()
+
+    def why_not(self, at_deadline=False):
+        """Why no further call may start (None: it may); ``at_deadline``: a call was killed at the deadline."""
+        with self.lock:
+            if self.stopped is None and (at_deadline or time.monotonic() >= self.end):
+                self.stopped = "the publish deadline (%d s) passed" % self.deadline
+                self.cancel.set()
+            return self.stopped
+
+    def remaining(self):
+        return self.end - time.monotonic()
+
+    def count(self, timed_out):
+        with self.lock:
+            self.streak = self.streak + 1 if timed_out else 0
+            if self.streak >= self.max_timeouts and self.stopped is None:
+                self.stopped = "stopped after %d consecutive kubectl timeouts (the API server does not answer)" % self.streak
+                self.cancel.set()
+
+
+def _write(path, entry, bounds, timeout):
+    """Run ``entry``'s kubectl writes in order; (written, error or None, why not written or None)."""
+    for argv in entry["commands"]:
+        why = bounds.why_not()
+        if why:
+            return False, None, why
+        res = run([path] + argv[1:], timeout=max(min(timeout + 5, bounds.remaining()), 1), cancel=bounds.cancel)
+        if res["rc"] == 0:
+            bounds.count(False)
+            continue
+        if res.get("error") == "cancelled" or (res.get("timed_out") and bounds.remaining() < 1):
+            return False, None, bounds.why_not(at_deadline=True)
+        bounds.count(_timed_out(res))
+        detail = res["error"] or _last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
+        return False, "kubectl %s: %s" % (" ".join(argv[argv.index("patch"):argv.index("-p")]), detail), None
+    return True, None, None
+
+
 def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT, signatures=None,
-            node_names=None, condition_type=CONDITION_TYPE, label_key=None, run_id=None, check_mode=False, now=None):
-    """Read the Nodes, plan, write (not in check mode). Returns {changed, published, unmatched, errors, kubectl}:
-    every failed read or write is in ``errors``, every host whose verdict has no Node to go to in ``unmatched``
-    (the module fails on either, after writing what it could)."""
+            node_names=None, condition_type=CONDITION_TYPE, label_key=None, run_id=None, check_mode=False, now=None,
+            deadline=DEFAULT_DEADLINE, max_consecutive_timeouts=DEFAULT_MAX_CONSECUTIVE_TIMEOUTS, workers=DEFAULT_WORKERS):
+    """Read the Nodes, plan, write (not in check mode). Returns {changed, published, unmatched, errors, not_written,
+    kubectl}: every failed read or write is in ``errors``, every host whose verdict has no Node to go to in
+    ``unmatched`` (the module fails on either, after writing what it could).
+
+    Bounded: at most ``workers`` Nodes are written at a time, no kubectl call outlives ``deadline`` seconds from the
+    start (the calls in flight then are killed), and after ``max_consecutive_timeouts`` timeouts in a row no further
+    write starts (those in flight are killed). Every Node not written because of either is in ``not_written`` (host,
+    node, reason) and in ``errors``."""
+    bounds = _Bounds(deadline, max_consecutive_timeouts)
     now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    out = {"changed": False, "published": [], "unmatched": [], "errors": [], "check_mode": check_mode,
+    out = {"changed": False, "published": [], "unmatched": [], "errors": [], "not_written": [], "check_mode": check_mode,
            "condition_type": condition_type, "label_key": label_key}
     path, reason = resolve_kubectl(kubectl, kubeconfig)
     if reason:
         out["errors"].append({"host": None, "node": None, "error": reason})
         return out
     base = kubectl_base(path, kubeconfig, context, timeout)
-    nodes, error = _kubectl_json(base, ["get", "nodes"], timeout)
+    nodes, error = _kubectl_json(base, ["get", "nodes"], min(timeout, deadline))
     if error:
         out["errors"].append({"host": None, "node": None, "error": error})
         return out
     plans, out["unmatched"] = plan(nodes, verdicts, now, signatures, node_names, condition_type, label_key, run_id)
+    entries = []
     for item in plans:
         entry = dict((k, item[k]) for k in ("host", "node", "condition", "label", "changed"))
         entry["commands"] = [["kubectl"] + base[1:] + ["patch", "node", item["node"]] + p + ["-o", "json"] for p in item["patches"]]
         entry["written"] = False
-        if not check_mode:
-            for argv in entry["commands"]:
-                res = run([path] + argv[1:], timeout=timeout + 5)
-                if res["rc"] != 0:
-                    detail = res["error"] or _last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
-                    out["errors"].append({"host": item["host"], "node": item["node"], "error": "kubectl %s: %s" % (
-                        " ".join(argv[argv.index("patch"):argv.index("-p")]), detail)})
-                    break
-            else:
-                entry["written"] = True
+        entries.append(entry)
+    if not check_mode and entries:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(entries)))) as pool:
+            done = list(pool.map(lambda e: _write(path, e, bounds, timeout), entries))
+        for entry, (written, failure, why_not) in zip(entries, done):
+            entry["written"] = written
+            if failure:
+                out["errors"].append({"host": entry["host"], "node": entry["node"], "error": failure})
+            elif why_not:
+                out["not_written"].append({"host": entry["host"], "node": entry["node"], "reason": why_not})
+    for entry in entries:
         out["changed"] = out["changed"] or (entry["changed"] and (entry["written"] or check_mode))
         out["published"].append(entry)
+    if out["not_written"]:
+        names = [n["node"] for n in out["not_written"]]
+        out["errors"].append({"host": None, "node": None, "error": "%d Node(s) not written: %s (%s%s)" % (
+            len(names), out["not_written"][0]["reason"], ", ".join(names[:10]), ", ..." if len(names) > 10 else "")})
     return out

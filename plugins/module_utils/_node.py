@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import threading
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import RECORD_LIMITS_SPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, cdi_for_runtime, crashed, not_run
 
 INSPECT_LAYERS = ("host", "cdi", "k8s")
@@ -101,6 +102,7 @@ VERIFY_NODE_ARGSPEC = dict(
     host_control=dict(type="bool", default=True),
     k8s=dict(type="bool", default=True),
     spool=dict(type="bool", default=False),
+    record_limits=RECORD_LIMITS_SPEC,
 )
 
 

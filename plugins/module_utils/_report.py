@@ -160,12 +160,12 @@ UNREACHABLE_CAUSES = (
      "the node closed the connection"),
 )
 RUN_FAILED_CAUSES = (
+    (r"malformed record from the node", "malformed record from the node"),
     (r"python[0-9.]*: (?:command )?not found|No such file or directory.*python|[Ii]nterpreter|"
      r"python.*(?:not found|No such file)", "no usable Python on the node"),
     (r"no verify record", "no verify record (the node failed or left during the verify play)"),
     (r"became unreachable or failed during the verify play", "the node left the run during the verify play"),
-    (r"timed out|timeout", "the verify task timed out"),
-    (r"MODULE FAILURE", "a node-side module failed (MODULE FAILURE)"),
+    (r"timed out|timeout", "the verify task timed out"), (r"MODULE FAILURE", "a node-side module failed (MODULE FAILURE)"),
 )
 _ADDRESS = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b|\b(?:[0-9a-fA-F]{1,4}:){2,7}[0-9a-fA-F]{1,4}\b")
 _UUID = re.compile(r"\b(?:GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")

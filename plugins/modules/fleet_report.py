@@ -100,6 +100,7 @@ options:
     type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuprobe.layers._record_limits
   - ansible.builtin.action_common_attributes.flow
 attributes:
   check_mode:
@@ -194,12 +195,13 @@ drills:
   elements: dict
 """
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import RECORD_LIMITS_SPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import FLEET_REPORT_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import documentation_only
 
 
 def main():
-    documentation_only(FLEET_REPORT_ARGSPEC, "fleet_report")
+    documentation_only(dict(FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC), "fleet_report")
 
 
 if __name__ == "__main__":

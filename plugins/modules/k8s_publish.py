@@ -74,6 +74,23 @@ options:
     description: Seconds each kubectl call may take (C(--request-timeout)).
     type: int
     default: 30
+  deadline:
+    description:
+      - Seconds the whole publish may take, from the start (reading the Nodes included). At the deadline the kubectl
+        calls in flight are killed and no further write starts; every Node not written is in RV(not_written) and the
+        task fails. The fleet playbook's task has its own C(timeout) above it.
+    type: int
+    default: 600
+  max_consecutive_timeouts:
+    description:
+      - After this many kubectl timeouts in a row (an API server that does not answer), no further write starts and
+        the calls in flight are killed; every Node not written is in RV(not_written) and the task fails.
+    type: int
+    default: 5
+  workers:
+    description: How many Nodes are written at a time (a small thread pool; each Node's condition, then its label).
+    type: int
+    default: 8
 requirements:
   - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status) (docs/k8s.md).
 seealso:
@@ -128,6 +145,13 @@ unmatched:
   returned: always
   type: list
   elements: dict
+not_written:
+  description:
+    - The Nodes whose writes were not made because the publish stopped (host, node, reason), when O(deadline) passed
+      or O(max_consecutive_timeouts) timeouts came in a row. They are counted in RV(errors) too.
+  returned: always
+  type: list
+  elements: dict
 errors:
   description: Every read or write that failed (host, node, error); the task fails when it is not empty.
   returned: always
@@ -155,12 +179,19 @@ def main():
             kubeconfig=dict(type="path"),
             context=dict(type="str"),
             timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+            deadline=dict(type="int", default=_k8s_publish.DEFAULT_DEADLINE),
+            max_consecutive_timeouts=dict(type="int", default=_k8s_publish.DEFAULT_MAX_CONSECUTIVE_TIMEOUTS),
+            workers=dict(type="int", default=_k8s_publish.DEFAULT_WORKERS),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
         check_timeout(p["timeout"])
+        check_timeout(p["deadline"], "deadline")
+        for name in ("max_consecutive_timeouts", "workers"):
+            if not 1 <= p[name] <= 64:
+                raise ValueError("%s must be from 1 to 64 (got %d)" % (name, p[name]))
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     problem = _k8s_publish.condition_type_error(p["condition_type"]) or (
@@ -170,7 +201,8 @@ def main():
     out = _k8s_publish.publish(p["verdicts"], kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"],
                                timeout=p["timeout"], signatures=p["signatures"], node_names=p["node_names"],
                                condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
-                               check_mode=module.check_mode)
+                               check_mode=module.check_mode, deadline=p["deadline"],
+                               max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"])
     for u in out["unmatched"]:
         module.warn("verdict of %s not published: %s" % (u["host"], u["reason"]))
     problems = ["%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]]

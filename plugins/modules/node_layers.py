@@ -65,6 +65,7 @@ spec:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import cap_strings
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import NODE_LAYERS_ARGSPEC, inspect
 
 
@@ -74,6 +75,7 @@ def main():
         out = inspect(module.params, check_mode=module.check_mode)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
     module.exit_json(changed=bool(out.get("spec") and not module.params["cdi_spec"] and not module.check_mode), **out)
 
 

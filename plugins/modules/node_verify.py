@@ -79,6 +79,7 @@ spec_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import cap_strings
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node_verify import NODE_VERIFY_ARGSPEC, verify
 
 
@@ -88,6 +89,7 @@ def main():
         out = verify(module.params, check_mode=module.check_mode)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
     changed = bool(out.get("spec") and not module.params["cdi_spec"] and not module.check_mode)
     if out.get("interrupted"):
         module.fail_json(msg=out.pop("interrupted"), changed=changed, **out)

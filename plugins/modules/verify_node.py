@@ -35,6 +35,7 @@ description:
     Layers left out are C(NOT_RUN) C(not selected in this run (tags)). Give the task the tag C(always)."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuprobe.layers._record_limits
   - ansible.builtin.action_common_attributes.flow
   - gpuprobe.layers._attributes
 attributes:

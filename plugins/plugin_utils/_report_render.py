@@ -22,18 +22,19 @@ import re
 import xml.etree.ElementTree as ET
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import SHORT, not_read_lines, reason
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import drift_lines, drift_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
-    BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
+    BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, STATES, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
     state_words,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED, INCONCLUSIVE
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import template_cache
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import controls
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_report_templates")
 
@@ -59,13 +60,47 @@ def _text(value):
 
 
 def _md(value):
-    """A value escaped for a Markdown table cell or line (Markup passes as it is: the template's own markup)."""
+    """A value escaped for a Markdown table cell or line (Markup passes as it is: the template's own markup): one line
+    (a newline cannot forge a table row), its other control characters visible (``_escape.controls``), and every
+    character that Markdown or inline HTML reads as markup backslash-escaped."""
     if isinstance(value, Markup):
         return str(value)
-    text = _text(value).replace("\r", " ").replace("\n", " ")
+    text = controls(_text(value).replace("\r", " ").replace("\n", " "))
     for ch in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
         text = text.replace(ch, "\\" + ch)
     return text
+
+
+# what a Markdown line that a value starts reads as a block: a heading, a rule or setext underline, a list, a quote
+_MD_BLOCK_START = re.compile(r"^(\s*)(#|=|-|\+|~|[0-9]+[.)])")
+
+# the report's own words (statuses, states, verdicts, drift states): printed as they are; anything else is escaped
+KNOWN_WORDS = frozenset(STATUSES + STATES + ("differs", "unknown"))
+
+
+def md_known(value):
+    """One of the report's own words as it is (``KNOWN_WORDS``: PASS, FAILED_AT_CDI, ...), anything else escaped
+    (``_md``): the template never prints a value from a node raw."""
+    if isinstance(value, str) and value in KNOWN_WORDS:
+        return Markup(value)
+    return Markup(_md(value))
+
+
+def md_block(value):
+    """``_md`` of a value that starts a Markdown line: what would make the line a heading, a rule, a list item or a
+    quote is escaped too, and leading blanks (an indented code block) dropped."""
+    text = _md(value).lstrip()
+    match = _MD_BLOCK_START.match(text)
+    if match:
+        end = match.end()
+        text = text[:end - 1] + "\\" + text[end - 1:]
+    return Markup(text)
+
+
+def md_html(value):
+    """A value inside a raw HTML block of the Markdown (``<details><summary>``, where Markdown escapes are not read):
+    HTML-escaped, on one line."""
+    return Markup(escape(" ".join(controls(_text(value)).split())))
 
 
 def _html_finalize(value):
@@ -222,7 +257,8 @@ def _env(kind):
                           bytecode_cache=template_cache(),
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                           finalize=_html_finalize if kind == "html" else _md)
-        env.filters.update(text=_text, md=_md, raw=Markup, plural=plural, state_words=state_words,
+        env.filters.update(text=_text, md=_md, raw=Markup, known=md_known, md_block=md_block, md_html=md_html,
+                           plural=plural, state_words=state_words,
                            state_colour=state_colour, status_colour=status_colour, because_text=because_text,
                            health_line=health_line, predicted_text=predicted_text, gpu_cell=gpu_cell,
                            health_rows=health_rows, layer_checks=layer_checks, not_read_lines=not_read_lines)

@@ -34,12 +34,17 @@ def _load(rel):
 
 
 class Recorder(object):
-    def __init__(self, dra=True, forbid_patch=()):
+    def __init__(self, dra=True, forbid_patch=(), hang_patch=False, extra_nodes=0):
         self.dra = dra
         self.forbid_patch = set(forbid_patch)
+        self.hang_patch = hang_patch  # a PATCH is never answered (until the test ends: ``released``, at most 120 s)
+        self.released = threading.Event()
         self.requests = []
         self.lists = dict((kind, _load(kind + ".json")) for kind, _k, _n in CORE)
         self.lists.update((kind, _load("v1/%s.json" % kind)) for kind, _k, _n in DRA)
+        for i in range(extra_nodes):
+            self.lists["nodes"]["items"].append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-%03d" % i, "labels": {}},
+                                                 "status": {}})
 
     def _resources(self, table, group_version):
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": [
@@ -76,6 +81,9 @@ class Recorder(object):
                 node = next((n for n in self.lists["nodes"]["items"] if n["metadata"]["name"] == rest[1]), None)
                 if node is None:
                     return 404, _status(404, "NotFound", 'nodes "%s" not found' % rest[1])
+                if method == "PATCH" and self.hang_patch:
+                    self.released.wait(120)
+                    return 504, _status(504, "Timeout", "released by the test")
                 if method == "PATCH" and rest[1] in self.forbid_patch:
                     return 403, _status(403, "Forbidden", 'nodes "%s" is forbidden: User "probe" cannot patch resource "%s" in '
                                         'API group "" at the cluster scope' % (rest[1], "/".join(["nodes"] + rest[2:])))
@@ -106,9 +114,11 @@ def endpoint(tmp_path, monkeypatch):
     # the same ephemeral port, with other API groups, would answer for this one. Each test gets its own cache.
     monkeypatch.setenv("KUBECACHEDIR", str(tmp_path / "kube-cache"))
     servers = []
+    recorders = []
 
     def start(**kw):
         recorder = Recorder(**kw)
+        recorders.append(recorder)
 
         class Handler(BaseHTTPRequestHandler):
             def _handle(self, method):
@@ -143,6 +153,8 @@ def endpoint(tmp_path, monkeypatch):
             "current-context: x\n" % server.server_address[1])
         return recorder, str(kubeconfig)
     yield start
+    for recorder in recorders:
+        recorder.released.set()
     for server in servers:
         server.shutdown()
         server.server_close()
@@ -186,7 +198,8 @@ def test_real_kubectl_patches_the_node_status_subresource(endpoint):
     recorder, kubeconfig = endpoint(forbid_patch=["plain-0"])
     out = _k8s_publish.publish({"dra-0": "FAILED_AT_COMPUTE", "plain-0": "COMPUTE_VERIFIED"}, kubectl=KUBECTL,
                                kubeconfig=kubeconfig, timeout=10, label_key="gpuprobe.layers/verdict", now="2026-12-03T10:00:00Z")
-    patches = [r for r in recorder.requests if r["method"] == "PATCH"]
+    # the Nodes are written a few at a time: each Node's condition, then its label
+    patches = [r for r in recorder.requests if r["method"] == "PATCH" and "/dra-0" in r["path"]]
     status, label = patches[0], patches[1]
     assert (status["path"], status["content_type"]) == ("/api/v1/nodes/dra-0/status", "application/strategic-merge-patch+json")
     assert status["query"]["fieldManager"] == ["kubectl-patch"]
@@ -199,6 +212,47 @@ def test_real_kubectl_patches_the_node_status_subresource(endpoint):
     assert out["errors"] == [{"host": "plain-0", "node": "plain-0", "error": (
         'kubectl patch node plain-0 --subresource=status --type=strategic: Error from server (Forbidden): nodes "plain-0" '
         'is forbidden: User "probe" cannot patch resource "nodes/status" in API group "" at the cluster scope')}]
+
+
+
+# ---- issue 34.4: the whole publish is bounded, against an API server that never answers PATCH ----
+
+def _hung(endpoint, nodes=20):
+    recorder, kubeconfig = endpoint(hang_patch=True, extra_nodes=nodes)
+    return recorder, kubeconfig, dict(("gpu-%03d" % i, "COMPUTE_VERIFIED") for i in range(nodes))
+
+
+def test_publish_stops_after_consecutive_timeouts_and_names_the_nodes_not_written(endpoint):
+    import time  # pylint: disable=import-outside-toplevel
+    recorder, kubeconfig, verdicts = _hung(endpoint)
+    t0 = time.monotonic()
+    out = _k8s_publish.publish(verdicts, kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=2, deadline=60,
+                               max_consecutive_timeouts=3, workers=4, label_key="gpuprobe.layers/verdict")
+    took = time.monotonic() - t0
+    # one round of the small pool: the first 3 timeouts stop it; serially, 20 Nodes would take 20 x 2 s and more
+    assert took < 12, took
+    patches = [r for r in recorder.requests if r["method"] == "PATCH"]
+    assert 3 <= len(patches) <= 4 + 3 - 1, len(patches)  # the pool's first round, and what started before the third timeout
+    assert not any(p["written"] for p in out["published"])
+    not_written = dict((n["node"], n["reason"]) for n in out["not_written"])
+    assert len(not_written) + sum(1 for e in out["errors"] if e["node"]) == 20
+    assert len(not_written) >= 16
+    assert set(not_written.values()) == {"stopped after 3 consecutive kubectl timeouts (the API server does not answer)"}
+    assert out["errors"][-1]["error"].startswith("%d Node(s) not written: stopped after 3 consecutive" % len(not_written))
+    assert all("Timeout" in e["error"] or "timeout" in e["error"] or "deadline" in e["error"]
+               for e in out["errors"] if e["node"]), out["errors"]
+
+
+def test_publish_ends_at_its_deadline_whatever_the_timeouts(endpoint):
+    import time  # pylint: disable=import-outside-toplevel
+    _recorder, kubeconfig, verdicts = _hung(endpoint, nodes=12)
+    t0 = time.monotonic()
+    out = _k8s_publish.publish(verdicts, kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=30, deadline=4,
+                               max_consecutive_timeouts=50, workers=2)
+    took = time.monotonic() - t0
+    assert took < 4 + 3, took  # the calls in flight at the deadline are killed
+    assert len(out["not_written"]) == 12
+    assert set(n["reason"] for n in out["not_written"]) == {"the publish deadline (4 s) passed"}
 
 
 # ---- the fleet playbook end to end: a node's verdict, published by the real kubectl ----

@@ -136,13 +136,15 @@ def test_publish_writes_one_condition_and_one_label_per_node(fake_kubectl):
     assert [(p["node"], p["written"]) for p in out["published"]] == [("dra-0", True), ("plain-0", True)]
     log = calls(tmp)
     assert log[0] == ["get", "nodes", "-o", "json"]
-    status = log[3]
+    # the Nodes are written a few at a time (workers): each Node's condition, then its label
+    plain = [argv for argv in log if argv[:3] == ["patch", "node", "plain-0"]]
+    status = plain[0]
     assert status[:5] == ["patch", "node", "plain-0", "--subresource=status", "--type=strategic"]
     cond = json.loads(status[6])["status"]["conditions"][0]
     assert (cond["status"], cond["reason"]) == ("False", "FAILED_AT_CDI")
     assert cond["message"] == "gpuprobe.layers verdict FAILED_AT_CDI; signature cdi.spec.parse"
-    assert log[4][:4] == ["patch", "node", "plain-0", "--type=merge"]
-    assert json.loads(log[4][5]) == {"metadata": {"labels": {"gpuprobe.layers/verdict": "FAILED_AT_CDI"}}}
+    assert len(plain) == 2 and plain[1][:4] == ["patch", "node", "plain-0", "--type=merge"]
+    assert json.loads(plain[1][5]) == {"metadata": {"labels": {"gpuprobe.layers/verdict": "FAILED_AT_CDI"}}}
 
 
 def test_check_mode_writes_nothing_and_shows_what_it_would(fake_kubectl):

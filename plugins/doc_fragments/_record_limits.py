@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE doc fragment: the option record_limits of verify_node and fleet_report (not public API). The argument spec
+is _intake_limits.RECORD_LIMITS_SPEC, the defaults _intake_limits.DEFAULT_LIMITS."""
+
+
+class ModuleDocFragment(object):  # pylint: disable=too-few-public-methods
+
+    DOCUMENTATION = r"""
+options:
+  record_limits:
+    description:
+      - The cap on what one node may return, checked where its records enter the controller (M(gpuprobe.layers.verify_node)
+        as the node's result arrives, M(gpuprobe.layers.fleet_report) as the records are read back; docs/safety.md).
+      - Above any limit, or when its records do not conform to the result contract (docs/contract.md, with the types of
+        every field the report reads), the node's records are dropped before anything reads, spools or renders them, its
+        layers are C(NOT_RUN) and the node is RUN_FAILED, the reason starting with "malformed record from the node" and
+        naming the sizes or the violations. Every other node is reported as usual.
+      - The node-side modules cut every string longer than the default O(record_limits.max_string) with a marker (never
+        a status), so an honest node stays within the defaults (its records are about 70 KB, with fewer than 300 checks).
+      - The verify role's C(verify_record_limits) sets it for both (the fleet playbook passes it to the report).
+    type: dict
+    default: {}
+    suboptions:
+      max_bytes:
+        description: The most bytes of JSON one node's records (all layers, all runtimes) may hold. Default 33554432 (32 MiB).
+        type: int
+      max_checks:
+        description: The most checks one record may hold. Default 10000.
+        type: int
+      max_string:
+        description: The longest string (characters) anywhere in a node's records. Default 65536.
+        type: int
+"""

@@ -1,0 +1,179 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE (controller): where a node's records enter the controller; not public API.
+
+A node is not trusted (docs/safety.md, "What the controller accepts from a node"). Everything it returns passes
+``admit`` before anything else reads it: first the per-node cap (``_intake_limits``: total size, checks in one record,
+string length), then the result contract (``_result.validate_record``, and the layer a record is given under) and
+the types of every field the report reads (``shape_errors``). What the verdict asks beyond the shape (a runtime PASS
+that compared an edit, the statuses of the compute record's GPU rows) stays the verdict's: INCONCLUSIVE "malformed
+record", as docs/contract.md says. A node whose records do not pass
+is RUN_FAILED with ``MALFORMED`` and the violations named; its records are dropped, never read further, and every other
+node is reported as usual.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import DEFAULT_LIMITS, cut, over_limits
+from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, validate_record
+
+MALFORMED = "malformed record from the node"
+MAX_NAMED = 8          # violations named in the message (then "and N more")
+
+_TEXT = (str, type(None))
+_NUMBER = (int, float)
+
+# the record's own fields the report reads, with the types it reads them as (None allowed everywhere: not said)
+RECORD_TYPES = (("reason", _TEXT, "a string"), ("signature", _TEXT, "a string"), ("started_at", _TEXT, "a string"))
+CHECK_TYPES = (("id", (str,), "a string"), ("subject", _TEXT, "a string"), ("expected", _TEXT, "a string"),
+               ("observed", _TEXT, "a string"), ("hint", _TEXT, "a string"), ("runtime", _TEXT, "a string"))
+
+# (layer or None for every layer, path in its evidence, kind): what the report and the verdict read of the evidence.
+# "[]" walks every element of a list; kinds: "map", "list", "maps" (a list of mappings), "text", "number".
+EVIDENCE_SHAPES = (
+    (None, "container", "map"), (None, "observed", "map"), (None, "expected_edits", "map"),
+    ("host", "gpus", "maps"), ("host", "gpus[].mig", "map"), ("host", "gpus[].mig.instances", "maps"),
+    ("host", "gpus[].name", "text"), ("host", "nvml", "map"),
+    ("cdi", "identity", "map"), ("cdi", "identity.expected_gpus", "maps"), ("cdi", "engines", "maps"),
+    ("compute", "gpus", "maps"), ("compute", "gpus[].uuid", "text"), ("compute", "gpus[].model", "text"), ("compute", "gpus[].reason", "text"),
+    ("compute", "gpus[].signature", "text"), ("compute", "gpus[].instances", "maps"),
+    ("compute", "host_control", "map"), ("compute", "host_control.gpus", "maps"), ("compute", "driver_binding", "map"),
+    ("compute", "driver_binding.runs", "maps"), ("compute", "container.cdi_devices", "list"),
+    ("k8s", "nodes", "maps"), ("k8s", "nodes[].name", "text"), ("k8s", "nodes[].gpu_labels", "map"),
+    ("k8s", "nodes[].status", "map"),
+)
+_KINDS = {"map": (dict, "a mapping"), "list": (list, "a list"), "maps": (list, "a list of mappings"),
+          "text": (_TEXT, "a string"), "number": (_NUMBER, "a number")}
+
+
+def _walk(value, parts, where):
+    """(where, value) of every match of ``parts`` (a path split on '.') under ``value``; absent parts match nothing."""
+    if not parts:
+        yield where, value
+        return
+    head, rest = parts[0], parts[1:]
+    many = head.endswith("[]")
+    key = head[:-2] if many else head
+    if not isinstance(value, dict) or value.get(key) is None:
+        return
+    value = value[key]
+    if not many:
+        yield from _walk(value, rest, "%s.%s" % (where, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _walk(item, rest, "%s.%s[%d]" % (where, key, i))
+
+
+def _kind_error(where, value, kind):
+    types, words = _KINDS[kind]
+    if isinstance(value, bool) and kind == "number" or not isinstance(value, types):
+        return "%s is %s, not %s" % (where, type(value).__name__, words)
+    if kind == "maps":
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                return "%s[%d] is %s, not a mapping" % (where, i, type(item).__name__)
+    return None
+
+
+def shape_errors(layer, record):
+    """The fields of a (contract-valid) record that the report reads as another type than the record gives."""
+    errors = []
+    for key, types, words in RECORD_TYPES:
+        if not isinstance(record.get(key), types):
+            errors.append("%s is %s, not %s" % (key, type(record[key]).__name__, words))
+    duration = record.get("duration_ms")
+    if duration is not None and (isinstance(duration, bool) or not isinstance(duration, _NUMBER)):
+        errors.append("duration_ms is %s, not a number" % type(duration).__name__)
+    if any(not isinstance(item, str) for item in record["not_proven"]):
+        errors.append("not_proven holds something other than strings")
+    for i, check in enumerate(record["checks"]):
+        for key, types, words in CHECK_TYPES:
+            if not isinstance(check.get(key), types):
+                errors.append("check %d: %s is %s, not %s" % (i, key, type(check.get(key)).__name__, words))
+    for only, path, kind in EVIDENCE_SHAPES:
+        if only not in (None, layer):
+            continue
+        for where, value in _walk(record["evidence"], path.split("."), "evidence"):
+            error = _kind_error(where, value, kind)
+            if error:
+                errors.append(error)
+    return errors
+
+
+def violations(records, runtimes=None):
+    """Every way ``records`` (layer -> record, as the node gave them) and ``runtimes`` (verify_node's per-runtime
+    entries, or None) break the contract or hold a field of another type than the report reads: a list of texts,
+    each naming the layer (empty when they conform)."""
+    if records is None:
+        records = {}
+    if not isinstance(records, dict):
+        return ["the records are %s, not a mapping of layer -> record" % type(records).__name__]
+    out = []
+    for layer, record in records.items():
+        if layer not in LAYERS:
+            out.append("unknown layer name %r" % (layer,))
+            continue
+        try:
+            errors = validate_record(record)
+        except Exception as exc:  # pylint: disable=broad-except  # a record the contract's validator cannot even read
+            errors = ["cannot be read (%s: %s)" % (type(exc).__name__, exc)]
+        if not errors and record["layer"] != layer:
+            errors.append("given as the %s record but its layer is %r" % (layer, record["layer"]))
+        out.extend("%s: %s" % (layer, e) for e in (errors or shape_errors(layer, record)))
+    if runtimes is not None:
+        if not isinstance(runtimes, list):
+            return out + ["runtimes is %s, not a list" % type(runtimes).__name__]
+        for i, entry in enumerate(runtimes):
+            if not isinstance(entry, dict) or not isinstance(entry.get("records"), dict):
+                out.append("runtimes[%d] is not a mapping with records" % i)
+                continue
+            if not isinstance(entry.get("runtime"), _TEXT):
+                out.append("runtimes[%d].runtime is not a string" % i)
+            out.extend("runtimes[%d].%s" % (i, v) for v in violations(entry["records"]))
+    return out
+
+
+def malformed_message(found):
+    """'malformed record from the node: <the first MAX_NAMED violations>[; and N more]' (each clipped, one line)."""
+    named = [clip(v, 300) for v in found[:MAX_NAMED]]
+    more = "; and %d more" % (len(found) - MAX_NAMED) if len(found) > MAX_NAMED else ""
+    return "%s: %s%s" % (MALFORMED, "; ".join(named), more)
+
+
+def message(text, limits=None):
+    """A node's message (a failed task's msg, an unreachable reason) as the controller keeps it: at most max_string."""
+    return None if text is None else cut(str(text), (limits or DEFAULT_LIMITS)["max_string"])
+
+
+def screen(out, limits=None):
+    """A node-side module's result (node_layers, node_verify) as verify_node may read it: itself when its records
+    (``records``, and each of ``probes``' records) pass ``admit``, else a failed result whose msg says why (the records
+    dropped: what was not run is NOT_RUN with that message, and the node is RUN_FAILED in the report)."""
+    if not isinstance(out, dict):
+        return {"failed": True, "msg": "%s: the result is %s, not a mapping" % (MALFORMED, type(out).__name__)}
+    probes = out.get("probes")
+    runtimes = [p for p in probes if isinstance(p, dict) and p.get("records") is not None] if isinstance(probes, list) else probes
+    _records, _runtimes, why = admit(out.get("records"), runtimes if probes is not None else None, limits)
+    if why is None:
+        return out
+    return {"failed": True, "msg": why}
+
+
+def clip(text, limit):
+    """``text`` on one line, at most ``limit`` characters (cut with '...')."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def admit(records, runtimes=None, limits=None):
+    """(records, runtimes, why) of what a node returned: ``why`` is None when they may be read (returned as they are),
+    else the RUN_FAILED message (over the cap: the sizes; not conforming: the violations), and both are None."""
+    over = over_limits({"records": records, "runtimes": runtimes}, limits or DEFAULT_LIMITS)
+    if over:
+        return None, None, "%s: over the cap: %s" % (MALFORMED, "; ".join(over))
+    found = violations(records, runtimes)
+    if found:
+        return None, None, malformed_message(found)
+    return records, runtimes, None
