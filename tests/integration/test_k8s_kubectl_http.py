@@ -214,8 +214,8 @@ def test_real_kubectl_patches_the_node_status_subresource(endpoint):
         'is forbidden: User "probe" cannot patch resource "nodes/status" in API group "" at the cluster scope')}]
 
 
-
 # ---- issue 34.4: the whole publish is bounded, against an API server that never answers PATCH ----
+
 
 def _hung(endpoint, nodes=20):
     recorder, kubeconfig = endpoint(hang_patch=True, extra_nodes=nodes)
