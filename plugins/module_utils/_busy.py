@@ -29,6 +29,10 @@ Every way NVML can leave an instance's state open, and what it gives here (docs/
   busy state is unknown; a GPU the driver lists in procfs that NVML did not list is unknown.
 The MIG mode that counts is the current one (a pending mode applies after a GPU reset: CUDA still sees what the
 current mode gives).
+
+What the probe may touch is a positive list (``idle_uuids``), never "whatever is not known busy": a device CUDA lists
+under a UUID NVML never listed (an instance NVML did not enumerate, with no process naming it; a GPU NVML did not
+count) has no process list that covers it, so it is not known idle and is left alone like a busy one.
 """
 
 from __future__ import annotations
@@ -69,12 +73,18 @@ def _mig_enabled(gpu):
     return None if error and "NVML_ERROR_NOT_SUPPORTED" not in error else False
 
 
+def _beyond(instances, loose):
+    """The parent-level processes no instance lists that run on an instance NVML did not enumerate: their instance ids
+    name none of the enumerated ones (each of them with its ids read), or no instance was enumerated."""
+    known_ids = all(inst.get("gi") is not None for inst in instances)
+    return [p for p in loose if not instances or (p.get("gpu_instance_id") is not None and known_ids)]
+
+
 def _unenumerated(gpu, instances, loose):
     """The entry of an instance NVML did not enumerate that a parent-level process runs on (None when none can be):
     the process names instance ids no enumerated instance has (each of them with its ids read), or the GPU has
     MIG enabled, processes, and no instance enumerated. Its UUID is unknown: nothing can be skipped by it."""
-    known_ids = all(inst.get("gi") is not None for inst in instances)
-    beyond = [p for p in loose if not instances or (p.get("gpu_instance_id") is not None and known_ids)]
+    beyond = _beyond(instances, loose)
     if not beyond:
         return None
     ids = sorted(set((p.get("gpu_instance_id"), p.get("compute_instance_id")) for p in beyond), key=str)
@@ -97,6 +107,9 @@ def _instance_entries(gpu):
     beyond = _unenumerated(gpu, instances, loose)
     if beyond is not None:
         out.append(beyond)
+    # what could run on any instance: a process no instance id places (one placed on an instance NVML did not
+    # enumerate runs there, not here)
+    loose = [p for p in loose if p not in _beyond(instances, loose)]
     for inst in instances:
         own = inst.get("compute_processes")
         procs = list(own or [])
@@ -226,20 +239,71 @@ UNKNOWN_BUSY = ("cannot tell whether the GPU is in use: no host NVML evidence of
                 "(allow_busy_gpu: true probes anyway)")
 
 
+def _idle_uuids(host_record, busy):
+    """The UUIDs of the devices NVML positively reported idle: a GPU with MIG off whose process list was read and is
+    empty; a MIG instance whose own list was read and no busy or unknown entry names (the parent's processes all carry
+    instance ids placing them elsewhere); a MIG GPU's own UUID (what CUDA < 470 names each instance by) only when every
+    instance NVML enumerated is idle and no entry names that GPU. Sorted; a GPU only the driver lists is never in it."""
+    if busy is None:
+        return []
+    out = set()
+    for gpu in (((host_record or {}).get("evidence") or {}).get("nvml") or {}).get("gpus") or []:
+        if _mig_enabled(gpu):
+            instances = gpu.get("mig_devices") or []
+            idle = [inst["uuid"] for inst in instances if inst.get("uuid") and inst.get("compute_processes") is not None
+                    and not busy_on(busy, inst["uuid"])]
+            out.update(idle)
+            if gpu.get("uuid") and instances and len(idle) == len(instances) and not busy_on(busy, gpu["uuid"]):
+                out.add(gpu["uuid"])
+        elif gpu.get("uuid") and gpu.get("compute_processes") == [] and not busy_on(busy, gpu["uuid"]):
+            out.add(gpu["uuid"])
+    return sorted(out)
+
+
+def _nvml_uuids(host_record):
+    """Every UUID NVML listed on the node (GPUs and MIG instances)."""
+    out = set()
+    for gpu in (((host_record or {}).get("evidence") or {}).get("nvml") or {}).get("gpus") or []:
+        out.update(u for u in [gpu.get("uuid")] + [i.get("uuid") for i in gpu.get("mig_devices") or []] if u)
+    return sorted(out)
+
+
 def busy_plan(host_record, allow_busy_gpu=False):
     """What the probe may touch, from the host's compute processes. Returns dict busy (the processes, None when
-    unknown), skip_uuids (busy GPUs and MIG instances, instances whose busy state is unknown, and the parent UUID of
-    a GPU with such an instance: listed in the container, never touched) and skip_reason (compute must not run at
-    all: the busy state is unknown, or a busy or unknown device has no UUID to skip it by)."""
+    unknown), idle_uuids (the positive list, _idle_uuids: the probe touches only these devices and leaves every other
+    one CUDA lists alone, unless allow_busy_gpu: touch_only), nvml_uuids (every UUID NVML listed: says why a device is
+    not known idle), allow_busy_gpu and skip_reason (compute must not run at all: the busy state of
+    the node is unknown)."""
     busy = gpu_compute_processes(host_record)
-    plan = {"busy": busy, "skip_uuids": [], "skip_reason": None}
-    if allow_busy_gpu:
-        return plan
-    if busy is None:
+    plan = {"busy": busy, "allow_busy_gpu": bool(allow_busy_gpu), "idle_uuids": _idle_uuids(host_record, busy),
+            "nvml_uuids": _nvml_uuids(host_record), "skip_reason": None}
+    if busy is None and not allow_busy_gpu:
         plan["skip_reason"] = UNKNOWN_BUSY
-    elif any(not p.get("gpu_uuid") for p in busy):
-        plan["skip_reason"] = busy_reason(busy) + " (a GPU or MIG instance without a known UUID cannot be skipped alone)"
-    else:
-        # a busy or unknown MIG instance also keeps the probe off a device named by its parent's UUID
-        plan["skip_uuids"] = sorted(set(p["gpu_uuid"] for p in busy) | set(p["parent_uuid"] for p in busy if p.get("parent_uuid")))
     return plan
+
+
+def touch_only(plan):
+    """The only UUIDs the probe may touch (the probe's idle_uuids), or None where no busy check was asked
+    (allow_busy_gpu: the user's opt-in to run on a busy GPU) or there is no plan."""
+    if not plan or plan.get("allow_busy_gpu"):
+        return None
+    return list(plan.get("idle_uuids") or [])
+
+
+def not_idle_text(plan, uuid, norm=lambda u: str(u).lower()):
+    """Why the device CUDA names ``uuid`` is not known idle (None when NVML reported it idle, or there is no plan): its
+    busy or unknown entries (busy_text), else 'not known idle: ' and why NVML did not report it idle."""
+    if not plan or (uuid and norm(uuid) in set(norm(u) for u in plan.get("idle_uuids") or [])):
+        return None
+    procs = busy_on((plan or {}).get("busy"), uuid, norm)
+    if procs:
+        return busy_text(procs)
+    if not uuid:
+        return "not known idle: CUDA gave it no UUID, so it cannot be matched to a device NVML reported idle"
+    if norm(uuid) not in set(norm(u) for u in (plan or {}).get("nvml_uuids") or []):
+        # a process NVML placed on a device it did not list (no UUID) may be on this one
+        nameless = [p for p in (plan or {}).get("busy") or [] if not p.get("gpu_uuid")]
+        return ("not known idle: NVML on the host never listed %s (a MIG instance or GPU it did not enumerate), so no "
+                "process list covers it" % uuid) + ("; %s" % busy_reason(nameless) if nameless else "")
+    return ("not known idle: NVML did not report %s idle (a MIG-enabled GPU not every instance of which is known idle: "
+            "a driver < 470 names any of them by it)" % uuid)

@@ -11,7 +11,7 @@ import hashlib
 import os
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan, touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import (
     EarlyControl, compute_record, concurrent_scope, prefetch_host_driver_facts,
 )
@@ -141,8 +141,8 @@ def _early_control(p, params, records, check_mode, expected_gpus):
     if not p["host_control"] or check_mode or params["isolation"] != "shared":
         return None
     plan = busy_plan(records.get("host"), p["allow_busy_gpu"])
-    scope = None if plan["skip_reason"] else concurrent_scope(records.get("host"), expected_gpus, plan["skip_uuids"])
-    return EarlyControl(records.get("host"), p["timeout"], scope, plan["skip_uuids"]) if scope else None
+    scope = None if plan["skip_reason"] else concurrent_scope(records.get("host"), expected_gpus, touch_only(plan))
+    return EarlyControl(records.get("host"), p["timeout"], scope, touch_only(plan)) if scope else None
 
 
 def isolation_for(isolation, cdi_devices, expected_gpus):

@@ -16,8 +16,9 @@ still there, each carrying this run's ``token``. The line kinds, their fields, t
 reads them are the contract in ``_probe_contract`` (which also says how this script is run).
 Every device is listed and, unless skipped, runs its own context, kernel and check of every element; one
 device failing does not stop the others.
-Config keys: nodes (device paths to inspect), compute (bool), skip_uuids (GPUs never to touch beyond
-listing them: busy ones), only_uuids (when given, run only on these; uuid: one more such UUID),
+Config keys: nodes (device paths to inspect), compute (bool), idle_uuids (when given, even empty: the only devices
+it may touch, those the host's NVML reported idle; every other one is listed, never touched), skip_uuids (older
+configs: devices never to touch), only_uuids (when given, run only on these; uuid: one more such UUID),
 libcuda (explicit path to dlopen instead of the soname), n (buffer length, default 1024), capture_env
 (default true; the host control records PATH and LD_LIBRARY_PATH only), skip_compute_reason (record why
 compute is skipped, e.g. a busy GPU, and do not touch the GPU), token (bound to every line), a and b (the
@@ -562,13 +563,17 @@ class Cuda(object):
 
 
 def skip_reason_for(info, config):
-    """Why the probe must not touch this device (None: run it). ``skip_uuids``: busy GPUs, never touched;
-    ``only_uuids``: when given, the only devices to run on (the host control runs on the container's GPUs)."""
+    """Why the probe must not touch this device (None: run it). ``idle_uuids`` (a list, even empty): the only devices
+    known idle, no other is touched; ``skip_uuids``: never touched; ``only_uuids``: when given, the only devices to
+    run on (the host control runs on the container's GPUs)."""
     skip = set(norm_uuid(u) for u in config.get("skip_uuids") or [] if u)
     only = set(norm_uuid(u) for u in config.get("only_uuids") or [] if u)
     if config.get("uuid"):
         only.add(norm_uuid(config["uuid"]))
     uuid = norm_uuid(info.get("uuid")) if info.get("uuid") else None
+    if config.get("idle_uuids") is not None and uuid not in set(norm_uuid(u) for u in config["idle_uuids"] if u):
+        return "not known idle: %s, not preempting" % (
+            "the host's NVML did not report %s idle" % info["uuid"] if uuid else "no UUID to match with the idle ones")
     if uuid is None and (skip or only):
         return "UUID unknown: cannot tell whether it is a GPU to leave alone"
     if uuid in skip:

@@ -25,7 +25,8 @@ description:
     GPU seen in the container beyond them - C(index), C(uuid), C(model), C(expected), C(seen_in_container),
     C(ordinal), C(status), C(signature), C(reason).
   - "A GPU with compute processes in the host record is C(NOT_RUN) for that GPU alone (C(GPU in use, not
-    preempting: pid ...)), never touched, and the others are still verified; without host NVML evidence of
+    preempting: pid ...)), never touched, and the others are still verified; so is one NVML did not report idle
+    (C(not known idle: ...), e.g. a MIG instance NVML never listed); without host NVML evidence of
     compute processes compute is C(NOT_RUN) (C(cannot tell whether the GPU is in use)); O(allow_busy_gpu=true)
     probes anyway."
   - The status is the roll-up of the container's checks; it is C(NOT_RUN) when the container never ran, ran
@@ -104,7 +105,7 @@ ansible_facts:
           requested list), C(runtime), C(steps), C(nvml), C(facts) (cuda_driver_api, devices), C(hung_step),
           C(hung_device), C(libraries), C(rc), C(noise_count), C(noise), C(inconsistent); with per-device isolation
           C(evidence.containers) holds one such entry per container. C(evidence.host_control) holds C(status),
-          C(steps), C(only_uuids), C(skip_uuids), C(gpus) (one C(uuid), C(status), C(signature), C(step) per GPU
+          C(steps), C(only_uuids), C(idle_uuids), C(gpus) (one C(uuid), C(status), C(signature), C(step) per GPU
           it was asked for), C(failed_step), C(env_cleared), C(ld_library_path_added) and the same probe facts
           for the host.
         - C(evidence.driver_binding) holds the host's driver facts (C(cuda_driver_api), C(driver_version), the

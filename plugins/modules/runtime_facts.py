@@ -129,7 +129,8 @@ options:
     description:
       - Also run the compute steps in the same container, on every GPU the container sees (each listed by
         UUID, each with its own context, kernel and check of every element).
-      - A GPU with compute processes in the O(host) record is listed but never touched (C(skip_uuids));
+      - Only a GPU or MIG instance the O(host) record's NVML reported idle is touched (C(idle_uuids)); any other
+        device CUDA lists (busy, busy state unknown, or a UUID NVML never listed) is listed but never touched;
         without host NVML evidence of compute processes the compute steps do not run at all
         (C(cannot tell whether the GPU is in use)) unless O(allow_busy_gpu=true).
     type: bool

@@ -314,7 +314,7 @@ def test_busy_gpu_is_passed_to_the_probe_to_skip_and_its_row_is_not_run(lab):
     host["evidence"]["nvml"]["gpus"][1]["compute_processes"] = [{"pid": 4242, "used_gpu_memory_bytes": 1}]
     record, probe = lab.run(edits, host=host)
     assert record["status"] == "PASS"
-    assert _probe_config(record)["skip_uuids"] == [GPU_B]  # the busy GPU: never touched in the container
+    assert _probe_config(record)["idle_uuids"] == [GPU_A]  # the idle GPU alone: the busy one never touched
     assert probe["compute_requested"] and probe["compute_skipped"] is None
     compute = _compute.compute_record(probe, record, host_record=host, host_control=False,
                                       expected_gpus=expected_gpus(GPU_A, GPU_B))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_on, busy_text
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_on, not_idle_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import _UVM_HINT, SIGNATURES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
 
@@ -17,6 +17,11 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAI
 def _busy_on(busy, uuid):
     """The busy entries of the device CUDA names ``uuid`` (its own, and a MIG GPU's instances' for its parent UUID)."""
     return busy_on(busy, uuid, norm=_probe.norm_uuid)
+
+
+def not_idle(plan, uuid):
+    """Why the device CUDA names ``uuid`` is not known idle (_busy.not_idle_text; None: NVML reported it idle)."""
+    return not_idle_text(plan, uuid, norm=_probe.norm_uuid)
 
 
 def _pids(procs):
@@ -146,13 +151,13 @@ def assess_global(parsed, timed_out=False, timeout=None):
     return None
 
 
-def assess_device(parsed, device, busy=None, timed_out=False, timeout=None):
-    """Outcome of one device of a probe run (``device``: an entry of facts.devices)."""
+def assess_device(parsed, device, plan=None, timed_out=False, timeout=None):
+    """Outcome of one device of a probe run (``device``: an entry of facts.devices); ``plan`` (_busy.busy_plan): why a
+    device the probe left alone was not known idle."""
     parsed = parsed or {}
     ordinal = device.get("ordinal")
     if device.get("skipped"):
-        procs = _busy_on(busy, device.get("uuid"))
-        reason = busy_text(procs) if procs else device["skipped"]
+        reason = (not_idle(plan, device.get("uuid")) if not (plan or {}).get("allow_busy_gpu") else None) or device["skipped"]
         return {"status": NOT_RUN, "signature": None, "failed": None, "hung": None, "reason": reason}
     steps = [s for s in parsed.get("steps") or [] if s.get("device") == ordinal]
     failed = _probe_contract.first_failed_step(steps)

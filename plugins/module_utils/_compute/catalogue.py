@@ -8,10 +8,10 @@ from __future__ import annotations
 
 CHECKS = {
     "compute.gpu.idle": {
-        "title": "each GPU (or MIG instance) runs no compute process before the probe touches it: idle only where host "
-                 "NVML says so; a busy one, or one whose busy state NVML did not give (a MIG instance it cannot place "
-                 "processes on, a device named by its MIG parent's UUID or by none), is NOT_RUN for it alone (never "
-                 "touched), a busy one probed with allow_busy_gpu: true is a WARN",
+        "title": "each GPU (or MIG instance) runs no compute process before the probe touches it: the probe touches "
+                 "only a device whose UUID host NVML reported idle (idle_uuids); any other one (busy, busy state "
+                 "unknown, a UUID NVML never listed, a device named by its MIG parent's UUID or by none) is NOT_RUN for "
+                 "it alone (never touched), and one probed with allow_busy_gpu: true is a WARN",
         "fail": "compute processes are running: the probe does not preempt them",
         "next": "run again when the GPU is idle, or set allow_busy_gpu: true to probe anyway",
     },

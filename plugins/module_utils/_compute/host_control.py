@@ -98,10 +98,10 @@ def control_status(outcome, gpus):
     return status, reason
 
 
-def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None, cancel=None):  # pylint: disable=too-many-arguments
+def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, idle_uuids=None, cancel=None):  # pylint: disable=too-many-arguments
     """The same probe on the host, outside any container, through _run.run with a timeout, in an isolated
     interpreter (-I -S), without the CUDA_* enumeration variables; on the GPUs in ``only_uuids`` when given (the
-    container's), never on those in ``skip_uuids`` (busy). An interrupt (SIGINT/SIGTERM/SIGHUP) kills its process
+    container's), and only on those in ``idle_uuids`` when given (_busy.touch_only: the ones NVML reported idle). An interrupt (SIGINT/SIGTERM/SIGHUP) kills its process
     group, removes its temp dir (named after this process, so the sweep finds a crashed run's) and raises Interrupted.
     ``cancel`` (a threading.Event): run from another thread (``EarlyControl``), where no signal reaches it, the probe's
     process group is killed once it is set."""
@@ -112,8 +112,8 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
         config["uuid"] = uuid
     if only_uuids:
         config["only_uuids"] = list(only_uuids)
-    if skip_uuids:
-        config["skip_uuids"] = list(skip_uuids)
+    if idle_uuids is not None:
+        config["idle_uuids"] = list(idle_uuids)
     with interruptible():
         d = probe_parent_dir()
         try:
@@ -144,7 +144,7 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
         "env_cleared": cleared,
         "ld_library_path_added": dirs,
         "only_uuids": list(only_uuids or []) or None,
-        "skip_uuids": list(skip_uuids or []),
+        "idle_uuids": None if idle_uuids is None else list(idle_uuids),
         "gpus": gpus,
         "failed_step": failed_step,
         "rc": result["rc"],
@@ -161,9 +161,9 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
     }, parsed, outcome
 
 
-def concurrent_scope(host_record, expected_gpus, skip_uuids):
+def concurrent_scope(host_record, expected_gpus, idle_uuids):
     """The GPUs the host control may prove while the probe container runs on them (``EarlyControl``): the expected
-    GPUs by UUID, less ``skip_uuids`` (busy). None (run it after the container, as before) unless two CUDA contexts on
+    GPUs by UUID, those in ``idle_uuids`` when given (_busy.touch_only). None (run it after the container, as before) unless two CUDA contexts on
     each of them at once are known to be allowed: every one listed by the host layer's NVML reading with compute mode
     Default and MIG mode disabled (or not supported); none of them a MIG device."""
     gpus = [g for g in expected_gpus or [] if isinstance(g, dict)]
@@ -174,7 +174,7 @@ def concurrent_scope(host_record, expected_gpus, skip_uuids):
                 if isinstance(g, dict))
     scope = []
     for gpu in gpus:
-        if gpu["uuid"] in (skip_uuids or []):
+        if idle_uuids is not None and _probe.norm_uuid(gpu["uuid"]) not in set(_probe.norm_uuid(u) for u in idle_uuids):
             continue
         seen = nvml.get(_probe.norm_uuid(gpu["uuid"])) or {}
         mig = seen.get("mig_mode")
@@ -190,26 +190,26 @@ class EarlyControl(object):
     gives its result when asked for the same GPUs, else runs the control then. ``stop`` (on an interrupt of the
     main thread) kills its process group and waits for its temp dir to be removed."""
 
-    def __init__(self, host_record, timeout, scope, skip_uuids):
+    def __init__(self, host_record, timeout, scope, idle_uuids):
         self.scope = list(scope)
         self.cancel = threading.Event()
         # waited on instead of Thread.join: a signal handler raising inside join() (the interrupt of the main thread)
         # can leave the thread marked stopped while it still runs (CPython's tstate-lock handling), and the wait hung
         self._done = threading.Event()
         self._out = {}
-        self._thread = threading.Thread(target=self._run, args=(host_record, timeout, skip_uuids), name="gpuprobe-host-control")
+        self._thread = threading.Thread(target=self._run, args=(host_record, timeout, idle_uuids), name="gpuprobe-host-control")
         self._thread.start()
 
-    def _run(self, host_record, timeout, skip_uuids):
+    def _run(self, host_record, timeout, idle_uuids):
         try:
-            self._out["result"] = run_host_control(host_record, timeout, only_uuids=self.scope, skip_uuids=skip_uuids,
+            self._out["result"] = run_host_control(host_record, timeout, only_uuids=self.scope, idle_uuids=idle_uuids,
                                                    cancel=self.cancel)
         except BaseException as exc:  # pylint: disable=broad-except
             self._out["error"] = exc
         finally:
             self._done.set()
 
-    def runner(self, host_record, timeout, uuid=None, only_uuids=None, skip_uuids=None):
+    def runner(self, host_record, timeout, uuid=None, only_uuids=None, idle_uuids=None):
         """This control's (result, parsed, outcome) when it ran on ``only_uuids``; else the control run now."""
         while not self._done.wait(0.5):
             pass
@@ -217,7 +217,7 @@ class EarlyControl(object):
             result = self._out["result"]
             result[0]["concurrent"] = True  # it ran while the probe container ran
             return result
-        return run_host_control(host_record, timeout, uuid, only_uuids=only_uuids, skip_uuids=skip_uuids)
+        return run_host_control(host_record, timeout, uuid, only_uuids=only_uuids, idle_uuids=idle_uuids)
 
     def stop(self):
         self.cancel.set()

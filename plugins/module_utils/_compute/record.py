@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan, busy_text
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _busy_on, _pids, assess, step_hint
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan, touch_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _busy_on, _pids, assess, not_idle, step_hint
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import binding_check, host_driver_facts
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS, SIGNATURES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import control_gpus, run_host_control
@@ -139,24 +139,22 @@ def _container_reason(container_probe, runtime_record):
     return "no in-container probe output was given (run runtime_facts with compute: true first)"
 
 
-def _gpu_checks(builder, rows, unlisted, busy, allow_busy_gpu):
+def _gpu_checks(builder, rows, unlisted, plan):
+    busy = plan["busy"]
     for row in rows:
         subject = "GPU %s" % (row["uuid"] or "#%s" % row["ordinal"])
         procs = _busy_on(busy, row["uuid"])
+        # idle only where NVML said so of this device (the probe's positive list), never "not known busy"
+        why = not_idle(plan, row["uuid"])
         if busy is None:
             builder.add("compute.gpu.idle", NOT_RUN, subject=subject,
                         observed="unknown: no host NVML evidence (allow_busy_gpu: true)")
-        elif procs and allow_busy_gpu:
-            builder.add("compute.gpu.idle", WARN, subject=subject, expected="no compute process",
-                        observed="pid %s (allow_busy_gpu: true)" % _pids(procs))
-        elif procs:
-            builder.add("compute.gpu.idle", NOT_RUN, subject=subject, expected="no compute process",
-                        observed=busy_text(procs))
-        elif busy and not row["uuid"] and not allow_busy_gpu:
-            # idle only where the host said so of this device: without its UUID it cannot be told from a busy one
-            builder.add("compute.gpu.idle", NOT_RUN, subject=subject, expected="no compute process",
-                        observed="UUID unknown: cannot tell it from the busy or unknown %s" % ", ".join(
-                            sorted(set(str(p.get("gpu_uuid") or p.get("parent_uuid")) for p in busy))))
+        elif why and plan["allow_busy_gpu"]:
+            builder.add("compute.gpu.idle", WARN, subject=subject, expected="no compute process (NVML reported it idle)",
+                        observed="%s (allow_busy_gpu: true)" % ("pid %s" % _pids(procs) if procs else why))
+        elif why:
+            builder.add("compute.gpu.idle", NOT_RUN, subject=subject, expected="no compute process (NVML reported it idle)",
+                        observed=why)
         else:
             builder.add("compute.gpu.idle", PASS, subject=subject, expected="no compute process", observed="none")
         if row["expected"]:
@@ -177,11 +175,11 @@ def _gpu_checks(builder, rows, unlisted, busy, allow_busy_gpu):
                         observed="ordinal %s (%s) seen in the container" % (row["ordinal"], row["model"]))
 
 
-def _host_control_scope(rows, skip_uuids):
-    """The GPUs the host control runs on: the container's (expected or seen) by UUID, less the busy ones."""
+def _host_control_scope(rows, plan):
+    """The GPUs the host control runs on: the container's (expected or seen) by UUID, those NVML reported idle."""
     uuids = []
     for row in rows:
-        if row["uuid"] and row["uuid"] not in skip_uuids and row["uuid"] not in uuids:
+        if row["uuid"] and row["uuid"] not in uuids and (touch_only(plan) is None or not not_idle(plan, row["uuid"])):
             uuids.append(row["uuid"])
     return uuids
 
@@ -224,7 +222,7 @@ def compute_record(container_probe, runtime_record=None, host_record=None, host_
     runs = [(p, "container" if isolation == "shared" else "container %s" % (e["container_name"] or i))
             for i, (p, e) in enumerate(zip(probes, evidences)) if e["executed"] and e["compute_requested"]
             and not e["compute_skipped"]]
-    rows, unlisted = gpu_rows(runs, expected_gpus, busy, timeout, plan["skip_uuids"], shared=isolation == "shared") if not skip_reason else (
+    rows, unlisted = gpu_rows(runs, expected_gpus, plan, timeout, shared=isolation == "shared") if not skip_reason else (
         _not_run_rows(expected_gpus, skip_reason), None)
     builder.evidence["gpus"] = _public_rows(rows)
 
@@ -233,11 +231,11 @@ def compute_record(container_probe, runtime_record=None, host_record=None, host_
     if host_control and not plan["skip_reason"]:
         runner = host_runner or run_host_control
         host_result, _host_parsed, _host_outcome = runner(host_record, timeout, None,
-                                                          only_uuids=_host_control_scope(rows, plan["skip_uuids"]),
-                                                          skip_uuids=plan["skip_uuids"])
+                                                          only_uuids=_host_control_scope(rows, plan),
+                                                          idle_uuids=touch_only(plan))
         if "gpus" not in host_result:  # a runner that did not say (tests): what its output shows
             host_result["gpus"], host_result["failed_step"] = control_gpus(
-                _host_parsed, _host_control_scope(rows, plan["skip_uuids"]), host_result.get("timed_out"), timeout)
+                _host_parsed, _host_control_scope(rows, plan), host_result.get("timed_out"), timeout)
         builder.evidence["host_control"] = host_result
         builder.versions["cuda_driver_api_host"] = (host_result.get("facts") or {}).get("cuda_driver_api")
     else:
@@ -269,7 +267,7 @@ def compute_record(container_probe, runtime_record=None, host_record=None, host_
         binding["runs"].append(binding_check(builder, parsed, where, host_facts))
         builder.versions["cuda_driver_api"] = (parsed.get("facts") or {}).get("cuda_driver_api")
     builder.versions["probe"] = _probe.PROBE_VERSION
-    _gpu_checks(builder, rows, unlisted, busy, allow_busy_gpu)
+    _gpu_checks(builder, rows, unlisted, plan)
     # the status is the roll-up of the container's checks; the host control (added after) only attributes
     container_status = rollup_status(builder.checks)
     _host_checks(builder, host_result, host_status, container_status)

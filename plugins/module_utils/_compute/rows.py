@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_text
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _busy_on, assess_device, assess_global
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import touch_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import assess_device, assess_global, not_idle
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
 
 
@@ -38,22 +38,23 @@ def _matches(expected, device):
     return bool(expected.get("uuid")) and key == _probe.norm_uuid(expected["uuid"])
 
 
-def _seen_devices(runs, busy, timeout):
+def _seen_devices(runs, plan, timeout):
     """Every device listed in every container run: dicts run (index), where, device, outcome."""
     seen = []
     for i, (parsed, where) in enumerate(runs):
         for device in (parsed.get("facts") or {}).get("devices") or []:
             seen.append({"run": i, "where": where, "device": device,
-                         "outcome": assess_device(parsed, device, busy, parsed.get("timed_out"), timeout)})
+                         "outcome": assess_device(parsed, device, plan, parsed.get("timed_out"), timeout)})
     return seen
 
 
 _ROW_RANK = {FAIL: 0, PASS: 1, WARN: 2, NOT_RUN: 3}
 
 
-def gpu_rows(runs, expected_gpus, busy=None, timeout=None, skip_uuids=(), shared=False):  # pylint: disable=too-many-locals
+def gpu_rows(runs, expected_gpus, plan=None, timeout=None, shared=False):  # pylint: disable=too-many-locals
     """The per-GPU rows of the compute record (TEAM-PLAN I3), from the container run(s) ``runs`` (list of
-    (parsed probe output, where)) and the expected GPUs (empty: every GPU seen is expected).
+    (parsed probe output, where)) and the expected GPUs (empty: every GPU seen is expected); ``plan``
+    (_busy.busy_plan): which devices the probe was let touch.
 
     Row: index, uuid, model, expected, seen_in_container, ordinal, status, signature, reason (+ where: the
     container that saw it). Returns (rows, unlisted): unlisted is the global FAIL outcome when no run got as far
@@ -61,12 +62,12 @@ def gpu_rows(runs, expected_gpus, busy=None, timeout=None, skip_uuids=(), shared
     held every requested device; there one CUDA process enumerates a single MIG instance, so with two or more MIG
     devices expected, one not listed is NOT_RUN (not provable in that container), never compute.gpu.missing."""
     expected = normalize_expected(expected_gpus)
-    skip = set(_probe.norm_uuid(u) for u in skip_uuids or ())
+    checked = touch_only(plan) is not None
     # listed: some run got the device list from CUDA (even an empty one: then every expected GPU is missing)
     listed = any((parsed.get("facts") or {}).get("devices") is not None for parsed, _where in runs)
     globals_ = [assess_global(parsed, parsed.get("timed_out"), timeout) for parsed, _where in runs]
     unlisted = None if listed else next((g for g in globals_ if g is not None), None)
-    seen = _seen_devices(runs, busy, timeout)
+    seen = _seen_devices(runs, plan, timeout)
     # one row per GPU: a GPU seen by several containers keeps its worst outcome, a PASS before a NOT_RUN
     by_uuid = {}
     anonymous = []
@@ -98,10 +99,9 @@ def gpu_rows(runs, expected_gpus, busy=None, timeout=None, skip_uuids=(), shared
             row.update(status=NOT_RUN, signature=None, where=None,
                        reason="identity unknown: the host inventory has no UUID for GPU minor %s (no NVML), so no GPU "
                               "in the container can be matched to it" % gpu.get("minor"))
-        elif unlisted is not None and _busy_on(busy, gpu.get("uuid")) and _probe.norm_uuid(gpu.get("uuid")) in skip:
-            # busy: it would not have been touched had the probe listed it
-            row.update(status=NOT_RUN, signature=None, where=None,
-                       reason=busy_text(_busy_on(busy, gpu.get("uuid"))))
+        elif unlisted is not None and checked and not_idle(plan, row["uuid"]):
+            # not known idle: it would not have been touched had the probe listed it
+            row.update(status=NOT_RUN, signature=None, where=None, reason=not_idle(plan, row["uuid"]))
         elif unlisted is not None:
             row.update(status=FAIL, signature=unlisted["signature"], where=None,
                        reason="not listed: the probe stopped before listing devices (%s)" % unlisted["reason"])

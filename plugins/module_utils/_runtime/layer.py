@@ -11,7 +11,7 @@ import os
 import shutil
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan
+from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan, touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image, check_timeout, check_user
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
@@ -25,8 +25,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals i
 
 
 def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
-    """The probe's config; ``plan`` (_busy.busy_plan): busy GPUs to leave alone (skip_uuids), or why compute
-    must not run at all (skip_reason: the busy state is unknown); a fresh token and kernel (a, b) per run;
+    """The probe's config; ``plan`` (_busy.busy_plan): the only devices it may touch (idle_uuids: those NVML reported
+    idle; absent where no busy check was asked), or why compute must not run at all (skip_reason: the busy state is
+    unknown); a fresh token and kernel (a, b) per run;
     ``resolve_paths``: container paths whose realpath the inventory reports (resolved_paths), beside the spec's own
     paths (resolve_request)."""
     nodes = []
@@ -40,8 +41,8 @@ def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
     plan = plan or {}
     if plan.get("skip_reason"):
         config["skip_compute_reason"] = plan["skip_reason"]
-    if plan.get("skip_uuids"):
-        config["skip_uuids"] = list(plan["skip_uuids"])
+    if touch_only(plan) is not None:
+        config["idle_uuids"] = touch_only(plan)
     return config
 
 

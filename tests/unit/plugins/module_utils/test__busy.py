@@ -68,9 +68,10 @@ def test_busy_state_is_per_mig_instance(host, expected):
     assert _state(busy) == expected
     assert all(p["parent_uuid"] == PARENT for p in busy)
     plan = _busy.busy_plan(host)
-    # every busy or unknown instance is skipped by its MIG UUID (the UUID CUDA reports for it), and with one of them the
-    # parent's UUID (a device an old driver names by its parent's UUID could be any instance), nothing else
-    assert plan["skip_reason"] is None and plan["skip_uuids"] == sorted(list(expected) + ([PARENT] if expected else []))
+    # only the instances known idle may be touched (by the MIG UUID CUDA reports for each), and the parent's UUID (a
+    # device an old driver names by its parent's UUID could be any instance) only while every instance is idle
+    assert plan["skip_reason"] is None
+    assert plan["idle_uuids"] == sorted(set([A, B]) - set(expected) | (set() if expected else set([PARENT])))
 
 
 def test_unknown_instance_says_why():
@@ -103,8 +104,8 @@ def _expected(*uuids):
 
 
 def _runner(calls):
-    def run(_host_record, _timeout, _uuid, only_uuids=None, skip_uuids=None):
-        calls.append({"only_uuids": only_uuids, "skip_uuids": skip_uuids})
+    def run(_host_record, _timeout, _uuid, only_uuids=None, idle_uuids=None):
+        calls.append({"only_uuids": only_uuids, "idle_uuids": idle_uuids})
         return {"status": "PASS", "reason": None, "python": "python3", "steps": [], "facts": {}}, {}, {}
     return run
 
@@ -120,7 +121,7 @@ def test_busy_or_unknown_mig_instance_is_never_touched_nor_idle(host, untouched)
     plan = _busy.busy_plan(host)
     lib = fakecuda.FakeCuda([A, B])
     calls = []
-    record = _compute.compute_record(fakecuda.container_probe(lib, {"skip_uuids": plan["skip_uuids"]}), host_record=host,
+    record = _compute.compute_record(fakecuda.container_probe(lib, {"idle_uuids": plan["idle_uuids"]}), host_record=host,
                                      host_runner=_runner(calls), expected_gpus=_expected(A, B))
     assert validate_record(record) == []
     assert lib.touched() == [i for i, u in enumerate([A, B]) if u not in untouched]
@@ -130,4 +131,4 @@ def test_busy_or_unknown_mig_instance_is_never_touched_nor_idle(host, untouched)
         assert rows[uuid] == ("NOT_RUN" if uuid in untouched else "PASS")
         assert idle["GPU %s" % uuid] == ("NOT_RUN" if uuid in untouched else "PASS")
     assert record["status"] != "PASS"
-    assert calls and sorted(calls[0]["skip_uuids"]) == sorted(untouched + [PARENT])
+    assert calls and calls[0]["idle_uuids"] == sorted(set([A, B]) - set(untouched))

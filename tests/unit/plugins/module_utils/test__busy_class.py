@@ -4,11 +4,18 @@ pynvml (tests/unit/fixtures/host/hostfixture.py) read by _nvml.read_nvml (or the
 where procfs is involved), judged by _busy.busy_plan, the probe's config built by the runtime layer, the probe's real
 device loop on a fake libcuda (what CUDA lists in the container), and the compute record.
 
+The probe touches only the devices on one positive list (idle_uuids: those NVML reported idle); every other device
+CUDA lists is listed, never touched, "not known idle".
+
 Members (parent = the GPU's own process list, own = the instance's MIG-handle list):
   parent process with instance ids on an enumerated instance        busy                      (test__busy.py)
   parent process without instance ids, no instance lists it         every instance unknown    (test__busy.py)
-  parent process whose ids name an instance NVML did not enumerate   unknown, no UUID: nothing touched     (here)
-  MIG enabled, processes on the parent, no instance enumerated      unknown, no UUID: nothing touched     (here)
+  parent process whose ids name an instance NVML did not enumerate   that instance on no list: untouched  (here)
+  MIG enabled, processes on the parent, no instance enumerated      no instance idle: nothing touched    (here)
+  a MIG instance / a GPU CUDA lists that NVML never listed           not known idle: untouched            (here)
+  a device CUDA lists without a UUID (GPU or MIG)                    not known idle: untouched            (here)
+  the idle GPU, the idle MIG instance(s)                             touched, verified (controls)         (here)
+  allow_busy_gpu (no busy check asked)                               every device, WARN where not idle    (here)
   own list null (NOT_SUPPORTED, no handle) / empty / non-empty      unknown / idle / busy     (matrix here)
   a device CUDA names by its parent's UUID (no cuDeviceGetUuid_v2)  any busy/unknown instance keeps it off (here)
   a device CUDA lists without a UUID while a device is busy          never idle                          (here)
@@ -19,7 +26,10 @@ Members (parent = the GPU's own process list, own = the instance's MIG-handle li
 import contextlib
 import io
 import itertools
+import json
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -71,8 +81,8 @@ def _container(lib, plan):
 
 
 def _runner(calls):
-    def run(_host_record, _timeout, _uuid, only_uuids=None, skip_uuids=None):
-        calls.append({"only_uuids": only_uuids, "skip_uuids": skip_uuids})
+    def run(_host_record, _timeout, _uuid, only_uuids=None, **scope):
+        calls.append({"only_uuids": only_uuids, "idle_uuids": scope.get("idle_uuids")})
         return {"status": "PASS", "reason": None, "python": "python3", "steps": [], "facts": {}}, {}, {}
     return run
 
@@ -96,26 +106,31 @@ def _on(uuid):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# an instance NVML did not enumerate: nothing on that node can be left alone by UUID, so nothing is touched
+# an instance NVML did not enumerate: its UUID is unknown, so it is not on the positive list (idle_uuids) and CUDA
+# never gets it touched under any UUID; the instances NVML reported idle still run
 
-@pytest.mark.parametrize("host,named", [
+@pytest.mark.parametrize("host,named,touched", [
     # the parent places pid 4242 on GPU instance 3, which no MIG device handle gave
-    (_mig_host(parent=[(4242, 3, 0)]), "gi 3 ci 0"),
+    (_mig_host(parent=[(4242, 3, 0)]), "gi 3 ci 0", [0, 1]),
     # ... on a compute instance of an enumerated GPU instance that NVML did not give as a MIG device
-    (_mig_host(parent=[(4242, 1, 1)]), "gi 1 ci 1"),
+    (_mig_host(parent=[(4242, 1, 1)]), "gi 1 ci 1", [0, 1]),
     # MIG on, a process on the parent, and no instance enumerated at all (with and without its instance ids)
-    (_mig_host(parent=[(4242, 1, 0)], instances=()), "gi 1 ci 0"),
-    (_mig_host(parent=[55], instances=()), "gi None ci None"),
+    (_mig_host(parent=[(4242, 1, 0)], instances=()), "gi 1 ci 0", []),
+    (_mig_host(parent=[55], instances=()), "gi None ci None", []),
 ])
-def test_a_process_on_an_instance_nvml_did_not_enumerate_keeps_the_probe_off_every_device(host, named):
+def test_a_process_on_an_instance_nvml_did_not_enumerate_keeps_the_probe_off_every_device_not_known_idle(host, named, touched):
     lib = fakecuda.FakeCuda([A, B, C])  # CUDA lists the instance NVML did not give, under a UUID unknown here
     plan, record = _compute_on(host, lib)
-    assert plan["skip_reason"] and "MIG instance (%s) of %s" % (named, PARENT) in plan["skip_reason"]
-    assert lib.touched() == []
-    assert record["status"] == "NOT_RUN" and "MIG instance (%s) of %s" % (named, PARENT) in record["reason"]
-    assert _idle(record) == {"compute processes": "NOT_RUN"}
+    assert plan["skip_reason"] is None and C not in plan["idle_uuids"] and PARENT not in plan["idle_uuids"]
+    assert lib.touched() == touched
+    text = "MIG instance (%s) of %s" % (named, PARENT)
+    rows = dict((_on(r["uuid"]), r) for r in record["evidence"]["gpus"])
+    assert rows[_on(C)]["status"] == "NOT_RUN" and text in rows[_on(C)]["reason"]
+    assert _idle(record) == dict((_on(u), "PASS" if i in touched else "NOT_RUN") for i, u in enumerate([A, B, C]))
     verdict = node_verdict({"compute": record})   # the only layer record here (the host's is NVML's reading alone)
-    assert verdict["verdict"] == INCONCLUSIVE and "MIG instance (%s) of %s" % (named, PARENT) in verdict["reason"]
+    assert verdict["verdict"] == INCONCLUSIVE
+    if not touched:
+        assert record["status"] == "NOT_RUN" and text in verdict["reason"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -142,7 +157,7 @@ class _OldDriver(fakecuda.FakeCuda):
 def test_a_device_named_by_its_parents_uuid_is_never_touched_while_an_instance_is_busy_or_unknown(host):
     lib = _OldDriver([PARENT, PARENT])
     plan, record = _compute_on(host, lib)
-    assert PARENT in plan["skip_uuids"]
+    assert PARENT not in plan["idle_uuids"]
     assert lib.touched() == []
     assert _idle(record)[_on(PARENT)] == "NOT_RUN"
     assert all(r["status"] == "NOT_RUN" for r in record["evidence"]["gpus"])
@@ -151,7 +166,7 @@ def test_a_device_named_by_its_parents_uuid_is_never_touched_while_an_instance_i
 def test_a_device_named_by_its_parents_uuid_runs_when_every_instance_is_known_idle():
     lib = _OldDriver([PARENT])
     plan, record = _compute_on(_mig_host(), lib)
-    assert plan == {"busy": [], "skip_uuids": [], "skip_reason": None}
+    assert (plan["busy"], plan["idle_uuids"], plan["skip_reason"]) == ([], sorted([A, B, PARENT]), None)
     assert lib.touched() == [0] and _idle(record) == {_on(PARENT): "PASS"}
 
 
@@ -203,7 +218,7 @@ def test_instance_state_matrix(own, parent):
     plan, record = _compute_on(host, lib)
     assert lib.touched() == ([0] if state == "idle" else [])
     assert _idle(record)[_on(A)] == ("PASS" if state == "idle" else "NOT_RUN")
-    assert (A in plan["skip_uuids"]) == (state != "idle")
+    assert (A in plan["idle_uuids"]) == (state == "idle")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -253,9 +268,156 @@ def test_a_gpu_the_driver_lists_and_nvml_does_not_is_never_touched(tmp_path):
     host = _host.collect_host(root=root, pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
     lib = fakecuda.FakeCuda([PARENT, GPU1])
     plan, record = _compute_on(host, lib)
-    assert plan["skip_uuids"] == [GPU1] and plan["skip_reason"] is None
+    assert plan["idle_uuids"] == [PARENT] and plan["skip_reason"] is None
     assert lib.touched() == [0]
     assert _idle(record) == {_on(PARENT): "PASS", _on(GPU1): "NOT_RUN"}
     assert "the driver lists GPU %s" % GPU1 in [r for r in record["evidence"]["gpus"] if _on(r["uuid"]) == _on(GPU1)][0]["reason"]
     # the host layer FAILs the disagreement itself (host.gpu.identity): never verified, whatever compute did
     assert node_verdict({"host": host, "compute": record})["verdict"] == "FAILED_AT_HOST"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the positive list: the probe touches only a device whose UUID NVML reported idle (idle_uuids); every other device
+# CUDA lists is left alone "not known idle", its rows and compute.gpu.idle NOT_RUN, the node INCONCLUSIVE naming it
+
+D = hf.mig_device(0, gi=4)["uuid"]       # an instance NVML never listed, with no process naming it
+NOUUID = None                            # CUDA lists a device whose UUID it cannot read (cuDeviceGetUuid fails)
+
+
+def _gpu_host(*gpus):
+    return {"evidence": {"nvml": _nvml.read_nvml(hf.fake_pynvml(list(gpus)))}}
+
+
+# (CUDA's device list, host record, {device: why it is left alone (a text in its row), or None: idle, touched})
+POSITIVE = {
+    "a MIG instance NVML never listed": ([A, D], _mig_host(), {A: None, D: "NVML on the host never listed"}),
+    "a GPU NVML never listed": ([PARENT, GPU1], _gpu_host(hf.gpu(0)), {PARENT: None, GPU1: "NVML on the host never listed"}),
+    "a device without a UUID": ([PARENT, NOUUID], _gpu_host(hf.gpu(0)), {PARENT: None, NOUUID: "CUDA gave it no UUID"}),
+    "a MIG device without a UUID": ([A, NOUUID], _mig_host(), {A: None, NOUUID: "CUDA gave it no UUID"}),
+    "the idle GPU (control)": ([PARENT], _gpu_host(hf.gpu(0)), {PARENT: None}),
+    "the idle MIG instance (control)": ([A], _mig_host(), {A: None}),
+    "both idle MIG instances (control)": ([A, B], _mig_host(), {A: None, B: None}),
+    "a busy GPU": ([PARENT, GPU1], _gpu_host(hf.gpu(0, processes=[4242]), hf.gpu(1)),
+                   {PARENT: "GPU in use, not preempting: pid 4242", GPU1: None}),
+    "a busy MIG instance": ([A, B], _mig_host(parent=[(4242, 1, 0)], instances=((1, [(4242, 1, 0)]), (2, ()))),
+                            {A: "GPU in use, not preempting: pid 4242", B: None}),
+    "a busy-unknown MIG instance": ([A, B], _mig_host(fail={((0, 1), PROCS): nv.NVML_ERROR_NOT_SUPPORTED}),
+                                    {A: None, B: "busy state unknown: NVML did not list this MIG instance's processes"}),
+    # a process on an instance NVML did not enumerate: that instance (C) is left alone, the ones known idle still run
+    "a busy instance NVML did not enumerate": ([A, B, C], _mig_host(parent=[(4242, 3, 0)]),
+                                               {A: None, B: None, C: "NVML on the host never listed"}),
+}
+
+
+class _Lib(fakecuda.FakeCuda):
+    """A fake libcuda listing ``uuids``; a None among them is a device whose UUID cannot be read."""
+
+    def __init__(self, uuids):
+        fakecuda.FakeCuda.__init__(self, [u or PARENT for u in uuids],
+                                   fail=dict((("cuDeviceGetUuid", i), 999) for i, u in enumerate(uuids) if u is None))
+
+
+def _key(uuid, ordinal):
+    return _on(uuid) if uuid else "#%s" % ordinal
+
+
+@pytest.mark.parametrize("case", list(POSITIVE))
+def test_only_a_device_nvml_reported_idle_is_touched(case):
+    seen, host, why = POSITIVE[case]
+    lib = _Lib(seen)
+    plan = _busy.busy_plan(host)
+    expected = [{"uuid": PARENT if u in (A, B, C, D) else u, "index": 0, "minor": 0, "name": "NVIDIA H200",
+                 "mig_uuid": u if u in (A, B, C, D) else None} for u in seen if u]
+    record = _compute.compute_record(_container(lib, plan), host_record=host, host_runner=_runner([]),
+                                     expected_gpus=expected)
+    assert validate_record(record) == []
+    assert lib.touched() == [i for i, u in enumerate(seen) if why[u] is None]
+    rows = dict((_key(r["uuid"], r["ordinal"]), r) for r in record["evidence"]["gpus"])
+    idle = _idle(record)
+    for ordinal, uuid in enumerate(seen):
+        key = _key(uuid, ordinal)
+        if why[uuid] is None:
+            assert (rows[key]["status"], idle[key]) == ("PASS", "PASS")
+            continue
+        assert idle[key] == "NOT_RUN" and why[uuid] in rows[key]["reason"]
+        # expected: its row NOT_RUN, and the node is never verified while it is (the verdict's rows name it)
+        assert rows[key]["status"] == ("NOT_RUN" if rows[key]["expected"] else "WARN")
+        verdict = node_verdict({"compute": record})
+        assert verdict["verdict"] == INCONCLUSIVE
+        assert [r for r in verdict["gpus"] if _key(r["uuid"], r["ordinal"]) == key and why[uuid] in r["reason"]]
+    assert (record["status"] == "PASS") == all(w is None for w in why.values())
+    if all(w is not None for u, w in why.items() if u):   # nothing requested was verified: the reason names each
+        assert record["status"] == "NOT_RUN"
+        assert all(u in node_verdict({"compute": record})["reason"] for u in why if u)
+
+
+@pytest.mark.parametrize("case", list(POSITIVE))
+def test_the_probe_config_carries_the_positive_list_alone(case):
+    """What the probe touches is decided by one list, the devices NVML reported idle (no skip list beside it)."""
+    _seen, host, why = POSITIVE[case]
+    plan = _busy.busy_plan(host)
+    config = _probe_config({}, True, plan)
+    assert "skip_uuids" not in config and config["idle_uuids"] == plan["idle_uuids"]
+    assert set(_on(u) for u, w in why.items() if u and w is None) <= set(_on(u) for u in config["idle_uuids"])
+    assert not set(_on(u) for u, w in why.items() if u and w is not None) & set(_on(u) for u in config["idle_uuids"])
+
+
+@pytest.mark.parametrize("case", ["a MIG instance NVML never listed", "a GPU NVML never listed", "a device without a UUID"])
+def test_the_opt_in_to_busy_gpus_touches_every_device_and_says_which_were_not_known_idle(case):
+    """allow_busy_gpu: true (no busy check asked): every device CUDA lists runs, and compute.gpu.idle WARNs on the ones
+    NVML did not report idle."""
+    seen, host, why = POSITIVE[case]
+    lib = _Lib(seen)
+    plan = _busy.busy_plan(host, allow_busy_gpu=True)
+    assert "idle_uuids" not in _probe_config({}, True, plan)
+    record = _compute.compute_record(_container(lib, plan), host_record=host, host_runner=_runner([]), allow_busy_gpu=True)
+    assert lib.touched() == list(range(len(seen)))
+    statuses = [c["status"] for c in record["checks"] if c["id"] == "compute.gpu.idle"]
+    assert sorted(statuses) == sorted("PASS" if w is None else "WARN" for w in why.values())
+
+
+def test_the_host_control_runs_only_on_the_devices_nvml_reported_idle():
+    calls = []
+    host = _mig_host()
+    plan = _busy.busy_plan(host)
+    _compute.compute_record(_container(_Lib([A, D]), plan), host_record=host, host_runner=_runner(calls))
+    assert [[_on(u) for u in c["only_uuids"]] for c in calls] == [[_on(A)]] and calls[0]["idle_uuids"] == plan["idle_uuids"]
+    assert D not in plan["idle_uuids"] and A in plan["idle_uuids"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the stand-alone probe (python3 -I -S, the file the container runs) on a compiled libcuda
+# (tests/unit/fixtures/host/fake_driver.c: one device, the UUID it is told to claim)
+
+FAKE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "host", "fake_driver.c")
+
+
+@pytest.fixture(scope="module")
+def compiled_libcuda(tmp_path_factory):
+    if not shutil.which("cc"):
+        pytest.skip("no cc: cannot build the fake libcuda")
+    path = str(tmp_path_factory.mktemp("fake-libcuda") / "libcuda.so.1")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", path, FAKE_SOURCE], check=True, timeout=120)
+    return path
+
+
+@pytest.mark.parametrize("uuid,host,touched", [
+    (D, _mig_host(), False),                      # a MIG instance NVML never listed
+    (GPU1, _gpu_host(hf.gpu(0)), False),          # a GPU NVML never listed
+    (A, _mig_host(parent=[(4242, 1, 0)], instances=((1, [(4242, 1, 0)]), (2, ()))), False),   # busy
+    (A, _mig_host(), True),                       # an idle MIG instance (control)
+    (PARENT, _gpu_host(hf.gpu(0)), True),         # an idle GPU (control)
+], ids=["mig never listed", "gpu never listed", "busy mig", "idle mig", "idle gpu"])
+def test_the_stand_alone_probe_touches_only_a_device_nvml_reported_idle(compiled_libcuda, tmp_path, uuid, host, touched):
+    config = dict(_probe_config({}, True, _busy.busy_plan(host)), libcuda=compiled_libcuda)
+    _unused, path = _probe.write_probe(directory=str(tmp_path))
+    run = subprocess.run([sys.executable] + list(_probe_contract.ISOLATED_FLAGS) + [path, json.dumps(config)],
+                         env=dict(os.environ, FAKE_GPU_UUID=uuid), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    parsed = _probe_contract.parse_output(run.stdout.decode(), token=config["token"], kernel=(config["a"], config["b"]))
+    (device,) = parsed["facts"]["devices"]
+    assert _on(device["uuid"]) == _on(uuid)
+    ran = [s["step"] for s in parsed["steps"] if s.get("device") == 0 and s["step"] not in ("cuDeviceGet", "cuDeviceGetName", "cuDeviceGetUuid")]
+    assert bool(ran) == touched and ("verify" in ran) == touched
+    assert (device["skipped"] or "").startswith("" if touched else "not known idle: the host's NVML did not report")

@@ -35,9 +35,9 @@ def _probe(steps, uvm=True, **extra):
 
 
 def _host(status, calls=None):
-    def runner(_host_record, _timeout, _uuid, only_uuids=None, skip_uuids=None):
+    def runner(_host_record, _timeout, _uuid, only_uuids=None, idle_uuids=None):
         if calls is not None:
-            calls.append({"only_uuids": only_uuids, "skip_uuids": skip_uuids})
+            calls.append({"only_uuids": only_uuids, "idle_uuids": idle_uuids})
         return {"status": status, "reason": None if status == "PASS" else "x", "python": "python3", "steps": [],
                 "facts": {}}, {}, {}
     return runner
@@ -139,35 +139,36 @@ DEFAULT_GPU = {"uuid": "GPU-a", "compute_mode": "Default", "mig_mode": {"current
 EXPECTED_A = [{"uuid": "GPU-a", "index": 0, "mig_uuid": None}]
 
 
-@pytest.mark.parametrize("gpu,expected,skip,scope", [
-    (DEFAULT_GPU, EXPECTED_A, [], ["GPU-a"]),
-    (dict(DEFAULT_GPU, mig_mode=None), EXPECTED_A, [], ["GPU-a"]),  # MIG not supported on that GPU
-    (dict(DEFAULT_GPU, uuid="GPU-A"), EXPECTED_A, [], ["GPU-a"]),  # the UUID compared as NVML and CUDA spell it
-    (dict(DEFAULT_GPU, compute_mode="Exclusive_Process"), EXPECTED_A, [], None),  # a second context would fail
-    (dict(DEFAULT_GPU, compute_mode=None), EXPECTED_A, [], None),  # not read: not known to be allowed
-    (dict(DEFAULT_GPU, mig_mode={"current": 1, "pending": 1}), EXPECTED_A, [], None),
-    (dict(DEFAULT_GPU, uuid="GPU-b"), EXPECTED_A, [], None),  # the expected GPU is not in the host's reading
-    (DEFAULT_GPU, [{"uuid": "GPU-a", "index": 0, "mig_uuid": "MIG-x"}], [], None),
-    (DEFAULT_GPU, [{"index": 0}], [], None),  # no UUID to prove it by
-    (DEFAULT_GPU, [], [], None),
-    (DEFAULT_GPU, EXPECTED_A, ["GPU-a"], None),  # busy: never touched, nothing left to run early
+@pytest.mark.parametrize("gpu,expected,idle,scope", [
+    (DEFAULT_GPU, EXPECTED_A, None, ["GPU-a"]),
+    (dict(DEFAULT_GPU, mig_mode=None), EXPECTED_A, None, ["GPU-a"]),  # MIG not supported on that GPU
+    (dict(DEFAULT_GPU, uuid="GPU-A"), EXPECTED_A, None, ["GPU-a"]),  # the UUID compared as NVML and CUDA spell it
+    (dict(DEFAULT_GPU, compute_mode="Exclusive_Process"), EXPECTED_A, None, None),  # a second context would fail
+    (dict(DEFAULT_GPU, compute_mode=None), EXPECTED_A, None, None),  # not read: not known to be allowed
+    (dict(DEFAULT_GPU, mig_mode={"current": 1, "pending": 1}), EXPECTED_A, None, None),
+    (dict(DEFAULT_GPU, uuid="GPU-b"), EXPECTED_A, None, None),  # the expected GPU is not in the host's reading
+    (DEFAULT_GPU, [{"uuid": "GPU-a", "index": 0, "mig_uuid": "MIG-x"}], None, None),
+    (DEFAULT_GPU, [{"index": 0}], None, None),  # no UUID to prove it by
+    (DEFAULT_GPU, None, [], None),
+    (DEFAULT_GPU, EXPECTED_A, [], None),  # not known idle (busy): never touched, nothing left to run early
+    (DEFAULT_GPU, EXPECTED_A, ["GPU-A"], ["GPU-a"]),  # known idle, the UUID compared as NVML and CUDA spell it
 ])
-def test_the_host_control_runs_beside_the_container_only_where_two_contexts_are_known_to_be_allowed(gpu, expected, skip, scope):
-    assert _compute.concurrent_scope(_nvml_host(gpu), expected, skip) == scope
+def test_the_host_control_runs_beside_the_container_only_where_two_contexts_are_known_to_be_allowed(gpu, expected, idle, scope):
+    assert _compute.concurrent_scope(_nvml_host(gpu), expected, idle) == scope
 
 
 def test_an_early_host_control_is_used_for_the_same_gpus_and_run_again_for_others(monkeypatch):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control
     calls = []
 
-    def fake(host_record, timeout, uuid=None, python=None, only_uuids=None, skip_uuids=None, cancel=None):
+    def fake(host_record, timeout, uuid=None, python=None, only_uuids=None, idle_uuids=None, cancel=None):
         calls.append((list(only_uuids or []), cancel is not None))
         return {"status": "PASS", "gpus": []}, {}, {"status": "PASS"}
     monkeypatch.setattr(host_control, "run_host_control", fake)
     early = _compute.EarlyControl(IDLE_HOST, 30, ["GPU-a", "GPU-b"], [])
-    result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-b", "GPU-a"], skip_uuids=[])
+    result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-b", "GPU-a"], idle_uuids=None)
     assert result["concurrent"] is True and calls == [(["GPU-a", "GPU-b"], True)]
-    result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-a", "GPU-c"], skip_uuids=[])
+    result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-a", "GPU-c"], idle_uuids=None)
     assert "concurrent" not in result and calls[-1] == (["GPU-a", "GPU-c"], False)  # another scope: run now, in this thread
     early.stop()
 
@@ -230,7 +231,7 @@ def test_every_gpu_is_verified_in_one_container_and_the_host_control_runs_on_the
     assert lib.touched() == [0, 1] and lib.contexts == {0: 0, 1: 0}  # every context released
     verify = _checks(record, "compute.kernel.verify", "PASS")
     assert [c["subject"] for c in verify] == ["container GPU %s: 1024 x uint32" % u for u in (U0, U1)]
-    assert calls == [{"only_uuids": [U0, U1], "skip_uuids": []}]
+    assert calls == [{"only_uuids": [U0, U1], "idle_uuids": [U0, U1, U9]}]
     assert record["evidence"]["expected_source"].startswith("cdi identity")
 
 
@@ -303,10 +304,10 @@ def test_rows_when_the_probe_cannot_list_devices(lib, signature):
 def test_busy_gpu_is_not_run_for_that_gpu_alone_and_never_touched():
     host = _busy([U0, U1], U1)
     plan = busy_mod.busy_plan(host)
-    assert plan["skip_uuids"] == [U1] and plan["skip_reason"] is None
+    assert plan["idle_uuids"] == [U0] and plan["skip_reason"] is None
     lib = fakecuda.FakeCuda([U0, U1])
     calls = []
-    record = _record(lib, _expected(U0, U1), host=host, config={"skip_uuids": plan["skip_uuids"]}, calls=calls)
+    record = _record(lib, _expected(U0, U1), host=host, config={"idle_uuids": plan["idle_uuids"]}, calls=calls)
     assert lib.touched() == [0]  # listed, never given a context
     rows = _rows(record)
     assert rows[U0]["status"] == "PASS"
@@ -317,20 +318,20 @@ def test_busy_gpu_is_not_run_for_that_gpu_alone_and_never_touched():
     # a requested GPU left unproven is never a PASS of the layer (a JUnit gate would go green); the verdict makes
     # the node INCONCLUSIVE naming it
     assert record["status"] == "WARN" and U1 in record["reason"]
-    assert calls == [{"only_uuids": [U0], "skip_uuids": [U1]}]
+    assert calls == [{"only_uuids": [U0], "idle_uuids": [U0]}]
 
 
 def test_every_expected_gpu_busy_is_not_run():
     host = _busy([U0], U0)
     lib = fakecuda.FakeCuda([U0])
-    record = _record(lib, _expected(U0), host=host, config={"skip_uuids": [U0]})
+    record = _record(lib, _expected(U0), host=host, config={"idle_uuids": []})
     assert lib.touched() == []
     assert record["status"] == "NOT_RUN" and "GPU in use, not preempting: pid 4242" in record["reason"]
 
 
 def test_busy_gpu_probed_when_allowed_is_a_warn():
     host = _busy([U0], U0)
-    assert busy_mod.busy_plan(host, allow_busy_gpu=True)["skip_uuids"] == []
+    assert busy_mod.touch_only(busy_mod.busy_plan(host, allow_busy_gpu=True)) is None
     record = _record(fakecuda.FakeCuda([U0]), _expected(U0), host=host, allow_busy_gpu=True)
     assert _rows(record)[U0]["status"] == "PASS"
     assert [c["status"] for c in _checks(record, "compute.gpu.idle")] == ["WARN"]
@@ -353,17 +354,19 @@ def test_unknown_busy_state_is_not_run_unless_allowed():
     assert [c["status"] for c in _checks(allowed, "compute.gpu.idle")] == ["NOT_RUN"]
 
 
-@pytest.mark.parametrize("host,allow,skip_uuids,skip_reason", [
+@pytest.mark.parametrize("host,allow,touch_only,skip_reason", [
     (None, False, [], busy_mod.UNKNOWN_BUSY),
-    (None, True, [], None),
-    (_busy([U0, U1], U1), False, [U1], None),
-    ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": None, "compute_processes": [{"pid": 1}]}]}}},
-     False, [], "GPU in use, not preempting: 1 compute process(es) on GPU #0 (a GPU or MIG instance without a known UUID "
-                "cannot be skipped alone)"),
+    (None, True, None, None),
+    (_busy([U0, U1], U1), False, [U0], None),
+    (_busy([U0, U1], U1), True, None, None),
+    # a busy GPU without a UUID: not known idle, nothing else changes (the positive list cannot hold it)
+    ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": None, "compute_processes": [{"pid": 1}]},
+                                                 {"index": 1, "uuid": U1, "compute_processes": []}]}}},
+     False, [U1], None),
 ])
-def test_busy_plan(host, allow, skip_uuids, skip_reason):
+def test_busy_plan(host, allow, touch_only, skip_reason):
     plan = busy_mod.busy_plan(host, allow)
-    assert (plan["skip_uuids"], plan["skip_reason"]) == (skip_uuids, skip_reason)
+    assert (busy_mod.touch_only(plan), plan["skip_reason"]) == (touch_only, skip_reason)
 
 
 def test_cdi_devices_are_the_observed_ones_never_the_requested():
@@ -407,7 +410,7 @@ def test_mig_uuid_matches_the_uuid_cuda_reports():
 def test_busy_gpu_stays_not_run_when_the_probe_could_not_list_devices():
     host = _busy([U0, U1], U1)
     record = _record(fakecuda.FakeCuda([U0, U1], fail={("cuInit", None): 999}), _expected(U0, U1), host=host,
-                     config={"skip_uuids": [U1]})
+                     config={"idle_uuids": [U0]})
     rows = _rows(record)
     assert (rows[U0]["status"], rows[U0]["signature"]) == ("FAIL", "compute.cuda.CUDA_ERROR_UNKNOWN")
     assert (rows[U1]["status"], rows[U1]["reason"]) == ("NOT_RUN", "GPU in use, not preempting: pid 4242")

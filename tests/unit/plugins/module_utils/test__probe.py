@@ -179,6 +179,18 @@ def test_skip_uuids_are_listed_never_touched():
         "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetUuid")]
 
 
+def test_idle_uuids_are_the_only_devices_touched_and_an_empty_list_touches_none():
+    lib = fakecuda.FakeCuda([G0, G1, G2], fail={("cuDeviceGetUuid", 2): 1})
+    out = _run(lib, {"idle_uuids": [G1.upper()]})  # UUIDs compare without case or prefix
+    assert lib.touched() == [1]
+    reasons = dict((d["ordinal"], d["skipped"]) for d in out["facts"]["devices"])
+    assert reasons[0] == "not known idle: the host's NVML did not report %s idle, not preempting" % G0
+    assert reasons[1] is None and reasons[2] == "not known idle: no UUID to match with the idle ones, not preempting"
+    lib = fakecuda.FakeCuda([G0, G1])
+    _run(lib, {"idle_uuids": []})
+    assert lib.touched() == []
+
+
 def test_only_uuids_limit_the_run_and_an_unknown_uuid_is_left_alone():
     lib = fakecuda.FakeCuda([G0, G1, G2], fail={("cuDeviceGetUuid", 2): 1})
     out = _run(lib, {"only_uuids": [G1]})

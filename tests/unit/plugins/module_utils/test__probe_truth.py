@@ -37,7 +37,7 @@ def _expected(*uuids):
 
 
 def _control(status="PASS"):
-    def runner(_host_record, _timeout, _uuid, only_uuids=None, skip_uuids=None):  # pylint: disable=unused-argument
+    def runner(_host_record, _timeout, _uuid, only_uuids=None, idle_uuids=None):  # pylint: disable=unused-argument
         return {"status": status, "reason": None if status == "PASS" else "x", "python": "python3", "steps": [],
                 "facts": {}}, {}, {}
     return runner
@@ -365,7 +365,7 @@ def test_the_host_control_on_this_gpu_less_host_fails_at_dlopen_per_gpu():
 
 PARTIAL = [
     ("one of two GPUs not listed by the control", [U0], [U0, U1], {}, "WARN", {U0: "PASS", U1: "FAIL"}),
-    ("one GPU busy on the host (skipped there)", [U0, U1], [U0, U1], {"skip_uuids": [U1]}, "WARN",
+    ("one GPU busy on the host (not known idle there)", [U0, U1], [U0, U1], {"idle_uuids": [U0]}, "WARN",
      {U0: "PASS", U1: "NOT_RUN"}),
     ("every GPU proven", [U0, U1], [U0, U1], {}, "PASS", {U0: "PASS", U1: "PASS"}),
     ("a GPU failing its kernel on the host", [U0, U1], [U0, U1], {"fail": {("cuLaunchKernel", 1): 719}}, "FAIL",
@@ -377,8 +377,8 @@ PARTIAL = [
 def test_the_host_control_is_pass_only_when_every_gpu_it_was_asked_for_verified(  # pylint: disable=unused-argument,too-many-arguments
         name, listed, asked, extra, status, gpus):
     config = {"only_uuids": asked}
-    if extra.get("skip_uuids"):
-        config["skip_uuids"] = extra["skip_uuids"]
+    if extra.get("idle_uuids"):
+        config["idle_uuids"] = extra["idle_uuids"]
     parsed = _probe_contract.parse_output(_with_token(fakecuda.FakeCuda(listed, fail=extra.get("fail")), config), token=TOKEN)
     parsed.update(rc=0, where="host")
     outcome = _compute.assess(parsed, False, 30)

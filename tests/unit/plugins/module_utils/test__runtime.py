@@ -209,11 +209,11 @@ def test_bad_run_id(run_id):
 @pytest.mark.parametrize("host,allow,expect", [
     ({"evidence": {"nvml": {"ok": True, "gpus": [{"index": 0, "uuid": "GPU-a", "compute_processes": [{"pid": 7}]},
                                                  {"index": 1, "uuid": "GPU-b", "compute_processes": []}]}}},
-     False, {"skip_uuids": ["GPU-a"]}),
-    (None, False, {"skip_compute_reason": _busy.UNKNOWN_BUSY}),
+     False, {"idle_uuids": ["GPU-b"]}),
+    (None, False, {"skip_compute_reason": _busy.UNKNOWN_BUSY, "idle_uuids": []}),
     (None, True, {}),
 ])
-def test_probe_config_passes_the_busy_gpus_to_skip(host, allow, expect):
+def test_probe_config_passes_the_idle_gpus_alone(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
     config = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
     keys = dict((k, config.pop(k)) for k in ("token", "a", "b"))
