@@ -102,7 +102,8 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
     """The same probe on the host, outside any container, through _run.run with a timeout, in an isolated
     interpreter (-I -S), without the CUDA_* enumeration variables; on the GPUs in ``only_uuids`` when given (the
     container's), and only on those in ``idle_uuids`` when given (_busy.touch_only: the ones NVML reported idle).
-    An interrupt (SIGINT/SIGTERM/SIGHUP) kills its process group, removes its temp dir (named after this process, so the sweep finds a crashed run's) and raises Interrupted.
+    An interrupt (SIGINT/SIGTERM/SIGHUP) kills its process group, removes its temp dir (named after this process, so
+    the sweep finds a crashed run's) and raises Interrupted.
     ``cancel`` (a threading.Event): run from another thread (``EarlyControl``), where no signal reaches it, the probe's
     process group is killed once it is set."""
     env, dirs = host_control_env(host_record)
