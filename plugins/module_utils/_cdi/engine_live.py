@@ -10,8 +10,8 @@ do, not what the daemon does now. So what the verdict follows is what the runnin
 - containerd: the CRI ``Status`` call with ``verbose: true`` (the kubelet's own call) returns ``info.config``, the CRI
   plugin's live configuration as JSON (containerd pkg/cri/config PluginConfig, json tags): ``enableCDI``,
   ``cdiSpecDirs``, ``containerd.defaultRuntimeName`` and ``containerd.runtimes.<handler>`` (``runtimeType``,
-  ``runtimePath``, ``ContainerAnnotations``, ``options.BinaryName``). ``trim_cri_config`` keeps those keys (the
-  detection stores them, ``cri_info``). The file side is ``containerd --config <the daemon's file> config dump``
+  ``runtimePath``, ``ContainerAnnotations``, ``options.BinaryName``). ``_runtime.handler.trim_cri_config`` keeps those keys
+  (the detection stores them, ``cri_info``). The file side is ``containerd --config <the daemon's file> config dump``
   (``_cdi.engine.read_containerd``), read beside it: where the two disagree a ``cdi.engine.file`` WARN names both values
   and both sources. NRI (``plugins."io.containerd.nri.v1.nri"``) is not in the CRI's answer: whether it is on is the
   dump's, whether the running daemon listens on its socket and how many plugins are connected is /proc/net/unix's
@@ -34,6 +34,15 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat
 from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, WARN, make_check
 
 CHECKS = {
+    "cdi.engine.handler": {
+        "title": "the runtime handler the probe will run with (verify_probe_runtime_handler, the GPU Pods' RuntimeClass, "
+                 "else the engine's default) is one the running engine has; its OCI runtime binary and who injects the "
+                 "CDI devices (the engine's CDI, NVIDIA's runtime in cdi mode) are named",
+        "fail": "WARN: the engine has no handler of that name: the probe still runs, so that the engine says it "
+                "(runtime.start.unknown_handler); NOT_RUN: the engine's handlers could not be read",
+        "next": "crictl info (containerd.runtimes), crio status config, kubectl get runtimeclasses; "
+                "verify_probe_runtime_handler",
+    },
     "cdi.engine.file": {
         "title": "the engine's configuration file says what the running daemon does (CDI on/off, spec dirs, default "
                  "handler, handlers and their binaries): containerd config dump vs the CRI Status (verbose) config, "
@@ -46,7 +55,6 @@ CHECKS = {
     },
 }
 
-CRI_RUNTIME_KEYS = ("runtimeType", "runtimePath", "ContainerAnnotations", "PodAnnotations")
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
 NRI_DEFAULT_SOCKET = "/var/run/nri/nri.sock"
 
@@ -63,26 +71,6 @@ def _str_list(value):
 
 
 # ---- containerd -------------------------------------------------------------------------------------------
-
-
-def trim_cri_config(config):
-    """The keys of containerd's live CRI config (``Status`` verbose ``info.config``, parsed) that this collection reads:
-    small enough to travel in a record. Anything that is not a dict gives {}."""
-    if not isinstance(config, dict):
-        return {}
-    out = dict((k, config[k]) for k in ("enableCDI", "cdiSpecDirs", "sandboxImage") if k in config)
-    ctd = config.get("containerd")
-    if isinstance(ctd, dict):
-        runtimes = {}
-        for name, rt in (ctd.get("runtimes") or {}).items():
-            if not isinstance(rt, dict):
-                continue
-            entry = dict((k, rt.get(k)) for k in CRI_RUNTIME_KEYS if rt.get(k) not in (None, "", []))
-            opts = rt.get("options") if isinstance(rt.get("options"), dict) else {}
-            entry["options"] = dict((k, opts[k]) for k in ("BinaryName", "Root", "SystemdCgroup") if k in opts)
-            runtimes[name] = entry
-        out["containerd"] = {"defaultRuntimeName": ctd.get("defaultRuntimeName"), "runtimes": runtimes}
-    return out
 
 
 def status_config(status):
@@ -122,7 +110,7 @@ def containerd_live(config, source):
     else:
         out["reason"] = "the live CRI config's cdiSpecDirs is %r, not a list of paths" % (dirs,)
     if not enabled:
-        out["reason"] = "enableCDI is false in the running containerd (%s)" % source
+        out["reason"] = "enableCDI is false in the running containerd"
     return out
 
 
@@ -287,3 +275,56 @@ def file_checks(info):
                          for what, f, d in diffs)
     return [make_check("cdi.engine.file", WARN, label.strip(), "the file says what the daemon does",
                        observed + "; the verdict follows the running daemon", CHECKS["cdi.engine.file"]["next"])]
+
+
+def handler_checks(info):
+    """The ``cdi.engine.handler`` check of one selected engine with its ``runtime_handler`` (``_runtime.handler.choose``)."""
+    handler = (info or {}).get("runtime_handler")
+    if not handler:
+        return []
+    label = ("%s %s" % (info.get("name"), info.get("version") or "")).strip()
+    inj = handler.get("injector")
+    text = "handler %s (%s: %s): binary %s; CDI devices injected by %s%s" % (
+        handler.get("name") or "(default)", handler.get("source"), handler.get("why"), handler.get("binary") or "unknown",
+        inj["what"] if inj else "nothing", "; %s" % "; ".join(handler["notes"]) if handler.get("notes") else "")
+    if handler.get("known") is False:
+        handlers = sorted(((info.get("cdi_config") or {}).get("handlers") or {}))
+        return [make_check("cdi.engine.handler", WARN, label, "a handler the engine has",
+                           "the running engine has no handler %s (it has %s); the probe will show the engine's answer; %s" % (
+                               handler.get("name"), ", ".join(handlers) or "none", text), CHECKS["cdi.engine.handler"]["next"])]
+    if handler.get("known") is None:
+        return [make_check("cdi.engine.handler", NOT_RUN, label, "a handler the engine has",
+                           "the engine's handlers were not read; %s" % text)]
+    return [make_check("cdi.engine.handler", PASS, label, "a handler the engine has", text)]
+
+
+def read_docker_file(endpoint, procs):
+    """dockerd's daemon.json (``docker_file``) of the dockerd serving ``endpoint``, from ``procs`` ([(pid, argv, exe)] of
+    the dockerd processes): the one whose ``-H``/``--host`` or daemon.json ``hosts`` names the endpoint, else the only
+    one when the endpoint is docker's default socket. A dict with ``reason`` when none is found or the file is unreadable."""
+    want = str(endpoint or "unix:///var/run/docker.sock")
+    candidates = []
+    for _pid, argv, _exe in procs or []:
+        path = dockerd_config_file(argv)
+        try:
+            with open(path) as fh:
+                doc = json.load(fh)
+        except FileNotFoundError:
+            doc, error = {}, None   # no file: dockerd runs with its defaults, which say nothing to compare
+        except (OSError, ValueError) as exc:
+            doc, error = None, "%s not read: %s" % (path, exc)
+        else:
+            error = None if isinstance(doc, dict) else "%s is not a JSON object" % path
+        doc = doc if isinstance(doc, dict) else None
+        hosts = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-H", "--host")] + [
+            a.split("=", 1)[1] for a in argv if a.startswith("--host=")] + list((doc or {}).get("hosts") or [])
+        candidates.append((path, doc, error, hosts))
+    default = want in ("unix:///var/run/docker.sock", "unix:///run/docker.sock")
+    chosen = [c for c in candidates if want in c[3]] or ([c for c in candidates if not c[3]] if default else [])
+    if len(chosen) != 1:
+        return {"source": "daemon.json", "enabled": None,
+                "reason": "no dockerd process serving %s was found (%d dockerd process(es))" % (want, len(candidates))}
+    path, doc, error, _hosts = chosen[0]
+    if error:
+        return {"source": path, "enabled": None, "reason": error}
+    return docker_file(doc, path)

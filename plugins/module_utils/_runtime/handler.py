@@ -47,6 +47,41 @@ NVIDIA_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 NVIDIA_CONFIG_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
 CDI_ANNOTATION = "cdi.k8s.io/gpuprobe"      # the annotation the CRI probe sets (_cri.cdi_annotations)
 WRAPPER_LIMIT = 64 * 1024
+CRI_RUNTIME_KEYS = ("runtimeType", "runtimePath", "ContainerAnnotations", "PodAnnotations")
+
+
+def trim_cri_config(config):
+    """The keys of containerd's live CRI config (``Status`` verbose ``info.config``, parsed) that this collection reads:
+    small enough to travel in a record. Anything that is not a dict gives {}."""
+    if not isinstance(config, dict):
+        return {}
+    out = dict((k, config[k]) for k in ("enableCDI", "cdiSpecDirs", "sandboxImage") if k in config)
+    ctd = config.get("containerd")
+    if isinstance(ctd, dict):
+        runtimes = {}
+        for name, rt in (ctd.get("runtimes") or {}).items():
+            if not isinstance(rt, dict):
+                continue
+            entry = dict((k, rt.get(k)) for k in CRI_RUNTIME_KEYS if rt.get(k) not in (None, "", []))
+            opts = rt.get("options") if isinstance(rt.get("options"), dict) else {}
+            entry["options"] = dict((k, opts[k]) for k in ("BinaryName", "Root", "SystemdCgroup") if k in opts)
+            runtimes[name] = entry
+        out["containerd"] = {"defaultRuntimeName": ctd.get("defaultRuntimeName"), "runtimes": runtimes}
+    return out
+
+
+HANDLER_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def check_handler(name):
+    """None or '' (no handler named), or a runtime handler name: a DNS label as a RuntimeClass's ``handler`` must be
+    (k8s.io/api node/v1 RuntimeClass: lowercase letters, digits and '-', at most 63). ValueError otherwise."""
+    if name in (None, ""):
+        return None
+    if not isinstance(name, str) or not HANDLER_RE.match(name):
+        raise ValueError("runtime_handler %r: a runtime handler is a DNS label (lowercase letters, digits and '-', at most "
+                         "63 characters), as a RuntimeClass's handler" % (name,))
+    return name
 
 
 def _pattern_matches(pattern, key):

@@ -26,7 +26,7 @@ def read(*parts):
 def live(name):
     """containerd_live of a recorded CRI Status (verbose) answer, through trim_cri_config as the detection keeps it."""
     status = json.loads(read(LIVE, name))
-    return L.containerd_live(L.trim_cri_config(L.status_config(status)), "CRI Status (verbose) at unix:///x.sock")
+    return L.containerd_live(H.trim_cri_config(L.status_config(status)), "CRI Status (verbose) at unix:///x.sock")
 
 
 def engine(cfg, name="containerd"):
@@ -62,10 +62,10 @@ def test_the_mirror_case_daemon_on_file_off():
 
 def test_trim_keeps_only_what_is_read_and_survives_junk():
     full = L.status_config(json.loads(read(LIVE, "containerd-1.7.24-status-gpu-operator.json")))
-    trimmed = L.trim_cri_config(full)
+    trimmed = H.trim_cri_config(full)
     assert set(trimmed) == {"enableCDI", "cdiSpecDirs", "sandboxImage", "containerd"}
     assert len(json.dumps(trimmed)) < len(json.dumps(full)) / 3
-    assert L.trim_cri_config(None) == {} and L.trim_cri_config({"containerd": {"runtimes": {"x": "junk"}}})["containerd"]["runtimes"] == {}
+    assert H.trim_cri_config(None) == {} and H.trim_cri_config({"containerd": {"runtimes": {"x": "junk"}}})["containerd"]["runtimes"] == {}
     with pytest.raises(ValueError):
         L.status_config({"info": {}})
     assert L.containerd_live({}, "s")["enabled"] is None
@@ -193,8 +193,8 @@ def test_the_nvidia_runtime_does_not_see_an_annotation_containerd_does_not_pass(
     nv = H.nvidia_runtime("/usr/bin/nvidia-container-runtime", root=str(tmp_path))
     assert (nv["config"], nv["mode"], nv["config_from"]) == ("/etc/nvidia-container-runtime/config.toml", "auto", "the default path")
     assert H.nvidia_runtime("/usr/sbin/runc") is None
-    assert H.nvidia_config_path("/x", {"XDG_CONFIG_HOME": "/cfg"}) == ("/cfg/nvidia-container-runtime/config.toml",
-                                                                        "XDG_CONFIG_HOME in the engine's environment")
+    assert H.nvidia_config_path("/x", {"XDG_CONFIG_HOME": "/cfg"}) == (
+        "/cfg/nvidia-container-runtime/config.toml", "XDG_CONFIG_HOME in the engine's environment")
 
 
 def test_k8s_gpu_pods_choose_the_handler_and_the_option_overrides_it():
