@@ -22,9 +22,11 @@ import pytest
 import containerd_lab as lab
 from test_runtime_podman import IMAGE, Lab
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _node, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
 pytestmark = pytest.mark.integration
 
@@ -90,7 +92,7 @@ def _probe(one, engine):
 
 
 def _cri_client(engine):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri  # pylint: disable=import-outside-toplevel
     return _cri.CRIClient(engine["endpoint"], lab.DESCRIPTOR)
 
 

@@ -31,7 +31,7 @@ import os
 import posixpath
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN, make_check
 
 CHECKS = {
     "cdi.engine.handler": {

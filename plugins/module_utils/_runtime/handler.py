@@ -39,7 +39,7 @@ import os
 import posixpath
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _toml
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 
 NVIDIA_RUNTIMES = {"nvidia-container-runtime": None, "nvidia-container-runtime.cdi": "cdi",
                    "nvidia-container-runtime.legacy": "legacy"}

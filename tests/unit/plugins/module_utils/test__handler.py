@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _toml
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine_live as L
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as H
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "engines")
