@@ -149,13 +149,13 @@ def _python_probe(args):
 
 KUBECTL_READS = (["version", "--client"], ["get", "nodes"], ["get", "pods"], ["get", "events"],
                  ["get", "resourceslices"], ["get", "deviceclasses"], ["get", "resourceclaims"],
-                 ["get", "resourceclaimtemplates"])
+                 ["get", "resourceclaimtemplates"], ["get", "runtimeclasses"])
 KUBECTL_BASE = ("--kubeconfig", "--context", "--request-timeout")
 
 
 def _kubectl(args):
     """kubectl [--kubeconfig F] [--context C] [--request-timeout Ns] (version --client | get nodes|pods|events|
-    resourceslices|deviceclasses|resourceclaims|resourceclaimtemplates) [-n NS | --all-namespaces]
+    resourceslices|deviceclasses|resourceclaims|resourceclaimtemplates|runtimeclasses) [-n NS | --all-namespaces]
     [--field-selector S] -o json: reads only."""
     opts, pos = _options(args, flags_with_value=KUBECTL_BASE + ("-n", "--field-selector", "-o"),
                          flags=("--all-namespaces", "--client"))
@@ -300,7 +300,7 @@ SHAPES = (
     ("engine ps label=gpuprobe.run", ("podman", "docker"), _engine_ps, "cleanup: list probe containers by label"),
     ("python probe", ("python", "python3", "python3.*", "platform-python"), _python_probe, "compute layer: the host control probe"),
     ("kubectl read", ("kubectl",), _kubectl,
-     "k8s layer: version, get nodes/pods/events and the DRA objects (resource.k8s.io) as JSON"),
+     "k8s layer: version, get nodes/pods/events, the DRA objects (resource.k8s.io) and the RuntimeClasses as JSON"),
     ("kubectl node condition write", ("kubectl",), _kubectl_node_write,
      "k8s_publish (opt-in): one Node condition through the status subresource, or one Node label"),
     ("nvidia-smi query", ("nvidia-smi",), _nvidia_smi, "read-only GPU queries"),

@@ -23,6 +23,7 @@ import re
 import socket
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as dra
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import handlers as _handlers
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     COMPUTE_VERIFIED, FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
 )
@@ -988,6 +989,14 @@ def collect_k8s(kubectl="kubectl", kubeconfig=None, context=None, resources=DEFA
         dra_docs = {"errors": {"resourceslices": "not asked (dra: false)"}}
     if host_record is not None and hostname is None:
         hostname = socket.gethostname()
-    return analyse(nodes, None if pods_error else _merge(pod_docs), _merge(event_docs), resources, node_names, namespaces,
-                   pods_error=pods_error, kubectl=info, builder=builder, dra_docs=dra_docs, host_record=host_record,
-                   hostname=hostname)
+    record = analyse(nodes, None if pods_error else _merge(pod_docs), _merge(event_docs), resources, node_names, namespaces,
+                     pods_error=pods_error, kubectl=info, builder=builder, dra_docs=dra_docs, host_record=host_record,
+                     hostname=hostname)
+    # the runtime handler the GPU Pods of this node use (their RuntimeClass), for the node's probe (_runtime.handler)
+    classes, rc_error = (None, pods_error) if pods_error else _kubectl_json(base, ["get", "runtimeclasses"], timeout)
+    metas = [n.get("metadata") or {} for n in _items(nodes)]
+    node = match_node([m.get("name") for m in metas], hostname or socket.gethostname(),
+                      dict((m.get("name"), (m.get("labels") or {}).get("kubernetes.io/hostname")) for m in metas)).get("name")
+    record["evidence"]["runtime_handlers"] = _handlers.runtime_handlers(
+        None if pods_error else _merge(pod_docs), classes, node, lambda pod: pod_gpu_requests(pod, resources), rc_error)
+    return record

@@ -463,6 +463,7 @@ def test_collect_reads_the_dra_objects(fake_kubectl, monkeypatch, version):
         ["get", "resourceclaimtemplates", "--all-namespaces", "-o", "json"],
         ["get", "events", "--field-selector", "reason=FailedPrepareDynamicResources", "--all-namespaces", "-o", "json"],
         ["get", "events", "--field-selector", "reason=FailedResourceClaimCreation", "--all-namespaces", "-o", "json"],
+        ["get", "runtimeclasses", "-o", "json"],   # the GPU Pods' runtime handlers (_k8s/handlers.py), after the DRA reads
     ]
     # one code path: what collect_k8s gives is what analyse gives on the same documents
     direct = analyse(version, host_record=host_record(), hostname="dra-0")
@@ -475,7 +476,7 @@ def test_collect_on_a_cluster_without_dra_stops_after_the_first_read(fake_kubect
     path, kubeconfig, tmp = fake_kubectl
     monkeypatch.setenv("FAKE_DRA_VERSION", "none")
     record = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig)
-    assert [a[:2] for a in argv_log(tmp)][-1] == ["get", "resourceslices"]
+    assert [a[:2] for a in argv_log(tmp) if a[1] != "runtimeclasses"][-1] == ["get", "resourceslices"]
     assert one(record, "k8s.dra.api")["observed"] == NOT_SERVED
     assert one(record, "k8s.dra.api")["status"] == NOT_RUN
 
