@@ -9,7 +9,9 @@ import pytest
 from kubectlfixture import argv_log, stand_in
 from kubectlfixture import one as by
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import kubectl as _k8s_kubectl
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import nodes as _k8s_nodes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s")
@@ -116,7 +118,7 @@ def test_pods_not_listed_is_not_run():
 
 @pytest.mark.parametrize("value,count", [("8", 8), (2, 2), ("0", 0), (None, None), ("100m", None)])
 def test_quantity(value, count):
-    assert _k8s.quantity(value) == count
+    assert _k8s_nodes.quantity(value) == count
 
 
 # ---- collect_k8s: real subprocesses through _run.run ----
@@ -182,12 +184,12 @@ def test_kubectl_missing_is_not_run():
 
 def test_kubeconfig_reason(tmp_path):
     env = {}
-    assert _k8s.kubeconfig_reason(None, env, str(tmp_path)).startswith("no kubeconfig: option kubeconfig not given, KUBECONFIG unset")
-    assert _k8s.kubeconfig_reason(str(tmp_path / "nope"), env, str(tmp_path)) == "kubeconfig %s does not exist" % (tmp_path / "nope")
-    assert _k8s.kubeconfig_reason(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, str(tmp_path)) is None
+    assert _k8s_kubectl.kubeconfig_reason(None, env, str(tmp_path)).startswith("no kubeconfig: option kubeconfig not given, KUBECONFIG unset")
+    assert _k8s_kubectl.kubeconfig_reason(str(tmp_path / "nope"), env, str(tmp_path)) == "kubeconfig %s does not exist" % (tmp_path / "nope")
+    assert _k8s_kubectl.kubeconfig_reason(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, str(tmp_path)) is None
     (tmp_path / ".kube").mkdir()
     (tmp_path / ".kube" / "config").write_text("{}")
-    assert _k8s.kubeconfig_reason(None, env, str(tmp_path)) is None
+    assert _k8s_kubectl.kubeconfig_reason(None, env, str(tmp_path)) is None
 
 
 REAL_KUBECTL = shutil.which("kubectl")
