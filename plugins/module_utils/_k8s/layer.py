@@ -4,19 +4,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the k8s layer of gpuprobe.layers: does the scheduler see the GPUs, and why is a GPU Pod Pending?
 
-Not public API; it may change without notice. collect_k8s asks kubectl (kubectl) for nodes, Pods and
-their events and, where the cluster serves resource.k8s.io, for the Dynamic Resource Allocation objects
-(ResourceSlices, DeviceClasses, ResourceClaims and their templates); analyse is the pure function that turns
-that JSON into the k8s layer record: one code path from kubectl's JSON to the record. Kubernetes has two GPU paths
-(docs/k8s.md): the device plugin (allocatable nvidia.com/gpu, nvidia.com/mig-*) and DRA (ResourceSlices
-of driver gpu.nvidia.com); each node is placed on one, both or neither (nodes). With the host record of
-the node it runs on, the layer also compares that node's published DRA devices with the GPUs and driver the host
-layer read. No kubectl, no kubeconfig or an unreachable cluster make the record NOT_RUN with that exact reason:
-this layer is optional and says nothing about the node's driver.
+Not public API; it may change without notice. ``record`` (the layer's entry) asks kubectl (through
+``_common.run.run``, with a timeout; ``kubectl.py``) for nodes, Pods and their events and, where the cluster
+serves resource.k8s.io, for the Dynamic Resource Allocation objects (ResourceSlices, DeviceClasses,
+ResourceClaims and their templates); ``analyse`` is the pure function that turns that JSON into the k8s layer
+record: one code path from kubectl's JSON to the record. Kubernetes has two GPU paths (docs/k8s.md): the device
+plugin (allocatable ``nvidia.com/gpu``, ``nvidia.com/mig-*``) and DRA (ResourceSlices of driver
+``gpu.nvidia.com``); each node is placed on one, both or neither. With the host record of the node it runs on,
+the layer also compares that node's published DRA devices with the GPUs and driver the host layer read. No
+kubectl, no kubeconfig or an unreachable cluster make the record NOT_RUN with that exact reason: this layer is
+optional and says nothing about the node's driver.
 
-The room, by concern: catalogue (defaults, CHECKS), kubectl (running kubectl), nodes (what Nodes
-advertise, the node checks, host match), pods (Pending GPU Pods and why), dra (the resource.k8s.io
-objects in one shape) and publish (the opt-in write of verdicts to Nodes).
+The rest of the room, by concern: ``catalogue`` (defaults, the event reasons read, the GPU path names, CHECKS),
+``kubectl`` (finding kubectl and a kubeconfig, the reads), ``nodes`` (what Nodes advertise, the node checks, which
+Node this host is, its DRA devices against its host record, the report's cross-check), ``pods`` (GPU Pods, why one
+is Pending, the Pod checks), ``dra`` (the resource.k8s.io objects in one shape) and ``publish`` (the opt-in
+write of node verdicts to Nodes, module k8s_publish).
 """
 
 from __future__ import annotations
@@ -150,8 +153,8 @@ def analyse(nodes_json, pods_json, events_json, resources=DEFAULT_RESOURCES, nod
     return b.build()
 
 
-def collect_k8s(kubectl="kubectl", kubeconfig=None, context=None, resources=DEFAULT_RESOURCES, node_names=None,
-                namespaces=None, timeout=DEFAULT_TIMEOUT, host_record=None, hostname=None, dra=True):
+def record(kubectl="kubectl", kubeconfig=None, context=None, resources=DEFAULT_RESOURCES, node_names=None,
+           namespaces=None, timeout=DEFAULT_TIMEOUT, host_record=None, hostname=None, dra=True):
     """The k8s layer record, from kubectl; NOT_RUN with the exact reason when there is no cluster to ask.
 
     ``host_record``: the host layer record of the node this runs on (its DRA devices are compared with it; the

@@ -1,7 +1,7 @@
 """k8s layer, Dynamic Resource Allocation: the GPU path of each node, the DRA evidence, why a DRA Pod is Pending,
 the node's DRA devices against its host record, and the verdict cross-check. Fixtures: tests/unit/fixtures/k8s/dra
 (README.md there cites the source of every shape and message); the same cluster in resource.k8s.io v1, v1beta2
-and v1beta1 must give the same record. collect_k8s runs through a stand-in kubectl executable (no kube-apiserver
+and v1beta1 must give the same record. record() runs through a stand-in kubectl executable (no kube-apiserver
 can exist here)."""
 import json
 import os
@@ -307,7 +307,7 @@ def test_host_match_says_what_was_compared(dev, gpus, status, observed):
 def test_version_keys_that_are_not_numbers_are_never_equal():
     assert _k8s_dra.version_key("580.159.4-rc.1") is None and _k8s_dra.version_key("garbage") is None
     rows = _k8s_nodes.host_match({"name": "n1", "dra": {"devices": [_dev("gpu-0", "gpu", uuid=GPU0, driver="garbage")]}},
-                           host_record(MIG_HOST, driver="also garbage"))
+                                 host_record(MIG_HOST, driver="also garbage"))
     assert rows[0][0] == PASS and "driverVersion garbage against loaded driver also garbage not compared" in rows[0][3]
     assert "driver also garbage," not in rows[0][3]
 
@@ -420,7 +420,7 @@ def test_fully_qualified_attribute_names_are_the_drivers_own():
     assert s["devices"][0]["attributes"] == {"uuid": "GPU-1"}
 
 
-# ---- collect_k8s through a stand-in kubectl ----
+# ---- record() through a stand-in kubectl ----
 
 FAKE_KUBECTL = r'''if args[:2] == ["version", "--client"]:
     print(json.dumps({"clientVersion": {"gitVersion": "v1.34.1"}})); sys.exit(0)
@@ -453,7 +453,7 @@ def argv_log(tmp_path):
 def test_collect_reads_the_dra_objects(fake_kubectl, monkeypatch, version):
     path, kubeconfig, tmp = fake_kubectl
     monkeypatch.setenv("FAKE_DRA_VERSION", version)
-    record = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig, host_record=host_record(), hostname="dra-0")
+    record = _k8s.record(kubectl=path, kubeconfig=kubeconfig, host_record=host_record(), hostname="dra-0")
     assert validate_record(record) == []
     assert argv_log(tmp) == [
         ["get", "nodes", "-o", "json"],
@@ -466,7 +466,7 @@ def test_collect_reads_the_dra_objects(fake_kubectl, monkeypatch, version):
         ["get", "events", "--field-selector", "reason=FailedPrepareDynamicResources", "--all-namespaces", "-o", "json"],
         ["get", "events", "--field-selector", "reason=FailedResourceClaimCreation", "--all-namespaces", "-o", "json"],
     ]
-    # one code path: what collect_k8s gives is what analyse gives on the same documents
+    # one code path: what record() gives is what analyse gives on the same documents
     direct = analyse(version, host_record=host_record(), hostname="dra-0")
     assert [(c["id"], c["status"], c["subject"], c["observed"]) for c in record["checks"]] == \
         [(c["id"], c["status"], c["subject"], c["observed"]) for c in direct["checks"]]
@@ -476,7 +476,7 @@ def test_collect_reads_the_dra_objects(fake_kubectl, monkeypatch, version):
 def test_collect_on_a_cluster_without_dra_stops_after_the_first_read(fake_kubectl, monkeypatch):
     path, kubeconfig, tmp = fake_kubectl
     monkeypatch.setenv("FAKE_DRA_VERSION", "none")
-    record = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig)
+    record = _k8s.record(kubectl=path, kubeconfig=kubeconfig)
     assert [a[:2] for a in argv_log(tmp)][-1] == ["get", "resourceslices"]
     assert one(record, "k8s.dra.api")["observed"] == NOT_SERVED
     assert one(record, "k8s.dra.api")["status"] == NOT_RUN
