@@ -15,11 +15,7 @@ the layer also compares that node's published DRA devices with the GPUs and driv
 kubectl, no kubeconfig or an unreachable cluster make the record NOT_RUN with that exact reason: this layer is
 optional and says nothing about the node's driver.
 
-The rest of the room, by concern: ``catalogue`` (defaults, the event reasons read, the GPU path names, CHECKS),
-``kubectl`` (finding kubectl and a kubeconfig, the reads), ``nodes`` (what Nodes advertise, the node checks, which
-Node this host is, its DRA devices against its host record, the report's cross-check), ``pods`` (GPU Pods, why one
-is Pending, the Pod checks), ``dra`` (the resource.k8s.io objects in one shape) and ``publish`` (the opt-in
-write of node verdicts to Nodes, module k8s_publish).
+The room's other modules are listed in its ``__init__``.
 """
 
 from __future__ import annotations
