@@ -200,8 +200,8 @@ def _k8s(layers, host_record=None):
     if "k8s" not in layers:
         return {}
     try:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import collect_k8s  # pylint: disable=import-outside-toplevel
-        return {"k8s": collect_k8s(host_record=host_record)}
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s_layer  # pylint: disable=import-outside-toplevel
+        return {"k8s": _k8s_layer.record(host_record=host_record)}
     except Exception as exc:  # pylint: disable=broad-except
         return {"k8s": crashed("k8s", exc)}
 
