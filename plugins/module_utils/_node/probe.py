@@ -17,7 +17,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record im
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import prefetch_host_driver_facts
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUNTIMES
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES, SELF_BUILT_SPEC_DIR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted, interruptible
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
@@ -35,7 +35,7 @@ NODE_PROBE_ARGSPEC = dict(
     isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
     allow_busy_gpu=dict(type="bool", default=False),
     host_control=dict(type="bool", default=True),
-    self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
+    self_built_spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
     remove_spec=dict(type="bool", default=False),
 )
 

@@ -27,9 +27,10 @@ import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import RECORD_LIMITS_SPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, cdi_for_runtime, crashed, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import (  # noqa: F401  pylint: disable=unused-import
+    INSPECT_LAYERS, PROBE_LAYERS, RUNTIMES, SELF_BUILT_SPEC_DIR, SPEC_DIRS, VARIANTS,
+)
 
-INSPECT_LAYERS = ("host", "cdi", "k8s")
-PROBE_LAYERS = ("runtime", "compute")
 # a layer runs when any of its tags is selected and none is skipped: a layer's tag also runs the layers it
 # needs (the same tags the verify role's tasks carried: --tags compute runs host, cdi, runtime and compute)
 LAYER_TAGS = {
@@ -51,9 +52,6 @@ NEEDS = {
 PROGRESS_KEY = "gpuprobe_host_done"
 NOT_SELECTED = "not selected in this run (tags)"
 K8S_DISABLED = "disabled (verify_k8s is false)"
-VARIANTS = ["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
-            "missing_hostpath", "stale_library"]
-RUNTIMES = ["auto", "podman", "docker", "containerd", "crio"]
 DEFAULT_RUNTIME_TIMEOUT = 120   # the runtime_timeout option's default (verify_probe_timeout's)
 
 # The options of the node-side inspect module (gpuprobe.layers.node_layers): host, cdi and k8s.
@@ -64,12 +62,12 @@ NODE_LAYERS_ARGSPEC = dict(
     driver_root=dict(type="path"),
     nvml=dict(type="bool", default=True),
     cdi_source=dict(type="str", default="node", choices=["node", "self-built"]),
-    cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+    cdi_spec_dirs=dict(type="list", elements="path", default=list(SPEC_DIRS)),
     cdi_kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
     cdi_devices=dict(type="list", elements="str", default=[]),
     cdi_spec=dict(type="dict", default={}),
-    self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
-    self_built_variant=dict(type="str", default="full", choices=VARIANTS),
+    self_built_spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
+    self_built_variant=dict(type="str", default="full", choices=list(VARIANTS)),
     stub_libcuda=dict(type="path"),
     runtime=dict(type="raw", default="auto"),
     runtime_endpoint=dict(type="str"),
