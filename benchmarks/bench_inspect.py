@@ -29,6 +29,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 calls = []
 _execute = _run._execute
 def traced(argv, **kw):
@@ -37,7 +38,7 @@ def traced(argv, **kw):
     calls.append({"argv": " ".join(argv)[:120], "ms": round((time.perf_counter() - t) * 1000, 1), "rc": r.get("rc")})
     return r
 _run._execute = traced
-p = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())
+p = dict((k, v.get("default")) for k, v in _args.NODE_LAYERS_ARGSPEC.items())
 p.update(json.loads(sys.argv[1]))
 out = _node.inspect(p)
 wall = (time.perf_counter() - t0) * 1000

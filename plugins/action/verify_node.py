@@ -32,6 +32,7 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import int
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
 VERIFY_MODULE = "gpuprobe.layers.node_verify"
@@ -68,7 +69,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
-        _validation, args = self.validate_argument_spec(argument_spec=_node.VERIFY_NODE_ARGSPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=_args.VERIFY_NODE_ARGSPEC)
         errors = option_errors(args)
         if errors:
             raise AnsibleActionFail("invalid gpuprobe.layers.verify_node options: %s" % "; ".join(errors))
@@ -93,7 +94,7 @@ class ActionModule(ActionBase):
             # the task; the inspect stage gets its path, the probe (and the sweep) GPUPROBE_CRI_DESCRIPTOR
             descriptor = self._put_descriptor(args["cri_descriptor"])
             args["probe_environment"] = dict(args["probe_environment"] or {}, GPUPROBE_CRI_DESCRIPTOR=descriptor)
-        inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC
+        inspect_args = dict((name, args[name]) for name in _args.NODE_LAYERS_ARGSPEC
                             if name in args and name not in ("layers", "cri_descriptor"))
         if descriptor:
             inspect_args["cri_descriptor"] = descriptor

@@ -22,7 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import la
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 import os
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import RECORD_LIMITS_SPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import DEFAULT_RUNTIME_TIMEOUT
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, cdi_for_runtime, crashed, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import (  # noqa: F401  pylint: disable=unused-import
-    INSPECT_LAYERS, PROBE_LAYERS, RUNTIMES, SELF_BUILT_SPEC_DIR, SPEC_DIRS, VARIANTS,
+    INSPECT_LAYERS, PROBE_LAYERS, RUNTIMES,
 )
 
 # a layer runs when any of its tags is selected and none is skipped: a layer's tag also runs the layers it
@@ -52,58 +52,6 @@ NEEDS = {
 PROGRESS_KEY = "gpuprobe_host_done"
 NOT_SELECTED = "not selected in this run (tags)"
 K8S_DISABLED = "disabled (verify_k8s is false)"
-DEFAULT_RUNTIME_TIMEOUT = 120   # the runtime_timeout option's default (verify_probe_timeout's)
-
-# The options of the node-side inspect module (gpuprobe.layers.node_layers): host, cdi and k8s.
-NODE_LAYERS_ARGSPEC = dict(
-    layers=dict(type="list", elements="str", default=["host", "cdi"], choices=list(INSPECT_LAYERS)),
-    run_id=dict(type="str", default=""),
-    root=dict(type="path", default="/"),
-    driver_root=dict(type="path"),
-    nvml=dict(type="bool", default=True),
-    cdi_source=dict(type="str", default="node", choices=["node", "self-built"]),
-    cdi_spec_dirs=dict(type="list", elements="path", default=list(SPEC_DIRS)),
-    cdi_kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
-    cdi_devices=dict(type="list", elements="str", default=[]),
-    cdi_spec=dict(type="dict", default={}),
-    self_built_spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
-    self_built_variant=dict(type="str", default="full", choices=list(VARIANTS)),
-    stub_libcuda=dict(type="path"),
-    runtime=dict(type="raw", default="auto"),
-    runtime_endpoint=dict(type="str"),
-    cri_descriptor=dict(type="path"),
-    # seconds each question to a runtime may take while the runtimes are selected and their CDI configuration read
-    # (verify_node passes its probe_timeout: verify_probe_timeout)
-    runtime_timeout=dict(type="int", default=120),
-    health_thresholds=dict(type="dict", default={}),
-    dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
-    mode=dict(type="str", default="full", choices=["full", "audit"]),
-)
-
-# The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
-# their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
-VERIFY_NODE_ARGSPEC = dict(
-    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items()
-         if name not in ("layers", "runtime", "runtime_endpoint", "cri_descriptor", "runtime_timeout")),
-    mode=dict(type="str", default="full", choices=["full", "audit"]),
-    layers=dict(type="list", elements="str", choices=list(LAYERS)),
-    layer_timeout=dict(type="int", default=300),
-    probe_image=dict(type="str", default="localhost/gpuprobe-probe:local"),
-    probe_runtime=dict(type="raw", default="auto"),
-    probe_runtime_endpoint=dict(type="str"),
-    probe_timeout=dict(type="int", default=120),
-    probe_user=dict(type="str", default=""),
-    probe_environment=dict(type="dict", default={}),
-    cri_descriptor=dict(type="str", default=""),
-    probe_isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
-    allow_busy_gpu=dict(type="bool", default=False),
-    host_control=dict(type="bool", default=True),
-    k8s=dict(type="bool", default=True),
-    spool=dict(type="bool", default=False),
-    record_limits=RECORD_LIMITS_SPEC,
-)
-
-
 def selected_layers(run_tags=None, skip_tags=None, k8s=True):
     """The layers a run selects with ``--tags``/``--skip-tags``, in LAYERS order (k8s only when enabled).
 

@@ -13,12 +13,7 @@ applies when it makes the records of a probe that did not run."""
 from __future__ import annotations
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import NODE_PROBE_ARGSPEC, probe, remove_run_spec
-
-# the probe's own options, beside the inspect stage's (runtime, runtime_endpoint, run_id and self_built_spec_dir are
-# shared: the probe runs through the runtimes the inspect stage selected)
-PROBE_OPTIONS = ("image", "timeout", "user", "environment", "isolation", "allow_busy_gpu", "host_control")
-NODE_VERIFY_ARGSPEC = dict(_node.NODE_LAYERS_ARGSPEC, **dict((name, NODE_PROBE_ARGSPEC[name]) for name in PROBE_OPTIONS))
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import probe, remove_run_spec
 
 
 def verify(p, check_mode=False):

@@ -16,6 +16,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stage
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import verify as _node_verify
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 
 def _action(args, check_mode=False):
@@ -43,12 +44,12 @@ class Node(object):
         if what == "failed":
             return {"failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "module_stderr": "/usr/bin/python3: not found"}
         if call == "inspect":
-            return _node.inspect(_with_defaults(_node.NODE_LAYERS_ARGSPEC, module_args))
+            return _node.inspect(_with_defaults(_args.NODE_LAYERS_ARGSPEC, module_args))
         if call == "verify":
             real = _node_verify.probe
             _node_verify.probe = self._probe
             try:
-                out = _node_verify.verify(_with_defaults(_node_verify.NODE_VERIFY_ARGSPEC, module_args))
+                out = _node_verify.verify(_with_defaults(_args.NODE_VERIFY_ARGSPEC, module_args))
             finally:
                 _node_verify.probe = real
             if out.get("interrupted"):  # as node_verify's fail_json
@@ -57,7 +58,7 @@ class Node(object):
         return {"changed": True}
 
     def _probe(self, p, check_mode=False):
-        self.probes.append(dict((k, p[k]) for k in _node_probe.NODE_PROBE_ARGSPEC))
+        self.probes.append(dict((k, p[k]) for k in _args.NODE_PROBE_ARGSPEC))
         if self.fail.get("probe") == "interrupted":
             return {"interrupted": "interrupted by signal 15: the probe container and the host control were stopped and removed"}
         if self.probe_records is not None:

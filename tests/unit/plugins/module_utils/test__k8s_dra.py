@@ -14,6 +14,7 @@ from kubectlfixture import checks, one, stand_in
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as _k8s_dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s", "dra"))
 VERSIONS = ("v1", "v1beta2", "v1beta1")
@@ -531,7 +532,7 @@ def test_inspect_gives_the_k8s_layer_this_nodes_host_record(tmp_path, monkeypatc
     (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
     monkeypatch.setenv("PATH", "%s%s%s" % (bindir, os.pathsep, os.environ["PATH"]))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     p.update(nvml=False, root=str(tmp_path / "node"), layers=["host", "k8s"])
     record = _node.inspect(p)["records"]["k8s"]
     assert validate_record(record) == []

@@ -10,17 +10,18 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec a
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 
 def params(**over):
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     p.update(nvml=False)
     p.update(over)
     return p
 
 
 def probe_params(**over):
-    p = dict((name, spec.get("default")) for name, spec in _node_probe.NODE_PROBE_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_PROBE_ARGSPEC.items())
     p.update(over)
     return p
 
@@ -176,8 +177,9 @@ def test_the_inspect_stage_imports_no_probe_code():
     import subprocess
     import sys
     code = ("import sys\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args\n"
             "from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node\n"
-            "p = {k: v.get('default') for k, v in _node.NODE_LAYERS_ARGSPEC.items()}\n"
+            "p = {k: v.get('default') for k, v in _args.NODE_LAYERS_ARGSPEC.items()}\n"
             "p.update(nvml=False, k8s=False)\n"
             "_node.inspect(p)\n"
             "print(sorted(m for m in sys.modules if m.startswith('grpc') or ('.module_utils._runtime.' in m "

@@ -12,6 +12,7 @@ from hostfixture import build_node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import verify as _node_verify
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 
 def _passing(layer):
@@ -43,7 +44,7 @@ def _node_fixture(tmp_path, monkeypatch):
     engines = [{"name": "podman", "version": "4.3.1", "endpoint": None},
                {"name": "docker", "version": "26.1.5", "endpoint": "unix:///run/docker.sock"}]
     monkeypatch.setattr(_node, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
-    params = dict((name, spec.get("default")) for name, spec in _node_verify.NODE_VERIFY_ARGSPEC.items())
+    params = dict((name, spec.get("default")) for name, spec in _args.NODE_VERIFY_ARGSPEC.items())
     params.update(root=tree, nvml=False, cdi_source="self-built", self_built_spec_dir=spec_dir, run_id="t-7",
                   runtime=["podman", "docker"])
     return {"params": params, "probes": probes, "interrupt": interrupt, "spec_dir": spec_dir}

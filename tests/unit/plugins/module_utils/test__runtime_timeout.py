@@ -12,6 +12,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as cdi_engine
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 layer_mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer")
 
@@ -91,9 +92,9 @@ def test_the_runtime_selection_asks_every_engine_with_the_runtime_timeout(record
 
 
 def test_the_runtime_timeout_is_an_option_of_the_inspect_stage_and_checked():
-    assert _node.NODE_LAYERS_ARGSPEC["runtime_timeout"] == {"type": "int", "default": 120}
-    assert "runtime_timeout" not in _node.VERIFY_NODE_ARGSPEC  # verify_node passes its probe_timeout
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    assert _args.NODE_LAYERS_ARGSPEC["runtime_timeout"] == {"type": "int", "default": 120}
+    assert "runtime_timeout" not in _args.VERIFY_NODE_ARGSPEC  # verify_node passes its probe_timeout
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     with pytest.raises(ValueError, match="runtime_timeout must be a number of seconds > 0"):
         _node.inspect(dict(p, layers=[], runtime_timeout=-1))
 
