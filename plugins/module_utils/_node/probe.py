@@ -2,8 +2,9 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the probe stage of one node (module gpuprobe.layers.node_probe): runtime and compute in one process.
-Not public API. The inspect stage and what both sides share are in _node.py."""
+"""PRIVATE: the probe stage of one node (module gpuprobe.layers.node_probe, and the second half of
+gpuprobe.layers.node_verify): runtime and compute in one process. Not public API. The inspect stage is
+_node.inspect, the gate before this stage _node.gate, the options _common.args.NODE_PROBE_ARGSPEC."""
 
 from __future__ import annotations
 

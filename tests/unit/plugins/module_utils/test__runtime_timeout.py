@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as cdi_engine
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
@@ -85,7 +85,7 @@ def test_the_runtime_selection_asks_every_engine_with_the_runtime_timeout(record
     p = {"root": "/", "runtime": runtime, "runtime_endpoint": endpoint, "cri_descriptor": "/x.desc",
          "runtime_timeout": TIMEOUT}
     recorder.answer = "cri-o" if "crio" in runtime else "containerd"
-    engines = _node.selected_engines(p, probe_follows=probe_follows)
+    engines = _inspect.selected_engines(p, probe_follows=probe_follows)
     assert [e["name"] for e in engines] == runtime
     assert recorder.calls, "no engine was asked"
     assert [c for c in recorder.calls if c[1] != TIMEOUT] == [], recorder.calls
@@ -96,7 +96,7 @@ def test_the_runtime_timeout_is_an_option_of_the_inspect_stage_and_checked():
     assert "runtime_timeout" not in _args.VERIFY_NODE_ARGSPEC  # verify_node passes its probe_timeout
     p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     with pytest.raises(ValueError, match="runtime_timeout must be a number of seconds > 0"):
-        _node.inspect(dict(p, layers=[], runtime_timeout=-1))
+        _inspect.inspect(dict(p, layers=[], runtime_timeout=-1))
 
 
 def test_the_runtime_layer_detects_with_the_probe_timeout(monkeypatch):

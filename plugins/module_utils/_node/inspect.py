@@ -2,22 +2,14 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the layers of one node in as few node-side calls as possible. Not public API.
+"""PRIVATE: the inspect stage of one node (module gpuprobe.layers.node_layers, and the first half of
+gpuprobe.layers.node_verify): host, cdi (after writing the run's self-built spec when asked) and k8s, in that order,
+in one process. Not public API.
 
-A node is verified by two groups of layers, each one process on the node:
-
-* inspect (module gpuprobe.layers.node_layers, ``inspect`` here): host, cdi (after writing the self-built spec
-  of the run when asked) and k8s, in that order;
-* probe (module gpuprobe.layers.node_probe, _node_probe.probe): runtime and compute in one probe container (and
-  the host control), then the removal of the run's self-built spec.
-
-Two modules, not one: AnsiballZ ships every module_utils a module can import and the node compiles what it
-imports from source on each call, so an audit never carries the probe's code (docs/performance.md).
-
-The controller (action gpuprobe.layers.verify_node) decides between the two calls whether the probe can run
-at all (``layer_gate``), builds the NOT_RUN records of the layers that did not run and the verdict. This
-module holds what both sides share: the option specs, the layer selection from tags, the gate, and the
-inspect stage.
+The stage also selects the runtimes the verdict speaks for (_runtime.select) and reads each one's own CDI
+configuration (_cdi.engine), beside the host layer: the cdi layer judges the specs for each of them and the probe
+stage runs through them (_node.probe). It imports no probe code: an audit (node_layers) never ships or compiles it
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -26,114 +18,8 @@ import os
 import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import DEFAULT_RUNTIME_TIMEOUT
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, cdi_for_runtime, crashed, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import (  # noqa: F401  pylint: disable=unused-import
-    INSPECT_LAYERS, PROBE_LAYERS, RUNTIMES,
-)
-
-# a layer runs when any of its tags is selected and none is skipped: a layer's tag also runs the layers it
-# needs (the same tags the verify role's tasks carried: --tags compute runs host, cdi, runtime and compute)
-LAYER_TAGS = {
-    "host": ("host", "cdi", "runtime", "compute"),
-    "cdi": ("cdi", "runtime", "compute"),
-    "runtime": ("runtime", "compute"),
-    "compute": ("runtime", "compute"),
-    "k8s": ("k8s",),
-}
-# what a layer needs to have run first; skipping one of them (--skip-tags) skips the layer too
-NEEDS = {
-    "host": ("host",),
-    "cdi": ("host", "cdi"),
-    "runtime": ("host", "cdi", "runtime", "compute"),
-    "compute": ("host", "cdi", "runtime", "compute"),
-    "k8s": ("k8s",),
-}
-# the key of verify_node's result that the gpuprobe_summary callback reads for its progress line
-PROGRESS_KEY = "gpuprobe_host_done"
-NOT_SELECTED = "not selected in this run (tags)"
-K8S_DISABLED = "disabled (verify_k8s is false)"
-def selected_layers(run_tags=None, skip_tags=None, k8s=True):
-    """The layers a run selects with ``--tags``/``--skip-tags``, in LAYERS order (k8s only when enabled).
-
-    ``--tags L`` runs L and what it needs (LAYER_TAGS); ``--skip-tags L`` skips L and the layers that need it
-    (NEEDS): --skip-tags compute leaves host, cdi and k8s.
-    """
-    run = set(run_tags or ["all"])
-    skip = set(skip_tags or [])
-    chosen = []
-    for layer in LAYERS:
-        wanted = bool(run & ({"all", "tagged"} | set(LAYER_TAGS[layer])))
-        if wanted and not (skip & (set(NEEDS[layer]) | {"tagged"})) and (layer != "k8s" or k8s):
-            chosen.append(layer)
-    return chosen
-
-
-def needed_layers(layers):
-    """``layers`` with what they need: runtime and compute run together and need host and cdi."""
-    chosen = set(layers)
-    if chosen & set(PROBE_LAYERS):
-        chosen |= {"host", "cdi", "runtime", "compute"}
-    elif "cdi" in chosen:
-        chosen.add("host")
-    return [layer for layer in LAYERS if layer in chosen]
-
-
-HEALTH_PREFIX = "host.health."
-
-
-def health_only_fail(record):
-    """True when every FAIL check of a host record is a host.health.* check: the GPU is unfit for work but usable,
-    so the probe still runs to keep the compute evidence (the verdict stays FAILED_AT_HOST with that signature)."""
-    failed = [c for c in (record or {}).get("checks") or [] if c.get("status") == "FAIL"]
-    return bool(failed) and all(str(c.get("id", "")).startswith(HEALTH_PREFIX) for c in failed)
-
-
-def layer_gate(records, mode="full"):
-    """Why the runtime and compute layers cannot run on this node ('' when they can).
-
-    They need a container with an injected device: not in audit mode, not after a host or cdi FAIL (no
-    device could be injected; a host FAIL of host.health.* checks alone does not block: ``health_only_fail``),
-    not when host or cdi did not run (the busy-GPU check and the device list come from them), and not when the
-    cdi layer resolved no device.
-    """
-    if mode == "audit":
-        return "audit mode: no container is started"
-    for layer in ("host", "cdi"):
-        record = records.get(layer) or {}
-        status = record.get("status") or "NOT_RUN"
-        if status == "FAIL" and layer == "host" and health_only_fail(record):
-            continue
-        if status == "FAIL":
-            return "blocked by %s FAIL" % layer
-        if status == "NOT_RUN":
-            return "blocked: the %s layer did not run (%s)" % (layer, record.get("reason") or "no record")
-    devices = ((records.get("cdi") or {}).get("evidence") or {}).get("requested_devices")
-    if not devices:
-        return "blocked: the cdi layer resolved no device to inject"
-    return ""
-
-
-def probe_engines(cdi_record, option):
-    """The runtimes the probe stage runs through: the ones the cdi layer selected and judged (its evidence.engines), or,
-    when it selected none (root not /, no cdi record), the option's own name (``auto`` unless it names one runtime)."""
-    engines = [e for e in ((cdi_record or {}).get("evidence") or {}).get("engines") or [] if isinstance(e, dict)]
-    return engines or [{"name": option if isinstance(option, str) and option in RUNTIMES else "auto"}]
-
-
-def engine_gate(records, engine, mode, blocked=None):
-    """(the records as they speak for ``engine``'s runtime, why its probe cannot run or ''). ``blocked``: why the node
-    could not be verified so far (a node-side call that failed), which blocks every probe."""
-    name = engine.get("name")
-    own = dict(records, cdi=cdi_for_runtime(records.get("cdi"), name))
-    gate = "blocked: %s" % blocked if blocked else layer_gate(own, mode)
-    if not gate and not name:
-        gate = "no runtime: %s" % engine.get("reason")
-    return own, gate
-
-
-def gated(gate):
-    """The runtime and compute records of a probe that did not run, and why."""
-    return dict((layer, not_run(layer, gate)) for layer in PROBE_LAYERS)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import INSPECT_LAYERS
 
 
 def _k8s(layers, host_record=None):
