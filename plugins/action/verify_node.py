@@ -162,7 +162,7 @@ class ActionModule(ActionBase):
             calls=calls,
         )
         result[_selection.PROGRESS_KEY] = {"verdict": verdict["verdict"],
-                                      "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
+                                           "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
         if spec:
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
         if problems and not result.get("unreachable"):
