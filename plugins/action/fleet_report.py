@@ -29,7 +29,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FLEET_REPORT_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import DEFAULT_LIMITS, RECORD_LIMITS_SPEC, limits_of
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import DEFAULT_LIMITS, limits_of
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import display_lines, display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import RENDERERS
@@ -37,8 +37,6 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import Entr
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
-# the options (_report's, and the cap on what one node may return: _intake_limits)
-ARGSPEC = dict(FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC)
 LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
 NO_RECORD = ("no verify record for this host: it failed or became unreachable during the verify play "
              "(see the play output for that host)")
@@ -181,7 +179,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=ARGSPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=FLEET_REPORT_ARGSPEC)
         try:
             limits = limits_of(args["record_limits"])
         except ValueError as exc:

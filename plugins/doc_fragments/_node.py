@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE doc fragment: the options of the node side of verify_node (not public API). DOCUMENTATION: the inspect
 stage's (gpuprobe.layers.node_layers, gpuprobe.layers.node_verify); PROBE: the probe's own (gpuprobe.layers.node_probe,
-gpuprobe.layers.node_verify). The argument specs are _node.NODE_LAYERS_ARGSPEC and _node_probe.NODE_PROBE_ARGSPEC."""
+gpuprobe.layers.node_verify). The argument specs are _common.args.NODE_LAYERS_ARGSPEC and NODE_PROBE_ARGSPEC
+(tests/unit/plugins/module_utils/test__args.py holds them to this fragment)."""
 
 
 class ModuleDocFragment(object):  # pylint: disable=too-few-public-methods

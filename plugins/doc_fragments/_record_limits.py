@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE doc fragment: the option record_limits of verify_node and fleet_report (not public API). The argument spec
-is _intake_limits.RECORD_LIMITS_SPEC, the defaults _intake_limits.DEFAULT_LIMITS."""
+is _common.args.RECORD_LIMITS_SPEC, the defaults _common.limits.DEFAULT_LIMITS."""
 
 
 class ModuleDocFragment(object):  # pylint: disable=too-few-public-methods

@@ -210,12 +210,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_record, check_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES, SPEC_DIRS
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+            spec_dirs=dict(type="list", elements="path", default=list(SPEC_DIRS)),
             discover_runtime_dirs=dict(type="bool", default=True),
             devices=dict(type="list", elements="str", default=[]),
             kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
@@ -224,7 +225,7 @@ def main():
             max_spec_size=dict(type="int", default=1048576),
             max_spec_files=dict(type="int", default=1024),
             timeout=dict(type="int", default=60),
-            runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker", "containerd", "crio"]),
+            runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
         ),
         supports_check_mode=True,
     )

@@ -184,6 +184,7 @@ prediction:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.spec import SpecError, ensure_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR, VARIANTS
 
 
 def main():
@@ -191,10 +192,8 @@ def main():
         argument_spec=dict(
             run_id=dict(type="str", required=True),
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            variant=dict(type="str", default="full", choices=[
-                "full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
-                "missing_hostpath", "stale_library"]),
-            spec_dir=dict(type="path", default="/var/run/cdi"),
+            variant=dict(type="str", default="full", choices=list(VARIANTS)),
+            spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
             root=dict(type="path", default="/"),
             driver_root=dict(type="path"),
             host=dict(type="dict"),

@@ -195,13 +195,12 @@ drills:
   elements: dict
 """
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import RECORD_LIMITS_SPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FLEET_REPORT_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import documentation_only
 
 
 def main():
-    documentation_only(dict(FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC), "fleet_report")
+    documentation_only(FLEET_REPORT_ARGSPEC, "fleet_report")
 
 
 if __name__ == "__main__":

@@ -90,7 +90,8 @@ spec_removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import NODE_PROBE_ARGSPEC, probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_PROBE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import probe
 
 
 def main():

@@ -80,7 +80,8 @@ spec_error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.verify import NODE_VERIFY_ARGSPEC, verify
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_VERIFY_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.verify import verify
 
 
 def main():

@@ -129,16 +129,17 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES, SELF_BUILT_SPEC_DIR
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             run_id=dict(type="str"),
-            runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker", "containerd", "crio"]),
+            runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
             runtime_endpoint=dict(type="str"),
             cri_descriptor=dict(type="path"),
-            spec_dir=dict(type="path", default="/var/run/cdi"),
+            spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
             specs=dict(type="bool", default=True),
             max_age=dict(type="int", default=3600),
             timeout=dict(type="int", default=30),

@@ -20,8 +20,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -33,7 +34,7 @@ pytestmark = [
 # the collection's own default (verify_probe_image), the image scripts/build-probe-image.sh builds and gpu-e2e.sh uses
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", VERIFY_NODE_ARGSPEC["probe_image"]["default"])
 DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
-SPEC_DIR = _cdi_spec.DEFAULT_SPEC_DIR
+SPEC_DIR = SELF_BUILT_SPEC_DIR
 EVIDENCE_DIR = os.environ.get("GPUPROBE_EVIDENCE_DIR")
 
 

@@ -24,7 +24,7 @@ from test_runtime_podman import LIB_IN_CONTAINER
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import gated, layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import gated, layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, rollup_status
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 

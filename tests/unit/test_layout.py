@@ -25,7 +25,7 @@ DOORS = {
     "module_utils._probe": {"script", "contract"},
     "module_utils._compute": {"record", "catalogue", "binding", "host_control"},
     "module_utils._k8s": {"layer", "catalogue", "nodes", "publish"},
-    "module_utils._node": {"stages", "inspect", "gate", "probe", "verify"},
+    "module_utils._node": {"inspect", "gate", "probe", "verify"},
     "module_utils._verdict": {"verdict", "attribution"},
     "plugin_utils._report": "*",
 }

@@ -37,6 +37,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label, flag_value
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 CHECKS = {
     "cdi.engine.config": {
@@ -116,7 +117,7 @@ def containerd_cdi(doc, version=None, source="containerd config dump", reader=No
         return _result("containerd", source, reader=reader, reason="%s.enable_cdi is %r, not a boolean" % (where, enabled), **extra)
     dirs = section.get("cdi_spec_dirs")
     if dirs is None:
-        dirs, origin = list(_compat.DEFAULT_DIRS), "default"
+        dirs, origin = list(SPEC_DIRS), "default"
     elif _str_list(dirs):
         origin = "configured"
     else:
@@ -134,7 +135,7 @@ def crio_cdi(doc, source="crio status config", reader=None):
         return _result("crio", source, reader=reader, reason="no [crio.runtime] table in the configuration")
     dirs = runtime.get("cdi_spec_dirs")
     if dirs is None:
-        return _result("crio", source, enabled=True, spec_dirs=list(_compat.DEFAULT_DIRS), origin="default", reader=reader)
+        return _result("crio", source, enabled=True, spec_dirs=list(SPEC_DIRS), origin="default", reader=reader)
     if not _str_list(dirs):
         return _result("crio", source, enabled=True, reader=reader, reason="crio.runtime.cdi_spec_dirs is %r, not a list" % (dirs,))
     return _result("crio", source, enabled=True, spec_dirs=list(dirs), origin="configured", reader=reader)

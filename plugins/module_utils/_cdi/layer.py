@@ -24,7 +24,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
     ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_LAYER_TIMEOUT, DEFAULT_MAX_SPEC_FILES,
-    DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
+    DEFAULT_MAX_SPEC_SIZE, EARLIEST_VERSION,
     KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
@@ -42,6 +42,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate impo
     RULES, RULE_CHECK, annotation_key_error, load_spec_data, validate_annotations, validate_edits, validate_spec,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.vendor import is_nvidia, nvidia_checks
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 # the layer's one catalogue: spec, resolution, host and audit checks, the identity map, runtime compatibility
 CHECKS = dict(_SPEC_CHECKS)
@@ -52,7 +53,7 @@ CHECKS.update(_integrity.CHECKS)
 
 # names other code imports from _cdi (tests, _cdi_spec, benchmarks), re-exported from the package's modules
 __all__ = [
-    "ANNOTATIONS_MAX_BYTES", "CHECKS", "CONSEQUENCES", "DEFAULT_KINDS", "DEFAULT_MAX_SPEC_SIZE", "DEFAULT_SPEC_DIRS",
+    "ANNOTATIONS_MAX_BYTES", "CHECKS", "CONSEQUENCES", "DEFAULT_KINDS", "DEFAULT_MAX_SPEC_SIZE",
     "EARLIEST_VERSION", "HAS_YAML", "KNOWN_VERSIONS", "MAX_ERRORS_PER_FILE", "MAX_NODES_PER_FILE", "NO_PERMISSIONS",
     "RULES", "RULE_CHECK", "RUNTIME_CONFIGS", "SENSITIVE_EXACT", "SENSITIVE_UNDER", "VALID_HOOK_NAMES", "VALID_NODE_TYPES",
     "annotation_key_error", "audit", "build_registry", "cdi_layer", "device_of", "discover_runtime_dirs", "host_checks",
@@ -306,7 +307,7 @@ def _judge_files(b, files, devices, requested_kinds, unread):
     return registry, conflicts, overrides, resolved, unresolved, expansions, sources
 
 
-def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
+def cdi_layer(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
               host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
               max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT, engines=None):
     """Run the cdi layer and return its record (plugins/module_utils/_common/result.py contract). ``timeout``: the layer's own
@@ -318,7 +319,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     devices = [str(d) for d in (devices or [])]
     kinds = list(kinds or DEFAULT_KINDS)
     requested_kinds = _requested_kinds(devices, kinds)
-    dirs = [posixpath.normpath(d) for d in (spec_dirs or DEFAULT_SPEC_DIRS)]
+    dirs = [posixpath.normpath(d) for d in (spec_dirs or SPEC_DIRS)]
     runtime_dirs = {}
     if discover_runtime_dirs_:
         runtime_dirs = discover_runtime_dirs(root, environ)

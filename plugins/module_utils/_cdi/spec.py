@@ -38,13 +38,13 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common import own
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import library_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version, validate_vendor_or_class
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE, SELF_BUILT_SPEC_DIR, check_run_id as _check_run_id
 
 VENDOR = "gpuprobe.local"
 CLASS_PREFIX = "gpu-"
 # The kind every self-built spec had before kinds were per run; still recognised (and swept when over).
 LEGACY_KIND = "gpuprobe.local/gpu"
 KIND = LEGACY_KIND  # kept for readers of the old constant; new specs use run_kind(run_id)
-DEFAULT_SPEC_DIR = "/var/run/cdi"
 # Static CDI specs belong to the administrator: this collection never writes there.
 PROTECTED_SPEC_DIR = "/etc/cdi"
 CONTAINER_LIB_DIR = "/usr/local/nvidia/lib64"
@@ -58,7 +58,6 @@ BIN_SUBDIRS = ("bin", "usr/bin")
 STUB_CANDIDATES = ("/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/targets/*/lib/stubs/libcuda.so",
                    "/usr/local/cuda-*/lib64/stubs/libcuda.so", "/usr/local/cuda-*/targets/*/lib/stubs/libcuda.so")
 STALE_VERSIONS = ("470.256.02", "535.274.02")
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 GPU_NODE = re.compile(r"^/dev/nvidia(\d+)$")
 
 VARIANTS = {
@@ -112,9 +111,11 @@ class SpecError(Exception):
 
 
 def check_run_id(run_id):
-    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-        raise SpecError("run_id %r must match %s (it becomes part of a file name)" % (run_id, RUN_ID.pattern))
-    return run_id
+    """``run_id`` when it follows the run id rule (_common.vocab; it becomes part of a file name), else SpecError."""
+    try:
+        return _check_run_id(run_id)
+    except ValueError as exc:
+        raise SpecError(str(exc))
 
 
 def run_kind(run_id):
@@ -125,7 +126,7 @@ def run_kind(run_id):
     if not run_id[-1].isalnum():
         cls += hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8]
     why = validate_vendor_or_class(cls, "class")
-    if why:  # pragma: no cover - RUN_ID and the suffix make this impossible
+    if why:  # pragma: no cover - RUN_ID_RE and the suffix make this impossible
         raise SpecError(why)
     return "%s/%s" % (VENDOR, cls)
 
@@ -313,7 +314,7 @@ def refuses(spec_dir):
     protected = os.path.realpath(PROTECTED_SPEC_DIR)
     protected_id = _identity(PROTECTED_SPEC_DIR)
     why = "refusing to write CDI specs under %s (%s): static specs belong to the administrator; use %s" % (
-        PROTECTED_SPEC_DIR, spec_dir, DEFAULT_SPEC_DIR)
+        PROTECTED_SPEC_DIR, spec_dir, SELF_BUILT_SPEC_DIR)
     for candidate in (posixpath.normpath(spec_dir), os.path.realpath(spec_dir)):
         for p in (protected, PROTECTED_SPEC_DIR):
             if candidate == p or candidate.startswith(p.rstrip("/") + "/"):
@@ -422,7 +423,7 @@ def spec_owner_info(path):
         info["created"] = int(values["GPUPROBE_CREATED"])
     name = posixpath.basename(path)
     # ours: our kind, and the file name is the one its run id gives (exact, never a substring match)
-    info["ours"] = bool(is_our_kind(info["kind"]) and info["run_id"] and RUN_ID.match(info["run_id"])
+    info["ours"] = bool(is_our_kind(info["kind"]) and info["run_id"] and RUN_ID_RE.match(info["run_id"])
                         and name == spec_file_name(info["run_id"])
                         and (info["kind"] == LEGACY_KIND or info["kind"] == run_kind(info["run_id"])))
     return info
@@ -486,7 +487,7 @@ def check_options(spec_dir, root="/", driver_root=None, max_age=_owner.DEFAULT_M
         raise SpecError(str(exc))
 
 
-def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=False, owner=None,
+def ensure_spec(run_id, state="present", spec_dir=SELF_BUILT_SPEC_DIR, check_mode=False, owner=None,
                 max_age=_owner.DEFAULT_MAX_AGE, **build_args):
     """The module's one call: build and write (state=present) or remove (state=absent) this run's spec.
     Before writing, specs of our kind whose run is over (owner gone, or older than ``max_age``) are swept.

@@ -2,8 +2,9 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the probe stage of one node (module gpuprobe.layers.node_probe): runtime and compute in one process.
-Not public API. The inspect stage and what both sides share are in _node.py."""
+"""PRIVATE: the probe stage of one node (module gpuprobe.layers.node_probe, and the second half of
+gpuprobe.layers.node_verify): runtime and compute in one process. Not public API. The inspect stage is
+_node.inspect, the gate before this stage _node.gate, the options _common.args.NODE_PROBE_ARGSPEC."""
 
 from __future__ import annotations
 
@@ -17,28 +18,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record im
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import prefetch_host_driver_facts
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUNTIMES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted, interruptible
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
-
-# The options of the node-side probe module (gpuprobe.layers.node_probe): runtime and compute.
-NODE_PROBE_ARGSPEC = dict(
-    records=dict(type="dict", required=True),
-    run_id=dict(type="str", required=True),
-    runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
-    runtime_endpoint=dict(type="str"),
-    image=dict(type="str", default="localhost/gpuprobe-probe:local"),
-    timeout=dict(type="int", default=120),
-    user=dict(type="str", default=""),
-    environment=dict(type="dict", default={}),
-    isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
-    allow_busy_gpu=dict(type="bool", default=False),
-    host_control=dict(type="bool", default=True),
-    self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
-    remove_spec=dict(type="bool", default=False),
-)
-
 
 MAX_SPEC_READ = 1024 * 1024 + 1  # the cdi layer's spec size cap (+1: a longer file is changed, whatever it holds)
 SPEC_CHANGED = "spec changed since the cdi layer read it"

@@ -17,8 +17,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image, check_timeout, check_user
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CHECKS, RUN_ID_RE, SIGNATURES, classify_start_error, error_line, probe_in_container,
+    CHECKS, SIGNATURES, classify_start_error, error_line, probe_in_container,
 )
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import check_run_id
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name
@@ -54,9 +55,7 @@ def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
 
 def check_params(params):
     """ValueError with one clear message for options that cannot work (before any container exists)."""
-    run_id = params.get("run_id")
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
-        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
+    check_run_id(params.get("run_id"))
     if params.get("timeout") is not None:
         check_timeout(params["timeout"])
     devices = params.get("cdi_devices") or []

@@ -37,9 +37,8 @@ import json
 import shlex
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES
 
-ENGINES = ("podman", "docker", "containerd", "crio")
-CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri)
 KUBELET_DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
 # the runtime's own socket when neither the option nor CONTAINER_RUNTIME_ENDPOINT names one (the kubelet's defaults)
 DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}

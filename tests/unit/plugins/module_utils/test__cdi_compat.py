@@ -8,6 +8,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import catalo
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _cdi_compat
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import ENGINES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 KIND = "nvidia.com/gpu"
@@ -41,7 +42,7 @@ def host_with(tools):
 
 def judge(root, host, runtime="auto", configured=None):
     files, sources = cdi_record(root, [ETC, RUN] + list(configured or []))
-    names = [n for n in _cdi_compat.AUTO_ORDER if n in ((host or {}).get("evidence") or {}).get("tools", {})]
+    names = [n for n in ENGINES if n in ((host or {}).get("evidence") or {}).get("tools", {})]
     runtime_dirs = dict((n, {"spec_dirs": list(configured)}) for n in names) if configured else None
     checks, evidence = _cdi_compat.spec_compat(files, sources, host, runtime=runtime, runtime_dirs=runtime_dirs,
                                                root=str(root))

@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN
 
 CHECK = "cdi.inject.probe_integrity"

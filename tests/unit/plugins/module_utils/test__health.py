@@ -13,6 +13,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health impor
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 nv = hf.real_pynvml
 
@@ -834,13 +835,13 @@ def test_dcgm_levels_that_load_the_gpu_are_not_run_in_check_or_audit_mode(tmp_pa
 
 
 def test_node_inspect_passes_check_and_audit_mode_to_dcgm(tmp_path, monkeypatch):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
     seen = []
     monkeypatch.setattr(_host, "collect_host", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
-    base = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())
+    base = dict((k, v.get("default")) for k, v in _args.NODE_LAYERS_ARGSPEC.items())
     base.update(layers=["host"], root="/")
     for mode, check_mode, why in (("full", False, None), ("full", True, "check mode"), ("audit", False, "audit mode")):
-        _node.inspect(dict(base, mode=mode), check_mode=check_mode)
+        _inspect.inspect(dict(base, mode=mode), check_mode=check_mode)
     assert seen == [None, "check mode", "audit mode"]
 
 

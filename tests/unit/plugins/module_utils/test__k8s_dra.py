@@ -16,6 +16,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import nodes 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import pods as _k8s_pods
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as _k8s_dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s", "dra"))
 VERSIONS = ("v1", "v1beta2", "v1beta1")
@@ -512,7 +513,7 @@ print(json.dumps(docs.get(what, {"apiVersion": "v1", "kind": "List", "items": []
 def test_inspect_gives_the_k8s_layer_this_nodes_host_record(tmp_path, monkeypatch):
     import socket  # pylint: disable=import-outside-toplevel
     from hostfixture import build_node  # pylint: disable=import-outside-toplevel,import-error
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect  # pylint: disable=import-outside-toplevel
 
     build_node(str(tmp_path / "node"), gpus=2, procfs=True)  # GPUs ...-000000000000 (minor 0, 0000:06:00.0) and ...-01
     me = socket.gethostname()
@@ -534,9 +535,9 @@ def test_inspect_gives_the_k8s_layer_this_nodes_host_record(tmp_path, monkeypatc
     (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
     monkeypatch.setenv("PATH", "%s%s%s" % (bindir, os.pathsep, os.environ["PATH"]))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     p.update(nvml=False, root=str(tmp_path / "node"), layers=["host", "k8s"])
-    record = _node.inspect(p)["records"]["k8s"]
+    record = _inspect.inspect(p)["records"]["k8s"]
     assert validate_record(record) == []
     rows = [(c["status"], c["subject"], c["observed"]) for c in checks(record, "k8s.dra.host_match")]
     assert rows == [

@@ -22,6 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
 import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
@@ -558,7 +559,7 @@ def test_the_node_probe_runs_mig_devices_per_device(monkeypatch, tmp_path):
         seen.update(params)
         return not_run("runtime", "not under test"), None
     monkeypatch.setattr(_node_probe, "runtime_facts", runtime_facts)
-    p = dict((k, v.get("default")) for k, v in _node_probe.NODE_PROBE_ARGSPEC.items())
+    p = dict((k, v.get("default")) for k, v in _args.NODE_PROBE_ARGSPEC.items())
     spec = tmp_path / "k.yaml"  # the spec the cdi layer read, unchanged since (the probe call rechecks it)
     spec.write_text("cdiVersion: 0.5.0\nkind: k/mig\n")
     digest = hashlib.sha256(spec.read_bytes()).hexdigest()

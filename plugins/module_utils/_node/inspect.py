@@ -2,22 +2,14 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the layers of one node in as few node-side calls as possible. Not public API.
+"""PRIVATE: the inspect stage of one node (module gpuprobe.layers.node_layers, and the first half of
+gpuprobe.layers.node_verify): host, k8s and cdi (after writing the run's self-built spec when asked), in that order
+(k8s first: the runtime handler the GPU Pods use is what cdi judges), in one process. Not public API.
 
-A node is verified by two groups of layers, each one process on the node:
-
-* inspect (module gpuprobe.layers.node_layers, ``inspect`` here): host, k8s and cdi (after writing the self-built
-  spec of the run when asked), in that order (k8s first: the runtime handler the GPU Pods use is what cdi judges);
-* probe (module gpuprobe.layers.node_probe, _node_probe.probe): runtime and compute in one probe container (and
-  the host control), then the removal of the run's self-built spec.
-
-Two modules, not one: AnsiballZ ships every module_utils a module can import and the node compiles what it
-imports from source on each call, so an audit never carries the probe's code (docs/performance.md).
-
-The controller (action gpuprobe.layers.verify_node) decides between the two calls whether the probe can run
-at all (``layer_gate``), builds the NOT_RUN records of the layers that did not run and the verdict. This
-module holds what both sides share: the option specs, the layer selection from tags, the gate, and the
-inspect stage.
+The stage also selects the runtimes the verdict speaks for (_runtime.select) and reads each one's own CDI
+configuration (_cdi.engine), beside the host layer: the cdi layer judges the specs for each of them and the probe
+stage runs through them (_node.probe). It imports no probe code: an audit (node_layers) never ships or compiles it
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -25,173 +17,9 @@ from __future__ import annotations
 import os
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import RECORD_LIMITS_SPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, cdi_for_runtime, crashed, not_run
-
-INSPECT_LAYERS = ("host", "cdi", "k8s")
-PROBE_LAYERS = ("runtime", "compute")
-# a layer runs when any of its tags is selected and none is skipped: a layer's tag also runs the layers it
-# needs (the same tags the verify role's tasks carried: --tags compute runs host, cdi, runtime and compute)
-LAYER_TAGS = {
-    "host": ("host", "cdi", "runtime", "compute"),
-    "cdi": ("cdi", "runtime", "compute"),
-    "runtime": ("runtime", "compute"),
-    "compute": ("runtime", "compute"),
-    "k8s": ("k8s",),
-}
-# what a layer needs to have run first; skipping one of them (--skip-tags) skips the layer too
-NEEDS = {
-    "host": ("host",),
-    "cdi": ("host", "cdi"),
-    "runtime": ("host", "cdi", "runtime", "compute"),
-    "compute": ("host", "cdi", "runtime", "compute"),
-    "k8s": ("k8s",),
-}
-# the key of verify_node's result that the gpuprobe_summary callback reads for its progress line
-PROGRESS_KEY = "gpuprobe_host_done"
-NOT_SELECTED = "not selected in this run (tags)"
-K8S_DISABLED = "disabled (verify_k8s is false)"
-VARIANTS = ["full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
-            "missing_hostpath", "stale_library"]
-RUNTIMES = ["auto", "podman", "docker", "containerd", "crio"]
-DEFAULT_RUNTIME_TIMEOUT = 120   # the runtime_timeout option's default (verify_probe_timeout's)
-
-# The options of the node-side inspect module (gpuprobe.layers.node_layers): host, cdi and k8s.
-NODE_LAYERS_ARGSPEC = dict(
-    layers=dict(type="list", elements="str", default=["host", "cdi"], choices=list(INSPECT_LAYERS)),
-    run_id=dict(type="str", default=""),
-    root=dict(type="path", default="/"),
-    driver_root=dict(type="path"),
-    nvml=dict(type="bool", default=True),
-    cdi_source=dict(type="str", default="node", choices=["node", "self-built"]),
-    cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
-    cdi_kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
-    cdi_devices=dict(type="list", elements="str", default=[]),
-    cdi_spec=dict(type="dict", default={}),
-    self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
-    self_built_variant=dict(type="str", default="full", choices=VARIANTS),
-    stub_libcuda=dict(type="path"),
-    runtime=dict(type="raw", default="auto"),
-    runtime_endpoint=dict(type="str"),
-    # the CRI runtime handler the probe runs with (verify_probe_runtime_handler); empty: the GPU Pods' (k8s layer), else
-    # the engine's default (_runtime.handler.choose)
-    runtime_handler=dict(type="str"),
-    cri_descriptor=dict(type="path"),
-    # seconds each question to a runtime may take while the runtimes are selected and their CDI configuration read
-    # (verify_node passes its probe_timeout: verify_probe_timeout)
-    runtime_timeout=dict(type="int", default=120),
-    health_thresholds=dict(type="dict", default={}),
-    dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
-    mode=dict(type="str", default="full", choices=["full", "audit"]),
-)
-
-# The options of the controller-side action (gpuprobe.layers.verify_node): the verify role's options without
-# their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
-VERIFY_NODE_ARGSPEC = dict(
-    dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items()
-         if name not in ("layers", "runtime", "runtime_endpoint", "runtime_handler", "cri_descriptor", "runtime_timeout")),
-    mode=dict(type="str", default="full", choices=["full", "audit"]),
-    layers=dict(type="list", elements="str", choices=list(LAYERS)),
-    layer_timeout=dict(type="int", default=300),
-    probe_image=dict(type="str", default="localhost/gpuprobe-probe:local"),
-    probe_runtime=dict(type="raw", default="auto"),
-    probe_runtime_endpoint=dict(type="str"),
-    probe_runtime_handler=dict(type="str"),
-    probe_timeout=dict(type="int", default=120),
-    probe_user=dict(type="str", default=""),
-    probe_environment=dict(type="dict", default={}),
-    cri_descriptor=dict(type="str", default=""),
-    probe_isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
-    allow_busy_gpu=dict(type="bool", default=False),
-    host_control=dict(type="bool", default=True),
-    k8s=dict(type="bool", default=True),
-    spool=dict(type="bool", default=False),
-    record_limits=RECORD_LIMITS_SPEC,
-)
-
-
-def selected_layers(run_tags=None, skip_tags=None, k8s=True):
-    """The layers a run selects with ``--tags``/``--skip-tags``, in LAYERS order (k8s only when enabled).
-
-    ``--tags L`` runs L and what it needs (LAYER_TAGS); ``--skip-tags L`` skips L and the layers that need it
-    (NEEDS): --skip-tags compute leaves host, cdi and k8s.
-    """
-    run = set(run_tags or ["all"])
-    skip = set(skip_tags or [])
-    chosen = []
-    for layer in LAYERS:
-        wanted = bool(run & ({"all", "tagged"} | set(LAYER_TAGS[layer])))
-        if wanted and not (skip & (set(NEEDS[layer]) | {"tagged"})) and (layer != "k8s" or k8s):
-            chosen.append(layer)
-    return chosen
-
-
-def needed_layers(layers):
-    """``layers`` with what they need: runtime and compute run together and need host and cdi."""
-    chosen = set(layers)
-    if chosen & set(PROBE_LAYERS):
-        chosen |= {"host", "cdi", "runtime", "compute"}
-    elif "cdi" in chosen:
-        chosen.add("host")
-    return [layer for layer in LAYERS if layer in chosen]
-
-
-HEALTH_PREFIX = "host.health."
-
-
-def health_only_fail(record):
-    """True when every FAIL check of a host record is a host.health.* check: the GPU is unfit for work but usable,
-    so the probe still runs to keep the compute evidence (the verdict stays FAILED_AT_HOST with that signature)."""
-    failed = [c for c in (record or {}).get("checks") or [] if c.get("status") == "FAIL"]
-    return bool(failed) and all(str(c.get("id", "")).startswith(HEALTH_PREFIX) for c in failed)
-
-
-def layer_gate(records, mode="full"):
-    """Why the runtime and compute layers cannot run on this node ('' when they can).
-
-    They need a container with an injected device: not in audit mode, not after a host or cdi FAIL (no
-    device could be injected; a host FAIL of host.health.* checks alone does not block: ``health_only_fail``),
-    not when host or cdi did not run (the busy-GPU check and the device list come from them), and not when the
-    cdi layer resolved no device.
-    """
-    if mode == "audit":
-        return "audit mode: no container is started"
-    for layer in ("host", "cdi"):
-        record = records.get(layer) or {}
-        status = record.get("status") or "NOT_RUN"
-        if status == "FAIL" and layer == "host" and health_only_fail(record):
-            continue
-        if status == "FAIL":
-            return "blocked by %s FAIL" % layer
-        if status == "NOT_RUN":
-            return "blocked: the %s layer did not run (%s)" % (layer, record.get("reason") or "no record")
-    devices = ((records.get("cdi") or {}).get("evidence") or {}).get("requested_devices")
-    if not devices:
-        return "blocked: the cdi layer resolved no device to inject"
-    return ""
-
-
-def probe_engines(cdi_record, option):
-    """The runtimes the probe stage runs through: the ones the cdi layer selected and judged (its evidence.engines), or,
-    when it selected none (root not /, no cdi record), the option's own name (``auto`` unless it names one runtime)."""
-    engines = [e for e in ((cdi_record or {}).get("evidence") or {}).get("engines") or [] if isinstance(e, dict)]
-    return engines or [{"name": option if isinstance(option, str) and option in RUNTIMES else "auto"}]
-
-
-def engine_gate(records, engine, mode, blocked=None):
-    """(the records as they speak for ``engine``'s runtime, why its probe cannot run or ''). ``blocked``: why the node
-    could not be verified so far (a node-side call that failed), which blocks every probe."""
-    name = engine.get("name")
-    own = dict(records, cdi=cdi_for_runtime(records.get("cdi"), name))
-    gate = "blocked: %s" % blocked if blocked else layer_gate(own, mode)
-    if not gate and not name:
-        gate = "no runtime: %s" % engine.get("reason")
-    return own, gate
-
-
-def gated(gate):
-    """The runtime and compute records of a probe that did not run, and why."""
-    return dict((layer, not_run(layer, gate)) for layer in PROBE_LAYERS)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import DEFAULT_RUNTIME_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import INSPECT_LAYERS
 
 
 def _k8s(layers, host_record=None):
@@ -200,8 +28,8 @@ def _k8s(layers, host_record=None):
     if "k8s" not in layers:
         return {}
     try:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s_layer  # pylint: disable=import-outside-toplevel
-        return {"k8s": _k8s_layer.record(host_record=host_record)}
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import record  # pylint: disable=import-outside-toplevel
+        return {"k8s": record(host_record=host_record)}
     except Exception as exc:  # pylint: disable=broad-except
         return {"k8s": crashed("k8s", exc)}
 
