@@ -23,7 +23,7 @@ import containerd_lab as lab
 from test_runtime_podman import IMAGE, Lab
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
