@@ -25,11 +25,18 @@ description:
     cannot be told), are returned in RV(unmatched), each with a warning, and fail the task after the other Nodes are
     written, since a verdict that was asked to be published and was not is an error. A read or a write that fails is
     returned in RV(errors) and fails the task; nothing is hidden.
-  - The RBAC this needs is in docs/k8s.md (get/list nodes, patch nodes/status, and patch nodes for O(label)).
+  - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) (get/list nodes,
+    patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
   - gpuprobe.layers._attributes
 attributes:
+  action_group:
+    support: full
+    membership: [gpuprobe.layers.k8s]
+    details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
+      C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
     support: full
     details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
@@ -92,10 +99,14 @@ options:
     type: int
     default: 8
 requirements:
-  - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status) (docs/k8s.md).
+  - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status)
+    (L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md)).
 seealso:
   - module: gpuprobe.layers.k8s_facts
   - module: gpuprobe.layers.fleet_report
+  - name: Publishing the verdict to the cluster
+    description: The condition and label written, how hosts are matched to Nodes, the RBAC, and the action group.
+    link: https://github.com/gpuprobe/layers/blob/main/docs/k8s.md#publishing-the-verdict-to-the-cluster-opt-in
 """
 
 EXAMPLES = r"""
