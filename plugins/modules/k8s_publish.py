@@ -41,6 +41,14 @@ attributes:
     support: full
     details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
       writes nothing.
+  diff_mode:
+    support: full
+    details:
+      - "The task's C(diff) (shown with C(--diff)) holds one entry per Node whose condition or label this task changed,
+        or would change in check mode: before and after each C({condition: ..., label: {<label>: value}}), the Node's
+        condition of O(condition_type) and, with O(label), its label (null where the Node had none)."
+      - A Node whose status, reason, message and label stay the same is not in it, although its C(lastHeartbeatTime)
+        is written again.
 options:
   verdicts:
     description:
@@ -213,7 +221,8 @@ def main():
                                timeout=p["timeout"], signatures=p["signatures"], node_names=p["node_names"],
                                condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
                                check_mode=module.check_mode, deadline=p["deadline"],
-                               max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"])
+                               max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"],
+                               diff=module._diff)
     for u in out["unmatched"]:
         module.warn("verdict of %s not published: %s" % (u["host"], u["reason"]))
     problems = ["%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]]
