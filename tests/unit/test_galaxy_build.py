@@ -71,7 +71,7 @@ def test_every_file_of_the_collection_is_in_the_tarball(tarball_files, top):
 
 def test_the_docs_text_readme_licence_and_changelog_are_in_the_tarball(tarball_files):
     docs = set("docs/" + name for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))
-    wanted = docs | {"README.md", "COPYING", "changelogs/changelog.yaml", "changelogs/config.yaml",
+    wanted = docs | {"README.md", "COPYING", "CHANGELOG.rst", "changelogs/changelog.yaml", "changelogs/config.yaml",
                      "MANIFEST.json", "FILES.json"}
     assert sorted(wanted - tarball_files) == []
 
