@@ -36,6 +36,12 @@ attributes:
   check_mode:
     support: full
     details: Reports the spec that would be written (or the file that would be removed) and whether it would change.
+  diff_mode:
+    support: full
+    details:
+      - "The task's C(diff) (shown with C(--diff)) holds what it changed, or would change in check mode: each spec of
+        RV(swept) as C({path, state: file, why}) -> C({path, state: absent}), then this run's spec file (RV(path)) as
+        text, before -> after (empty where there is no file). Nothing when nothing changes."
 options:
   run_id:
     description:
@@ -208,7 +214,8 @@ def main():
     try:
         result = ensure_spec(p["run_id"], state=p["state"], spec_dir=p["spec_dir"], check_mode=module.check_mode,
                              variant=p["variant"], root=p["root"], driver_root=p["driver_root"], host=p["host"],
-                             stub_libcuda=p["stub_libcuda"], gpus=p["gpus"], owner=p["owner"], max_age=p["max_age"])
+                             stub_libcuda=p["stub_libcuda"], gpus=p["gpus"], owner=p["owner"], max_age=p["max_age"],
+                             diff=module._diff)
     except (SpecError, OSError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -12,7 +12,7 @@ short_description: The runtime layer of GPU-in-container readiness (what the con
 version_added: 0.1.0
 description:
   - Starts one short-lived probe container with the requested CDI devices through a real container runtime
-    and returns the runtime layer record (docs/contract.md) as the fact C(gpuprobe_runtime).
+    and returns the runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_runtime).
   - From inside the container the probe (Python standard library only, bind-mounted read-only) records each
     expected device node (type, major:minor, mode) and what C(open(O_RDWR)) returns on it (C(EPERM) from the
     device cgroup and C(EACCES) from the file mode are different findings), the mounts
@@ -50,7 +50,8 @@ options:
       - The container runtime. V(auto) takes the runtime the node's workloads use, and says why in
         C(evidence.engine.selected_because) - the kubelet's CRI endpoint when a kubelet is installed (its
         C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
-        C(unix:///run/containerd/containerd.sock)), else a running docker daemon, else podman (docs/usage.md).
+        C(unix:///run/containerd/containerd.sock)), else a running docker daemon, else podman
+        (L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md)).
       - V(containerd) and V(crio) are reached through the CRI at O(runtime_endpoint) (else the kubelet's endpoint, else
         the engine's default socket). A runtime that cannot be used (docker with CDI off, no CRI adapter or
         nothing on the socket) gives a C(NOT_RUN) record with the reason.
@@ -181,7 +182,7 @@ ansible_facts:
   contains:
     gpuprobe_runtime:
       description:
-        - The runtime layer record (docs/contract.md).
+        - The runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
         - C(evidence) holds C(requested_devices), C(expected_edits), C(engine) (runtime name, path, version,
           OCI runtime; C(version) is C(unknown) when the runtime's answer is not a version), C(owner) (host, pid,
           started), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup, stdout_bytes,

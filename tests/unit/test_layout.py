@@ -95,6 +95,18 @@ def test_module_utils_has_no_layer_file_outside_its_room():
     assert top == [], "files directly in plugins/module_utils (each belongs in a room): %s" % top
 
 
+def test_every_init_under_module_utils_and_modules_is_empty():
+    """ansible-core 2.17's sanity (empty-init; the collection claims 2.17) requires every __init__.py under
+    plugins/module_utils and plugins/modules to be empty: not even a docstring (2.19 dropped module_utils from the
+    rule). What a room holds is said in docs/code-map.md and in its door modules' docstrings."""
+    found = []
+    for top in ("module_utils", "modules"):
+        for dirpath, _dirs, files in os.walk(os.path.join(PLUGINS, top)):
+            if "__init__.py" in files and os.path.getsize(os.path.join(dirpath, "__init__.py")) > 0:
+                found.append(os.path.relpath(os.path.join(dirpath, "__init__.py"), ROOT))
+    assert found == []
+
+
 def test_every_room_is_a_package_whose_init_only_documents():
     for room in DOORS:
         init = os.path.join(PLUGINS, room.replace(".", os.sep), "__init__.py")
