@@ -28,9 +28,9 @@ import fnmatch
 import posixpath
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _toml
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import nodefs
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.kubelet import flag_value
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.nodefs import flag_value
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_ADDRESS = "/run/containerd/containerd.sock"

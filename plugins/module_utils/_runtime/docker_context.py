@@ -95,13 +95,13 @@ def resolve(environ=None, root="/"):
     meta_path = context_meta_path(directory, name)
     doc, err = _load_json(root, meta_path)
     if err:
-        out.update(source="context %s (%s)" % (name, where),
+        out.update(source="context %s: %s" % (name, where),
                    refused="the docker CLI's context %s (%s) cannot be read: %s; docker itself would fail with "
                            "'context not found'" % (name, where, err))
         return out
     endpoints = _get(doc, "Endpoints") or {}
     host = _get(_get(endpoints, "docker") or {}, "Host")
-    out["source"] = "context %s (%s; Endpoints.docker.Host in %s)" % (name, where, meta_path)
+    out["source"] = "context %s: %s, Endpoints.docker.Host in %s" % (name, where, meta_path)
     if not host:
         out["refused"] = "the docker CLI's context %s has no docker endpoint Host in %s" % (name, meta_path)
         return out
@@ -114,8 +114,7 @@ def _judge(out):
     if host.startswith("unix://") and host[len("unix://"):].startswith("/"):
         out["local"] = True
         return out
-    scheme = host.split("://", 1)[0] if "://" in host else host
-    out["refused"] = "the docker CLI would talk to %s (%s): %s is not a local unix socket, so that daemon may be another " \
-                     "machine's and the node's verdict must be about this node; set DOCKER_HOST=unix:///... (or " \
-                     "runtime_endpoint) to this node's docker socket" % (host, out["source"], scheme + "://" if "://" in host else host)
+    out["refused"] = "the docker CLI would talk to %s (%s), not a local unix socket: that daemon may be another machine's " \
+                     "and the node's verdict must be about this node (set DOCKER_HOST=unix:///... or runtime_endpoint to " \
+                     "this node's docker socket)" % (host, out["source"])
     return out

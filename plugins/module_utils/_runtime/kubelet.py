@@ -27,6 +27,7 @@ import os
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import nodefs, systemd
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.nodefs import flag_value
 
 DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
 KUBELET_UNIT = "kubelet.service"
@@ -35,18 +36,6 @@ KUBEADM_FLAGS = "/var/lib/kubelet/kubeadm-flags.env"
 # files kubeadm's drop-in reads (EnvironmentFile=), where the unit itself is not there to read
 KUBEADM_ENV_FILES = (KUBEADM_FLAGS, "/etc/default/kubelet", "/etc/sysconfig/kubelet")
 MICROK8S_SNAP_ENV = {"SNAP_DATA": "/var/snap/microk8s/current", "SNAP_COMMON": "/var/snap/microk8s/common"}
-
-
-def flag_value(argv, *names):
-    """The value of the last ``--name value`` / ``--name=value`` / ``-n value`` among argv, or None."""
-    found = None
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                found = argv[i + 1]
-            elif arg.startswith(name + "="):
-                found = arg[len(name) + 1:]
-    return found
 
 
 def normalize_endpoint(value):
@@ -169,8 +158,8 @@ def endpoint_of_args(root, args, whose, where, default_config=None):
         elif value is None:
             out["errors"].append("kubelet config %s not understood (YAML)" % config)
         elif value:
-            out.update(endpoint=normalize_endpoint(value), source="containerRuntimeEndpoint in %s (%s)" % (
-                config, "%s's --config" % whose if config != default_config else "kubeadm's kubelet configuration"))
+            out.update(endpoint=normalize_endpoint(value), source="containerRuntimeEndpoint in %s%s" % (
+                config, " (%s's --config)" % whose if config != default_config else ""))
             return out
     out.update(endpoint=DEFAULT_ENDPOINT, source="the KubeletConfiguration default: no --container-runtime-endpoint on "
                "%s's command line (%s)%s" % (whose, where, ", no containerRuntimeEndpoint in %s" % config if config else
@@ -198,6 +187,14 @@ def from_files(root="/", which=None):
            "default_config": KUBEADM_CONFIG if kubeadm_config else None, "errors": errors}
     if unit["argv"]:
         out.update(args=unit["argv"][1:], where=unit["source"])
+        return out
+    if unit["env"]:
+        # drop-ins without an ExecStart= to read (the unit file is elsewhere): their variables are the kubelet's flags
+        args = []
+        for value in unit["env"].values():
+            args.extend(systemd.expand_command(value, {}))
+        out.update(args=args, where="the Environment= and EnvironmentFile= values of %s (no ExecStart= found)" % ", ".join(
+            ([unit["unit_file"]] if unit["unit_file"] else []) + unit["dropins"] + unit["files"]))
         return out
     # no ExecStart= to read: kubeadm's environment files carry the flags (KUBELET_KUBEADM_ARGS, KUBELET_EXTRA_ARGS)
     args, files = [], []

@@ -177,7 +177,7 @@ def _layout(root, kubelet_argv, unit):
     if "/var/lib/rancher/k3s" in text:
         return "k3s"
     if argv[:1] and argv[0].endswith(("hyperkube", "kubenswrapper")) or \
-            _kubelet.flag_value(argv, "--config") == OPENSHIFT_KUBELET_CONFIG:
+            nodefs.flag_value(argv, "--config") == OPENSHIFT_KUBELET_CONFIG:
         return "openshift"
     files = (unit or {}).get("files") or []
     if any(f.startswith("/etc/eks/") for f in files):
@@ -196,9 +196,9 @@ def _daemon_match(out, root):
     serving = [d for d in running if d.get("serves")]
     out["serving"] = serving[0] if serving else None
     others = [d for d in running if not d.get("serves")]
-    if others:
-        out["notes"].append("%s %s" % ("also running, not the kubelet's:" if out["serving"] else "running, none serving %s:" % out["endpoint"],
-                                        "; ".join(_daemons.label(d) for d in others)))
+    if others and out["serving"]:
+        # (none serving: the selection's sentence names the daemons that run and do not serve the endpoint)
+        out["notes"].append("also running, not the kubelet's: %s" % "; ".join(_daemons.label(d) for d in others))
 
 
 def _from_running_kubelet(root, out, k, rancher):
@@ -213,7 +213,8 @@ def _from_running_kubelet(root, out, k, rancher):
     out["layout"] = "microk8s" if k["program"] == "kubelite" else (dist or _layout(root, k["argv"], unit))
     how = _kubelet.describe_running(k)
     if dist:
-        how += ", started by %s %s (pid %d)" % (dist, rancher[1]["argv"][1], rancher[1]["pid"])
+        how += ", %s %s %s (pid %d)" % ("started by" if nodefs.proc_ppid(root, k["pid"]) == rancher[1]["pid"] else "beside",
+                                        dist, rancher[1]["argv"][1], rancher[1]["pid"])
     out["kubelet"] = {"how": how, "pid": k["pid"], "program": k["program"], "argv": k["argv"]}
     out["evidence"].append(how)
     return found
@@ -228,8 +229,8 @@ def _from_rancher_process(root, out, dist, proc):
     opts = rancher_options(root, dist, environ, cli)
     out["errors"] += opts["errors"]
     read = ([unit["source"]] if unit and unit.get("source") else []) + opts["files"]
-    how = "the kubelet inside %s %s (pid %d; %s erases its arguments from /proc, so its options were read from %s)" % (
-        dist, sub, proc["pid"], dist, "; ".join(read) or "its defaults: no unit, no configuration file")
+    how = "the kubelet inside %s %s (pid %d, whose arguments %s erases from /proc: its options were read from %s)" % (
+        dist, sub, proc["pid"], dist, ", ".join(read) or "nowhere, no unit and no configuration file: its defaults")
     out["kubelet"] = {"how": how, "pid": proc["pid"], "program": "%s %s" % (dist, sub), "argv": proc["argv"]}
     out["evidence"].append("%s %s (pid %d)" % (dist, sub, proc["pid"]))
     out["layout"] = dist
@@ -246,7 +247,7 @@ def _from_files(root, out, which_kubelet):
         opts = rancher_options(root, installed, (unit or {}).get("env"), cli[cli.index(sub[0]) + 1:] if sub else [])
         out["errors"] += opts["errors"]
         read = ([unit["source"]] if unit and unit.get("source") else []) + opts["files"]
-        out["kubelet"] = {"how": "the kubelet of %s, installed but not running (its options: %s)" % (installed, "; ".join(read) or "its defaults"),
+        out["kubelet"] = {"how": "the kubelet of %s, installed but not running (its options: %s)" % (installed, ", ".join(read) or "its defaults"),
                           "pid": None, "program": installed, "argv": None}
         out["evidence"].append("%s installed, not running" % installed)
         out["layout"] = installed
@@ -254,7 +255,8 @@ def _from_files(root, out, which_kubelet):
     if files["installed"]:
         out["errors"] += files["errors"]
         argv = files["unit"]["argv"] or []
-        found = _kubelet.endpoint_of_args(root, files["args"], "kubelet.service" if argv else "kubeadm's files",
+        unit = files["unit"]
+        found = _kubelet.endpoint_of_args(root, files["args"], "kubelet.service" if unit["unit_file"] or unit["dropins"] else "kubeadm's files",
                                           files["where"] or "no ExecStart= and no flags file", default_config=files["default_config"])
         out["layout"] = _layout(root, argv[:1] + files["args"], files["unit"])
         out["evidence"] += files["evidence"]
@@ -267,11 +269,11 @@ def _from_files(root, out, which_kubelet):
         out["evidence"].append(MICROK8S_ARGS)
         out["kubelet"] = {"how": "MicroK8s' kubelet, kubelite not running (%s)" % MICROK8S_ARGS, "pid": None,
                           "program": "kubelite", "argv": None}
-        return _kubelet.endpoint_of_args(root, args, "kubelite (not running)", "its kubelet arguments %s" % MICROK8S_ARGS)
+        return _kubelet.endpoint_of_args(root, args, "kubelite", "its --kubelet-args-file %s, kubelite not running" % MICROK8S_ARGS)
     return None
 
 
-def discover(root="/", which_kubelet=None):
+def discover(root="/", which_kubelet=None, procs=None):
     """The runtime path this node's Pods take. dict:
 
     - installed (a kubelet runs or is installed), evidence; kubelet: None, or how it was found (``how``: a sentence,
@@ -282,8 +284,10 @@ def discover(root="/", which_kubelet=None):
     - daemons: the running containerd/CRI-O/dockerd (``_runtime.daemons.running``), each with ``serves``: whether it
       serves the kubelet's endpoint (socket identity, ``nodefs.same_socket``); serving: that daemon or None;
     - errors; notes (the other daemons, said plainly).
+
+    ``procs``: the processes to consider (``nodefs.processes`` dicts; default: every process under <root>/proc).
     """
-    procs = nodefs.processes(root)
+    procs = nodefs.processes(root) if procs is None else procs
     out = {"installed": False, "evidence": [], "kubelet": None, "layout": None, "endpoint": None, "source": None,
            "socket": None, "daemons": _daemons.running(root, procs), "serving": None, "errors": [], "notes": []}
     k = _kubelet.running(root, procs)

@@ -14,7 +14,10 @@ it, inside the root (``/var/run -> /run`` under a fixture root is ``<root>/run``
   same real path (kubeadm's ``unix:///var/run/containerd/containerd.sock`` and containerd's
   ``/run/containerd/containerd.sock`` are one socket where /var/run links to /run);
 - ``processes`` and the ``proc_*`` readers: the running processes from ``<root>/proc`` (argv, parent, environment,
-  systemd unit from the cgroup, the unix sockets a process listens on).
+  systemd unit from the cgroup, the unix sockets a process listens on); ``flag_value``: a flag of an argv.
+
+A door of the ``_runtime`` room: the cdi layer's engine configuration finds the daemon serving an endpoint with
+``same_socket``.
 """
 
 from __future__ import annotations
@@ -101,6 +104,18 @@ def same_socket(first, second, root="/"):
     if node_a == node_b:
         return True, "the same real path %s" % node_a
     return False, "different real paths (%s, %s)" % (node_a, node_b)
+
+
+def flag_value(argv, *names):
+    """The value of the last ``--name value`` / ``--name=value`` / ``-n value`` among argv, or None."""
+    found = None
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                found = argv[i + 1]
+            elif arg.startswith(name + "="):
+                found = arg[len(name) + 1:]
+    return found
 
 
 def read_text(root, path, limit=READ_LIMIT):

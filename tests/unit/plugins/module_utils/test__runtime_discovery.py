@@ -264,7 +264,7 @@ def test_docker_context_env_over_current_context(tmp_path):
     env = dict(_contexts(tmp_path, "rootless", {"rootless": "unix:///run/user/1000/docker.sock", "other": "unix:///o.sock"}),
                DOCKER_CONTEXT="other")
     out = docker_context.resolve(env)
-    assert out["endpoint"] == "unix:///o.sock" and out["context"] == "other" and out["source"].startswith("context other (DOCKER_CONTEXT=other")
+    assert out["endpoint"] == "unix:///o.sock" and out["context"] == "other" and out["source"].startswith("context other: DOCKER_CONTEXT=other, Endpoints.docker.Host in ")
 
 
 def test_current_context_and_default(tmp_path):
@@ -280,7 +280,7 @@ def test_current_context_and_default(tmp_path):
 def test_a_context_that_is_not_a_local_socket_is_refused(tmp_path, host):
     out = docker_context.resolve(_contexts(tmp_path, "remote", {"remote": host}))
     assert out["endpoint"] == host and not out["local"]
-    assert "is not a local unix socket" in out["refused"] and "the node's verdict must be about this node" in out["refused"]
+    assert "not a local unix socket" in out["refused"] and "the node's verdict must be about this node" in out["refused"]
 
 
 def test_a_missing_context_is_refused(tmp_path):
