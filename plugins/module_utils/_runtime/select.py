@@ -183,6 +183,12 @@ def _docker_info(path, timeout, endpoint=None, root="/", environ=None):
         info = json.loads(r["stdout"])
     except ValueError:
         info = {}
+    info = info if isinstance(info, dict) else {}
+    if info.get("ServerErrors") or not info.get("ServerVersion"):
+        # docker 26 prints its client's info and exits 0 when no daemon answers: the daemon's errors say it
+        errors = [str(e) for e in info.get("ServerErrors") or []]
+        return dict(where, name="docker", path=path, usable=False, daemon_running=False,
+                    reason="docker info failed: %s" % ((errors[:1] or [error_line(r["stderr"])])[0] or "no server version in its answer"))
     spec_dirs = info.get("CDISpecDirs")
     base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
             "docker_context": where["docker_context"], "endpoint_source": where["endpoint_source"],

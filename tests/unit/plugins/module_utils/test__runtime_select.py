@@ -196,6 +196,17 @@ def test_auto_running_docker_without_cdi_is_docker(tmp_path, bindir):
     assert info["name"] == "docker" and info["usable"] is False and "CDI disabled" in info["reason"]
 
 
+def test_auto_docker_cli_whose_info_exits_0_without_a_daemon_gives_podman(tmp_path, bindir):
+    # docker 26's docker info --format '{{json .}}' exits 0 with ServerErrors when no daemon answers (recorded)
+    shutil.copy(os.path.join(FIX, "docker-26.1.5-info-nodaemon.recorded.json"), str(bindir / "info.json"))
+    _exe(bindir, "docker", '/bin/cat "%s"\necho "Cannot connect to the Docker daemon" >&2\n' % (bindir / "info.json"))
+    _podman(bindir)
+    [info] = sel.select_runtimes("auto", root=str(tmp_path))
+    assert info["name"] == "podman"
+    assert "no running docker daemon (docker info failed: Cannot connect to the Docker daemon at " \
+           "unix:///nonexistent/docker.sock. Is the docker daemon running?)" in info["selected_because"]
+
+
 def test_auto_docker_cli_without_daemon_gives_podman(tmp_path, bindir):
     _docker(bindir)
     _podman(bindir)
