@@ -161,15 +161,16 @@ def endpoint_of_args(root, args, whose, where, default_config=None):
             out.update(endpoint=normalize_endpoint(value), source="containerRuntimeEndpoint in %s%s" % (
                 config, " (%s's --config)" % whose if config != default_config else ""))
             return out
+    missing = ", no containerRuntimeEndpoint in %s" % config if config else ", no config file"
     out.update(endpoint=DEFAULT_ENDPOINT, source="the KubeletConfiguration default: no --container-runtime-endpoint on "
-               "%s's command line (%s)%s" % (whose, where, ", no containerRuntimeEndpoint in %s" % config if config else
-                                              ", no config file"))
+               "%s's command line (%s)%s" % (whose, where, missing))
     return out
 
 
 def from_files(root="/", which=None):
     """The kubelet as its files say it is started, where none runs: dict installed, evidence, args, unit
-    (systemd.exec_start), where (the unit's ExecStart= or kubeadm's files), default_config, errors. ``which``: the kubelet binary found on PATH (root / only)."""
+    (systemd.exec_start), where (the unit's ExecStart= or kubeadm's files), default_config, errors. ``which``: the
+    kubelet binary found on PATH (root / only)."""
     evidence, errors = [], []
     if which:
         evidence.append("kubelet binary %s" % which)

@@ -212,6 +212,6 @@ def exec_start(root, unit):
     if command:
         command = command.lstrip("-@:+!")
         out["argv"] = expand_command(command, env)
-        out["source"] = "ExecStart= of %s in %s%s" % (unit, ", ".join(([main] if main else []) + dropins),
-                                                     " with %s" % ", ".join(out["files"]) if out["files"] else "")
+        files = " with %s" % ", ".join(out["files"]) if out["files"] else ""
+        out["source"] = "ExecStart= of %s in %s%s" % (unit, ", ".join(([main] if main else []) + dropins), files)
     return out

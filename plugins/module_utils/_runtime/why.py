@@ -54,9 +54,8 @@ def kubelet_selection(disc, info, endpoint):
     of the kubelet's runtime: ``disc`` from ``_runtime.layouts.discover``, ``info`` the CRI detection at
     ``endpoint`` (the kubelet's endpoint as it names it)."""
     layout = disc.get("layout")
-    where = "the CRI endpoint of %s%s: %s" % ((disc.get("kubelet") or {}).get("how") or "the kubelet",
-                                               " on this %s node" % layout if layout and layout != "kubelet" else "",
-                                               disc.get("source"))
+    on_node = " on this %s node" % layout if layout and layout != "kubelet" else ""
+    where = "the CRI endpoint of %s%s: %s" % ((disc.get("kubelet") or {}).get("how") or "the kubelet", on_node, disc.get("source"))
     why = [where]
     d = disc.get("serving")
     socket = disc.get("socket")
