@@ -91,8 +91,9 @@ options:
   runtime:
     description:
       - The runtime(s) the verdict speaks for - V(auto), one of V(podman), V(docker), V(containerd), V(crio), or a
-        list of them. The cdi layer selects them (V(auto) - the kubelet's CRI runtime, else a running docker daemon,
-        else podman), reads each one's own CDI configuration and judges the spec versions and dirs for each
+        list of them. The cdi layer selects them (V(auto) - the running kubelet's CRI runtime, else the installed
+        kubelet's, else a running docker daemon at the docker CLI's endpoint, else podman; docs/runtimes.md), reads
+        each one's own CDI configuration and judges the spec versions and dirs for each
         (C(cdi.engine.config), C(cdi.runtime.*)); C(evidence.engines) lists them with why each was chosen.
     type: raw
     default: auto

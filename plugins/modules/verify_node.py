@@ -146,11 +146,14 @@ options:
         (L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md)) - V(auto), one of V(podman),
         V(docker), V(containerd),
         V(crio), or a list of them (V([containerd, docker])).
-      - V(auto) takes the runtime the node's workloads use - the kubelet's CRI endpoint when a kubelet is installed
-        (its C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
-        C(unix:///run/containerd/containerd.sock); containerd or CRI-O, as the CRI Version call there answers), else
-        a running docker daemon (CDI off there is a cdi FAIL for docker), else podman. Why is in
-        C(records.cdi.evidence.engines[].selected_because) and C(verdict.runtime.selected_because).
+      - V(auto) takes the runtime the node's workloads use - the CRI endpoint of the kubelet, found running first
+        (C(kubelet), C(hyperkube kubelet), MicroK8s' C(kubelite), the kubelet inside k3s or RKE2), else from its unit
+        and files, in the kubelet's precedence (C(--container-runtime-endpoint), C(--config-dir), C(--config), else
+        C(unix:///run/containerd/containerd.sock)); containerd or CRI-O, as the CRI Version call there answers, the
+        daemon serving it found by socket identity), else a running docker daemon at the endpoint the docker CLI
+        uses (C(DOCKER_HOST), else its current context; a remote context is refused; CDI off there is a cdi FAIL for
+        docker), else podman. Why, in one sentence, is in C(records.cdi.evidence.engines[].selected_because) and
+        C(verdict.runtime.selected_because) (docs/runtimes.md).
       - A list verifies through each runtime in turn - the runtime and compute layers run once per runtime
         (C(runtimes)), and the node is C(COMPUTE_VERIFIED) only when every one of them proved it.
     type: raw

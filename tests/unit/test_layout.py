@@ -21,7 +21,7 @@ DOORS = {
     "module_utils._host": {"layer", "catalogue", "busy", "driver"},
     "module_utils._host.health": {"checks", "reasons", "limits"},
     "module_utils._cdi": {"layer", "catalogue", "spec", "engine"},
-    "module_utils._runtime": {"layer", "catalogue", "select", "cleanup", "handler"},
+    "module_utils._runtime": {"layer", "catalogue", "select", "cleanup", "handler", "nodefs"},
     "module_utils._probe": {"script", "contract"},
     "module_utils._compute": {"record", "catalogue", "binding", "host_control"},
     "module_utils._k8s": {"layer", "catalogue", "nodes", "publish"},
