@@ -14,6 +14,7 @@ plugins/modules/verify_node.py.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import random
 import time
@@ -72,7 +73,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
-        _validation, args = self.validate_argument_spec(argument_spec=_args.VERIFY_NODE_ARGSPEC)
+        # a copy: Ansible's validator fills a dict option's default (record_limits {}) with its suboptions in place
+        _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(_args.VERIFY_NODE_ARGSPEC))
         errors = option_errors(args)
         if errors:
             raise AnsibleActionFail("invalid gpuprobe.layers.verify_node options: %s" % "; ".join(errors))
