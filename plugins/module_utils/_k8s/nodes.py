@@ -5,8 +5,8 @@
 """PRIVATE: what the k8s layer reads of the Nodes: what each one advertises (device plugin capacity and
 allocatable of nvidia.com/gpu and nvidia.com/mig-*, GPU labels, Ready, cordon; the gpu.nvidia.com devices its
 ResourceSlices publish), the GPU path it is on, the checks of each node, which Node this host is
-(match_node) and, with this host's host record, its published DRA devices against its GPUs (host_match).
-advertising_findings compares what a node advertises with its node verdict (the fleet report's k8s
+(``match_node``) and, with this host's host record, its published DRA devices against its GPUs (``host_match``).
+``advertising_findings`` compares what a node advertises with its node verdict (the fleet report's k8s
 cross-check). Pure functions over kubectl's JSON; not public API.
 """
 

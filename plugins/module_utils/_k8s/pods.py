@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the k8s layer's GPU Pods: the Pods that ask for a GPU (a device plugin resource, or a DRA claim whose
 class or device is gpu.nvidia.com's), why one is Pending (the scheduler's and the controllers' own words mapped
-to a cause: PENDING_CAUSES), why the kubelet could not prepare its claims (PREPARE_CAUSES), and the
+to a cause: ``PENDING_CAUSES``), why the kubelet could not prepare its claims (``PREPARE_CAUSES``), and the
 k8s.pod.* checks. Pure functions over kubectl's JSON; not public API.
 """
 
