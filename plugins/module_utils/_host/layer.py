@@ -4,10 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the host layer of gpuprobe.layers: what GPU, driver and device nodes does the node have?
 
-Not public API; it may change without notice. ``collect_host`` reads the node (NVML through _nvml.py,
-/proc, /sys, /dev and the driver root, all under ``root`` so tests can point at fixture trees) into the
-evidence documented in docs/contract.md, and ``evaluate`` turns that evidence into the host layer record;
-``gpu_compute_processes`` is what the compute layer reads before it touches a GPU.
+Not public API; it may change without notice. ``collect_host`` reads the node (NVML through _host/nvml.py,
+/proc, /sys, /dev and the driver root through _host/driver.py, all under ``root`` so tests can point at fixture
+trees) into the evidence documented in docs/contract.md, and ``evaluate`` turns that evidence into the host layer
+record.
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result imp
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import (
+    DRIVER_ROOT_CANDIDATES, LIB_DIRS, LIBRARIES, detect_driver_root, versioned_library,
+)
 
-DRIVER_ROOT_CANDIDATES = ("/", "/usr/local/nvidia", "/run/nvidia/driver", "/home/kubernetes/bin/nvidia")
-LIB_DIRS = ("lib64", "lib", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "usr/lib64", "usr/lib/x86_64-linux-gnu",
-            "usr/lib/aarch64-linux-gnu", "usr/lib")
-LIBRARIES = ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler")
 MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nouveau")
 TOOLS = ("nvidia-ctk", "podman", "docker", "containerd", "runc", "crio")
 TOOL_TIMEOUT = 10.0
@@ -280,55 +279,6 @@ def list_nvidia_nodes(root):
     return found
 
 
-def _version_key(version):
-    return [int(p) if p.isdigit() else 0 for p in version.split(".")]
-
-
-def _is_regular(path):
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def find_library(root, driver_root, lib):
-    """{path, version, versions_present} of ``lib``.so.<version> in the first lib dir of ``driver_root`` holding one."""
-    pattern = re.compile(r"^%s\.so\.(\d+\.\d+(?:\.\d+)*)$" % re.escape(lib))
-    for sub in LIB_DIRS:
-        rel_dir = os.path.join(driver_root, sub)
-        try:
-            names = os.listdir(_under(root, rel_dir))
-        except OSError:
-            continue
-        # only real files count: a root whose versioned names are links into another driver root (Ubuntu's
-        # /usr/lib/libcuda.so.1 -> /usr/local/nvidia/...) does not hold the driver itself
-        versions = sorted((m.group(1) for m in (pattern.match(n) for n in names)
-                           if m and _is_regular(_under(root, os.path.join(rel_dir, m.group(0))))), key=_version_key)
-        if not versions:
-            continue
-        chosen = versions[-1]
-        try:  # prefer the file the .so.1 soname link points at
-            target = os.path.basename(os.readlink(_under(root, os.path.join(rel_dir, lib + ".so.1"))))
-            match = pattern.match(target)
-            if match and match.group(1) in versions:
-                chosen = match.group(1)
-        except OSError:
-            pass
-        return {"path": os.path.join(rel_dir, "%s.so.%s" % (lib, chosen)), "version": chosen, "versions_present": versions}
-    return None
-
-
-def detect_driver_root(root, given=None):
-    """The driver root (as seen from the node): the first candidate holding libcuda.so.<version> as a regular file,
-    else the first holding libnvidia-ml.so.<version> (an NVML-only install), else None."""
-    candidates = [given] if given else DRIVER_ROOT_CANDIDATES
-    for lib in ("libcuda", "libnvidia-ml"):
-        for candidate in candidates:
-            if find_library(root, candidate, lib):
-                return candidate
-    return None
-
-
 def probe_tools(root):
     """{tool: {path, version, error}|None} from PATH; None when root is not / (the tools are not under root)."""
     if os.path.realpath(root) != "/":
@@ -529,7 +479,7 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
     detected = detect_driver_root(root, driver_root)
     evidence["driver_root_given"] = driver_root
     evidence["driver_root"] = detected
-    evidence["libraries"] = dict((lib, find_library(root, detected, lib) if detected else None) for lib in LIBRARIES)
+    evidence["libraries"] = dict((lib, versioned_library(root, detected, lib) if detected else None) for lib in LIBRARIES)
 
     if not use_nvml:
         evidence["nvml"] = empty_evidence("disabled by option (nvml: false)")
