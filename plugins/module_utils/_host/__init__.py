@@ -3,4 +3,5 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """PRIVATE: the host layer: GPU, driver, device nodes, NVML, busy GPUs and the health checks. Not public API.
 
-This file only documents the package: import the module that defines a name."""
+Modules: layer (the entry, ``record``), catalogue, evaluate, procfs (/proc, /sys, /dev), driver (the driver's file
+layout), nvml, busy, health/. This file only documents the package: import the module that defines a name."""

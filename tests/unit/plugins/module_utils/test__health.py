@@ -12,6 +12,8 @@ import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on s
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as _health
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import catalogue as _catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import evaluate as _host_evaluate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 nv = hf.real_pynvml
@@ -34,7 +36,7 @@ def host(root, gpus, kernel_log=None, **fake_kw):
         lines = kernel_log.splitlines()
         evidence["health"]["kernel_log"] = {"source": "journalctl -k -b --no-pager -q -o cat", "error": None,
                                             "events": _health.parse_xids(kernel_log), "lines": len(lines)}
-    record = _host.evaluate(evidence)
+    record = _host_evaluate.evaluate(evidence)
     assert validate_record(record) == []
     return record
 
@@ -287,7 +289,7 @@ def test_a_gpu_without_handle_has_every_reading_not_run_with_the_handle_error(tm
 
 
 def test_nvml_disabled_by_option(h200):
-    record = _host.collect_host(root=str(h200), use_nvml=False)
+    record = _host.record(root=str(h200), use_nvml=False)
     assert {c["observed"] for c in health_checks(record) if c["id"] in _health.PER_GPU_CHECKS} == {"disabled by option (nvml: false)"}
 
 
@@ -394,7 +396,7 @@ def test_no_readable_kernel_log_is_not_run_with_each_reason(tmp_path, monkeypatc
     assert log["error"] == "journalctl: not installed; dmesg --notime: rc 1: dmesg: read kernel buffer failed: Operation not permitted"
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
     evidence["health"]["kernel_log"] = log
-    check = one(_host.evaluate(evidence), "host.health.xid")
+    check = one(_host_evaluate.evaluate(evidence), "host.health.xid")
     assert check["status"] == NOT_RUN and check["observed"] == "kernel log not read: " + log["error"]
 
 
@@ -414,13 +416,13 @@ def test_xids_without_any_gpu_inventory_are_still_judged(tmp_path, log, status, 
     root = hf.build_node(tmp_path, gpus=0)
     evidence = _host.collect_evidence(root=str(root), pynvml_module=hf.fake_pynvml([], init_error=nv.NVML_ERROR_GPU_IS_LOST))
     evidence["health"]["kernel_log"] = {"source": "dmesg --notime", "error": None, "events": _health.parse_xids(log), "lines": 1}
-    check = one(_host.evaluate(evidence), "host.health.xid")
+    check = one(_host_evaluate.evaluate(evidence), "host.health.xid")
     assert (check["subject"], check["status"], check["observed"]) == ("kernel log (no GPU inventory)", status, observed)
 
 
 def test_every_health_check_is_catalogued_with_its_thresholds():
     for cid, entry in _health.CHECKS.items():
-        assert cid.startswith("host.health.") and cid in _host.CHECKS
+        assert cid.startswith("host.health.") and cid in _catalogue.CHECKS
         assert entry["title"] and entry["fail"] and entry["next"]
 
 
@@ -485,7 +487,7 @@ def test_fabric_falls_back_to_the_first_call_on_a_driver_without_the_versioned_o
     g = evidence["health"]["gpus"][0]
     # read by the first call: no health mask (that structure has none), no error left from the versioned one
     assert g["fabric"]["state"] == 3 and g["fabric"]["health_mask"] is None and "fabric" not in g["errors"]
-    check = one(_host.evaluate(evidence), "host.health.fabric")
+    check = one(_host_evaluate.evaluate(evidence), "host.health.fabric")
     assert check["status"] == PASS and "clique 3" in check["observed"]
 
 
@@ -548,7 +550,7 @@ def test_thresholds_can_be_set(h200, thresholds, over, check_id, status):
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([hf.gpu(0, **over)]),
                                       health_thresholds=thresholds)
     assert dict((k, evidence["health"]["thresholds"][k]) for k in thresholds) == thresholds
-    record = _host.evaluate(evidence)
+    record = _host_evaluate.evaluate(evidence)
     assert one(record, check_id)["status"] == status, one(record, check_id)
 
 
@@ -563,7 +565,7 @@ def test_thresholds_can_be_set(h200, thresholds, over, check_id, status):
 def test_bad_thresholds_are_refused_before_anything_is_read(h200, value, message):
     fake = hf.fake_pynvml([hf.gpu(0)])
     with pytest.raises(ValueError) as err:
-        _host.collect_host(root=str(h200), pynvml_module=fake, health_thresholds=value)
+        _host.record(root=str(h200), pynvml_module=fake, health_thresholds=value)
     assert str(err.value).startswith(message), str(err.value)
     assert fake.calls == []
 
@@ -601,7 +603,7 @@ def _nvml(gpus):
 def _dcgm_record(h200, diag, gpus):
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml(gpus))
     evidence["health"]["dcgm_diag"] = diag
-    return _host.evaluate(evidence)
+    return _host_evaluate.evaluate(evidence)
 
 
 def test_dcgm_level_1_pass_is_a_check_per_test_and_gpu(tmp_path, monkeypatch, h200):
@@ -755,7 +757,7 @@ def _evaluate_with(h200, gpu, change):
     only in part cannot be made with the fake, which fails a whole function)."""
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([gpu]))
     change(evidence["health"]["gpus"][0])
-    return _host.evaluate(evidence)
+    return _host_evaluate.evaluate(evidence)
 
 
 def _ecc_volatile_unread(g):
@@ -836,7 +838,7 @@ def test_dcgm_levels_that_load_the_gpu_are_not_run_in_check_or_audit_mode(tmp_pa
 def test_node_inspect_passes_check_and_audit_mode_to_dcgm(tmp_path, monkeypatch):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
     seen = []
-    monkeypatch.setattr(_host, "collect_host", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
+    monkeypatch.setattr(_host, "record", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
     base = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())
     base.update(layers=["host"], root="/")
     for mode, check_mode, why in (("full", False, None), ("full", True, "check mode"), ("audit", False, "audit mode")):
