@@ -175,7 +175,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_thresholds
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout
 
 

@@ -23,7 +23,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")   # the pynvml shim warns that it is deprecated in favour of nvidia-ml-py
     import pynvml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import DEFAULT_THRESHOLDS, PER_GPU_CHECKS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.judge import PER_GPU_CHECKS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import DEFAULT_THRESHOLDS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, STATUSES, WARN, validate_record
 

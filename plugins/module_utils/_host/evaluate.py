@@ -6,7 +6,7 @@
 docs/contract.md) into the host layer record. Not public API.
 
 Pure: no I/O. Each ``_check_*`` adds the checks of one concern (driver presence, kernel modules, driver root and
-libraries, versions, NVML, GPU identity, device nodes, MIG), the health checks come from _host/health/checks.py, and a
+libraries, versions, NVML, GPU identity, device nodes, MIG), the health checks come from _host/health/judge.py, and a
 check whose evidence could not be read is NOT_RUN with the reason, never PASS.
 """
 
@@ -17,7 +17,7 @@ import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.catalogue import CHECKS, TOOLS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import DRIVER_ROOT_CANDIDATES, LIB_DIRS, LIBRARIES
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.judge import check_health
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.nvml import error_meaning, nvml_inventory_works
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.procfs import CAPS_NODE, GPU_NODE, MIG_MINORS, PROC_CAPS, PROC_GPUS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (

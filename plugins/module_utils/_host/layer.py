@@ -8,7 +8,7 @@ Not public API; it may change without notice. ``record`` is the layer's entry: `
 under ``root`` (so tests can point it at fixture trees) into the evidence documented in docs/contract.md: the driver
 root and its libraries (_host/driver.py), /proc, /sys and /dev (_host/procfs.py), NVML in a child process
 (_host/nvml.py), the GPU inventory joined from NVML and procfs, the health readings, this boot's Xid events and, where
-asked, dcgmi diag (_host/health/checks.py), and the tools on PATH. ``evaluate`` (_host/evaluate.py) turns that evidence into the
+asked, dcgmi diag (_host/health/), and the tools on PATH. ``evaluate`` (_host/evaluate.py) turns that evidence into the
 host layer record, checks from _host/catalogue.py.
 """
 
@@ -20,9 +20,10 @@ import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.catalogue import CHECKS, TOOLS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import LIBRARIES, detect_driver_root, versioned_library
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.evaluate import evaluate
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import (
-    check_dcgm_level, check_thresholds, health_evidence, read_dcgm_diag, read_kernel_xids,
-)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.dcgm import check_dcgm_level, read_dcgm_diag
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.readers import health_evidence
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.xid import read_kernel_xids
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.nvml import (
     empty_evidence, import_pynvml, nvml_inventory_works, read_nvml_isolated,
 )

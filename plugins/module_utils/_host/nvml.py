@@ -8,7 +8,7 @@ Not public API; it may change without notice. ``read_nvml`` takes the pynvml mod
 that tests can hand it a fake module at that boundary (there is no GPU on a CI machine); every call is
 wrapped on its own, so one failing attribute (``NVML_ERROR_NOT_SUPPORTED`` for MIG on a GPU without MIG)
 never loses the GPU or the other attributes. It hands the module and each GPU's handle to
-health/checks.py for the health readings; ``read_nvml_isolated`` runs it in a child process killed at a
+health/readers.py for the health readings; ``read_nvml_isolated`` runs it in a child process killed at a
 timeout; ``nvml_inventory_works`` says whether NVML counted the GPUs.
 """
 
@@ -24,7 +24,7 @@ import time
 import traceback
 import warnings
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import error_code_name, read_gpu_health, read_mig_health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.readers import error_code_name, read_gpu_health, read_mig_health
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import replay_again
 
 DEFAULT_TIMEOUT = 30.0
@@ -147,7 +147,7 @@ def _read_mig_device(nv, handle, slot):
             "profile": mig_profile(name), "gi": _call(nv, errors, "gi", nv.nvmlDeviceGetGpuInstanceId, mig),
             "ci": _call(nv, errors, "ci", nv.nvmlDeviceGetComputeInstanceId, mig), "compute_processes": procs,
             "errors": errors,
-            # the per-instance health readings (read-only): health/checks.py's health_evidence moves them into evidence.health
+            # the per-instance health readings (read-only): health/readers.py's health_evidence moves them into evidence.health
             "health": read_mig_health(nv, mig, _call)}
 
 

@@ -303,7 +303,7 @@ def inspect(p, check_mode=False, probe_follows=False):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout  # pylint: disable=import-outside-toplevel
 
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_thresholds  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])

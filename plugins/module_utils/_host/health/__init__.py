@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""PRIVATE: the host layer's per-GPU health checks (host.health.*): readers, thresholds, reasons. Not public API.
+"""PRIVATE: the host layer's per-GPU health checks (host.health.*). Not public API.
 
-This file only documents the package: import the module that defines a name."""
+Modules: readers (NVML), xid (kernel log), dcgm (dcgmi diag), limits (thresholds), judge (verdicts), reasons (why not
+run). This file only documents the package: import the module that defines a name."""

@@ -6,7 +6,6 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as _health
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import evaluate as _host_evaluate
@@ -88,7 +87,7 @@ def test_a_second_reading_that_fails_leaves_the_count_judged_and_says_so(tmp_pat
 ])
 def test_replay_judgement_over_longer_intervals_and_thresholds(readings, thresholds, status):
     pcie = dict(readings, generation_current=5, width_current=16)
-    t = dict(_health.DEFAULT_THRESHOLDS, **thresholds)
+    t = dict(_health_limits.DEFAULT_THRESHOLDS, **thresholds)
     assert _health_limits.judge_replays(pcie, t)[0] == status
 
 
@@ -117,7 +116,7 @@ DCGM_DEFAULTS = {
 @pytest.mark.parametrize("name", sorted(_health_limits.THRESHOLDS))
 def test_every_threshold_is_set_against_dcgm_and_cites_it(name):
     default, citation = DCGM_DEFAULTS[name]
-    entry = _health.THRESHOLDS[name]
+    entry = _health_limits.THRESHOLDS[name]
     assert entry["default"] == default and citation in entry["why"], entry
     assert citation == "Ours" or "DCGM v4.6.0" in entry["why"]
 

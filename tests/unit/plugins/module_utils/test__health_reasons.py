@@ -124,7 +124,7 @@ def test_each_way_a_health_check_is_not_run_has_its_reason(tmp_path, scenario, f
 
 
 def test_every_health_check_that_can_be_not_run_is_in_the_table():
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import CHECKS
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.catalogue import HEALTH_CHECKS as CHECKS
     assert set(c[4] for c in CASES) == set(CHECKS)
     assert set(c[5] for c in CASES) == set(_health_reasons.WORDS)
 
