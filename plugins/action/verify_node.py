@@ -98,7 +98,7 @@ class ActionModule(ActionBase):
         if descriptor:
             inspect_args["cri_descriptor"] = descriptor
         inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"],
-                            runtime_timeout=args["probe_timeout"])
+                            runtime_handler=args["probe_runtime_handler"], runtime_timeout=args["probe_timeout"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         # full mode with the probe selected: one node-side call runs every layer, the gate included (node_verify)
         whole = args["mode"] == "full" and bool(set(_node.PROBE_LAYERS) & set(layers))

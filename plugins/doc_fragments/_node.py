@@ -100,6 +100,12 @@ options:
       - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
         socket), or of docker's daemon when V(docker) alone is named.
     type: str
+  runtime_handler:
+    description:
+      - The CRI runtime handler the probe runs with (a RuntimeClass's C(handler)); unset - the handler most GPU Pods on
+        this node use (the k8s layer's RuntimeClasses), else the engine's default handler from its running
+        configuration. V(containerd) and V(crio) only.
+    type: str
   cri_descriptor:
     description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).
     type: path

@@ -136,7 +136,8 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import DEFAULT_RESOURCES, DEFAULT_TIMEOUT, collect_k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_RESOURCES, DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
 
 
@@ -161,9 +162,9 @@ def main():
         check_timeout(p["timeout"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    record = collect_k8s(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
-                         node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
-                         host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
+    record = _k8s_layer.record(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
+                               node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
+                               host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
     module.exit_json(changed=False, ansible_facts={"gpuprobe_k8s": record})
 
 

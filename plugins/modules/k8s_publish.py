@@ -162,7 +162,7 @@ errors:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
 
 

@@ -152,6 +152,14 @@ options:
       - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
         socket), or of docker's daemon when V(docker) alone is named.
     type: str
+  probe_runtime_handler:
+    description:
+      - The CRI runtime handler the probe runs with (C(RunPodSandboxRequest.runtime_handler)), the one the node's GPU
+        Pods use (a RuntimeClass's C(handler), for example V(nvidia-cdi) of GPU Operator). Unset - the handler most
+        GPU Pods on this node use where the k8s layer reads their RuntimeClasses, else the engine's default handler
+        from its running configuration. V(containerd) and V(crio) only; the verdict names the handler, its OCI runtime
+        binary and who injects the CDI devices.
+    type: str
   cri_descriptor:
     description:
       - The CRI API descriptor set on the controller (C(scripts/engines.sh stubs) builds it), for V(containerd) and

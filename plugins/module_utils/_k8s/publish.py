@@ -24,12 +24,11 @@ import re
 import threading
 import time
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import (
-    DEFAULT_TIMEOUT, _items, _kubectl_json, _last_line, kubectl_base, match_node, resolve_kubectl,
-)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import (
-    first_line, node_condition_type_refused, reserved_prefix, run,
-)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.kubectl import _items, _kubectl_json, _last_line, kubectl_base, resolve_kubectl
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.nodes import match_node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.allowlist import node_condition_type_refused, reserved_prefix
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run
 
 CONDITION_TYPE = "GPUComputeVerified"
 COMPUTE_VERIFIED = "COMPUTE_VERIFIED"

@@ -6,8 +6,8 @@
 
 A node is verified by two groups of layers, each one process on the node:
 
-* inspect (module gpuprobe.layers.node_layers, ``inspect`` here): host, cdi (after writing the self-built spec
-  of the run when asked) and k8s, in that order;
+* inspect (module gpuprobe.layers.node_layers, ``inspect`` here): host, k8s and cdi (after writing the self-built
+  spec of the run when asked), in that order (k8s first: the runtime handler the GPU Pods use is what cdi judges);
 * probe (module gpuprobe.layers.node_probe, _node_probe.probe): runtime and compute in one probe container (and
   the host control), then the removal of the run's self-built spec.
 
@@ -73,6 +73,9 @@ NODE_LAYERS_ARGSPEC = dict(
     stub_libcuda=dict(type="path"),
     runtime=dict(type="raw", default="auto"),
     runtime_endpoint=dict(type="str"),
+    # the CRI runtime handler the probe runs with (verify_probe_runtime_handler); empty: the GPU Pods' (k8s layer), else
+    # the engine's default (_runtime.handler.choose)
+    runtime_handler=dict(type="str"),
     cri_descriptor=dict(type="path"),
     # seconds each question to a runtime may take while the runtimes are selected and their CDI configuration read
     # (verify_node passes its probe_timeout: verify_probe_timeout)
@@ -86,13 +89,14 @@ NODE_LAYERS_ARGSPEC = dict(
 # their verify_ prefix. plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
 VERIFY_NODE_ARGSPEC = dict(
     dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items()
-         if name not in ("layers", "runtime", "runtime_endpoint", "cri_descriptor", "runtime_timeout")),
+         if name not in ("layers", "runtime", "runtime_endpoint", "runtime_handler", "cri_descriptor", "runtime_timeout")),
     mode=dict(type="str", default="full", choices=["full", "audit"]),
     layers=dict(type="list", elements="str", choices=list(LAYERS)),
     layer_timeout=dict(type="int", default=300),
     probe_image=dict(type="str", default="localhost/gpuprobe-probe:local"),
     probe_runtime=dict(type="raw", default="auto"),
     probe_runtime_endpoint=dict(type="str"),
+    probe_runtime_handler=dict(type="str"),
     probe_timeout=dict(type="int", default=120),
     probe_user=dict(type="str", default=""),
     probe_environment=dict(type="dict", default={}),
@@ -196,13 +200,24 @@ def _k8s(layers, host_record=None):
     if "k8s" not in layers:
         return {}
     try:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import collect_k8s  # pylint: disable=import-outside-toplevel
-        return {"k8s": collect_k8s(host_record=host_record)}
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s_layer  # pylint: disable=import-outside-toplevel
+        return {"k8s": _k8s_layer.record(host_record=host_record)}
     except Exception as exc:  # pylint: disable=broad-except
         return {"k8s": crashed("k8s", exc)}
 
 
-def selected_engines(p, probe_follows=False):
+def k8s_handlers(k8s):
+    """The k8s record's ``evidence.runtime_handlers`` (the GPU Pods' handlers), {"error": why} for a k8s record without
+    them (NOT_RUN: no kubeconfig on the node, ...), None when the k8s layer was not asked for."""
+    if not isinstance(k8s, dict):
+        return None
+    found = (k8s.get("evidence") or {}).get("runtime_handlers")
+    if isinstance(found, dict):
+        return found
+    return {"error": "k8s %s: %s" % (k8s.get("status"), k8s.get("reason") or "the RuntimeClasses were not read")}
+
+
+def selected_engines(p, probe_follows=False, k8s=None):
     """The runtimes this run verifies through (``_runtime_select``), each with its own CDI configuration read
     (``cdi_config``): what the cdi layer judges per runtime and the probe stage starts its container through.
     None when the node's root is not / (the engines of another root cannot be asked). ``probe_follows``: the probe
@@ -217,8 +232,14 @@ def selected_engines(p, probe_follows=False):
     timeout = p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT
     engines = [describe(info) for info in select_runtimes(p["runtime"], timeout=timeout, endpoint=p.get("runtime_endpoint"),
                                                           descriptor=p.get("cri_descriptor"), inspect=not probe_follows)]
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import choose  # pylint: disable=import-outside-toplevel
+    runtime_handlers = k8s_handlers(k8s)
     for info in engines:
         info["cdi_config"] = read_engine_config(info, timeout=timeout)
+        info.pop("cri_config", None)   # read into cdi_config; the record keeps what was judged, not the daemon's dump
+        if info.get("name"):
+            # the handler the probe runs with, its binary and who injects (from the running engine's configuration)
+            info["runtime_handler"] = choose(info, p.get("runtime_handler"), runtime_handlers)
     return engines
 
 
@@ -246,12 +267,23 @@ class _Selection(object):
             raise self._out["error"]
         return self._out["engines"]
 
+    def with_k8s(self, p, k8s):
+        """The selected engines with the handler chosen from the k8s record (which the thread could not wait for)."""
+        engines = self.result()
+        if engines and isinstance(k8s, dict):
+            from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import choose  # pylint: disable=import-outside-toplevel
+            for info in engines:
+                if info.get("name"):
+                    info["runtime_handler"] = choose(info, p.get("runtime_handler"), k8s_handlers(k8s))
+        return engines
 
-def _cdi_record(p, host, check_mode, cdi_layer, selection=None, probe_follows=False):
+
+def _cdi_record(p, host, check_mode, cdi_layer, selection=None, probe_follows=False, k8s=None):
     """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first).
-    ``selection``: the runtime selection already started (``_Selection``), else it runs here."""
+    ``selection``: the runtime selection already started (``_Selection``), else it runs here; ``k8s``: the k8s record
+    of this run (the GPU Pods' runtime handlers), or None."""
     try:
-        engines = selection.result() if selection is not None else selected_engines(p, probe_follows)
+        engines = selection.with_k8s(p, k8s) if selection is not None else selected_engines(p, probe_follows, k8s)
     except Exception as exc:  # pylint: disable=broad-except
         return crashed("cdi", exc), None
     if p["cdi_source"] != "self-built":
@@ -294,7 +326,7 @@ def self_built_request(spec):
 
 
 def inspect(p, check_mode=False, probe_follows=False):
-    """The inspect stage: host, cdi (self-built spec written first when asked), k8s. Returns
+    """The inspect stage: host, k8s, cdi (self-built spec written first when asked). Returns
     {"records": {layer: record}, "spec": the written spec or None}. ValueError: unusable options.
     ``probe_follows``: the probe stage runs next in this process (``selected_engines``)."""
     # imported here, and only what the stage runs: a module's imports are compiled from source on every run
@@ -305,12 +337,14 @@ def inspect(p, check_mode=False, probe_follows=False):
 
     from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import check_handler  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])
     check_thresholds(p["health_thresholds"])
     check_timeout(p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT, "runtime_timeout")
     p = dict(p, runtime=_runtime_select.parse_runtime_option(p.get("runtime")),
-             runtime_endpoint=_runtime_select.check_endpoint(p.get("runtime_endpoint")))
+             runtime_endpoint=_runtime_select.check_endpoint(p.get("runtime_endpoint")),
+             runtime_handler=check_handler(p.get("runtime_handler")))
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
     records = {}
     spec = None
@@ -325,7 +359,9 @@ def inspect(p, check_mode=False, probe_follows=False):
                                               "audit mode" if p.get("mode") == "audit" else None))
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
-    if "cdi" in layers:
-        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer, selection, probe_follows)
+    # k8s before cdi: the handler the GPU Pods use (their RuntimeClasses) is what the cdi layer judges and the probe runs with
     records.update(_k8s(layers, records.get("host")))
+    if "cdi" in layers:
+        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer, selection, probe_follows,
+                                           records.get("k8s"))
     return {"records": records, "spec": spec}

@@ -316,7 +316,9 @@ def _docker_info(path, timeout, endpoint=None):
     spec_dirs = info.get("CDISpecDirs")
     base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
             # what _cdi.engine.read_docker judges, from this same call: the daemon is not asked twice
-            "daemon_info": dict((k, info[k]) for k in ("ServerVersion", "CDISpecDirs") if k in info),
+            "daemon_info": dict(dict((k, info[k]) for k in ("ServerVersion", "CDISpecDirs", "DefaultRuntime") if k in info),
+                                Runtimes=dict((n, {"path": (r or {}).get("path")}) for n, r in (info.get("Runtimes") or {}).items()
+                                              if isinstance(r, dict))),
             "version": parse_version(info.get("ServerVersion")),
             "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
@@ -408,6 +410,9 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     if "enableCDI" in config:
         cdi += "; enable_cdi %s, cdi_spec_dirs %s" % (str(config["enableCDI"]).lower(), ", ".join(config.get("cdiSpecDirs") or []))
     info.update(usable=True, reason=None, cdi=cdi, sandbox_image=config.get("sandboxImage"))
+    # what the running daemon does (the cdi layer judges it over the file: _cdi.engine_live), its CDI and handlers only
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import trim_cri_config  # pylint: disable=import-outside-toplevel
+    info["cri_config"] = trim_cri_config(config)
     return info
 
 

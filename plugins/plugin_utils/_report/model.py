@@ -465,7 +465,7 @@ def k8s_crosscheck(verdicts, k8s_records, drivers=None):
 
 def _crosscheck_nodes(verdicts, nodes, drivers=None):
     """``k8s_crosscheck`` against the k8s nodes of the records (``_k8s_nodes``)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import advertising_findings  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.nodes import advertising_findings  # pylint: disable=import-outside-toplevel
 
     drivers = drivers or {}
     findings = []

@@ -171,8 +171,9 @@ def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_pr
 
 
 def test_the_inspect_stage_imports_no_probe_code():
-    # the inspect stage selects the runtimes (_runtime/select.py) but loads no other module of the runtime room (the
-    # CRI adapter and grpc: ~0.4 s on each node-side call, docs/performance.md); run at / in a fresh interpreter
+    # the inspect stage selects the runtimes (_runtime/select.py) and their handler (_runtime/handler.py: no probe code)
+    # but loads no other module of the runtime room (the CRI adapter and grpc: ~0.4 s on each node-side call,
+    # docs/performance.md); run at / in a fresh interpreter
     import subprocess
     import sys
     code = ("import sys\n"
@@ -181,7 +182,7 @@ def test_the_inspect_stage_imports_no_probe_code():
             "p.update(nvml=False, k8s=False)\n"
             "_node.inspect(p)\n"
             "print(sorted(m for m in sys.modules if m.startswith('grpc') or ('.module_utils._runtime.' in m "
-            "and not m.endswith('module_utils._runtime.select'))))\n")
+            "and not m.endswith(('module_utils._runtime.select', 'module_utils._runtime.handler')))))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
