@@ -182,8 +182,8 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_thresholds
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout
 
 
@@ -205,10 +205,10 @@ def main():
         check_thresholds(module.params["health_thresholds"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    record = collect_host(root=module.params["root"], driver_root=module.params["driver_root"],
-                          use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"],
-                          health_thresholds=module.params["health_thresholds"], dcgm_diag=module.params["dcgm_diag"],
-                          no_gpu_load="check mode" if module.check_mode else None)
+    record = host_record(root=module.params["root"], driver_root=module.params["driver_root"],
+                         use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"],
+                         health_thresholds=module.params["health_thresholds"], dcgm_diag=module.params["dcgm_diag"],
+                         no_gpu_load="check mode" if module.check_mode else None)
     module.exit_json(changed=False, ansible_facts={"gpuprobe_host": record})
 
 

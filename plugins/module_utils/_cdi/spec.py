@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - depends on the target host
     HAS_YAML = False
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import library_version
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import binary_path, library_version, resolve_soname
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version, validate_vendor_or_class
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE, SELF_BUILT_SPEC_DIR, check_run_id as _check_run_id
@@ -55,9 +55,6 @@ CONTAINER_BIN_DIR = "/usr/local/nvidia/bin"
 MOUNT_OPTIONS = ["ro", "nosuid", "nodev", "bind"]
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1")
-LIB_SUBDIRS = ("lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib", "usr/lib64",
-               "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib")
-BIN_SUBDIRS = ("bin", "usr/bin")
 STUB_CANDIDATES = ("/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/targets/*/lib/stubs/libcuda.so",
                    "/usr/local/cuda-*/lib64/stubs/libcuda.so", "/usr/local/cuda-*/targets/*/lib/stubs/libcuda.so")
 STALE_VERSIONS = ("470.256.02", "535.274.02")
@@ -171,28 +168,6 @@ def _gpu_nodes(root, host, gpus):
     return found
 
 
-def find_library(root, driver_root, soname):
-    """(the real file for ``soname`` in the driver root, as a host path under root) or None."""
-    base = soname.split(".so", 1)[0] + ".so"
-    for sub in LIB_SUBDIRS:
-        d = under_root(root, posixpath.join(driver_root, sub))
-        candidate = posixpath.join(d, soname)
-        if os.path.exists(candidate):
-            return os.path.realpath(candidate)
-        versioned = sorted(p for p in glob.glob(posixpath.join(d, base + ".*")) if library_version(p))
-        if versioned:
-            return os.path.realpath(versioned[-1])
-    return None
-
-
-def find_binary(root, driver_root, name):
-    for sub in BIN_SUBDIRS:
-        candidate = under_root(root, posixpath.join(driver_root, sub, name))
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
 def _find_stub(root, stub_libcuda):
     if stub_libcuda:
         path = under_root(root, stub_libcuda)
@@ -230,11 +205,11 @@ def build_spec(run_id, variant="full", root="/", driver_root=None, host=None, st
     gpu_nodes = _gpu_nodes(root, host, gpus)
     libs = {}
     for soname in LIBRARIES:
-        found = find_library(root, driver_root, soname)
+        found = resolve_soname(root, driver_root, soname)
         if found is None:
             raise SpecError("%s not found in driver root %s (under %s)" % (soname, driver_root, root))
         libs[soname] = found
-    smi = find_binary(root, driver_root, "nvidia-smi")
+    smi = binary_path(root, driver_root, "nvidia-smi")
 
     control = [n for n in CONTROL_NODES if os.path.exists(under_root(root, n)) or n == "/dev/nvidiactl"]
     if variant == "no_uvm_node":

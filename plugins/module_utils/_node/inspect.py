@@ -160,10 +160,10 @@ def inspect(p, check_mode=False, probe_follows=False):
     # imported here, and only what the stage runs: a module's imports are compiled from source on every run
     # on the node (AnsiballZ ships sources), which is most of a node-side call's own cost
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout  # pylint: disable=import-outside-toplevel
 
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_thresholds  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import check_handler  # pylint: disable=import-outside-toplevel
 
@@ -181,10 +181,10 @@ def inspect(p, check_mode=False, probe_follows=False):
     selection = _Selection(p, probe_follows) if "cdi" in layers and "host" in layers else None
     if "host" in layers:
         try:
-            records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
-                                           health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
-                                           no_gpu_load="check mode" if check_mode else (
-                                               "audit mode" if p.get("mode") == "audit" else None))
+            records["host"] = host_record(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
+                                          health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
+                                          no_gpu_load="check mode" if check_mode else (
+                                              "audit mode" if p.get("mode") == "audit" else None))
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
     # k8s before cdi: the handler the GPU Pods use (their RuntimeClasses) is what the cdi layer judges and the probe runs with

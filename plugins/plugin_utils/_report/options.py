@@ -229,10 +229,11 @@ def _cdi_spec(value):
 
 
 def _health():
-    """The health layer's thresholds and dcgmi timeouts, imported only when a run sets those options (the host layer's
-    health code is not needed to check the options of every other run; controller time, docs/performance.md)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as health  # pylint: disable=import-outside-toplevel
-    return health
+    """The health layer's thresholds and dcgmi timeouts (_host/health/limits.py), imported only when a run sets those
+    options (the host layer's health code is not needed to check the options of every other run; controller time,
+    docs/performance.md)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits  # pylint: disable=import-outside-toplevel
+    return limits
 
 
 def _pins(value):

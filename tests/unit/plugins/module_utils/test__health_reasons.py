@@ -11,6 +11,7 @@ import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on s
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import reasons as _health_reasons
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import evaluate as _host_evaluate
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render
@@ -108,7 +109,7 @@ def _record(root, fake_kw, options, change):
     evidence = _host.collect_evidence(root=str(root), pynvml_module=hf.fake_pynvml(**fake_kw), **options)
     if change:
         change(evidence)
-    return _host.evaluate(evidence)
+    return _host_evaluate.evaluate(evidence)
 
 
 @pytest.mark.parametrize("scenario,fake_kw,options,change,check_id,why", CASES,
@@ -123,7 +124,7 @@ def test_each_way_a_health_check_is_not_run_has_its_reason(tmp_path, scenario, f
 
 
 def test_every_health_check_that_can_be_not_run_is_in_the_table():
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import CHECKS
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.catalogue import HEALTH_CHECKS as CHECKS
     assert set(c[4] for c in CASES) == set(CHECKS)
     assert set(c[5] for c in CASES) == set(_health_reasons.WORDS)
 

@@ -121,7 +121,7 @@ def test_a_layer_that_raises_is_not_run_with_the_error_and_the_next_layers_run(t
 
     def broken(**_kwargs):
         raise KeyError("driver_version")
-    monkeypatch.setattr(_host, "collect_host", broken)
+    monkeypatch.setattr(_host, "record", broken)
     build_node(str(tmp_path / "node"))
     out = _inspect.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
     host = out["records"]["host"]
@@ -144,7 +144,7 @@ def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_c
     def select(p, probe_follows=False):
         started.set()
         raise RuntimeError("no engine today")
-    monkeypatch.setattr(_host, "collect_host", host)
+    monkeypatch.setattr(_host, "record", host)
     monkeypatch.setattr(_inspect, "selected_engines", select)
     build_node(str(tmp_path / "node"))
     out = _inspect.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
@@ -168,7 +168,7 @@ def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_pr
         return [{"name": None, "usable": False, "path": None, "version": None, "reason": "no runtime in this test"}]
     monkeypatch.setattr(_runtime_select, "select_runtimes", select)
     monkeypatch.setattr(engine, "read_engine_config", lambda info: {})
-    monkeypatch.setattr(_host, "collect_host", lambda **kw: not_run("host", "stub host layer"))
+    monkeypatch.setattr(_host, "record", lambda **kw: not_run("host", "stub host layer"))
     _inspect.inspect(params(root="/", k8s=False, cdi_spec_dirs=[str(tmp_path)]), check_mode, probe_follows=probe_follows)
     assert asked == [version_only]
 
