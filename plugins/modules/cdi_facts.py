@@ -206,7 +206,7 @@ ansible_facts:
         points_to: cdi
 """
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_record, check_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES, SPEC_DIRS
@@ -221,10 +221,10 @@ def cdi_facts(p, check_mode):
         raise ValueError("max_spec_files must be > 0 (got %d)" % p["max_spec_files"])
     if p["timeout"] < 0:
         raise ValueError("timeout must be >= 0 seconds (got %d)" % p["timeout"])
-    record = cdi_layer(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
-                       kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
-                       runtime=p["runtime"], max_spec_files=p["max_spec_files"], timeout=p["timeout"])
-    return {"ansible_facts": {"gpuprobe_cdi": record}}
+    cdi = record(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
+                 kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
+                 runtime=p["runtime"], max_spec_files=p["max_spec_files"], timeout=p["timeout"])
+    return {"ansible_facts": {"gpuprobe_cdi": cdi}}
 
 
 def main():

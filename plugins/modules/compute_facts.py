@@ -122,7 +122,7 @@ ansible_facts:
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_container_probe, check_record, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.layer import record
 
 
 def compute_facts(p, check_mode):
@@ -131,12 +131,12 @@ def compute_facts(p, check_mode):
     check_record(p["host"], "host", "host")
     check_timeout(p["timeout"])
     try:
-        record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
-                                host_control=p["host_control"] and not check_mode,
-                                allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
+        compute = record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
+                         host_control=p["host_control"] and not check_mode,
+                         allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
     except Interrupted as exc:
         return {"failed": True, "msg": "%s: the host control's probe was stopped and its temp dir removed" % exc}
-    return {"ansible_facts": {"gpuprobe_compute": record}}
+    return {"ansible_facts": {"gpuprobe_compute": compute}}
 
 
 def main():

@@ -209,15 +209,15 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import record
 
 
-def runtime_facts_module(p, check_mode):
+def runtime_facts(p, check_mode):
     try:
-        record, probe = runtime_facts(p, check_mode=check_mode)
+        runtime, probe = record(p, check_mode=check_mode)
     except Interrupted as exc:
         return {"failed": True, "msg": "%s: the probe container was removed; %s" % (exc, remove_own_spec(p))}
-    return {"ansible_facts": {"gpuprobe_runtime": record, "gpuprobe_probe": probe}}
+    return {"ansible_facts": {"gpuprobe_runtime": runtime, "gpuprobe_probe": probe}}
 
 
 def main():
@@ -238,7 +238,7 @@ def main():
         user=dict(type="str"),
         owner=dict(type="dict"),
         spec_dir=dict(type="path"),
-    ), runtime_facts_module)
+    ), runtime_facts)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the cdi layer of gpuprobe.layers (a package; not public API, may change without notice).
 
-The one entry is ``cdi_layer`` (below): it returns the layer's record (``_result`` contract). The package is
+The one entry is ``layer.record``: it returns the layer's record (``_result`` contract). The package is
 split by concern: ``loader`` (bytes -> tree, the reference library's YAML/JSON rules), ``schema`` (tree -> spec
 model, encoding/json's rules), ``names`` and ``validate`` (spec rules), ``files`` (spec files and dirs),
 ``resolve`` (registry, selection, merged edits), ``host`` (host-side and injection-time checks), ``vendor``
