@@ -88,7 +88,7 @@ def main():
                 _cdi_loader.EVENT_LOADER = loader
                 try:
                     t0 = time.perf_counter()
-                    record = _cdi_layer.cdi_layer(spec_dirs=[d], discover_runtime_dirs_=False, devices=["bench0.example.com/gpu=0"])
+                    record = _cdi_layer.record(spec_dirs=[d], discover_runtime_dirs_=False, devices=["bench0.example.com/gpu=0"])
                     t[label].append(time.perf_counter() - t0)
                 finally:
                     _cdi_loader.EVENT_LOADER = libyaml_loader

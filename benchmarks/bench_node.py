@@ -76,7 +76,7 @@ def bare_probe(tmp):
     spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
     _cdi_spec.write_spec(spec, SELF_BUILT_SPEC_DIR, run_id)
     device = "%s=0" % spec["kind"]
-    cdi = _cdi_layer.cdi_layer(spec_dirs=[SELF_BUILT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+    cdi = _cdi_layer.record(spec_dirs=[SELF_BUILT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
     engine = _runtime_engines.detect_runtime("podman")
     _unused, probe_path = _probe.write_probe(directory=tmp)
     config = _runtime_layer._probe_config(cdi["evidence"]["expected_edits"], True)  # pylint: disable=protected-access

@@ -208,45 +208,40 @@ ansible_facts:
         points_to: cdi
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_record, check_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES, SPEC_DIRS
 
 
+def cdi_facts(p, check_mode):
+    check_root(p["root"])
+    check_record(p["host"], "host", "host")
+    if p["max_spec_size"] <= 0:
+        raise ValueError("max_spec_size must be > 0 bytes (got %d)" % p["max_spec_size"])
+    if p["max_spec_files"] <= 0:
+        raise ValueError("max_spec_files must be > 0 (got %d)" % p["max_spec_files"])
+    if p["timeout"] < 0:
+        raise ValueError("timeout must be >= 0 seconds (got %d)" % p["timeout"])
+    cdi = record(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
+                 kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
+                 runtime=p["runtime"], max_spec_files=p["max_spec_files"], timeout=p["timeout"])
+    return {"ansible_facts": {"gpuprobe_cdi": cdi}}
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            spec_dirs=dict(type="list", elements="path", default=list(SPEC_DIRS)),
-            discover_runtime_dirs=dict(type="bool", default=True),
-            devices=dict(type="list", elements="str", default=[]),
-            kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
-            host=dict(type="dict"),
-            root=dict(type="path", default="/"),
-            max_spec_size=dict(type="int", default=1048576),
-            max_spec_files=dict(type="int", default=1024),
-            timeout=dict(type="int", default=60),
-            runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_root(p["root"])
-        check_record(p["host"], "host", "host")
-        if p["max_spec_size"] <= 0:
-            raise ValueError("max_spec_size must be > 0 bytes (got %d)" % p["max_spec_size"])
-        if p["max_spec_files"] <= 0:
-            raise ValueError("max_spec_files must be > 0 (got %d)" % p["max_spec_files"])
-        if p["timeout"] < 0:
-            raise ValueError("timeout must be >= 0 seconds (got %d)" % p["timeout"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    record = cdi_layer(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
-                       kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
-                       runtime=p["runtime"], max_spec_files=p["max_spec_files"], timeout=p["timeout"])
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_cdi": record})
+    run_layer_module(dict(
+        spec_dirs=dict(type="list", elements="path", default=list(SPEC_DIRS)),
+        discover_runtime_dirs=dict(type="bool", default=True),
+        devices=dict(type="list", elements="str", default=[]),
+        kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
+        host=dict(type="dict"),
+        root=dict(type="path", default="/"),
+        max_spec_size=dict(type="int", default=1048576),
+        max_spec_files=dict(type="int", default=1024),
+        timeout=dict(type="int", default=60),
+        runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+    ), cdi_facts)
 
 
 if __name__ == "__main__":

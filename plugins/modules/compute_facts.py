@@ -121,41 +121,36 @@ ansible_facts:
         points_to: runtime
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_container_probe, check_record, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.layer import record
+
+
+def compute_facts(p, check_mode):
+    check_container_probe(p["container_probe"])
+    check_record(p["runtime_record"], "runtime_record", "runtime")
+    check_record(p["host"], "host", "host")
+    check_timeout(p["timeout"])
+    try:
+        compute = record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
+                         host_control=p["host_control"] and not check_mode,
+                         allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
+    except Interrupted as exc:
+        return {"failed": True, "msg": "%s: the host control's probe was stopped and its temp dir removed" % exc}
+    return {"ansible_facts": {"gpuprobe_compute": compute}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            container_probe=dict(type="dict"),
-            runtime_record=dict(type="dict"),
-            expected_gpus=dict(type="list", elements="dict", default=[]),
-            host=dict(type="dict"),
-            host_control=dict(type="bool", default=True),
-            allow_busy_gpu=dict(type="bool", default=False),
-            timeout=dict(type="int", default=60),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_container_probe(p["container_probe"])
-        check_record(p["runtime_record"], "runtime_record", "runtime")
-        check_record(p["host"], "host", "host")
-        check_timeout(p["timeout"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
-                                host_control=p["host_control"] and not module.check_mode,
-                                allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
-    except Interrupted as exc:
-        module.fail_json(msg="%s: the host control's probe was stopped and its temp dir removed" % exc)
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_compute": record})
+    run_layer_module(dict(
+        container_probe=dict(type="dict"),
+        runtime_record=dict(type="dict"),
+        expected_gpus=dict(type="list", elements="dict", default=[]),
+        host=dict(type="dict"),
+        host_control=dict(type="bool", default=True),
+        allow_busy_gpu=dict(type="bool", default=False),
+        timeout=dict(type="int", default=60),
+    ), compute_facts)
 
 
 if __name__ == "__main__":

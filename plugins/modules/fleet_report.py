@@ -199,7 +199,7 @@ drills:
 """
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FLEET_REPORT_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import documentation_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import documentation_only
 
 
 def main():

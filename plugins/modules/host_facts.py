@@ -180,36 +180,31 @@ ansible_facts:
         points_to: null
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
+
+
+def host_facts(p, check_mode):
+    check_root(p["root"])
+    check_timeout(p["nvml_timeout"], "nvml_timeout")
+    check_thresholds(p["health_thresholds"])
+    record = host_record(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"], nvml_timeout=p["nvml_timeout"],
+                          health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
+                          no_gpu_load="check mode" if check_mode else None)
+    return {"ansible_facts": {"gpuprobe_host": record}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            driver_root=dict(type="path"),
-            nvml=dict(type="bool", default=True),
-            nvml_timeout=dict(type="int", default=30),
-            health_thresholds=dict(type="dict", default={}),
-            dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        check_root(module.params["root"])
-        check_timeout(module.params["nvml_timeout"], "nvml_timeout")
-        check_thresholds(module.params["health_thresholds"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    record = host_record(root=module.params["root"], driver_root=module.params["driver_root"],
-                         use_nvml=module.params["nvml"], nvml_timeout=module.params["nvml_timeout"],
-                         health_thresholds=module.params["health_thresholds"], dcgm_diag=module.params["dcgm_diag"],
-                         no_gpu_load="check mode" if module.check_mode else None)
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_host": record})
+    run_layer_module(dict(
+        root=dict(type="path", default="/"),
+        driver_root=dict(type="path"),
+        nvml=dict(type="bool", default=True),
+        nvml_timeout=dict(type="int", default=30),
+        health_thresholds=dict(type="dict", default={}),
+        dcgm_diag=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
+    ), host_facts)
 
 
 if __name__ == "__main__":

@@ -162,38 +162,33 @@ ansible_facts:
         points_to: null
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_RESOURCES, DEFAULT_TIMEOUT
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_RESOURCES, DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import record as k8s_record
+
+
+def k8s_facts(p, check_mode):
+    check_timeout(p["timeout"])
+    record = k8s_record(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
+                         node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
+                         host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
+    return {"ansible_facts": {"gpuprobe_k8s": record}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            kubectl=dict(type="str", default="kubectl"),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            resources=dict(type="list", elements="str", default=list(DEFAULT_RESOURCES)),
-            nodes=dict(type="list", elements="str"),
-            namespaces=dict(type="list", elements="str"),
-            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
-            dra=dict(type="bool", default=True),
-            host_record=dict(type="dict"),
-            node=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_timeout(p["timeout"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    record = _k8s_layer.record(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
-                               node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
-                               host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_k8s": record})
+    run_layer_module(dict(
+        kubectl=dict(type="str", default="kubectl"),
+        kubeconfig=dict(type="path"),
+        context=dict(type="str"),
+        resources=dict(type="list", elements="str", default=list(DEFAULT_RESOURCES)),
+        nodes=dict(type="list", elements="str"),
+        namespaces=dict(type="list", elements="str"),
+        timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+        dra=dict(type="bool", default=True),
+        host_record=dict(type="dict"),
+        node=dict(type="str"),
+    ), k8s_facts)
 
 
 if __name__ == "__main__":

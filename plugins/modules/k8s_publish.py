@@ -178,58 +178,52 @@ errors:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            verdicts=dict(type="dict", required=True),
-            signatures=dict(type="dict", default={}),
-            node_names=dict(type="dict", default={}),
-            condition_type=dict(type="str", default=_k8s_publish.CONDITION_TYPE),
-            label=dict(type="str"),
-            run_id=dict(type="str"),
-            kubectl=dict(type="str", default="kubectl"),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
-            deadline=dict(type="int", default=_k8s_publish.DEFAULT_DEADLINE),
-            max_consecutive_timeouts=dict(type="int", default=_k8s_publish.DEFAULT_MAX_CONSECUTIVE_TIMEOUTS),
-            workers=dict(type="int", default=_k8s_publish.DEFAULT_WORKERS),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_timeout(p["timeout"])
-        check_timeout(p["deadline"], "deadline")
-        for name in ("max_consecutive_timeouts", "workers"):
-            if not 1 <= p[name] <= 64:
-                raise ValueError("%s must be from 1 to 64 (got %d)" % (name, p[name]))
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
+def k8s_publish(p, check_mode, diff=False):
+    check_timeout(p["timeout"])
+    check_timeout(p["deadline"], "deadline")
+    for name in ("max_consecutive_timeouts", "workers"):
+        if not 1 <= p[name] <= 64:
+            raise ValueError("%s must be from 1 to 64 (got %d)" % (name, p[name]))
     problem = _k8s_publish.condition_type_error(p["condition_type"]) or (
         _k8s_publish.label_key_error(p["label"]) if p["label"] is not None else None)
     if problem:
-        module.fail_json(msg=problem)
+        raise ValueError(problem)
     out = _k8s_publish.publish(p["verdicts"], kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"],
                                timeout=p["timeout"], signatures=p["signatures"], node_names=p["node_names"],
                                condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
-                               check_mode=module.check_mode, deadline=p["deadline"],
+                               check_mode=check_mode, deadline=p["deadline"],
                                max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"],
-                               diff=module._diff)
-    for u in out["unmatched"]:
-        module.warn("verdict of %s not published: %s" % (u["host"], u["reason"]))
+                               diff=diff)
+    warnings = ["verdict of %s not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
     problems = ["%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]]
     problems += ["%s: not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
     if problems:
-        module.fail_json(msg="publishing the verdicts failed: %s" % "; ".join(problems), **out)
-    module.exit_json(**out)
+        return dict(out, warnings=warnings, failed=True, msg="publishing the verdicts failed: %s" % "; ".join(problems))
+    return dict(out, warnings=warnings)
+
+
+def main():
+    run_layer_module(dict(
+        verdicts=dict(type="dict", required=True),
+        signatures=dict(type="dict", default={}),
+        node_names=dict(type="dict", default={}),
+        condition_type=dict(type="str", default=_k8s_publish.CONDITION_TYPE),
+        label=dict(type="str"),
+        run_id=dict(type="str"),
+        kubectl=dict(type="str", default="kubectl"),
+        kubeconfig=dict(type="path"),
+        context=dict(type="str"),
+        timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+        deadline=dict(type="int", default=_k8s_publish.DEFAULT_DEADLINE),
+        max_consecutive_timeouts=dict(type="int", default=_k8s_publish.DEFAULT_MAX_CONSECUTIVE_TIMEOUTS),
+        workers=dict(type="int", default=_k8s_publish.DEFAULT_WORKERS),
+    ), k8s_publish, diff=True)
 
 
 if __name__ == "__main__":

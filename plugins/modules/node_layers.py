@@ -67,21 +67,20 @@ spec:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_LAYERS_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node.inspect import inspect
 
 
-def main():
-    module = AnsibleModule(argument_spec=NODE_LAYERS_ARGSPEC, supports_check_mode=True)
-    try:
-        out = inspect(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
+def node_layers(p, check_mode):
+    out = inspect(p, check_mode=check_mode)
     cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
-    module.exit_json(changed=bool(out.get("spec") and not module.params["cdi_spec"] and not module.check_mode), **out)
+    return dict(out, changed=bool(out.get("spec") and not p["cdi_spec"] and not check_mode))
+
+
+def main():
+    run_layer_module(NODE_LAYERS_ARGSPEC, node_layers)
 
 
 if __name__ == "__main__":

@@ -93,21 +93,20 @@ spec_removed:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_PROBE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import probe
 
 
-def main():
-    module = AnsibleModule(argument_spec=NODE_PROBE_ARGSPEC, supports_check_mode=True)
-    try:
-        out = probe(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
+def node_probe(p, check_mode):
+    out = probe(p, check_mode=check_mode)
     if out.get("interrupted"):
-        module.fail_json(msg=out["interrupted"])
-    module.exit_json(changed=bool(out.get("spec_removed")), **out)
+        return {"failed": True, "msg": out["interrupted"]}
+    return dict(out, changed=bool(out.get("spec_removed")))
+
+
+def main():
+    run_layer_module(NODE_PROBE_ARGSPEC, node_probe)
 
 
 if __name__ == "__main__":

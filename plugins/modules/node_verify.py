@@ -83,24 +83,23 @@ spec_error:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_VERIFY_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node.verify import verify
 
 
-def main():
-    module = AnsibleModule(argument_spec=NODE_VERIFY_ARGSPEC, supports_check_mode=True)
-    try:
-        out = verify(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
+def node_verify(p, check_mode):
+    out = verify(p, check_mode=check_mode)
     cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
-    changed = bool(out.get("spec") and not module.params["cdi_spec"] and not module.check_mode)
+    out["changed"] = bool(out.get("spec") and not p["cdi_spec"] and not check_mode)
     if out.get("interrupted"):
-        module.fail_json(msg=out.pop("interrupted"), changed=changed, **out)
-    module.exit_json(changed=changed, **out)
+        out.update(failed=True, msg=out.pop("interrupted"))
+    return out
+
+
+def main():
+    run_layer_module(NODE_VERIFY_ARGSPEC, node_verify)
 
 
 if __name__ == "__main__":

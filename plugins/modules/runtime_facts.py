@@ -212,43 +212,40 @@ ansible_facts:
       type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import record
+
+
+def runtime_facts(p, check_mode):
+    try:
+        runtime, probe = record(p, check_mode=check_mode)
+    except Interrupted as exc:
+        return {"failed": True, "msg": "%s: the probe container was removed; %s" % (exc, remove_own_spec(p))}
+    return {"ansible_facts": {"gpuprobe_runtime": runtime, "gpuprobe_probe": probe}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
-            runtime_endpoint=dict(type="str"),
-            cri_descriptor=dict(type="path"),
-            image=dict(type="str", required=True),
-            pull=dict(type="str", default="never", choices=["never", "missing"]),
-            cdi_devices=dict(type="list", elements="str", default=[]),
-            expected_edits=dict(type="dict", default={}),
-            run_id=dict(type="str", required=True),
-            timeout=dict(type="int", default=60),
-            compute=dict(type="bool", default=False),
-            isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
-            allow_busy_gpu=dict(type="bool", default=False),
-            host=dict(type="dict"),
-            user=dict(type="str"),
-            owner=dict(type="dict"),
-            spec_dir=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        record, probe = runtime_facts(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    except Interrupted as exc:
-        module.fail_json(msg="%s: the probe container was removed; %s" % (exc, remove_own_spec(module.params)))
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_runtime": record, "gpuprobe_probe": probe})
+    run_layer_module(dict(
+        runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+        runtime_endpoint=dict(type="str"),
+        cri_descriptor=dict(type="path"),
+        image=dict(type="str", required=True),
+        pull=dict(type="str", default="never", choices=["never", "missing"]),
+        cdi_devices=dict(type="list", elements="str", default=[]),
+        expected_edits=dict(type="dict", default={}),
+        run_id=dict(type="str", required=True),
+        timeout=dict(type="int", default=60),
+        compute=dict(type="bool", default=False),
+        isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
+        allow_busy_gpu=dict(type="bool", default=False),
+        host=dict(type="dict"),
+        user=dict(type="str"),
+        owner=dict(type="dict"),
+        spec_dir=dict(type="path"),
+    ), runtime_facts)
 
 
 if __name__ == "__main__":

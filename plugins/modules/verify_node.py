@@ -333,7 +333,7 @@ gpuprobe_host_done:
 """
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import documentation_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import documentation_only
 
 
 def main():

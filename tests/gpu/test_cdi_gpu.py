@@ -53,7 +53,7 @@ def _layer(host, variant):
     try:
         devices = [q for q in _cdi_spec.qualified_devices(spec) if not q.endswith("=all")][:1]
         # only this run's spec: other gpuprobe specs in /var/run/cdi must not conflict with it
-        record = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=devices, host=host)
+        record = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=devices, host=host)
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
     assert not os.path.exists(path)

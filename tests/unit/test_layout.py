@@ -23,7 +23,7 @@ DOORS = {
     "module_utils._cdi": {"layer", "catalogue", "spec", "engine"},
     "module_utils._runtime": {"layer", "catalogue", "select", "cleanup", "handler", "nodefs"},
     "module_utils._probe": {"script", "contract"},
-    "module_utils._compute": {"record", "catalogue", "binding", "host_control"},
+    "module_utils._compute": {"layer", "catalogue", "binding", "host_control"},
     "module_utils._k8s": {"layer", "catalogue", "nodes", "publish"},
     "module_utils._node": {"inspect", "gate", "probe", "verify"},
     "module_utils._verdict": {"verdict", "attribution"},

@@ -181,7 +181,7 @@ def concurrent_scope(host_record, expected_gpus, idle_uuids):
 
 class EarlyControl(object):
     """The host control started in a thread of its own before the probe container, on ``scope`` (concurrent_scope),
-    so that the two run at the same time. ``runner`` (run_host_control's signature, compute_record's host_runner)
+    so that the two run at the same time. ``runner`` (run_host_control's signature, the compute layer's record(host_runner=...))
     gives its result when asked for the same GPUs, else runs the control then. ``stop`` (on an interrupt of the
     main thread) kills its process group and waits for its temp dir to be removed."""
 

@@ -106,7 +106,7 @@ class _Selection(object):
         return engines
 
 
-def _cdi_record(p, host, check_mode, cdi_layer, selection=None, probe_follows=False, k8s=None):
+def _cdi_record(p, host, check_mode, cdi_record, selection=None, probe_follows=False, k8s=None):
     """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first).
     ``selection``: the runtime selection already started (``_Selection``), else it runs here; ``k8s``: the k8s record
     of this run (the GPU Pods' runtime handlers), or None."""
@@ -116,8 +116,8 @@ def _cdi_record(p, host, check_mode, cdi_layer, selection=None, probe_follows=Fa
         return crashed("cdi", exc), None
     if p["cdi_source"] != "self-built":
         try:
-            return cdi_layer(spec_dirs=p["cdi_spec_dirs"], devices=p["cdi_devices"], kinds=p["cdi_kinds"], host=host,
-                             root=p["root"], runtime=_single(p["runtime"]), engines=engines), None
+            return cdi_record(spec_dirs=p["cdi_spec_dirs"], devices=p["cdi_devices"], kinds=p["cdi_kinds"], host=host,
+                              root=p["root"], runtime=_single(p["runtime"]), engines=engines), None
         except Exception as exc:  # pylint: disable=broad-except
             return crashed("cdi", exc), None
     spec = p["cdi_spec"] or None
@@ -134,8 +134,8 @@ def _cdi_record(p, host, check_mode, cdi_layer, selection=None, probe_follows=Fa
     request = self_built_request(spec)
     try:
         # a self-built spec lives in the real spec dir, its host paths already resolved under root
-        return cdi_layer(spec_dirs=request["spec_dirs"], devices=request["devices"], kinds=request["kinds"], host=host,
-                         root="/", runtime=_single(p["runtime"]), engines=engines), spec
+        return cdi_record(spec_dirs=request["spec_dirs"], devices=request["devices"], kinds=request["kinds"], host=host,
+                          root="/", runtime=_single(p["runtime"]), engines=engines), spec
     except Exception as exc:  # pylint: disable=broad-except
         return crashed("cdi", exc), spec
 
@@ -159,7 +159,7 @@ def inspect(p, check_mode=False, probe_follows=False):
     ``probe_follows``: the probe stage runs next in this process (``selected_engines``)."""
     # imported here, and only what the stage runs: a module's imports are compiled from source on every run
     # on the node (AnsiballZ ships sources), which is most of a node-side call's own cost
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record as cdi_record  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout  # pylint: disable=import-outside-toplevel
 
@@ -190,6 +190,6 @@ def inspect(p, check_mode=False, probe_follows=False):
     # k8s before cdi: the handler the GPU Pods use (their RuntimeClasses) is what the cdi layer judges and the probe runs with
     records.update(_k8s(layers, records.get("host")))
     if "cdi" in layers:
-        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_layer, selection, probe_follows,
+        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_record, selection, probe_follows,
                                            records.get("k8s"))
     return {"records": records, "spec": spec}

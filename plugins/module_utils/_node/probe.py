@@ -14,13 +14,13 @@ import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_plan, touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import EarlyControl, concurrent_scope
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.layer import record as compute_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import prefetch_host_driver_facts
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted, interruptible
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import record as runtime_record
 
 MAX_SPEC_READ = 1024 * 1024 + 1  # the cdi layer's spec size cap (+1: a longer file is changed, whatever it holds)
 SPEC_CHANGED = "spec changed since the cdi layer read it"
@@ -93,7 +93,7 @@ def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  
     try:
         with interruptible():  # an interrupt while the early host control runs stops it (its thread gets no signal)
             try:
-                runtime, container_probe = runtime_facts(params, check_mode=check_mode)
+                runtime, container_probe = runtime_record(params, check_mode=check_mode)
             except (Interrupted, ValueError):
                 raise  # the caller's / the options' error
             except Exception as exc:  # pylint: disable=broad-except
@@ -122,7 +122,7 @@ def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  
 def _early_control(p, params, records, check_mode, expected_gpus):
     """The host control started now, to run while the probe container runs (``EarlyControl``), when it may: asked
     for, one shared container, no busy state that stops compute, and two contexts allowed on each GPU
-    (``concurrent_scope``). None: it runs after the container, inside compute_record."""
+    (``concurrent_scope``). None: it runs after the container, inside the compute layer's record."""
     if not p["host_control"] or check_mode or params["isolation"] != "shared":
         return None
     plan = busy_plan(records.get("host"), p["allow_busy_gpu"])

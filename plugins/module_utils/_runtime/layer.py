@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE (runtime layer): the runtime record: one probe container started with the requested CDI devices,
-its inventory compared with the expected edits (``runtime_facts``)."""
+its inventory compared with the expected edits (``record``, the layer's entry)."""
 
 from __future__ import annotations
 
@@ -81,12 +81,12 @@ def check_params(params):
     check_endpoint(params.get("runtime_endpoint"))
 
 
-def runtime_facts(params, check_mode=False):
+def record(params, check_mode=False):
     """Returns (runtime record, probe dict or None). ``params``: the module's options."""
     check_params(params)
     if params.get("isolation") == "per_device" and params.get("compute") and not check_mode \
             and len(params.get("cdi_devices") or []) > 1:
-        return _runtime_facts_per_device(params)
+        return _record_per_device(params)
     run_id = params.get("run_id") or ""
     devices = list(params.get("cdi_devices") or [])
     expected = params.get("expected_edits") or {}
@@ -203,27 +203,27 @@ def runtime_facts(params, check_mode=False):
     return build_observed(builder, inventory, loader_points_to), probe
 
 
-def _runtime_facts_per_device(params):
+def _record_per_device(params):
     """isolation=per_device: the runtime layer from one container with every device (no compute), then one
     compute container per requested CDI device (each sees exactly its GPU). The probe dict is the shared
     container's with ``containers``: one probe per device, in order (a stub with executed false and the runtime's
     reason when that device's container did not run)."""
-    record, probe = runtime_facts(dict(params, isolation="shared", compute=False))
+    shared, probe = record(dict(params, isolation="shared", compute=False))
     if probe is None:
-        return record, None
+        return shared, None
     containers = []
     # the engine the shared container ran through, detected once: each device's container reuses it
-    engine = (record.get("evidence") or {}).get("engine") or params.get("engine")
+    engine = (shared.get("evidence") or {}).get("engine") or params.get("engine")
     for device in params["cdi_devices"]:
-        sub_record, sub_probe = runtime_facts(dict(params, engine=engine, isolation="shared", cdi_devices=[device],
-                                                   expected_edits={}))
+        sub_record, sub_probe = record(dict(params, engine=engine, isolation="shared", cdi_devices=[device],
+                                            expected_edits={}))
         if sub_probe is None:
             sub_probe = {"executed": False, "cdi_devices": [], "requested_devices": [device],
                          "reason": "%s %s: %s" % (sub_record["status"], sub_record.get("signature") or "", sub_record["reason"])}
         sub_probe["requested_devices"] = [device]
         containers.append(sub_probe)
     probe = dict(probe, containers=containers, isolation="per_device", compute_requested=True)
-    record["evidence"]["isolation"] = {"mode": "per_device", "containers": [
+    shared["evidence"]["isolation"] = {"mode": "per_device", "containers": [
         {"device": c["requested_devices"][0], "name": c.get("container_name"), "executed": c["executed"],
          "reason": c.get("reason")} for c in containers]}
-    return record, probe
+    return shared, probe

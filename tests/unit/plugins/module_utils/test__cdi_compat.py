@@ -29,7 +29,7 @@ def write_spec(root, directory, name, version):
 
 def cdi_record(root, dirs=(ETC, RUN)):
     """The cdi layer's own file records and device sources for the node under ``root``."""
-    record = _cdi_layer.cdi_layer(spec_dirs=list(dirs), discover_runtime_dirs_=False, devices=[DEVICE], root=str(root))
+    record = _cdi_layer.record(spec_dirs=list(dirs), discover_runtime_dirs_=False, devices=[DEVICE], root=str(root))
     ev = record["evidence"]
     return ev["files"], ev["device_sources"]
 
@@ -192,7 +192,7 @@ def test_the_cdi_layer_judges_for_the_runtime_the_probe_will_use(tmp_path):
     host = host_with({"podman": "5.2.0", "docker": "25.0.0"})
     statuses = {}
     for runtime in ("auto", "docker"):
-        record = _cdi_layer.cdi_layer(spec_dirs=[ETC, RUN], discover_runtime_dirs_=False, devices=[DEVICE], root=str(tmp_path),
-                                      host=host, runtime=runtime)
+        record = _cdi_layer.record(spec_dirs=[ETC, RUN], discover_runtime_dirs_=False, devices=[DEVICE], root=str(tmp_path),
+                                   host=host, runtime=runtime)
         statuses[runtime] = [c["status"] for c in record["checks"] if c["id"] == "cdi.runtime.spec_version"]
     assert statuses == {"auto": [PASS], "docker": [FAIL]}, statuses

@@ -102,8 +102,8 @@ def test_missing_library_is_an_error(host_root):
 def _check(host_root, spec, tmp_path, devices=("gpuprobe.local/gpu-t1=0",)):
     d = tmp_path / "spec-dir"
     path = _cdi_spec.write_spec(spec, str(d), "t1")
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
-                               host={"evidence": {"nvml": {"driver_version": DRIVER}}})
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
+                            host={"evidence": {"nvml": {"driver_version": DRIVER}}})
     assert validate_record(rec) == []
     return rec, path
 

@@ -300,7 +300,7 @@ def test_a_spec_changed_while_the_probe_ran_discards_the_records(tmp_path, monke
         _rewrite(path)
         return _record("runtime", PASS), {"executed": True, "steps": []}
 
-    monkeypatch.setattr(_node_probe, "runtime_facts", runtime_that_sees_a_rewrite)
+    monkeypatch.setattr(_node_probe, "runtime_record", runtime_that_sees_a_rewrite)
     probed = _node_probe.probe(probe_params(records=out["records"], run_id="t-11", self_built_spec_dir=spec_dir,
                                             host_control=False))
     runtime = probed["records"]["runtime"]

@@ -123,7 +123,7 @@ def test_runtime_options_are_checked_before_anything_runs(params, msg):
     base = {"run_id": "r1", "image": "i", "cdi_devices": ["k.example/c=0"], "timeout": 60}
     base.update(params)
     with pytest.raises(ValueError, match=msg.replace("[", r"\[").replace("(", r"\(")):
-        _runtime_layer.runtime_facts(base)
+        _runtime_layer.record(base)
 
 
 def _main(module, args, capsys):

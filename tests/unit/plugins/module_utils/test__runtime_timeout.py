@@ -106,6 +106,6 @@ def test_the_runtime_layer_detects_with_the_probe_timeout(monkeypatch):
         asked.append(timeout)
         return [{"name": "podman", "usable": False, "path": None, "reason": "not here"}]
     monkeypatch.setattr(layer_mod, "select_runtimes", select)
-    record, probe = layer_mod.runtime_facts({"run_id": "t1", "image": "localhost/gpuprobe-probe:local", "runtime": "podman",
-                                             "cdi_devices": ["nvidia.com/gpu=0"], "timeout": TIMEOUT})
+    record, probe = layer_mod.record({"run_id": "t1", "image": "localhost/gpuprobe-probe:local", "runtime": "podman",
+                                      "cdi_devices": ["nvidia.com/gpu=0"], "timeout": TIMEOUT})
     assert asked == [TIMEOUT] and record["status"] == "NOT_RUN" and probe is None

@@ -2,7 +2,8 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the compute record: the container run(s) assessed, checked and rolled up; not public API."""
+"""PRIVATE: the compute layer's entry (``record``): the container run(s) assessed, checked and rolled up into the
+layer's record; not public API."""
 
 from __future__ import annotations
 
@@ -185,8 +186,8 @@ def _host_control_scope(rows, plan):
     return uuids
 
 
-def compute_record(container_probe, runtime_record=None, host_record=None, host_control=True,  # pylint: disable=too-many-locals
-                   allow_busy_gpu=False, timeout=60, host_runner=None, expected_gpus=None):
+def record(container_probe, runtime_record=None, host_record=None, host_control=True,  # pylint: disable=too-many-locals
+           allow_busy_gpu=False, timeout=60, host_runner=None, expected_gpus=None):
     """The compute layer record. ``expected_gpus``: the cdi layer's identity.expected_gpus (empty: every GPU
     seen in the container is expected). ``host_runner`` (tests) replaces run_host_control."""
     plan = busy_plan(host_record, allow_busy_gpu)
