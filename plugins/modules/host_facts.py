@@ -191,8 +191,8 @@ def host_facts(p, check_mode):
     check_timeout(p["nvml_timeout"], "nvml_timeout")
     check_thresholds(p["health_thresholds"])
     record = host_record(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"], nvml_timeout=p["nvml_timeout"],
-                          health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
-                          no_gpu_load="check mode" if check_mode else None)
+                         health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
+                         no_gpu_load="check mode" if check_mode else None)
     return {"ansible_facts": {"gpuprobe_host": record}}
 
 

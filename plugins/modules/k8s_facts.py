@@ -171,8 +171,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import 
 def k8s_facts(p, check_mode):
     check_timeout(p["timeout"])
     record = k8s_record(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
-                         node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
-                         host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
+                        node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
+                        host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
     return {"ansible_facts": {"gpuprobe_k8s": record}}
 
 

@@ -76,7 +76,7 @@ def _engines(d, handler=None):
 
 def _cdi_record(one, engines):
     record = _cdi.record(spec_dirs=[os.path.dirname(one.spec_path)], discover_runtime_dirs_=False, devices=[one.device],
-                            kinds=[one.kind], root="/", runtime="containerd", engines=engines)
+                         kinds=[one.kind], root="/", runtime="containerd", engines=engines)
     assert validate_record(record) == []
     return record
 
