@@ -22,7 +22,7 @@ import os
 import re
 import socket
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as dra
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import handlers as _handlers
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     COMPUTE_VERIFIED, FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
