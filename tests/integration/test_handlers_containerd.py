@@ -87,7 +87,7 @@ def _probe(one, engine):
     record, _probe_out = _runtime.record(params)
     assert validate_record(record) == []
     with _cri_client(engine) as client:
-        assert [s for s in client.list_pod_sandboxes({"gpuprobe.run": one.run_id})] == [], "the probe's sandbox was left"
+        assert list(client.list_pod_sandboxes({"gpuprobe.run": one.run_id})) == [], "the probe's sandbox was left"
     return record
 
 

@@ -21,7 +21,6 @@ import copy
 import json
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FORMATS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.reasons import NotRead, is_gpu
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_hosts, drift_lines, gpu_line, plural, unknown_gpus
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
