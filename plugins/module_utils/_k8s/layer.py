@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import socket
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as dra
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import handlers as _handlers
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import (
     CHECKS, DEFAULT_RESOURCES, DEFAULT_TIMEOUT, DRA_EVENT_REASONS, PATH_BOTH, PATH_DRA, SCHEDULING_REASON,

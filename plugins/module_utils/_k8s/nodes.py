@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as dra
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import (
     PATH_BOTH, PATH_DEVICE_PLUGIN, PATH_DRA, PATH_NEITHER, PATH_UNKNOWN,
 )

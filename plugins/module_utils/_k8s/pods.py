@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as dra
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import SCHEDULING_REASON
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.kubectl import _items
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.nodes import DEVICE_PLUGIN_RESOURCE, fmt_counts, quantity
