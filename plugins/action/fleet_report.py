@@ -17,6 +17,7 @@ each host's part from its full entry read back then."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import os
@@ -179,7 +180,8 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=FLEET_REPORT_ARGSPEC)
+        # a copy: the validation fills record_limits' default with its suboptions in place (_common.module)
+        _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(FLEET_REPORT_ARGSPEC))
         try:
             limits = limits_of(args["record_limits"])
         except ValueError as exc:

@@ -13,6 +13,7 @@ spec). Documentation: plugins/modules/verify_node.py.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import random
 import time
@@ -71,7 +72,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
-        _validation, args = self.validate_argument_spec(argument_spec=_args.VERIFY_NODE_ARGSPEC)
+        # a copy: the validation fills record_limits' default with its suboptions in place (_common.module)
+        _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(_args.VERIFY_NODE_ARGSPEC))
         errors = option_errors(args)
         if errors:
             raise AnsibleActionFail("invalid gpuprobe.layers.verify_node options: %s" % "; ".join(errors))
