@@ -180,6 +180,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
+        # a copy: the validation fills record_limits' default with its suboptions in place (_common.module)
         _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(FLEET_REPORT_ARGSPEC))
         try:
             limits = limits_of(args["record_limits"])
