@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "unit", "fixtures", "host"))
 from fleetfixture import synthetic_fleet  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as _fleet  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import RENDERERS  # noqa: E402  pylint: disable=wrong-import-position
 
 
@@ -45,7 +45,7 @@ def main():
     for _round in range(args.rounds):
         for n in sizes:
             t0 = time.perf_counter()
-            report = _report.build_report(inputs[n], "2026-12-03T00:00:00Z", run={"mode": "full", "cdi_source": "node"})
+            report = _fleet.build_report(inputs[n], "2026-12-03T00:00:00Z", run={"mode": "full", "cdi_source": "node"})
             times[n]["build"].append(time.perf_counter() - t0)
             for fmt, (_suffix, render) in RENDERERS.items():
                 t0 = time.perf_counter()
