@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import dig, norm
 
+
 # ---------------------------------------------------------------------------------------------------
 # comparing two reports
-
 
 def _host_view(entry):
     view = {"verdict": entry.get("verdict"), "signature": entry.get("signature")}

@@ -23,9 +23,9 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model impo
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_hosts, drift_lines, gpu_line, plural
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, group_hosts, state_rank, state_words
 
+
 # ---------------------------------------------------------------------------------------------------
 # the fleet by hardware and software: GPU model, driver branch, runtime
-
 
 def _most_common(values):
     counts = {}

@@ -145,8 +145,6 @@ def gpu_counts(entry):
             "mig_gpus": sum(1 for g in gpus if g.get("mig"))}
 
 
-# what a host's brief entry keeps of its full entry (Fleet): every figure of the fleet and the hosts table, not its
-
 def gpu_totals():
     return {"total": 0, "verified": 0, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0, "hosts_with_unknown_gpus": 0,
             "unknown_gpus_why": {}, "hosts_without_gpus": 0, "mig_gpus": 0, "mig_instances": dict((k, 0) for k in ("total", "verified", "failed", "not_run"))}

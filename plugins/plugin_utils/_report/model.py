@@ -30,9 +30,9 @@ PINS = {
     "cdi_spec_digest": ("cdi", ("evidence", "spec_digest")),
 }
 
+
 # ---------------------------------------------------------------------------------------------------
 # aggregation
-
 
 def dig(mapping, path):
     value = mapping
@@ -157,9 +157,9 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
         entry.update(extra)
     return entry
 
+
+# what a host's brief entry keeps of its full entry (Fleet): every figure of the fleet and the hosts table, not its
 # evidence; its layers keep only their status and reason
-
-
 BRIEF_KEYS = ("name", "verdict", "failing_layer", "signature", "points_to", "reason", "state", "cause", "reachable",
               "error", "unverifiable", "drift")
 
