@@ -19,6 +19,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_ENGINES, RUN_ID_RE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import cri_info
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401 pylint: disable=unused-import  (registers the containerd/CRI-O adapter)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
 
