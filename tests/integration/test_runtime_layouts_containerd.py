@@ -29,7 +29,7 @@ import pytest
 import layoutfixture  # tests/conftest.py puts tests/unit/fixtures/layouts on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record as cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS, LayerBuilder
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import gated, layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as sel
