@@ -18,7 +18,7 @@ import pytest
 
 from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401  pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _node
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integration"))
 import containerd_lab as lab  # noqa: E402  pylint: disable=wrong-import-position

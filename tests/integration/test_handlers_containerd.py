@@ -13,8 +13,8 @@ Live configuration: a containerd started with CDI off whose FILE is then edited 
 verdict (FAILED_AT_CDI, cdi.engine.config) with a cdi.engine.file WARN naming both; the mirror case (started on, file
 edited off) injects the device (runtime PASS) with the same WARN.
 
-The selection, the cdi layer and the probe are the node's own code (_node.selected_engines, _cdi.cdi_layer,
-_runtime.runtime_facts); the spec is real (/var/run/cdi, a kind of the test's own), the device a synthetic char node."""
+The selection, the cdi layer and the probe are the node's own code (_node.selected_engines, _cdi.layer.record,
+_runtime.layer.record); the spec is real (/var/run/cdi, a kind of the test's own), the device a synthetic char node."""
 import os
 
 import pytest
@@ -23,7 +23,7 @@ import containerd_lab as lab
 from test_runtime_podman import IMAGE, Lab
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
@@ -75,8 +75,8 @@ def _engines(d, handler=None):
 
 
 def _cdi_record(one, engines):
-    record = _cdi.cdi_layer(spec_dirs=[os.path.dirname(one.spec_path)], discover_runtime_dirs_=False, devices=[one.device],
-                            kinds=[one.kind], root="/", runtime="containerd", engines=engines)
+    record = _cdi.record(spec_dirs=[os.path.dirname(one.spec_path)], discover_runtime_dirs_=False, devices=[one.device],
+                         kinds=[one.kind], root="/", runtime="containerd", engines=engines)
     assert validate_record(record) == []
     return record
 
@@ -84,7 +84,7 @@ def _cdi_record(one, engines):
 def _probe(one, engine):
     params = {"run_id": one.run_id, "image": IMAGE, "cdi_devices": [one.device], "expected_edits": one.full_edits(),
               "compute": False, "timeout": 60, "runtime": "containerd", "engine": engine}
-    record, _probe_out = _runtime.runtime_facts(params)
+    record, _probe_out = _runtime.record(params)
     assert validate_record(record) == []
     with _cri_client(engine) as client:
         assert list(client.list_pod_sandboxes({"gpuprobe.run": one.run_id})) == [], "the probe's sandbox was left"

@@ -36,7 +36,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common import tom
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine_live as _live
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label, flag_value
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.nodefs import flag_value, same_socket
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 CHECKS = {
     "cdi.engine.config": {
@@ -58,6 +60,7 @@ CHECKS.update(_live.CHECKS)
 CONTAINERD_SECTIONS = {1: ("cri",), 2: ("io.containerd.grpc.v1.cri",), 3: ("io.containerd.cri.v1.runtime",)}
 CONTAINERD_DEFAULT_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_DEFAULT_ADDRESS = "/run/containerd/containerd.sock"
+GRPC_SERVER_PLUGIN = "io.containerd.server.v1.grpc"   # configuration version 4: the gRPC address is this plugin's
 PODMAN_CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/containers.conf",
                   "/etc/containers/containers.conf.d/*.conf")
 CONFIG_TIMEOUT = 30
@@ -116,7 +119,7 @@ def containerd_cdi(doc, version=None, source="containerd config dump", reader=No
         return _result("containerd", source, reader=reader, reason="%s.enable_cdi is %r, not a boolean" % (where, enabled), **extra)
     dirs = section.get("cdi_spec_dirs")
     if dirs is None:
-        dirs, origin = list(_compat.DEFAULT_DIRS), "default"
+        dirs, origin = list(SPEC_DIRS), "default"
     elif _str_list(dirs):
         origin = "configured"
     else:
@@ -134,7 +137,7 @@ def crio_cdi(doc, source="crio status config", reader=None):
         return _result("crio", source, reader=reader, reason="no [crio.runtime] table in the configuration")
     dirs = runtime.get("cdi_spec_dirs")
     if dirs is None:
-        return _result("crio", source, enabled=True, spec_dirs=list(_compat.DEFAULT_DIRS), origin="default", reader=reader)
+        return _result("crio", source, enabled=True, spec_dirs=list(SPEC_DIRS), origin="default", reader=reader)
     if not _str_list(dirs):
         return _result("crio", source, enabled=True, reader=reader, reason="crio.runtime.cdi_spec_dirs is %r, not a list" % (dirs,))
     return _result("crio", source, enabled=True, spec_dirs=list(dirs), origin="configured", reader=reader)
@@ -226,7 +229,9 @@ def _containerd_dump(binary, config, timeout):
 
 
 def read_containerd(info, timeout=CONFIG_TIMEOUT):
-    """The CDI configuration of the containerd serving ``info['endpoint']``."""
+    """The CDI configuration of the containerd serving ``info['endpoint']``: the containerd process whose address is
+    that socket (the same socket by (st_dev, st_ino), else by real path: kubeadm's /var/run/... is containerd's
+    /run/... where /var/run links to /run)."""
     sock = posixpath.normpath(socket_path(info.get("endpoint")) or CONTAINERD_DEFAULT_ADDRESS)
     procs = _proc_cmdlines("containerd")
     tried = []
@@ -240,8 +245,9 @@ def read_containerd(info, timeout=CONFIG_TIMEOUT):
         if err:
             tried.append("%s: %s" % (source, err))
             continue
-        address = flag_value(argv[1:], "--address", "-a") or (doc.get("grpc") or {}).get("address") or CONTAINERD_DEFAULT_ADDRESS
-        if posixpath.normpath(address) == sock:
+        address = flag_value(argv[1:], "--address", "-a") or ((doc.get("plugins") or {}).get(GRPC_SERVER_PLUGIN) or {}).get(
+            "address") or (doc.get("grpc") or {}).get("address") or CONTAINERD_DEFAULT_ADDRESS
+        if same_socket(address, sock)[0]:
             out = containerd_cdi(doc, info.get("version"), source, _toml.reader_name())
             out["_doc"] = doc   # the whole dump, for the file's handlers and NRI (read_containerd_live takes it out)
             return out

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-# re-exported: the engines reached through the CRI
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import CRI_ENGINES, VERSION_RE, error_line  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import VERSION_RE, error_line  # noqa: F401 pylint: disable=unused-import
 
 
 LABEL = "gpuprobe.run"
@@ -32,12 +31,6 @@ PROBE_CONTAINER_DIR_RE = re.compile(r"^/gpuprobe-[0-9a-f]{16}$")
 def probe_in_container():
     """A fresh container path for the probe script, /gpuprobe-<16 random hex>/probe.py (unpredictable from a spec)."""
     return "/gpuprobe-%s/probe.py" % os.urandom(8).hex()
-
-
-RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
-
-
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 # CDI deviceNode types the CDI library accepts ("" = the host node's type) -> the file type the probe reports:

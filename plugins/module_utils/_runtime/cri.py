@@ -29,8 +29,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import cont
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import capture_pieces
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, RUN_ID_RE, probe_in_container,
+    CREATED_LABEL, LABEL, OWNER_LABEL, probe_in_container,
 )
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import register
 # the detection lives beside the CLI engines' (an inspect stage loads neither this package nor grpc)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import endpoint_of

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as E
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine_live as L

@@ -6,7 +6,8 @@ import os
 from kubectlfixture import argv_log, stand_in  # tests/conftest.py puts tests/unit/fixtures/k8s on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import handlers as K
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import collect_k8s, pod_gpu_requests
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import record as k8s_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.pods import pod_gpu_requests
 
 LIVE = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "engines", "live")
 RESOURCES = ("nvidia.com/gpu",)
@@ -61,12 +62,12 @@ def test_collect_reads_the_runtime_classes(tmp_path, monkeypatch):
     nodes = {"items": [{"metadata": {"name": "gpu-1", "labels": {"kubernetes.io/hostname": "gpu-1"}}, "status": {}}]}
     docs = {"nodes": nodes, "pods": {"items": [pod("a", "gpu-1", "nvidia-cdi")]}, "runtimeclasses": classes()}
     path, kubeconfig = stand_in(tmp_path, BODY, docs=docs)
-    record = collect_k8s(kubectl=path, kubeconfig=kubeconfig, hostname="gpu-1", dra=False)
+    record = k8s_record(kubectl=path, kubeconfig=kubeconfig, hostname="gpu-1", dra=False)
     found = record["evidence"]["runtime_handlers"]
     assert found["node"] == "gpu-1" and found["gpu_pods"][0]["handler"] == "nvidia-cdi"
     assert ["get", "runtimeclasses", "-o", "json"] in [a[-4:] for a in argv_log(tmp_path)]
     docs.pop("runtimeclasses")
     monkeypatch.setenv("FAKE_RC_FORBIDDEN", "1")
     path, kubeconfig = stand_in(tmp_path, BODY, docs=docs)
-    found = collect_k8s(kubectl=path, kubeconfig=kubeconfig, hostname="gpu-1", dra=False)["evidence"]["runtime_handlers"]
+    found = k8s_record(kubectl=path, kubeconfig=kubeconfig, hostname="gpu-1", dra=False)["evidence"]["runtime_handlers"]
     assert "Forbidden" in found["error"] and found["gpu_pods"] == []
