@@ -5,6 +5,7 @@ and after when run with ``--diff``, in check mode too, and nothing without it; e
 (real files) and a stand-in kubectl (tests/unit/fixtures/k8s) that records what it is asked to write."""
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -40,7 +41,8 @@ def _diff_support(name):
     doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
     own = ((doc.get("attributes") or {}).get("diff_mode") or {}).get("support")
     assert own or "gpuprobe.layers._attributes" in doc.get("extends_documentation_fragment", []), name
-    return own or "none", "module._diff" in text
+    # diff mode reaches the module's code through AnsibleModule._diff, or run_layer_module(..., diff=True) (_common/module)
+    return own or "none", "module._diff" in text or re.search(r"^\s*\).*\bdiff=True\)$", text, re.M) is not None
 
 
 @pytest.mark.parametrize("name", sorted(f[:-3] for f in os.listdir(MODULES) if f.endswith(".py") and not f.startswith("_")))
