@@ -13,9 +13,15 @@ for f in tests/sanity/ignore-*.txt; do
   if [ -s "$f" ]; then echo "sanity: $f is not empty" >&2; exit 1; fi
 done
 # ansible-test keeps its sanity virtualenvs and caches under ~/.ansible/test: give it a home under .build, so that
-# what it creates stays with the checkout (removed with .build); the first run there builds its virtualenvs (one set
-# per ansible-core: their names carry a hash of the requirements)
-test_home=$root/.build/ansible-test-home
+# what it creates stays with the checkout (removed with .build); the first run there builds its virtualenvs. One home
+# per ansible-core: the two run at the same time, and both name their base virtualenv alike (sanity/3.11/<hash of the
+# same requirements>), which one home would have them build at once
+test_home() {
+  case $1 in
+    current) echo "$root/.build/ansible-test-home" ;;
+    *) echo "$root/.build/ansible-test-home-$1" ;;
+  esac
+}
 rm -rf "$root/.build/sanity"
 
 # the Python (bin directory) of each ansible-core
@@ -31,7 +37,7 @@ core_bin() {
 # network does not reach; give it an equivalent from PyPI's pip wheel (the path it documents for that case).
 # Each ansible-core pins its own pip version.
 get_pip_shim() {
-  local bin=$1 pip_version cache shim
+  local bin=$1 home=$2 pip_version cache shim
   pip_version=$("$bin/python" - <<'PY'
 from ansible_test._internal.python_requirements import get_venv_packages
 class P:
@@ -39,7 +45,7 @@ class P:
 print(get_venv_packages(P)["pip"])
 PY
 )
-  cache=$test_home/.ansible/test/cache
+  cache=$home/.ansible/test/cache
   shim=$cache/get_pip_${pip_version//./_}.py
   if [ ! -f "$shim" ]; then
     mkdir -p "$cache"
@@ -66,11 +72,11 @@ run_core() {
   cd "$dest"
   git init -q . && git add -A >/dev/null 2>&1
   echo "sanity: ansible-core $("$bin/python" -c 'from ansible.release import __version__; print(__version__)')"
-  HOME=$test_home PATH=$bin:$PATH "$bin/ansible-test" sanity \
+  HOME=$(test_home "$core") PATH=$bin:$PATH "$bin/ansible-test" sanity \
     --python "$("$bin/python" -c 'import sys;print("%d.%d" % sys.version_info[:2])')" --requirements --color no "$@"
 }
 
-mkdir -p "$test_home" "$root/.build/sanity"
+mkdir -p "$root/.build/sanity"
 pids=()
 names=()
 for core in $cores; do
@@ -79,7 +85,8 @@ for core in $cores; do
     echo "sanity: no ansible-test for ansible-core $core in $bin (scripts/bootstrap.sh --test builds .build/core-2.17)" >&2
     exit 1
   fi
-  get_pip_shim "$bin"
+  mkdir -p "$(test_home "$core")"
+  get_pip_shim "$bin" "$(test_home "$core")"
 done
 for core in $cores; do
   bin=$(core_bin "$core")
