@@ -3,9 +3,9 @@ are over it sweeps) and k8s_publish (the Node condition and label it patches) re
 and after when run with ``--diff``, in check mode too, and nothing without it; every other module documents
 ``diff_mode: none`` and never looks at diff mode. Run through each module's main(), against a synthetic host tree
 (real files) and a stand-in kubectl (tests/unit/fixtures/k8s) that records what it is asked to write."""
+import re
 import json
 import os
-import re
 
 import pytest
 import yaml
@@ -41,8 +41,7 @@ def _diff_support(name):
     doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
     own = ((doc.get("attributes") or {}).get("diff_mode") or {}).get("support")
     assert own or "gpuprobe.layers._attributes" in doc.get("extends_documentation_fragment", []), name
-    # diff mode reaches the module's code through AnsibleModule._diff, or run_layer_module(..., diff=True) (_common/module)
-    return own or "none", "module._diff" in text or re.search(r"^\s*\).*\bdiff=True\)$", text, re.M) is not None
+    return own or "none", "module._diff" in text or re.search(r"run_layer_module\([^#]*diff=True\)", text, re.S) is not None
 
 
 @pytest.mark.parametrize("name", sorted(f[:-3] for f in os.listdir(MODULES) if f.endswith(".py") and not f.startswith("_")))
