@@ -21,6 +21,7 @@ import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import reading_for
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import ENGINES, SPEC_DIRS
 
 CDI = "container-device-interface"
@@ -304,8 +305,8 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
 
     configured = ((runtime_dirs or {}).get(name) or {}).get("spec_dirs") if name else None
     dirs, origin, maybe = spec_dirs_read(name, row, configured)
-    host_dirs = [posixpath.normpath(_under(root, d)) for d in dirs]
-    maybe_dirs = [posixpath.normpath(_under(root, d)) for d in maybe or []]
+    host_dirs = [posixpath.normpath(under_root(root, d)) for d in dirs]
+    maybe_dirs = [posixpath.normpath(under_root(root, d)) for d in maybe or []]
     dirs_text = "%s (%s)" % (", ".join(dirs), origin)
 
     devices_ev = {}
@@ -367,12 +368,6 @@ def spec_dirs_read(name, row, configured):
         return list(configured), "configured", None
     return list(SPEC_DIRS), "default: %s %s ignores the configured cdi_spec_dirs %s (%s)" % (
         name, row["version"], ", ".join(configured), since[1]), None
-
-
-def _under(root, path):
-    if not root or root == "/":
-        return path
-    return posixpath.join(root, path.lstrip("/"))
 
 
 def _judge_version(add, q, source, rows, row, subject, listed):

@@ -37,6 +37,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label, flag_value
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 CHECKS = {
@@ -293,7 +294,7 @@ def podman_config_files(root="/", environ=None):
     else:
         files = []
         for pattern in PODMAN_CONFIGS:
-            files.extend(sorted(glob.glob(posixpath.join(root, pattern.lstrip("/")))))
+            files.extend(sorted(glob.glob(under_root(root, pattern))))
     if environ.get("CONTAINERS_CONF_OVERRIDE"):
         files.append(environ["CONTAINERS_CONF_OVERRIDE"])
     return [f for f in files if os.path.isfile(f)]
@@ -378,7 +379,7 @@ def engine_checks(engines, files, sources, requested, root="/"):
         if not requested:
             add(PASS, label, "CDI enabled", "CDI on; reads %s" % dirs_text)
             continue
-        host_dirs = [posixpath.normpath(posixpath.join(root, d.lstrip("/"))) if root not in ("", "/") else d for d in dirs]
+        host_dirs = [posixpath.normpath(under_root(root, d)) for d in dirs]
         for q in requested:
             kind, _sep, dev = q.partition("=")
             providers = [r for r in files or [] if r.get("ok") and r.get("kind") == kind and dev in (r.get("devices") or [])]

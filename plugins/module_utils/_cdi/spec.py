@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - depends on the target host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import library_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version, validate_vendor_or_class
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE, SELF_BUILT_SPEC_DIR, check_run_id as _check_run_id
 
 VENDOR = "gpuprobe.local"

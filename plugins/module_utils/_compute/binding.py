@@ -13,6 +13,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import file_digest
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 
 
 def host_driver_facts(host_record):
@@ -39,7 +40,7 @@ def host_driver_facts(host_record):
     name = "libcuda.so.%s" % facts["driver_version"]
     for sub in _host.LIB_DIRS:
         rel = os.path.join(facts["driver_root"], sub, name)
-        full = os.path.join(root, rel.lstrip("/"))
+        full = under_root(root, rel)
         if os.path.isfile(full):
             try:
                 facts["libcuda"] = dict(file_digest(full), host_path=rel)

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import glob
 import os
-import posixpath
 import re
 import json
 import shlex
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES
 
@@ -97,10 +97,6 @@ def check_endpoint(endpoint):
     if not text.startswith("unix://") or not text[len("unix://"):].startswith("/"):
         raise ValueError("runtime_endpoint %r: only unix:///absolute/path.sock CRI endpoints are supported" % (text,))
     return text
-
-
-def _under(root, path):
-    return path if root in ("", "/") else posixpath.join(root, path.lstrip("/"))
 
 
 def _read(path, limit=256 * 1024):
@@ -194,25 +190,25 @@ def kubelet_endpoint(root="/"):
     binary = which("kubelet") if root in ("", "/") else None
     if binary:
         evidence.append("kubelet binary %s" % binary)
-    units = [u for u in KUBELET_UNITS if os.path.isfile(_under(root, u))]
+    units = [u for u in KUBELET_UNITS if os.path.isfile(under_root(root, u))]
     dropins = []
     for pattern in KUBELET_DROPINS:
-        dropins.extend(sorted(glob.glob(_under(root, pattern))))
+        dropins.extend(sorted(glob.glob(under_root(root, pattern))))
     evidence += ["unit %s" % u for u in units]
     evidence += ["drop-in %s" % d[len(root.rstrip("/")):] if root not in ("", "/") else "drop-in %s" % d for d in dropins]
-    config_default = os.path.isfile(_under(root, KUBELET_CONFIG))
+    config_default = os.path.isfile(under_root(root, KUBELET_CONFIG))
     if config_default:
         evidence.append(KUBELET_CONFIG)
-    if os.path.isfile(_under(root, KUBELET_ENV_FILES[0])):
+    if os.path.isfile(under_root(root, KUBELET_ENV_FILES[0])):
         evidence.append(KUBELET_ENV_FILES[0])
     out = {"installed": bool(evidence), "evidence": evidence, "endpoint": None, "source": None, "errors": []}
     if not evidence:
         return out
     flag_sources = []
-    for path in [_under(root, u) for u in units] + dropins:
+    for path in [under_root(root, u) for u in units] + dropins:
         flag_sources += [(path, v) for v in _unit_values(_read(path))]
     for env in KUBELET_ENV_FILES:
-        path = _under(root, env)
+        path = under_root(root, env)
         if os.path.isfile(path):
             flag_sources += [(path, v) for v in _env_values(_read(path))]
     endpoint = config = None
@@ -229,7 +225,7 @@ def kubelet_endpoint(root="/"):
         return out
     config = config or (KUBELET_CONFIG if config_default else None)
     if config:
-        text = _read(_under(root, config))
+        text = _read(under_root(root, config))
         value = _config_endpoint(text) if text is not None else None
         if text is None:
             out["errors"].append("kubelet config %s not readable" % config)
