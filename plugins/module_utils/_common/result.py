@@ -67,6 +67,12 @@ def _text(value):
     return str(value)
 
 
+def catalogue_entry(title, fail, nxt):
+    """One entry of a layer's check catalogue (``LayerBuilder``'s ``catalogue``; docs/checks.md is generated from the
+    catalogues): what the check establishes (title), what a FAIL means (fail), what to look at next (next)."""
+    return {"title": title, "fail": fail, "next": nxt}
+
+
 def make_check(check_id, status, subject=None, expected=None, observed=None, hint=None):
     """One check entry. ``expected``/``observed`` are rendered as text so reports can show them."""
     if status not in STATUSES:
