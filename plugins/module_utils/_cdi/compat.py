@@ -20,7 +20,7 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import reading_for
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import ENGINES, SPEC_DIRS
 
@@ -277,11 +277,8 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
     {"runtime": the judged runtime's table row, "runtimes": {name: row} for every runtime found, "spec_dirs": [...],
     "devices": {qualified: {"source", "providers": [{path, cdiVersion, readable_version, in_runtime_dir}]}}}.
     """
-    checks = []
-
-    def add(check_id, status, subject, expected=None, observed=None):
-        hint = CHECKS[check_id]["next"] if status in (FAIL, WARN) else None
-        checks.append(make_check(check_id, status, subject, expected, observed, hint))
+    builder = LayerBuilder("cdi", CHECKS)
+    add = builder.add
 
     ev = (host_record or {}).get("evidence") or {}
     runtimes = {}
@@ -347,7 +344,7 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
                 add("cdi.runtime.spec_dir", FAIL, q, "a providing spec in %s" % dirs_text,
                     "%s reads %s; providers: %s" % (subject, dirs_text, listed))
     evidence = {"runtime": row, "runtimes": runtimes, "spec_dirs": dirs, "devices": devices_ev}
-    return checks, evidence
+    return builder.checks, evidence
 
 
 def spec_dirs_read(name, row, configured):

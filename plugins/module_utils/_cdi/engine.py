@@ -27,6 +27,7 @@ A configuration that cannot be read or is not understood is never taken as on: t
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -34,7 +35,7 @@ import posixpath
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label, flag_value
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
@@ -355,11 +356,8 @@ def engine_checks(engines, files, sources, requested, root="/"):
     ``read_engine_config``) and each requested device, whether that engine injects CDI devices and reads a dir
     holding a spec that provides the device. ``files``: the cdi layer's file records; ``sources``: requested
     qualified name -> the spec the cdi layer resolved it to; ``requested``: the resolved requested devices."""
-    checks = []
-
-    def add(status, subject, expected, observed):
-        checks.append(make_check("cdi.engine.config", status, subject, expected, observed,
-                                 CHECKS["cdi.engine.config"]["next"] if status == FAIL else None))
+    builder = LayerBuilder("cdi", CHECKS)
+    add = functools.partial(builder.add, "cdi.engine.config")
 
     for info in engines or []:
         label = engine_label(info)
@@ -393,4 +391,4 @@ def engine_checks(engines, files, sources, requested, root="/"):
                     "%s is in %s, which %s does not read: it reads %s" % (
                         ", ".join(paths) or "no spec", ", ".join(sorted(set(posixpath.dirname(p) for p in paths))) or "no dir",
                         info["name"], dirs_text))
-    return checks
+    return builder.checks

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, catalogue_entry, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, catalogue_entry
 
 NVIDIA_MAJOR = 195            # "nvidia-frontend" in /proc/devices
 NON_GPU_MINORS = (254, 255)   # nvidia-modeset, nvidiactl
@@ -379,11 +379,8 @@ def identity_map(devices, requested, host_record, kinds):
     ids are in CHECKS, to add to the cdi layer; identity, the I2 record {"devices": [{name, device, naming, gives}],
     "expected_gpus": [{uuid, index, minor, name, mig_uuid}]}.
     """
-    checks = []
-
-    def add(check_id, status, subject, expected=None, observed=None):
-        hint = CHECKS[check_id]["next"] if status in (FAIL, WARN) else None
-        checks.append(make_check(check_id, status, subject, expected, observed, hint))
+    builder = LayerBuilder("cdi", CHECKS)
+    add = builder.add
 
     requested = set(requested or [])
     kinds = set(kinds or [])
@@ -463,4 +460,4 @@ def identity_map(devices, requested, host_record, kinds):
         if row["minor"] is not None and row["minor"] not in given_keys:
             add("cdi.identity.host_gpu_unclaimed", WARN, _gpu_subject(row), "given by a device of %s" % ", ".join(sorted(kinds)),
                 "no device of the requested kinds gives it")
-    return checks, {"devices": out_devices, "expected_gpus": expected}
+    return builder.checks, {"devices": out_devices, "expected_gpus": expected}
