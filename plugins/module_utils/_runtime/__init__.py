@@ -9,10 +9,11 @@ the runtime actually applied (device nodes and what open(O_RDWR) returns, mounts
 the loader finds) and compares it, edit by edit, with what the CDI layer expected. The same container can run
 the compute steps (``compute: true``), whose raw output is handed to the compute layer.
 
-The entries are ``runtime_facts`` (the record) and ``cleanup`` (probe_cleanup). The package is split by concern:
-``catalogue`` (CHECKS, SIGNATURES, labels, start-error classes), ``engines`` (which engine, and starting,
-listing and removing the probe container through it: podman and docker by their CLI), ``cri`` (containerd and CRI-O
-through the CRI, as the kubelet runs a Pod), ``compare`` (the edit comparison and the loader check on
+The entries are ``layer.record`` (the record) and ``cleanup`` (probe_cleanup). The package is split by concern:
+``select`` (which runtimes a run verifies through, and their detection), ``catalogue`` (CHECKS, SIGNATURES, labels,
+start-error classes), ``adapters`` (the one interface that starts, lists and removes the probe container in a
+runtime, and its CLI adapter: podman and docker), ``cri`` (the CRI adapter: containerd and CRI-O through the CRI, as
+the kubelet runs a Pod; ``cri_client`` speaks the CRI), ``compare`` (the edit comparison and the loader check on
 the probe's in-container inventory), ``signals`` (interrupts and the controller watch), ``cleanup`` (what a run
 that is over left) and ``layer`` (the record itself).
 

@@ -18,7 +18,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options im
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES, SELF_BUILT_SPEC_DIR, check_run_id
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import cri_info
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters import adapter
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
 
 

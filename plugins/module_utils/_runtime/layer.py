@@ -22,7 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import check_run_id
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters import adapter, container_name
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, engine_label, parse_runtime_option, select_runtimes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import ControllerWatch, deferred_signals, interruptible
 
