@@ -4,10 +4,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin gpuprobe.layers.verify_node: every layer of one node in one task, decided on the controller.
 
-On the node: one call of gpuprobe.layers.node_layers for host, cdi and k8s and, when the probe can run, one of
-gpuprobe.layers.node_probe for runtime and compute. On the controller: the layer selection (tags), the gate between
-the two calls, the NOT_RUN records of what did not run, the verdict (_verdict.node_verdict), and the cleanup
-calls that are needed only when a node-side call did not finish its own (the probe container, the self-built
+On the node, one call: gpuprobe.layers.node_verify in full mode with the probe selected (host, cdi and k8s, then the
+gate and the probe through each runtime the cdi layer selected), else gpuprobe.layers.node_layers (host, cdi, k8s).
+On the controller: the layer selection (tags: plugin_utils/_selection.py), the NOT_RUN records of what did not run
+(the same gate, _node.gate, for a probe the node did not run), the verdict (_verdict.node_verdict), and the cleanup
+calls that are needed only when the node-side call did not finish its own (the probe container, the self-built
 spec). Documentation: plugins/modules/verify_node.py.
 """
 

@@ -14,8 +14,9 @@ description:
   - Runs the host layer (as M(gpuprobe.layers.host_facts)), the cdi layer (as M(gpuprobe.layers.cdi_facts); with
     O(cdi_source=self-built) it first writes this run's spec as M(gpuprobe.layers.cdi_spec) does) and the k8s layer
     (as M(gpuprobe.layers.k8s_facts)), the ones listed in O(layers), in one module execution on the node, so that
-    they cost one round trip instead of one each. P(gpuprobe.layers.verify_node#module) calls it first;
-    M(gpuprobe.layers.node_probe) runs the runtime and compute layers. It can also be used alone.
+    they cost one round trip instead of one each. P(gpuprobe.layers.verify_node#module) calls it in audit mode and
+    when the run's tags leave the probe out (in full mode it calls M(gpuprobe.layers.node_verify), which runs this
+    stage first). M(gpuprobe.layers.node_probe) runs the runtime and compute layers. It can also be used alone.
   - Each layer is the same code as its own module. A layer whose code raises is recorded C(NOT_RUN) with the error
     and the next layers still run; options that cannot work fail the module without any record.
   - >-

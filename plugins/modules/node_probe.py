@@ -13,8 +13,9 @@ version_added: "0.2.0"
 description:
   - Runs the probe container with the devices the cdi record in O(records) resolved (the runtime layer, as
     M(gpuprobe.layers.runtime_facts) with compute) and builds the compute layer from its output plus the host control
-    (as M(gpuprobe.layers.compute_facts)), in one module execution on the node. P(gpuprobe.layers.verify_node#module)
-    calls it after M(gpuprobe.layers.node_layers) when a device can be injected; it can also be used alone.
+    (as M(gpuprobe.layers.compute_facts)), in one module execution on the node, after
+    M(gpuprobe.layers.node_layers) when a device can be injected (a playbook that runs the two stages as tasks of its
+    own). P(gpuprobe.layers.verify_node#module) runs the same stage inside M(gpuprobe.layers.node_verify).
   - The probe container is removed before the module returns, also on SIGINT, SIGTERM or SIGHUP, and when the
     C(ansible-playbook) process that runs it on this host is gone (the module then fails saying so). With
     O(remove_spec) this run's self-built spec is removed at the end, also on an interrupt.

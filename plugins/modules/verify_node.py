@@ -11,18 +11,20 @@ module: verify_node
 short_description: Verify every GPU layer of one node in one task, with the verdict decided on the controller
 version_added: "0.2.0"
 description:
-  - Runs the layers of docs/contract.md on one node in order host -> cdi -> runtime -> compute (+ k8s) with at most
-    two node-side calls, M(gpuprobe.layers.node_layers) (host, cdi and k8s in one process) and
-    M(gpuprobe.layers.node_probe) (runtime and compute in another), and returns every layer's record and the node
-    verdict (the collection's single verdict function).
+  - Runs the layers of docs/contract.md on one node in order host -> cdi -> runtime -> compute (+ k8s) with one
+    node-side call, and returns every layer's record and the node verdict (the collection's single verdict function).
+    In full mode with runtime or compute selected the call is M(gpuprobe.layers.node_verify) (host, cdi and k8s, then
+    the probe through each runtime the cdi layer selected, in one process); in audit mode, or when the run's tags
+    leave the probe out, it is M(gpuprobe.layers.node_layers) (host, cdi and k8s).
   - >-
-    Runs on the controller (an action plugin). Between the two calls it decides whether the probe can run at all:
-    runtime and compute are C(NOT_RUN) "audit mode" with O(mode=audit), "blocked by <layer> FAIL" after a host or
-    cdi FAIL (no device could be injected), and "blocked" when host or cdi did not run or no device was resolved.
-    The cdi layer still runs after a host FAIL, for the evidence.
-  - A layer whose code raises on the node is C(NOT_RUN) with the error and the next layers still run. When a
-    node-side call itself fails (no usable Python, a killed or interrupted module, either call) every layer it was to
-    run is C(NOT_RUN) with that error and the task fails (the node could not be verified); when the node becomes
+    Runs on the controller (an action plugin). Whether the probe can run at all is one rule (the gate), applied by
+    the node before each runtime's probe and by the controller for the records of a probe that did not run: runtime
+    and compute are C(NOT_RUN) "audit mode" with O(mode=audit), "blocked by <layer> FAIL" after a host or cdi FAIL
+    (no device could be injected; a host FAIL of C(host.health.*) checks alone does not block), and "blocked" when
+    host or cdi did not run or no device was resolved. The cdi layer still runs after a host FAIL, for the evidence.
+  - A layer whose code raises on the node is C(NOT_RUN) with the error and the next layers still run. When the
+    node-side call itself fails (no usable Python, a killed or interrupted module) every layer it was to run and had
+    not returned is C(NOT_RUN) with that error and the task fails (the node could not be verified); when the node becomes
     unreachable the task is unreachable and the records keep what ran. A probe container or self-built spec that
     the cleanup calls could not remove also fails the task.
   - >-

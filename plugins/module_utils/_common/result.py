@@ -44,7 +44,7 @@ RECORD_KEYS = ("layer", "status", "reason", "checks", "evidence", "not_proven", 
                "started_at", "duration_ms", "signature", "points_to")
 CHECK_KEYS = ("id", "status", "subject", "expected", "observed", "hint")
 
-# What a PASS of each layer does not establish (DESIGN.md, "cannot be inferred").
+# What a PASS of each layer does not establish (a record's not_proven, docs/contract.md: no PASS by inference).
 NOT_PROVEN = {
     "host": ["that any CDI spec points at these devices", "that a container can compute on the GPU"],
     "cdi": ["that the node has a working GPU", "that the container runtime applies these edits"],
