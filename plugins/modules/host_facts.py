@@ -34,12 +34,9 @@ description:
     Check ids are listed in docs/checks.md.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
-    support: full
     details: Only reads the node; the same facts are returned in check mode.
 options:
   root:
@@ -109,7 +106,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added by this module.
+  description: The host layer's record, as the fact C(gpuprobe_host).
   returned: always
   type: dict
   contains:

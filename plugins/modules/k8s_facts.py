@@ -29,12 +29,9 @@ description:
   - This layer says nothing about the driver or libraries inside a Pod. Check ids are listed in docs/checks.md.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
-    support: full
     details: Only reads from the API server; the same facts are returned in check mode.
 options:
   kubectl:
@@ -107,7 +104,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added by this module.
+  description: The k8s layer's record, as the fact C(gpuprobe_k8s).
   returned: always
   type: dict
   contains:

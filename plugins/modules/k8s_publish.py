@@ -31,7 +31,6 @@ extends_documentation_fragment:
   - gpuprobe.layers._attributes
 attributes:
   check_mode:
-    support: full
     details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
       writes nothing.
 options:
