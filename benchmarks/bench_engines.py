@@ -82,7 +82,7 @@ def main():
     os.chmod(base, 0o755)
     host = None
     if gpu:
-        host = _host.collect_host(driver_root=DRIVER_ROOT)
+        host = _host.record(driver_root=DRIVER_ROOT)
         spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
         spec_path = _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
         device = "%s=0" % spec["kind"]

@@ -40,7 +40,7 @@ def timed(fn):
 def main():
     out_path = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    host = _host.collect_host(driver_root=DRIVER_ROOT)
+    host = _host.record(driver_root=DRIVER_ROOT)
     run_id = "bench-%s" % uuid.uuid4().hex[:8]
     spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
     _cdi_spec.write_spec(spec, SELF_BUILT_SPEC_DIR, run_id)
@@ -53,7 +53,7 @@ def main():
                   "expected_edits": cdi["evidence"]["expected_edits"], "host": host}
         items = [
             ("nvidia-smi", lambda: run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv"], timeout=30)),
-            ("host", lambda: _host.collect_host(driver_root=DRIVER_ROOT)),
+            ("host", lambda: _host.record(driver_root=DRIVER_ROOT)),
             ("cdi", lambda: _cdi_layer.record(spec_dirs=[SELF_BUILT_SPEC_DIR], discover_runtime_dirs_=False,
                                               devices=[device], host=host)),
             ("runtime", lambda: _runtime_layer.record(dict(params, compute=False))),

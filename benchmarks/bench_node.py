@@ -71,7 +71,7 @@ def bare_probe(tmp):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
     from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
 
-    host = _host.collect_host(driver_root=DRIVER_ROOT)
+    host = _host.record(driver_root=DRIVER_ROOT)
     run_id = "bench-%s" % uuid.uuid4().hex[:8]
     spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
     _cdi_spec.write_spec(spec, SELF_BUILT_SPEC_DIR, run_id)

@@ -4,12 +4,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin gpuprobe.layers.verify_node: every layer of one node in one task, decided on the controller.
 
-On the node, one call: gpuprobe.layers.node_verify in full mode with the probe selected (host, cdi and k8s, then the
-gate and the probe through each runtime the cdi layer selected), else gpuprobe.layers.node_layers (host, cdi, k8s).
-On the controller: the layer selection (tags: plugin_utils/_selection.py), the NOT_RUN records of what did not run
-(the same gate, _node.gate, for a probe the node did not run), the verdict (_verdict.node_verdict), and the cleanup
-calls that are needed only when the node-side call did not finish its own (the probe container, the self-built
-spec). Documentation: plugins/modules/verify_node.py.
+On the node: one call, gpuprobe.layers.node_verify in full mode when runtime or compute is selected (host, cdi and
+k8s, the gate, and the probe through each runtime, in one process), else gpuprobe.layers.node_layers (host, cdi, k8s).
+On the controller: the layer selection (tags), the gate where no probe was asked of the node (audit mode), the
+NOT_RUN records of what did not run, the verdict (_verdict.node_verdict), and the cleanup calls that are needed only
+when a node-side call did not finish its own (the probe container, the self-built spec). Documentation:
+plugins/modules/verify_node.py.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class ActionModule(ActionBase):
         if descriptor:
             inspect_args["cri_descriptor"] = descriptor
         inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"],
-                            runtime_timeout=args["probe_timeout"])
+                            runtime_handler=args["probe_runtime_handler"], runtime_timeout=args["probe_timeout"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         # full mode with the probe selected: one node-side call runs every layer, the gate included (node_verify)
         whole = args["mode"] == "full" and bool(set(PROBE_LAYERS) & set(layers))

@@ -91,13 +91,21 @@ options:
   runtime:
     description:
       - The runtime(s) the verdict speaks for - V(auto), one of V(podman), V(docker), V(containerd), V(crio), or a
-        list of them. The cdi layer selects them (V(auto) - the kubelet's CRI runtime, else a running docker daemon,
-        else podman), reads each one's own CDI configuration and judges the spec versions and dirs for each
+        list of them. The cdi layer selects them (V(auto) - the running kubelet's CRI runtime, else the installed
+        kubelet's, else a running docker daemon at the docker CLI's endpoint, else podman;
+        L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)),
+        reads each one's own CDI configuration and judges the spec versions and dirs for each
         (C(cdi.engine.config), C(cdi.runtime.*)); C(evidence.engines) lists them with why each was chosen.
     type: raw
     default: auto
   runtime_endpoint:
     description: As the O(gpuprobe.layers.verify_node#module:probe_runtime_endpoint) option, which verify_node passes here.
+    type: str
+  runtime_handler:
+    description:
+      - The CRI runtime handler the probe runs with (a RuntimeClass's C(handler)); unset - the handler most GPU Pods on
+        this node use (the k8s layer's RuntimeClasses), else the engine's default handler from its running
+        configuration. V(containerd) and V(crio) only.
     type: str
   cri_descriptor:
     description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).

@@ -35,6 +35,12 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     details: Reports the spec that would be written (or the file that would be removed) and whether it would change.
+  diff_mode:
+    support: full
+    details:
+      - "The task's C(diff) (shown with C(--diff)) holds what it changed, or would change in check mode: each spec of
+        RV(swept) as C({path, state: file, why}) -> C({path, state: absent}), then this run's spec file (RV(path)) as
+        text, before -> after (empty where there is no file). Nothing when nothing changes."
 options:
   run_id:
     description:
@@ -185,11 +191,12 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR, VARIANTS
 
 
-def cdi_spec(p, check_mode):
+def cdi_spec(p, check_mode, diff=False):
     try:
         return ensure_spec(p["run_id"], state=p["state"], spec_dir=p["spec_dir"], check_mode=check_mode,
                            variant=p["variant"], root=p["root"], driver_root=p["driver_root"], host=p["host"],
-                           stub_libcuda=p["stub_libcuda"], gpus=p["gpus"], owner=p["owner"], max_age=p["max_age"])
+                           stub_libcuda=p["stub_libcuda"], gpus=p["gpus"], owner=p["owner"], max_age=p["max_age"],
+                           diff=diff)
     except (SpecError, OSError) as exc:
         raise ValueError(str(exc))
 
@@ -207,7 +214,7 @@ def main():
         gpus=dict(type="list", elements="str"),
         owner=dict(type="dict"),
         max_age=dict(type="int", default=3600),
-    ), cdi_spec)
+    ), cdi_spec, diff=True)
 
 
 if __name__ == "__main__":

@@ -25,14 +25,29 @@ description:
     cannot be told), are returned in RV(unmatched), each with a warning, and fail the task after the other Nodes are
     written, since a verdict that was asked to be published and was not is an error. A read or a write that fails is
     returned in RV(errors) and fails the task; nothing is hidden.
-  - The RBAC this needs is in docs/k8s.md (get/list nodes, patch nodes/status, and patch nodes for O(label)).
+  - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) (get/list nodes,
+    patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
   - gpuprobe.layers._attributes
 attributes:
+  action_group:
+    support: full
+    membership: [gpuprobe.layers.k8s]
+    details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
+      C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
     details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
       writes nothing.
+  diff_mode:
+    support: full
+    details:
+      - "The task's C(diff) (shown with C(--diff)) holds one entry per Node whose condition or label this task changed,
+        or would change in check mode: before and after each C({condition: ..., label: {<label>: value}}), the Node's
+        condition of O(condition_type) and, with O(label), its label (null where the Node had none)."
+      - A Node whose status, reason, message and label stay the same is not in it, although its C(lastHeartbeatTime)
+        is written again.
 options:
   verdicts:
     description:
@@ -91,10 +106,14 @@ options:
     type: int
     default: 8
 requirements:
-  - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status) (docs/k8s.md).
+  - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status)
+    (L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md)).
 seealso:
   - module: gpuprobe.layers.k8s_facts
   - module: gpuprobe.layers.fleet_report
+  - name: Publishing the verdict to the cluster
+    description: The condition and label written, how hosts are matched to Nodes, the RBAC, and the action group.
+    link: https://github.com/gpuprobe/layers/blob/main/docs/k8s.md#publishing-the-verdict-to-the-cluster-opt-in
 """
 
 EXAMPLES = r"""
@@ -161,10 +180,10 @@ errors:
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT
 
 
-def k8s_publish(p, check_mode):
+def k8s_publish(p, check_mode, diff=False):
     check_timeout(p["timeout"])
     check_timeout(p["deadline"], "deadline")
     for name in ("max_consecutive_timeouts", "workers"):
@@ -178,7 +197,8 @@ def k8s_publish(p, check_mode):
                                timeout=p["timeout"], signatures=p["signatures"], node_names=p["node_names"],
                                condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
                                check_mode=check_mode, deadline=p["deadline"],
-                               max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"])
+                               max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"],
+                               diff=diff)
     warnings = ["verdict of %s not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
     problems = ["%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]]
     problems += ["%s: not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
@@ -202,7 +222,7 @@ def main():
         deadline=dict(type="int", default=_k8s_publish.DEFAULT_DEADLINE),
         max_consecutive_timeouts=dict(type="int", default=_k8s_publish.DEFAULT_MAX_CONSECUTIVE_TIMEOUTS),
         workers=dict(type="int", default=_k8s_publish.DEFAULT_WORKERS),
-    ), k8s_publish)
+    ), k8s_publish, diff=True)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_verify
-short_description: Every layer of one node in one process (the node side of verify_node in full mode)
-version_added: "0.2.0"
+short_description: Internal - every layer of one node in one process (called by verify_node in full mode)
+version_added: 0.1.0
 description:
+  - >-
+    B(Internal module, not meant to be used directly.) The P(gpuprobe.layers.verify_node#module) action runs it on the
+    node in full mode whenever the runtime or compute layer is selected: it is that action's one node-side call. Its
+    options and results follow that action and may change in any release: use P(gpuprobe.layers.verify_node#module)
+    (the gpuprobe.layers.verify role).
   - Runs what M(gpuprobe.layers.node_layers) runs (host, cdi - writing this run's spec first with
     O(cdi_source=self-built) - and k8s), then, through each runtime the cdi layer selected, what
     M(gpuprobe.layers.node_probe) runs (the probe container with the resolved devices, the compute layer and the host
@@ -51,7 +56,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: The records of the inspect stage's layers (host, cdi, k8s), layer name -> record (docs/contract.md).
+  description: The records of the inspect stage's layers (host, cdi, k8s), layer name -> record
+    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 probes:

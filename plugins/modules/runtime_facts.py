@@ -12,7 +12,7 @@ short_description: The runtime layer of GPU-in-container readiness (what the con
 version_added: 0.1.0
 description:
   - Starts one short-lived probe container with the requested CDI devices through a real container runtime
-    and returns the runtime layer record (docs/contract.md) as the fact C(gpuprobe_runtime).
+    and returns the runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_runtime).
   - From inside the container the probe (Python standard library only, bind-mounted read-only) records each
     expected device node (type, major:minor, mode) and what C(open(O_RDWR)) returns on it (C(EPERM) from the
     device cgroup and C(EACCES) from the file mode are different findings), the mounts
@@ -44,10 +44,15 @@ attributes:
 options:
   runtime:
     description:
-      - The container runtime. V(auto) takes the runtime the node's workloads use, and says why in
-        C(evidence.engine.selected_because) - the kubelet's CRI endpoint when a kubelet is installed (its
-        C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
-        C(unix:///run/containerd/containerd.sock)), else a running docker daemon, else podman (docs/usage.md).
+      - The container runtime. V(auto) takes the runtime the node's workloads use, and says why in one sentence in
+        C(evidence.engine.selected_because) - the CRI endpoint of the kubelet, found running first (C(kubelet),
+        C(hyperkube kubelet), MicroK8s' C(kubelite), the kubelet inside k3s or RKE2), else from its unit, drop-ins and
+        environment files, in the kubelet's precedence (C(--container-runtime-endpoint), else C(--config-dir) drop-ins,
+        else the C(--config) file, else C(unix:///run/containerd/containerd.sock)), matched with the containerd or
+        CRI-O process serving it by socket identity; else a running docker daemon at the endpoint the docker CLI
+        really uses (C(DOCKER_HOST), else its current context; a context that is not a local unix socket is
+        refused); else podman
+        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
       - V(containerd) and V(crio) are reached through the CRI at O(runtime_endpoint) (else the kubelet's endpoint, else
         the engine's default socket). A runtime that cannot be used (docker with CDI off, no CRI adapter or
         nothing on the socket) gives a C(NOT_RUN) record with the reason.
@@ -64,7 +69,9 @@ options:
       - The runtime's socket. For V(containerd) and V(crio) the CRI endpoint (C(unix:///path.sock)); unset,
         C(CONTAINER_RUNTIME_ENDPOINT), else the kubelet's endpoint, else C(unix:///run/containerd/containerd.sock) or
         C(unix:///var/run/crio/crio.sock). With V(auto) the engine behind it is used.
-      - For V(docker) the daemon's socket (as C(DOCKER_HOST)); unset, C(DOCKER_HOST), else docker's default.
+      - For V(docker) the daemon's socket (as C(DOCKER_HOST)); unset, the endpoint the docker CLI uses (C(DOCKER_HOST),
+        else C(DOCKER_CONTEXT), else the current context of its C(config.json), else docker's default), pinned as
+        C(DOCKER_HOST) for every docker call of the run.
       - Not used by podman (give C(CONTAINER_HOST) or C(CONTAINERS_CONF) in the task's environment).
     type: str
   cri_descriptor:
@@ -178,7 +185,7 @@ ansible_facts:
   contains:
     gpuprobe_runtime:
       description:
-        - The runtime layer record (docs/contract.md).
+        - The runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
         - C(evidence) holds C(requested_devices), C(expected_edits), C(engine) (runtime name, path, version,
           OCI runtime; C(version) is C(unknown) when the runtime's answer is not a version), C(owner) (host, pid,
           started), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup, stdout_bytes,

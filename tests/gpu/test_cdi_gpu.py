@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, validate_record
 
 pytestmark = [pytest.mark.gpu,
@@ -27,7 +27,7 @@ RECORDS = {}
 
 @pytest.fixture(scope="module")
 def host():
-    return collect_host(root="/", driver_root=DRIVER_ROOT)
+    return host_record(root="/", driver_root=DRIVER_ROOT)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -48,7 +48,7 @@ FOREIGN_UUID = "GPU-00000000-1111-2222-3333-444444444444"
 
 @pytest.fixture(scope="module")
 def host_record():
-    record = _host.collect_host(driver_root=DRIVER_ROOT)
+    record = _host.record(driver_root=DRIVER_ROOT)
     assert record["status"] != "FAIL", record["reason"]
     return record
 

@@ -44,7 +44,7 @@ def host_record():
     # runs left (only what is over: owner gone, or older than an hour)
     if os.path.isdir(SPEC_DIR):
         _cdi_spec.sweep_specs(SPEC_DIR)
-    record = _host.collect_host(driver_root=DRIVER_ROOT)
+    record = _host.record(driver_root=DRIVER_ROOT)
     _save("host", {"host": record})
     assert record["status"] != "FAIL", record["reason"]
     return record

@@ -30,9 +30,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
     RUNTIME_CONFIGS, discover_runtime_dirs, list_spec_files, load_spec_file, parse_cdi_spec_dirs,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import (
-    host_checks, host_device_info, inject_checks, library_version, running_driver_version,
-)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import host_checks, host_device_info, inject_checks, running_driver_version
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import HAS_YAML, parse_bytes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
     minimum_version, normalize_version, parse_qualified_name, parse_qualifier, validate_device_name, validate_vendor_or_class,

@@ -47,6 +47,9 @@ NODE_LAYERS_ARGSPEC = dict(
     stub_libcuda=dict(type="path"),
     runtime=dict(type="raw", default="auto"),
     runtime_endpoint=dict(type="str"),
+    # the CRI runtime handler the probe runs with (verify_probe_runtime_handler); empty: the GPU Pods' (k8s layer), else
+    # the engine's default (_runtime.handler.choose)
+    runtime_handler=dict(type="str"),
     cri_descriptor=dict(type="path"),
     # seconds each question to a runtime may take while the runtimes are selected and their CDI configuration read
     # (verify_node passes its probe_timeout: verify_probe_timeout)
@@ -83,12 +86,13 @@ NODE_VERIFY_ARGSPEC = dict(NODE_LAYERS_ARGSPEC, **dict((name, NODE_PROBE_ARGSPEC
 # plugins/modules/verify_node.py documents them; roles/verify passes them 1:1.
 VERIFY_NODE_ARGSPEC = dict(
     dict((name, spec) for name, spec in NODE_LAYERS_ARGSPEC.items()
-         if name not in ("layers", "runtime", "runtime_endpoint", "cri_descriptor", "runtime_timeout")),
+         if name not in ("layers", "runtime", "runtime_endpoint", "runtime_handler", "cri_descriptor", "runtime_timeout")),
     layers=dict(type="list", elements="str", choices=list(LAYERS)),
     layer_timeout=dict(type="int", default=300),
     probe_image=dict(type="str", default=DEFAULT_PROBE_IMAGE),
     probe_runtime=dict(type="raw", default="auto"),
     probe_runtime_endpoint=dict(type="str"),
+    probe_runtime_handler=dict(type="str"),
     probe_timeout=dict(type="int", default=DEFAULT_RUNTIME_TIMEOUT),
     probe_user=dict(type="str", default=""),
     probe_environment=dict(type="dict", default={}),

@@ -16,9 +16,10 @@ import copy
 from ansible.module_utils.basic import AnsibleModule
 
 
-def run_layer_module(spec, fn):
+def run_layer_module(spec, fn, diff=False):
     """Run a module: its options parsed with the argument spec ``spec`` (check mode supported), then
-    ``fn(params, check_mode)``, whose dict is the module's result (``changed`` false unless it says so).
+    ``fn(params, check_mode)`` (``fn(params, check_mode, diff_mode)`` for a module that supports diff mode: ``diff``
+    true), whose dict is the module's result (``changed`` false unless it says so).
 
     A ValueError from ``fn`` (options that cannot work, said in one clear message) fails the module with that message
     and no record: a malformed option is the caller's error, never a node's. A result with ``failed`` true (an
@@ -27,7 +28,7 @@ def run_layer_module(spec, fn):
     default with its suboptions in place, and a shared spec (_common.args) must stay as written."""
     module = AnsibleModule(argument_spec=copy.deepcopy(spec), supports_check_mode=True)
     try:
-        out = dict(fn(module.params, module.check_mode))
+        out = dict(fn(module.params, module.check_mode, module._diff) if diff else fn(module.params, module.check_mode))
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     for warning in out.pop("warnings", None) or []:

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the inspect stage of one node (module gpuprobe.layers.node_layers, and the first half of
-gpuprobe.layers.node_verify): host, cdi (after writing the run's self-built spec when asked) and k8s, in that order,
-in one process. Not public API.
+gpuprobe.layers.node_verify): host, k8s and cdi (after writing the run's self-built spec when asked), in that order
+(k8s first: the runtime handler the GPU Pods use is what cdi judges), in one process. Not public API.
 
 The stage also selects the runtimes the verdict speaks for (_runtime.select) and reads each one's own CDI
 configuration (_cdi.engine), beside the host layer: the cdi layer judges the specs for each of them and the probe
@@ -28,13 +28,24 @@ def _k8s(layers, host_record=None):
     if "k8s" not in layers:
         return {}
     try:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import collect_k8s  # pylint: disable=import-outside-toplevel
-        return {"k8s": collect_k8s(host_record=host_record)}
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import record  # pylint: disable=import-outside-toplevel
+        return {"k8s": record(host_record=host_record)}
     except Exception as exc:  # pylint: disable=broad-except
         return {"k8s": crashed("k8s", exc)}
 
 
-def selected_engines(p, probe_follows=False):
+def k8s_handlers(k8s):
+    """The k8s record's ``evidence.runtime_handlers`` (the GPU Pods' handlers), {"error": why} for a k8s record without
+    them (NOT_RUN: no kubeconfig on the node, ...), None when the k8s layer was not asked for."""
+    if not isinstance(k8s, dict):
+        return None
+    found = (k8s.get("evidence") or {}).get("runtime_handlers")
+    if isinstance(found, dict):
+        return found
+    return {"error": "k8s %s: %s" % (k8s.get("status"), k8s.get("reason") or "the RuntimeClasses were not read")}
+
+
+def selected_engines(p, probe_follows=False, k8s=None):
     """The runtimes this run verifies through (``_runtime_select``), each with its own CDI configuration read
     (``cdi_config``): what the cdi layer judges per runtime and the probe stage starts its container through.
     None when the node's root is not / (the engines of another root cannot be asked). ``probe_follows``: the probe
@@ -49,8 +60,14 @@ def selected_engines(p, probe_follows=False):
     timeout = p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT
     engines = [describe(info) for info in select_runtimes(p["runtime"], timeout=timeout, endpoint=p.get("runtime_endpoint"),
                                                           descriptor=p.get("cri_descriptor"), inspect=not probe_follows)]
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import attach  # pylint: disable=import-outside-toplevel
+    runtime_handlers = k8s_handlers(k8s)
     for info in engines:
         info["cdi_config"] = read_engine_config(info, timeout=timeout)
+        info.pop("cri_config", None)   # read into cdi_config; the record keeps what was judged, not the daemon's dump
+        if info.get("name"):
+            # the handler the probe runs with, its binary and who injects (from the running engine's configuration)
+            attach(info, p.get("runtime_handler"), runtime_handlers)
     return engines
 
 
@@ -78,12 +95,23 @@ class _Selection(object):
             raise self._out["error"]
         return self._out["engines"]
 
+    def with_k8s(self, p, k8s):
+        """The selected engines with the handler chosen from the k8s record (which the thread could not wait for)."""
+        engines = self.result()
+        if engines and isinstance(k8s, dict):
+            from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import attach  # pylint: disable=import-outside-toplevel
+            for info in engines:
+                if info.get("name"):
+                    attach(info, p.get("runtime_handler"), k8s_handlers(k8s))
+        return engines
 
-def _cdi_record(p, host, check_mode, cdi_record, selection=None, probe_follows=False):
+
+def _cdi_record(p, host, check_mode, cdi_record, selection=None, probe_follows=False, k8s=None):
     """(the cdi record, the self-built spec read or None): the node's own specs, or this run's (written first).
-    ``selection``: the runtime selection already started (``_Selection``), else it runs here."""
+    ``selection``: the runtime selection already started (``_Selection``), else it runs here; ``k8s``: the k8s record
+    of this run (the GPU Pods' runtime handlers), or None."""
     try:
-        engines = selection.result() if selection is not None else selected_engines(p, probe_follows)
+        engines = selection.with_k8s(p, k8s) if selection is not None else selected_engines(p, probe_follows, k8s)
     except Exception as exc:  # pylint: disable=broad-except
         return crashed("cdi", exc), None
     if p["cdi_source"] != "self-built":
@@ -126,23 +154,25 @@ def self_built_request(spec):
 
 
 def inspect(p, check_mode=False, probe_follows=False):
-    """The inspect stage: host, cdi (self-built spec written first when asked), k8s. Returns
+    """The inspect stage: host, k8s, cdi (self-built spec written first when asked). Returns
     {"records": {layer: record}, "spec": the written spec or None}. ValueError: unusable options.
     ``probe_follows``: the probe stage runs next in this process (``selected_engines``)."""
     # imported here, and only what the stage runs: a module's imports are compiled from source on every run
     # on the node (AnsiballZ ships sources), which is most of a node-side call's own cost
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record as cdi_record  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout  # pylint: disable=import-outside-toplevel
 
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_thresholds  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import check_thresholds  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import check_handler  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])
     check_thresholds(p["health_thresholds"])
     check_timeout(p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT, "runtime_timeout")
     p = dict(p, runtime=_runtime_select.parse_runtime_option(p.get("runtime")),
-             runtime_endpoint=_runtime_select.check_endpoint(p.get("runtime_endpoint")))
+             runtime_endpoint=_runtime_select.check_endpoint(p.get("runtime_endpoint")),
+             runtime_handler=check_handler(p.get("runtime_handler")))
     layers = [layer for layer in INSPECT_LAYERS if layer in p["layers"]]
     records = {}
     spec = None
@@ -151,13 +181,15 @@ def inspect(p, check_mode=False, probe_follows=False):
     selection = _Selection(p, probe_follows) if "cdi" in layers and "host" in layers else None
     if "host" in layers:
         try:
-            records["host"] = collect_host(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
-                                           health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
-                                           no_gpu_load="check mode" if check_mode else (
-                                               "audit mode" if p.get("mode") == "audit" else None))
+            records["host"] = host_record(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
+                                          health_thresholds=p["health_thresholds"], dcgm_diag=p["dcgm_diag"],
+                                          no_gpu_load="check mode" if check_mode else (
+                                              "audit mode" if p.get("mode") == "audit" else None))
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
-    if "cdi" in layers:
-        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_record, selection, probe_follows)
+    # k8s before cdi: the handler the GPU Pods use (their RuntimeClasses) is what the cdi layer judges and the probe runs with
     records.update(_k8s(layers, records.get("host")))
+    if "cdi" in layers:
+        records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_record, selection, probe_follows,
+                                           records.get("k8s"))
     return {"records": records, "spec": spec}

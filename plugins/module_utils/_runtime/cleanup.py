@@ -17,8 +17,12 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common import own
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES, SELF_BUILT_SPEC_DIR, check_run_id
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import cri_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters import adapter
+# registers the CRI adapter (containerd, CRI-O) with adapters.adapter: nothing else imports it since __init__ re-exports
+# nothing (issue 33)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
 
 
@@ -109,9 +113,16 @@ def cleanup(run_id=None, runtime="auto", spec_dir=SELF_BUILT_SPEC_DIR, specs=Tru
                 out["not_listed"].append(info["reason"])
             continue
         path = which(name)
-        if path:
-            env = {"DOCKER_HOST": endpoint} if endpoint and name == "docker" and not auto else {}
-            engines.append(adapter({"name": name, "path": path, "env": env}))
+        if path and name == "docker":
+            # the daemon the run's docker calls went to: the endpoint given, else the one the docker CLI really uses
+            # (DOCKER_HOST, else its current context); a context that is another machine's is not swept
+            ctx = {"endpoint": endpoint, "refused": None} if endpoint and not auto else docker_context.resolve()
+            if ctx["refused"]:
+                (out["not_listed"] if auto else out["errors"]).append(ctx["refused"])
+                continue
+            engines.append(adapter({"name": name, "path": path, "env": {"DOCKER_HOST": ctx["endpoint"]}}))
+        elif path:
+            engines.append(adapter({"name": name, "path": path, "env": {}}))
     now = time.time()
     caller = _owner.resolve(None, fallback_pid=os.getpid()) if run_id else None
     for engine in engines:

@@ -23,6 +23,10 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab impo
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters import adapter, container_name
+# registers the CRI adapter (containerd, CRI-O) with adapters.adapter: nothing else imports it since __init__ re-exports
+# nothing (issue 33)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as _handler
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, engine_label, parse_runtime_option, select_runtimes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import ControllerWatch, deferred_signals, interruptible
 
@@ -121,6 +125,11 @@ def record(params, check_mode=False):
                 observed="%s (%s; %s; CDI library %s); selected because %s" % (
                     versions["runtime"], info.get("oci_runtime"), info.get("cdi"), library or "unknown",
                     info.get("selected_because") or "named"))
+    handler = info.get("runtime_handler")
+    if handler:
+        notes = "".join("; %s" % n for n in handler.get("notes") or [])
+        builder.add("runtime.engine.handler", PASS, subject=engine_label(info), expected="the handler GPU Pods use",
+                    observed="%s; selected because %s%s" % (_handler.summary(handler), handler.get("why"), notes))
     if info.get("version") == "unknown":
         builder.add("runtime.engine.version", NOT_RUN, subject=info["name"], expected="a version string",
                     observed="not understood: %r (recorded as unknown, not trusted)" % info.get("version_text"))
@@ -140,7 +149,8 @@ def record(params, check_mode=False):
         config = _probe_config(expected, params.get("compute"), plan, params.get("resolve_paths"))
         request = {"name": name, "run_id": run_id, "image": params["image"], "devices": devices,
                    "probe_path": probe_path, "in_container": probe_in_container(), "config": config, "user": params.get("user"),
-                   "pull": params.get("pull") or "never", "owner": owner, "timeout": timeout}
+                   "pull": params.get("pull") or "never", "owner": owner, "timeout": timeout,
+                   "runtime_handler": (handler or {}).get("request") or ""}
         result = {"rc": None, "stdout": "", "stderr": "", "duration_ms": 0, "timed_out": False, "error": None}
         try:
             result = engine.run_probe(request)

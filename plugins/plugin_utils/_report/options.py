@@ -27,6 +27,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import options as _options
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_MAX, VARIANTS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import check_handler
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, parse_runtime_option
 
 PREFIXES = ("gpuprobe", "verify")
@@ -228,10 +229,11 @@ def _cdi_spec(value):
 
 
 def _health():
-    """The health layer's thresholds and dcgmi timeouts, imported only when a run sets those options (the host layer's
-    health code is not needed to check the options of every other run; controller time, docs/performance.md)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as health  # pylint: disable=import-outside-toplevel
-    return health
+    """The health layer's thresholds and dcgmi timeouts (_host/health/limits.py), imported only when a run sets those
+    options (the host layer's health code is not needed to check the options of every other run; controller time,
+    docs/performance.md)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits  # pylint: disable=import-outside-toplevel
+    return limits
 
 
 def _pins(value):
@@ -285,6 +287,7 @@ VERIFY_DOMAINS = {
     "probe_image": _raises(_options.check_image, "probe_image"),
     "probe_runtime": _raises(parse_runtime_option),
     "probe_runtime_endpoint": lambda v: None if v in ("", None) else _raises(check_endpoint)(v),
+    "probe_runtime_handler": _raises(check_handler),
     "probe_user": _raises(_options.check_user, "probe_user"),
     "probe_environment": _raises(_options.check_environment, "probe_environment"),
     "cri_descriptor": _abs(empty_ok=True),

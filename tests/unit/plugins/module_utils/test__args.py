@@ -28,7 +28,16 @@ FRAGMENTS = {
 }
 # the options a role's task passes as omit when the role's value is empty (roles/verify/tasks/main.yml:
 # "{{ verify_x | default(omit, true) }}"): the role says "" of type str where the action has no default
-OMITTED_WHEN_EMPTY = ("driver_root", "stub_libcuda", "probe_runtime_endpoint")
+
+
+def _omitted_when_empty():
+    """The role options its tasks pass as ``verify_X | default(omit, true)``: an empty string is the action's None."""
+    import re  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(ROOT, "roles", "verify", "tasks", "main.yml"), encoding="utf-8") as f:
+        return tuple(sorted(set(re.findall(r"\{\{\s*verify_(\w+)\s*\|\s*default\(omit,\s*true\)\s*\}\}", f.read()))))
+
+
+OMITTED_WHEN_EMPTY = _omitted_when_empty()
 
 
 def _options(text):

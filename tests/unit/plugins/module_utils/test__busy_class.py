@@ -260,7 +260,7 @@ def test_nvml_that_did_not_count_the_gpus_leaves_the_node_unknown(tmp_path):
     def count():
         raise nv.NVMLError(nv.NVML_ERROR_UNKNOWN)
     fake.nvmlDeviceGetCount = count
-    host = _host.collect_host(root=root, pynvml_module=fake)
+    host = _host.record(root=root, pynvml_module=fake)
     assert [row["source"] for row in host["evidence"]["gpus"]] == ["procfs", "procfs"]
     lib = fakecuda.FakeCuda([PARENT, GPU1])
     plan, record = _compute_on(host, lib)
@@ -270,7 +270,7 @@ def test_nvml_that_did_not_count_the_gpus_leaves_the_node_unknown(tmp_path):
 
 def test_a_gpu_the_driver_lists_and_nvml_does_not_is_never_touched(tmp_path):
     root = hf.build_node(tmp_path, gpus=2, procfs=True)
-    host = _host.collect_host(root=root, pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
+    host = _host.record(root=root, pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
     lib = fakecuda.FakeCuda([PARENT, GPU1])
     plan, record = _compute_on(host, lib)
     assert plan["idle_uuids"] == [PARENT] and plan["skip_reason"] is None

@@ -121,7 +121,7 @@ def test_a_layer_that_raises_is_not_run_with_the_error_and_the_next_layers_run(t
 
     def broken(**_kwargs):
         raise KeyError("driver_version")
-    monkeypatch.setattr(_host, "collect_host", broken)
+    monkeypatch.setattr(_host, "record", broken)
     build_node(str(tmp_path / "node"))
     out = _inspect.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
     host = out["records"]["host"]
@@ -144,7 +144,7 @@ def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_c
     def select(p, probe_follows=False):
         started.set()
         raise RuntimeError("no engine today")
-    monkeypatch.setattr(_host, "collect_host", host)
+    monkeypatch.setattr(_host, "record", host)
     monkeypatch.setattr(_inspect, "selected_engines", select)
     build_node(str(tmp_path / "node"))
     out = _inspect.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
@@ -168,14 +168,19 @@ def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_pr
         return [{"name": None, "usable": False, "path": None, "version": None, "reason": "no runtime in this test"}]
     monkeypatch.setattr(_runtime_select, "select_runtimes", select)
     monkeypatch.setattr(engine, "read_engine_config", lambda info: {})
-    monkeypatch.setattr(_host, "collect_host", lambda **kw: not_run("host", "stub host layer"))
+    monkeypatch.setattr(_host, "record", lambda **kw: not_run("host", "stub host layer"))
     _inspect.inspect(params(root="/", k8s=False, cdi_spec_dirs=[str(tmp_path)]), check_mode, probe_follows=probe_follows)
     assert asked == [version_only]
 
 
+# the runtime selection and the discovery it reads the node with (no probe code, no grpc)
+SELECTION_MODULES = ("select", "layouts", "kubelet", "daemons", "systemd", "nodefs", "why", "docker_context", "handler")
+
+
 def test_the_inspect_stage_imports_no_probe_code():
-    # the inspect stage selects the runtimes (_runtime/select.py) but loads no other module of the runtime room (the
-    # CRI adapter and grpc: ~0.4 s on each node-side call, docs/performance.md); run at / in a fresh interpreter
+    # the inspect stage selects the runtimes (_runtime/select.py and the discovery it uses) and their handler
+    # (_runtime/handler.py) but loads no other module of the runtime room (the CRI adapter and grpc: ~0.4 s on each
+    # node-side call, docs/performance.md); run at / in a fresh interpreter
     import subprocess
     import sys
     code = ("import sys\n"
@@ -185,7 +190,7 @@ def test_the_inspect_stage_imports_no_probe_code():
             "p.update(nvml=False, k8s=False)\n"
             "_inspect.inspect(p)\n"
             "print(sorted(m for m in sys.modules if m.startswith('grpc') or ('.module_utils._runtime.' in m "
-            "and not m.endswith('module_utils._runtime.select'))))\n")
+            "and m.rsplit('.', 1)[-1] not in %r)))\n" % (SELECTION_MODULES,))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
 

@@ -86,8 +86,8 @@ def test_build_argv_labels_run_owner_and_creation_time():
                                        ["gpuprobe.local/gpu-r1=0"], "/tmp/d/gpuprobe_probe.py", {}, owner=owner, created=99)
     labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
     assert labels == ["gpuprobe.run=r1", "gpuprobe.owner=h1:12:34", "gpuprobe.created=99"]
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
-    assert _run.check_allowed(argv) == "engine run probe"
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import allowlist as _allowlist
+    assert _allowlist.check_allowed(argv) == "engine run probe"
 
 
 def test_ps_rows_of_podman_and_docker():
