@@ -14,8 +14,6 @@ import posixpath
 
 
 def under_root(root, path):
-    """``path`` (a path of the node, absolute) as seen from ``root``: itself when root is / (or empty), else the same
-    path under root."""
-    if not root or root == "/":
-        return path
-    return posixpath.join(root, path.lstrip("/"))
+    """``path`` (a path of the node) as this process reaches it under ``root`` (/ or empty: the node itself); no
+    link is followed."""
+    return posixpath.join(root or "/", str(path).lstrip("/"))
