@@ -26,7 +26,7 @@ import yaml
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import adapters as _runtime_adapters
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
@@ -94,7 +94,7 @@ def main():
     engines, skipped = [], {}
     for name in names:
         p = params[name]
-        info = _runtime_engines.detect_runtime(name, endpoint=p.get("runtime_endpoint"), descriptor=p.get("cri_descriptor"))
+        info = _runtime_adapters.detect_runtime(name, endpoint=p.get("runtime_endpoint"), descriptor=p.get("cri_descriptor"))
         if info["usable"]:
             engines.append((name, info))
         else:

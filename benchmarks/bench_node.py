@@ -64,7 +64,7 @@ def report_verdict(report_dir):
 def bare_probe(tmp):
     """The argv of the probe container alone (self-built spec of this benchmark, GPU 0, compute on)."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import adapters as _runtime_adapters
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR
@@ -77,10 +77,10 @@ def bare_probe(tmp):
     _cdi_spec.write_spec(spec, SELF_BUILT_SPEC_DIR, run_id)
     device = "%s=0" % spec["kind"]
     cdi = _cdi_layer.record(spec_dirs=[SELF_BUILT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
-    engine = _runtime_engines.detect_runtime("podman")
+    engine = _runtime_adapters.detect_runtime("podman")
     _unused, probe_path = _probe.write_probe(directory=tmp)
     config = _runtime_layer._probe_config(cdi["evidence"]["expected_edits"], True)  # pylint: disable=protected-access
-    argv = _runtime_engines.build_argv(engine, "gpuprobe-%s" % run_id, run_id, IMAGE, [device], probe_path, config)
+    argv = _runtime_adapters.build_argv(engine, "gpuprobe-%s" % run_id, run_id, IMAGE, [device], probe_path, config)
 
     def cleanup():
         _cdi_spec.remove_spec(SELF_BUILT_SPEC_DIR, run_id)

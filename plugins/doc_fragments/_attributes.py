@@ -4,10 +4,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE doc fragment: what every gpuprobe.layers module declares alike (not public API).
 
-Used after ansible.builtin.action_common_attributes; each module still states its own check_mode support,
-with the details of what check mode does there. ``diff_mode`` is ``none`` here: a module that returns a ``diff``
-(cdi_spec, k8s_publish) states ``full`` and what its diff shows (tests/unit/plugins/modules/test_diff_mode.py holds
-the two to it).
+Used after ansible.builtin.action_common_attributes (the attributes' descriptions); every module supports check mode
+in full and states only the details of what check mode does there. ``diff_mode`` is ``none`` here: a module that
+returns a ``diff`` (cdi_spec, k8s_publish) states ``full`` and what its diff shows
+(tests/unit/plugins/modules/test_diff_mode.py holds the two to it). FACTS (a facts module) and ACTION (an action
+plugin, with ansible.builtin.action_common_attributes.flow) are DOCUMENTATION and what such a module adds.
 """
 
 
@@ -17,15 +18,25 @@ class ModuleDocFragment(object):  # pylint: disable=too-few-public-methods
 author:
   - gpuprobe.layers contributors (!UNKNOWN)
 attributes:
+  check_mode:
+    support: full
   diff_mode:
     support: none
   platform:
     platforms: posix
 """
 
-    # Facts modules (with ansible.builtin.action_common_attributes.facts)
-    FACTS = r"""
-attributes:
-  facts:
+    # a facts module: its record is an C(ansible_facts) entry
+    FACTS = DOCUMENTATION + r"""  facts:
+    description: The module returns an C(ansible_facts) dictionary that updates the host's facts.
     support: full
+"""
+
+    # an action plugin's module file (the work runs on the controller)
+    ACTION = DOCUMENTATION + r"""  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
 """

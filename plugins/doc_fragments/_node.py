@@ -99,9 +99,7 @@ options:
     type: raw
     default: auto
   runtime_endpoint:
-    description:
-      - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
-        socket), or of docker's daemon when V(docker) alone is named.
+    description: As the O(gpuprobe.layers.verify_node#module:probe_runtime_endpoint) option, which verify_node passes here.
     type: str
   runtime_handler:
     description:

@@ -56,13 +56,10 @@ description:
     because its device nodes are absent. Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
-    support: full
-    details: Only reads the node; the same facts are returned in check mode.
+    details: Only reads the spec files and the node; the same facts are returned in check mode.
 options:
   spec_dirs:
     description:
@@ -158,7 +155,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added by this module.
+  description: The cdi layer's record, as the fact C(gpuprobe_cdi).
   returned: always
   type: dict
   contains:

@@ -34,7 +34,6 @@ extends_documentation_fragment:
   - gpuprobe.layers._attributes
 attributes:
   check_mode:
-    support: full
     details: Reports the spec that would be written (or the file that would be removed) and whether it would change.
   diff_mode:
     support: full

@@ -35,12 +35,9 @@ description:
     without compute, the busy state is unknown, or no expected GPU could be verified because all were busy.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
-    support: full
     details: In check mode the host control is not run; the container part is evaluated as given.
 options:
   container_probe:
@@ -94,7 +91,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added by this module.
+  description: The compute layer's record, as the fact C(gpuprobe_compute).
   returned: always
   type: dict
   contains:

@@ -10,8 +10,6 @@ DOCUMENTATION = r"""
 module: fleet_report
 short_description: Aggregate the layer records of a fleet into JSON, Markdown, HTML and JUnit reports
 version_added: "0.1.0"
-author:
-  - gpuprobe.layers contributors (!UNKNOWN)
 description:
   - Runs on the controller (action plugin). Reads, for every host in O(hosts), the layer records that
     the P(gpuprobe.layers.verify#role) role left in hostvars, decides each node's verdict with the
@@ -103,21 +101,10 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._record_limits
   - ansible.builtin.action_common_attributes.flow
+  - gpuprobe.layers._attributes.action
 attributes:
   check_mode:
-    support: full
     details: In check mode the report is built and summarised but no file is written.
-  diff_mode:
-    support: none
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 notes:
   - The verdict rules are in L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md); the
     report format in

@@ -36,16 +36,13 @@ description:
     Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
   - ansible.builtin.action_common_attributes.actiongroups
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   action_group:
     support: full
     membership: [gpuprobe.layers.facts]
   check_mode:
-    support: full
     details: Only reads the node; the same facts are returned in check mode.
 options:
   root:
@@ -117,7 +114,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added by this module.
+  description: The host layer's record, as the fact C(gpuprobe_host).
   returned: always
   type: dict
   contains:

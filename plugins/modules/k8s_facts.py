@@ -31,9 +31,7 @@ description:
     L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
   - ansible.builtin.action_common_attributes.actiongroups
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   action_group:
@@ -42,7 +40,6 @@ attributes:
     details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
       C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
-    support: full
     details: Only reads from the API server; the same facts are returned in check mode.
 options:
   kubectl:
@@ -135,7 +132,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added by this module.
+  description: The k8s layer's record, as the fact C(gpuprobe_k8s).
   returned: always
   type: dict
   contains:

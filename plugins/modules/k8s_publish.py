@@ -38,7 +38,6 @@ attributes:
     details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
       C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
-    support: full
     details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
       writes nothing.
   diff_mode:

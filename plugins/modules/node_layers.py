@@ -31,7 +31,6 @@ extends_documentation_fragment:
   - gpuprobe.layers._node
 attributes:
   check_mode:
-    support: full
     details: >-
       Only reads; a self-built spec is not written, so its cdi layer finds nothing.
 seealso:

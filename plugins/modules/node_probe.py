@@ -34,7 +34,6 @@ extends_documentation_fragment:
   - gpuprobe.layers._node.probe
 attributes:
   check_mode:
-    support: full
     details: Starts no container; runtime and compute are C(NOT_RUN) "check mode".
 options:
   records:

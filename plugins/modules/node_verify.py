@@ -34,7 +34,6 @@ extends_documentation_fragment:
   - gpuprobe.layers._node.probe
 attributes:
   check_mode:
-    support: full
     details: Only reads; no spec is written and no container started (runtime and compute C(NOT_RUN) "check mode").
 seealso:
   - module: gpuprobe.layers.verify_node

@@ -28,7 +28,6 @@ extends_documentation_fragment:
   - gpuprobe.layers._attributes
 attributes:
   check_mode:
-    support: full
     details: Reports what would be removed without removing it.
 options:
   run_id:

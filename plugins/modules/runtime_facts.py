@@ -37,12 +37,9 @@ description:
     NOT_RUN), never trusted.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
-    support: full
     details: In check mode no container is started; the record is C(NOT_RUN) with the reason C(check mode).
 options:
   runtime:
@@ -182,7 +179,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added by this module.
+  description: The runtime layer's record and the probe's raw output, as the facts C(gpuprobe_runtime) and C(gpuprobe_probe).
   returned: always
   type: dict
   contains:

@@ -43,16 +43,9 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._record_limits
   - ansible.builtin.action_common_attributes.flow
-  - gpuprobe.layers._attributes
+  - gpuprobe.layers._attributes.action
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
-    support: full
     details: >-
       Nothing is written and no container starts: host, cdi and k8s read as usual (with O(cdi_source=self-built)
       the cdi layer is C(NOT_RUN), since the spec is not written); runtime and compute are C(NOT_RUN) "check mode".

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import adapters as _runtime_adapters
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
@@ -80,7 +80,7 @@ def test_a_pod_of_another_namespace_like_ours_with_a_dead_owner_stays(containerd
         assert present() == ["default"], "the sweep removed a sandbox of another namespace (or left its own)"
         assert out["containers"] == [] or out["containers"] == ["containerd:%s" % name]
         # the adapter's own removal by name reaches no other namespace either
-        adapter = _runtime_engines.adapter(dict(_runtime_select.cri_info("containerd", ENDPOINT, 30, descriptor)))
+        adapter = _runtime_adapters.adapter(dict(_runtime_select.cri_info("containerd", ENDPOINT, 30, descriptor)))
         assert adapter.remove(name)["removed"] is False
         assert present() == ["default"]
     finally:

@@ -31,7 +31,7 @@ from test_runtime_podman import GPU_A, IMAGE, LIB_IN_CONTAINER, Lab, _checks, _p
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import signals as _common_signals
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import adapters as _runtime_adapters
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
@@ -78,10 +78,10 @@ class Engine(object):
 
     def adapter(self):
         with self.only():
-            info = _runtime_engines.detect_runtime(self.name, endpoint=self.params.get("runtime_endpoint"),
+            info = _runtime_adapters.detect_runtime(self.name, endpoint=self.params.get("runtime_endpoint"),
                                                    descriptor=self.params.get("cri_descriptor"))
         assert info["usable"], info
-        return _runtime_engines.adapter(info)
+        return _runtime_adapters.adapter(info)
 
     def cleanup(self, **kwargs):
         with self.only():

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _node_inspect
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
@@ -63,7 +63,7 @@ def _inspect(lab, spec_dir, probe_follows=False):
     p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     p.update(layers=["cdi"], nvml=False, cdi_spec_dirs=[spec_dir], cdi_kinds=[lab["kind"]],
              cdi_devices=["%s=d0" % lab["kind"]], runtime="auto")
-    return _inspect.inspect(p, probe_follows=probe_follows)["records"]["cdi"]
+    return _node_inspect.inspect(p, probe_follows=probe_follows)["records"]["cdi"]
 
 
 def _podman_run(lab):

@@ -61,7 +61,8 @@ SELF_BUILT_RUN = textwrap.dedent("""
     import json, os, sys, time
     sys.path[:0] = json.loads(sys.argv[1])
     args = json.loads(sys.argv[2])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _runtime
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
     from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
     run_id = args["run_id"]
@@ -167,7 +168,8 @@ def test_two_concurrent_self_built_runs_beside_leftovers_and_a_foreign_spec(tmp_
 MODULE_LIKE = textwrap.dedent("""
     import json, os, sys
     sys.path[:0] = json.loads(sys.argv[1])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import signals as _common_signals
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
     try:
         record, probe = _runtime_layer.record(json.loads(sys.argv[2]))
         print(json.dumps({"status": record["status"]}))

@@ -11,7 +11,7 @@ import posixpath
 import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -256,7 +256,7 @@ for _key, (_name, _effect) in sorted(_LOADED_TITLES.items()):
         "next": "mount it into the image's library directory, or set LD_LIBRARY_PATH / an update-ldcache hook in the spec",
     }
 
-# Consequences observed on a real H200 (DESIGN.md), used in WARN details.
+# Consequences observed on a real H200 (docs/lab.md; the runs are in docs/evidence/), used in WARN details.
 CONSEQUENCES = {
     "uvm": "cuInit -> CUDA_ERROR_UNKNOWN (999)",
     "ptxjit": "PTX load -> CUDA_ERROR_JIT_COMPILER_NOT_FOUND (221)",

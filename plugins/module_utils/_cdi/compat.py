@@ -20,7 +20,8 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import reading_for
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import ENGINES, SPEC_DIRS
 
 CDI = "container-device-interface"
@@ -276,11 +277,8 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
     {"runtime": the judged runtime's table row, "runtimes": {name: row} for every runtime found, "spec_dirs": [...],
     "devices": {qualified: {"source", "providers": [{path, cdiVersion, readable_version, in_runtime_dir}]}}}.
     """
-    checks = []
-
-    def add(check_id, status, subject, expected=None, observed=None):
-        hint = CHECKS[check_id]["next"] if status in (FAIL, WARN) else None
-        checks.append(make_check(check_id, status, subject, expected, observed, hint))
+    builder = LayerBuilder("cdi", CHECKS)
+    add = builder.add
 
     ev = (host_record or {}).get("evidence") or {}
     runtimes = {}
@@ -304,8 +302,8 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
 
     configured = ((runtime_dirs or {}).get(name) or {}).get("spec_dirs") if name else None
     dirs, origin, maybe = spec_dirs_read(name, row, configured)
-    host_dirs = [posixpath.normpath(_under(root, d)) for d in dirs]
-    maybe_dirs = [posixpath.normpath(_under(root, d)) for d in maybe or []]
+    host_dirs = [posixpath.normpath(under_root(root, d)) for d in dirs]
+    maybe_dirs = [posixpath.normpath(under_root(root, d)) for d in maybe or []]
     dirs_text = "%s (%s)" % (", ".join(dirs), origin)
 
     devices_ev = {}
@@ -346,7 +344,7 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
                 add("cdi.runtime.spec_dir", FAIL, q, "a providing spec in %s" % dirs_text,
                     "%s reads %s; providers: %s" % (subject, dirs_text, listed))
     evidence = {"runtime": row, "runtimes": runtimes, "spec_dirs": dirs, "devices": devices_ev}
-    return checks, evidence
+    return builder.checks, evidence
 
 
 def spec_dirs_read(name, row, configured):
@@ -367,12 +365,6 @@ def spec_dirs_read(name, row, configured):
         return list(configured), "configured", None
     return list(SPEC_DIRS), "default: %s %s ignores the configured cdi_spec_dirs %s (%s)" % (
         name, row["version"], ", ".join(configured), since[1]), None
-
-
-def _under(root, path):
-    if not root or root == "/":
-        return path
-    return posixpath.join(root, path.lstrip("/"))
 
 
 def _judge_version(add, q, source, rows, row, subject, listed):

@@ -27,6 +27,7 @@ A configuration that cannot be read or is not understood is never taken as on: t
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -34,10 +35,11 @@ import posixpath
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine_live as _live
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.nodefs import flag_value, same_socket
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 CHECKS = {
@@ -332,7 +334,7 @@ def podman_config_files(root="/", environ=None):
     else:
         files = []
         for pattern in PODMAN_CONFIGS:
-            files.extend(sorted(glob.glob(posixpath.join(root, pattern.lstrip("/")))))
+            files.extend(sorted(glob.glob(under_root(root, pattern))))
     if environ.get("CONTAINERS_CONF_OVERRIDE"):
         files.append(environ["CONTAINERS_CONF_OVERRIDE"])
     return [f for f in files if os.path.isfile(f)]
@@ -393,11 +395,8 @@ def engine_checks(engines, files, sources, requested, root="/"):
     ``read_engine_config``) and each requested device, whether that engine injects CDI devices and reads a dir
     holding a spec that provides the device. ``files``: the cdi layer's file records; ``sources``: requested
     qualified name -> the spec the cdi layer resolved it to; ``requested``: the resolved requested devices."""
-    checks = []
-
-    def add(status, subject, expected, observed):
-        checks.append(make_check("cdi.engine.config", status, subject, expected, observed,
-                                 CHECKS["cdi.engine.config"]["next"] if status == FAIL else None))
+    builder = LayerBuilder("cdi", CHECKS)
+    add = functools.partial(builder.add, "cdi.engine.config")
 
     for info in engines or []:
         label = engine_label(info)
@@ -416,7 +415,7 @@ def engine_checks(engines, files, sources, requested, root="/"):
             continue
         if not cfg["enabled"]:
             # the engine's CDI is off, and the handler's OCI runtime injects (NVIDIA's runtime in cdi mode): its spec dirs
-            cfg = dict(cfg, spec_dirs=injector.get("spec_dirs") or list(_compat.DEFAULT_DIRS), origin="its runtime's",
+            cfg = dict(cfg, spec_dirs=injector.get("spec_dirs") or list(SPEC_DIRS), origin="its runtime's",
                        source="%s's CDI is off (%s); %s, %s" % (info["name"], where, injector["what"], injector.get("source")))
             where = cfg["source"]
         dirs = [posixpath.normpath(d) for d in cfg["spec_dirs"]]
@@ -424,7 +423,7 @@ def engine_checks(engines, files, sources, requested, root="/"):
         if not requested:
             add(PASS, label, "CDI enabled", "CDI on; reads %s" % dirs_text)
             continue
-        host_dirs = [posixpath.normpath(posixpath.join(root, d.lstrip("/"))) if root not in ("", "/") else d for d in dirs]
+        host_dirs = [posixpath.normpath(under_root(root, d)) for d in dirs]
         for q in requested:
             kind, _sep, dev = q.partition("=")
             providers = [r for r in files or [] if r.get("ok") and r.get("kind") == kind and dev in (r.get("devices") or [])]
@@ -438,6 +437,7 @@ def engine_checks(engines, files, sources, requested, root="/"):
                     "%s is in %s, which %s does not read: it reads %s" % (
                         ", ".join(paths) or "no spec", ", ".join(sorted(set(posixpath.dirname(p) for p in paths))) or "no dir",
                         info["name"], dirs_text))
+    checks = builder.checks
     for info in engines or []:
         checks += [dict(c) for c in _live.handler_checks(info) + _live.file_checks(info)]
     return checks

@@ -30,8 +30,8 @@ import json
 import os
 import posixpath
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 CHECKS = {
     "cdi.engine.handler": {
@@ -104,7 +104,7 @@ def containerd_live(config, source):
         return out
     out["enabled"] = enabled
     if dirs is None:
-        out.update(spec_dirs=list(_compat.DEFAULT_DIRS), origin="default")
+        out.update(spec_dirs=list(SPEC_DIRS), origin="default")
     elif _str_list(dirs):
         out.update(spec_dirs=list(dirs), origin="configured")
     else:

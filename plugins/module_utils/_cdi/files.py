@@ -9,7 +9,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-import posixpath
 import re
 import stat
 
@@ -18,17 +17,11 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import DEFAULT
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate import load_spec_data
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 
 
 # ---------------------------------------------------------------------------------------------------
 # Files and directories
-
-
-def under_root(root, path):
-    """``path`` as seen from ``root`` (the host filesystem view)."""
-    if not root or root == "/":
-        return path
-    return posixpath.join(root, path.lstrip("/"))
 
 
 def _mode_info(st):

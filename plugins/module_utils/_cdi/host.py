@@ -16,7 +16,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver impor
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import read_library
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.libraries import library_checks
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, catalogue_entry
 
 NVIDIA_MAJOR = 195            # "nvidia-frontend" in /proc/devices
 NON_GPU_MINORS = (254, 255)   # nvidia-modeset, nvidiactl
@@ -41,48 +41,44 @@ _GPU_PATH = re.compile(r"^/dev/nvidia(\d+)$")
 _CAPS_PATH = re.compile(r"^/dev/nvidia-caps/nvidia-cap(\d+)$")
 
 
-def _check(title, fail, nxt):
-    return {"title": title, "fail": fail, "next": nxt}
-
-
 CHECKS = {
-    "cdi.identity.host_gpus": _check(
+    "cdi.identity.host_gpus": catalogue_entry(
         "the host GPUs the identity map is checked against: host.evidence.gpus, else evidence.nvml.gpus (index, UUID, "
         "minor), else the host's /dev/nvidiaN nodes (minors only: indices and UUIDs unknown)",
         "(NOT_RUN) no host record, or no NVML: names that claim an index or UUID cannot be checked",
         "run the host layer on the node first and give its record to the cdi layer; make NVML work (pynvml)"),
-    "cdi.identity.gives_gpu": _check(
+    "cdi.identity.gives_gpu": catalogue_entry(
         "each device of a requested kind gives at least one GPU of this host through its device nodes "
         "(char 195:N, N not 254/255, N the minor of a host GPU)",
         "the device gives no GPU of this host: a container asking for it gets no GPU, or a node of a GPU the host "
         "does not have",
         "compare the device's deviceNodes (major:minor) with ls -l /dev/nvidia* and the host layer's GPUs; "
         "regenerate the spec on this node (nvidia-ctk cdi generate)"),
-    "cdi.identity.index": _check(
+    "cdi.identity.index": catalogue_entry(
         "a device named by an index (0, gpu0) gives exactly the GPU at that NVML index",
         "the name claims one GPU and the device nodes give another, or a GPU the host does not have: a workload "
         "asking for GPU N runs on another GPU",
         "regenerate the spec on this node; the NVML index and the /dev/nvidiaN minor are not always equal"),
-    "cdi.identity.uuid": _check(
+    "cdi.identity.uuid": catalogue_entry(
         "a device named by a GPU UUID gives exactly the GPU with that UUID",
         "the UUID in the name is not the GPU behind the device's node (spec from another node, or GPUs swapped)",
         "nvidia-smi -L on this node; regenerate the spec on this node"),
-    "cdi.identity.mig": _check(
+    "cdi.identity.mig": catalogue_entry(
         "a MIG device name (0:1, mig0:1, MIG-<uuid>) resolves through the device's nvidia-caps nodes to that MIG "
         "instance (caps minors from /proc/driver/nvidia-caps/mig-minors)",
         "the device gives another MIG instance, the whole GPU, or no MIG instance: the container does not get the "
         "MIG device its name claims",
         "nvidia-smi -L; cat /proc/driver/nvidia-caps/mig-minors; regenerate the spec after every MIG reconfiguration"),
-    "cdi.identity.all": _check(
+    "cdi.identity.all": catalogue_entry(
         "the device named 'all' gives every GPU of the host",
         "a container asking for all GPUs gets only some of them",
         "regenerate the spec after GPUs were added or came back; compare with nvidia-smi -L"),
-    "cdi.identity.naming": _check(
+    "cdi.identity.naming": catalogue_entry(
         "the device name follows one of nvidia-ctk's naming strategies (index, uuid, type-index, MIG index/UUID, all)",
         "(NOT_RUN) the name follows none of them: which GPU it should give is not inferred, only what it gives is "
         "reported",
         "name devices by index or UUID (nvidia-ctk cdi generate --device-name-strategy) so that names can be checked"),
-    "cdi.identity.host_gpu_unclaimed": _check(
+    "cdi.identity.host_gpu_unclaimed": catalogue_entry(
         "every GPU of the host is given by some device of the requested kinds",
         "(WARN) no CDI device gives this GPU: containers cannot ask for it through CDI",
         "regenerate the spec after GPUs were added or the MIG layout changed"),
@@ -383,11 +379,8 @@ def identity_map(devices, requested, host_record, kinds):
     ids are in CHECKS, to add to the cdi layer; identity, the I2 record {"devices": [{name, device, naming, gives}],
     "expected_gpus": [{uuid, index, minor, name, mig_uuid}]}.
     """
-    checks = []
-
-    def add(check_id, status, subject, expected=None, observed=None):
-        hint = CHECKS[check_id]["next"] if status in (FAIL, WARN) else None
-        checks.append(make_check(check_id, status, subject, expected, observed, hint))
+    builder = LayerBuilder("cdi", CHECKS)
+    add = builder.add
 
     requested = set(requested or [])
     kinds = set(kinds or [])
@@ -467,4 +460,4 @@ def identity_map(devices, requested, host_record, kinds):
         if row["minor"] is not None and row["minor"] not in given_keys:
             add("cdi.identity.host_gpu_unclaimed", WARN, _gpu_subject(row), "given by a device of %s" % ", ".join(sorted(kinds)),
                 "no device of the requested kinds gives it")
-    return checks, {"devices": out_devices, "expected_gpus": expected}
+    return builder.checks, {"devices": out_devices, "expected_gpus": expected}

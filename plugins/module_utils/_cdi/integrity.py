@@ -40,7 +40,7 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, make_check
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 
 CHECK_ID = "cdi.inject.probe_integrity"
 

@@ -28,7 +28,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue imp
     KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
-    RUNTIME_CONFIGS, discover_runtime_dirs, list_spec_files, load_spec_file, parse_cdi_spec_dirs, under_root,
+    RUNTIME_CONFIGS, discover_runtime_dirs, list_spec_files, load_spec_file, parse_cdi_spec_dirs,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import host_checks, host_device_info, inject_checks, running_driver_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_version
@@ -41,6 +41,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate impo
     RULES, RULE_CHECK, annotation_key_error, load_spec_data, validate_annotations, validate_edits, validate_spec,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.vendor import is_nvidia, nvidia_checks
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 # the layer's one catalogue: spec, resolution, host and audit checks, the identity map, runtime compatibility
@@ -59,7 +60,7 @@ __all__ = [
     "host_device_info", "library_version", "list_spec_files", "load_spec_data", "load_spec_file", "merge_edits",
     "minimum_version", "normalize_version", "nvidia_checks", "parse_bytes", "parse_cdi_spec_dirs",
     "parse_qualified_name", "parse_qualifier", "record", "running_driver_version", "select_devices", "sensitive_mount",
-    "inject_checks", "spec_digest", "under_root", "validate_annotations", "validate_device_name", "validate_edits", "validate_spec",
+    "inject_checks", "spec_digest", "validate_annotations", "validate_device_name", "validate_edits", "validate_spec",
     "validate_vendor_or_class",
 ]
 

@@ -30,7 +30,7 @@ import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import same_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import name_major, name_stem, read_library
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 
 # The libraries the probe's CUDA loads by name: check key -> (the name the loader asks for, the step that fails)
 LOADED = {

@@ -10,7 +10,7 @@ import json
 import posixpath
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import NO_PERMISSIONS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import host_device_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import parse_qualified_name
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import by_name

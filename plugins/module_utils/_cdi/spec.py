@@ -11,7 +11,7 @@ a device "all" holding every selected GPU node; spec-level edits carry nvidiactl
 nvidia-uvm-tools and read-only bind mounts of libcuda, libnvidia-ml, libnvidia-ptxjitcompiler and
 nvidia-smi). ``VARIANTS`` names the fault drills and the failure each one is predicted to cause.
 
-Safety (DESIGN.md): ``write_spec`` refuses /etc/cdi and anything resolving under it; files are named
+Safety (docs/safety.md, "Isolation" and "Ownership"): ``write_spec`` refuses /etc/cdi and anything resolving under it; files are named
 ``gpuprobe-<run id>.yaml`` and carry their owner in the spec's env (GPUPROBE_RUN_ID, GPUPROBE_OWNER
 ``host:pid:started``, GPUPROBE_CREATED epoch seconds); ``remove_spec`` removes the run's own spec and
 ``sweep_specs`` only specs of our kind whose run is over (_owner.is_over), never another kind's.
@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - depends on the target host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import binary_path, library_version, resolve_soname
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version, validate_vendor_or_class
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE, SELF_BUILT_SPEC_DIR, check_run_id as _check_run_id
 
 VENDOR = "gpuprobe.local"
@@ -89,7 +89,7 @@ VARIANTS = {
     "file_mode_0000": {
         "description": "fileMode 0000 on the GPU node(s), probe run as uid 1000: podman+runc apply the mode (open() EACCES, "
                        "a runtime WARN since the spec asked for it), and CUDA still initialises",
-        "probe_user": "1000:1000",  # DESIGN.md's row runs the probe as uid 1000 (root ignores file modes)
+        "probe_user": "1000:1000",  # the drill runs the probe as uid 1000: root ignores file modes
         "predicted_layer": None,
         "predicted_signature": None,
     },

@@ -19,7 +19,7 @@ import json
 import os
 import re
 
-# The probe and every name of a container the collection creates start with this (see _runtime.engines.container_name).
+# The probe and every name of a container the collection creates start with this (see _runtime.adapters.container_name).
 CONTAINER_PREFIX = "gpuprobe-"
 PROBE_SCRIPT = "gpuprobe_probe.py"
 

@@ -44,7 +44,7 @@ RECORD_KEYS = ("layer", "status", "reason", "checks", "evidence", "not_proven", 
                "started_at", "duration_ms", "signature", "points_to")
 CHECK_KEYS = ("id", "status", "subject", "expected", "observed", "hint")
 
-# What a PASS of each layer does not establish (DESIGN.md, "cannot be inferred").
+# What a PASS of each layer does not establish (a record's not_proven, docs/contract.md: no PASS by inference).
 NOT_PROVEN = {
     "host": ["that any CDI spec points at these devices", "that a container can compute on the GPU"],
     "cdi": ["that the node has a working GPU", "that the container runtime applies these edits"],
@@ -65,6 +65,12 @@ def _text(value):
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
     return str(value)
+
+
+def catalogue_entry(title, fail, nxt):
+    """One entry of a layer's check catalogue (``LayerBuilder``'s ``catalogue``; docs/checks.md is generated from the
+    catalogues): what the check establishes (title), what a FAIL means (fail), what to look at next (next)."""
+    return {"title": title, "fail": fail, "next": nxt}
 
 
 def make_check(check_id, status, subject=None, expected=None, observed=None, hint=None):

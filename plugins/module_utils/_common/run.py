@@ -288,7 +288,16 @@ def which(name, extra_dirs=()):
 
 
 def first_line(text):
+    """The first non-empty line of a command's output, stripped ('' when none)."""
     for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def last_line(text):
+    """The last non-empty line of a command's output, stripped ('' when none): where a tool says why it failed."""
+    for line in reversed((text or "").splitlines()):
         if line.strip():
             return line.strip()
     return ""

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 
-# The container runtimes (the option's word; "engine" in the code is one runtime as the selection describes it: name,
-# path or endpoint, version, why it was chosen). ``auto`` lets the node's own setup choose (_runtime.select).
+# The container runtimes. A "runtime" is one of these names (the options', the records' and the report's word; ``auto``
+# lets the node's own setup choose: _runtime.select); an "engine" is one runtime as the selection found it on the node
+# (a dict: name, path or endpoint, version, why it was chosen: evidence.engines, _verdict.verdict.ENGINE_KEYS); an
+# "adapter" drives one to start, list and remove the probe container (_runtime.adapters: CliAdapter, CriAdapter).
 ENGINES = ("podman", "docker", "containerd", "crio")
 CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri), the others by their CLI
 RUNTIMES = ("auto",) + ENGINES

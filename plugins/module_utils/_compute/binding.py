@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_path, under
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_path
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import file_digest
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
@@ -41,7 +42,7 @@ def host_driver_facts(host_record):
         facts["unknown"].append("no %s in the driver root %s" % (name, facts["driver_root"]))
         return facts
     try:
-        facts["libcuda"] = dict(file_digest(under(root, rel)), host_path=rel)
+        facts["libcuda"] = dict(file_digest(under_root(root, rel)), host_path=rel)
     except OSError as exc:
         facts["unknown"].append("%s could not be read: %s" % (rel, exc))
     return facts

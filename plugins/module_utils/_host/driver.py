@@ -27,6 +27,8 @@ import posixpath
 import re
 import stat
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
+
 DRIVER_ROOT_CANDIDATES = ("/", "/usr/local/nvidia", "/run/nvidia/driver", "/home/kubernetes/bin/nvidia")
 LIB_DIRS = ("lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib", "usr/lib64", "usr/lib/x86_64-linux-gnu",
             "usr/lib/aarch64-linux-gnu", "usr/lib")
@@ -38,11 +40,6 @@ LIBRARIES = ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler")
 _DRIVER_LIB = re.compile(r"^(libcuda|libnvidia-[A-Za-z0-9_-]+|libnvcuvid|libnvoptix|libGLX_nvidia|libEGL_nvidia|"
                          r"libGLESv[12]_CM_nvidia|libGLESv2_nvidia|libcudadebugger)\.so\.(\d{3,}\.\d+(?:\.\d+)?)$")
 _FIRMWARE = re.compile(r"/firmware/nvidia/(\d{3,}\.\d+(?:\.\d+)?)(/|$)")
-
-
-def under(root, path):
-    """``path`` (a node path) as seen from ``root``."""
-    return os.path.join(root or "/", path.lstrip("/"))
 
 
 def library_version(path):
@@ -73,18 +70,18 @@ def versioned_library(root, driver_root, stem):
     for sub in LIB_DIRS:
         rel_dir = os.path.join(driver_root, sub)
         try:
-            names = os.listdir(under(root, rel_dir))
+            names = os.listdir(under_root(root, rel_dir))
         except OSError:
             continue
         # only real files count: a root whose versioned names are links into another driver root (Ubuntu's
         # /usr/lib/libcuda.so.1 -> /usr/local/nvidia/...) does not hold the driver itself
         versions = sorted((m.group(1) for m in (pattern.match(n) for n in names)
-                           if m and _is_regular(under(root, os.path.join(rel_dir, m.group(0))))), key=_version_key)
+                           if m and _is_regular(under_root(root, os.path.join(rel_dir, m.group(0))))), key=_version_key)
         if not versions:
             continue
         chosen = versions[-1]
         try:  # prefer the file the .so.1 soname link points at
-            target = os.path.basename(os.readlink(under(root, os.path.join(rel_dir, stem + ".so.1"))))
+            target = os.path.basename(os.readlink(under_root(root, os.path.join(rel_dir, stem + ".so.1"))))
             match = pattern.match(target)
             if match and match.group(1) in versions:
                 chosen = match.group(1)
@@ -110,7 +107,7 @@ def library_path(root, driver_root, name):
     ``driver_root`` holding it (links followed), or None."""
     for sub in LIB_DIRS:
         candidate = posixpath.join(driver_root, sub, name)
-        if os.path.isfile(under(root, candidate)):
+        if os.path.isfile(under_root(root, candidate)):
             return candidate
     return None
 
@@ -120,7 +117,7 @@ def resolve_soname(root, driver_root, soname):
     names, else the newest file of that library named with a driver version; a path under ``root``, or None."""
     base = soname.split(".so", 1)[0] + ".so"
     for sub in LIB_DIRS:
-        d = under(root, posixpath.join(driver_root, sub))
+        d = under_root(root, posixpath.join(driver_root, sub))
         candidate = posixpath.join(d, soname)
         if os.path.exists(candidate):
             return os.path.realpath(candidate)
@@ -145,7 +142,7 @@ def binary_path(root, driver_root, name):
     """The program ``name`` (e.g. nvidia-smi) in the first program directory of ``driver_root``, as a path under
     ``root``, or None."""
     for sub in BIN_DIRS:
-        candidate = under(root, posixpath.join(driver_root, sub, name))
+        candidate = under_root(root, posixpath.join(driver_root, sub, name))
         if os.path.isfile(candidate):
             return candidate
     return None

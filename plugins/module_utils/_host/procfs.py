@@ -19,7 +19,7 @@ import os
 import re
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import under
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 
 MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nouveau")
 FIXED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
@@ -36,7 +36,7 @@ _PROC_DRIVER_VERSION = re.compile(r"NVRM version:[^\n]*?\s(\d+\.\d+(?:\.\d+)?)(?
 
 def read_text(root, path):
     try:
-        with open(under(root, path), encoding="utf-8", errors="replace") as f:
+        with open(under_root(root, path), encoding="utf-8", errors="replace") as f:
             return f.read()
     except OSError:
         return None
@@ -73,7 +73,7 @@ def read_modules(root):
     if text is not None:
         names = parse_proc_modules(text)
         return dict((m, m in names) for m in MODULES), "/proc/modules"
-    sys_module = under(root, "/sys/module")
+    sys_module = under_root(root, "/sys/module")
     if os.path.isdir(sys_module):
         # a loadable module has initstate; built-ins have no such file
         return dict((m, os.path.exists(os.path.join(sys_module, m, "initstate"))
@@ -108,7 +108,7 @@ def stat_node(root, path, users, groups):
     node = {"exists": False, "type": None, "major": None, "minor": None, "mode": None, "uid": None, "gid": None,
             "owner": None, "group": None}
     try:
-        st = os.stat(under(root, path))
+        st = os.stat(under_root(root, path))
     except OSError:
         return node
     node.update(exists=True, type=_node_type(st.st_mode), mode="%04o" % stat.S_IMODE(st.st_mode), uid=st.st_uid,
@@ -119,7 +119,7 @@ def stat_node(root, path, users, groups):
 
 
 def list_nvidia_nodes(root):
-    dev = under(root, "/dev")
+    dev = under_root(root, "/dev")
     found = []
     try:
         names = os.listdir(dev)
@@ -165,7 +165,7 @@ def _int_or_none(text):
 def read_procfs_gpus(root):
     """One entry per /proc/driver/nvidia/gpus/<bus id>/information, sorted by bus id; None when the directory is absent."""
     try:
-        names = sorted(os.listdir(under(root, PROC_GPUS)))
+        names = sorted(os.listdir(under_root(root, PROC_GPUS)))
     except OSError:
         return None
     entries = []
@@ -200,7 +200,7 @@ def _device_file_minor(text):
 
 def _numbered_dirs(root, path, prefix):
     try:
-        names = os.listdir(under(root, path))
+        names = os.listdir(under_root(root, path))
     except OSError:
         return None
     found = [_INSTANCE_DIR.match(n) for n in names]

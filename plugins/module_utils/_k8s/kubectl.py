@@ -18,7 +18,7 @@ import os
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT, DRA_EVENT_REASONS, SCHEDULING_REASON
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, last_line, run, which
 
 
 # kubectl's words when the server does not serve a resource type at all (a cluster without resource.k8s.io)
@@ -44,11 +44,6 @@ def kubeconfig_reason(kubeconfig, environ=None, home=None):
         "lists no existing file (%s)" % environ["KUBECONFIG"] if paths else "unset", default)
 
 
-def _last_line(text):
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def _kubectl_json(base, args, timeout):
     res = run(base + args + ["-o", "json"], timeout=timeout + 5)
     if res["rc"] == 0:
@@ -57,7 +52,7 @@ def _kubectl_json(base, args, timeout):
         except ValueError as exc:
             return None, "%s: output is not JSON: %s" % (" ".join(args), exc)
     # kubectl logs klog lines first; its own error message is the last line
-    detail = res["error"] or _last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
+    detail = res["error"] or last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
     return None, "kubectl %s: %s" % (" ".join(args), detail)
 
 

@@ -27,10 +27,10 @@ import threading
 import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.kubectl import _items, _kubectl_json, _last_line, kubectl_base, resolve_kubectl
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.kubectl import _items, _kubectl_json, kubectl_base, resolve_kubectl
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.nodes import match_node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.allowlist import node_condition_type_refused, reserved_prefix
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, last_line, run
 
 CONDITION_TYPE = "GPUComputeVerified"
 COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
@@ -223,7 +223,7 @@ def _write(path, entry, bounds, timeout):
         if res.get("error") == "cancelled" or (res.get("timed_out") and bounds.remaining() < 1):
             return False, None, bounds.why_not(at_deadline=True)
         bounds.count(_timed_out(res))
-        detail = res["error"] or _last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
+        detail = res["error"] or last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
         return False, "kubectl %s: %s" % (" ".join(argv[argv.index("patch"):argv.index("-p")]), detail), None
     return True, None, None
 

@@ -19,8 +19,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES, SELF_BUILT_SPEC_DIR, check_run_id
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import cri_info
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
-# registers the CRI adapter (containerd, CRI-O) with engines.adapter: nothing else imports it since __init__ re-exports
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters import adapter
+# registers the CRI adapter (containerd, CRI-O) with adapters.adapter: nothing else imports it since __init__ re-exports
 # nothing (issue 33)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals

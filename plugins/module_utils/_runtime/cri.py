@@ -6,8 +6,8 @@
 Pod: one sandbox (host network, the runtime's configured sandbox image) and one container in it whose CDI devices
 come as the CRI CDIDevices field and as cdi.k8s.io/ annotations, so the runtime's own CDI code injects them.
 
-``cri_info`` is the detection (the same dict shape as podman's and docker's); ``CriEngine`` is the adapter
-(``engines.CliEngine``'s interface: run_probe, remove, list_ours), registered for both ``containerd`` and ``crio``.
+``cri_info`` is the detection (the same dict shape as podman's and docker's); ``CriAdapter`` is the adapter
+(``adapters.CliAdapter``'s interface: run_probe, remove, list_ours), registered for both ``containerd`` and ``crio``.
 
 Where the CRI is and how it is read: the endpoint is the option given (``runtime_endpoint``), else
 ``CONTAINER_RUNTIME_ENDPOINT`` (crictl's variable), else the runtime's default socket; the CRI API descriptor set
@@ -32,7 +32,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     CREATED_LABEL, LABEL, OWNER_LABEL, probe_in_container,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import register
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters import register
 # the detection lives beside the CLI engines' (an inspect stage loads neither this package nor grpc)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import endpoint_of
 
@@ -77,8 +77,8 @@ class _Calls(object):
             entry["ms"] = round((time.monotonic() - t0) * 1000.0, 1)
 
 
-class CriEngine(object):
-    """The runtime interface (see ``engines.CliEngine``) for a CRI runtime: the probe runs as a Pod would."""
+class CriAdapter(object):
+    """The runtime interface (see ``adapters.CliAdapter``) for a CRI runtime: the probe runs as a Pod would."""
 
     def __init__(self, info):
         self.info = info
@@ -213,5 +213,5 @@ def _bounded(lines, limit):
         yield line
 
 
-register("containerd", CriEngine)
-register("crio", CriEngine)
+register("containerd", CriAdapter)
+register("crio", CriAdapter)

@@ -41,6 +41,8 @@ import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import why as _why
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, SPEC_DIRS
 
 NVIDIA_RUNTIMES = {"nvidia-container-runtime": None, "nvidia-container-runtime.cdi": "cdi",
                    "nvidia-container-runtime.legacy": "legacy"}
@@ -123,10 +125,10 @@ def nvidia_runtime(binary, engine_env=None, root="/"):
     base = base[:-len(".real")] if base.endswith(".real") else base
     if base not in NVIDIA_RUNTIMES:
         return None
-    path, where = nvidia_config_path(posixpath.join(root, binary.lstrip("/")) if root not in ("", "/") else binary, engine_env)
+    path, where = nvidia_config_path(under_root(root, binary), engine_env)
     out = {"binary": binary, "config": path, "config_from": where, "mode": "auto", "mode_from": "default (no config file)",
-           "spec_dirs": ["/etc/cdi", "/var/run/cdi"], "annotation_prefixes": ["cdi.k8s.io/"], "error": None}
-    host = posixpath.join(root, path.lstrip("/")) if root not in ("", "/") else path
+           "spec_dirs": list(SPEC_DIRS), "annotation_prefixes": ["cdi.k8s.io/"], "error": None}
+    host = under_root(root, path)
     if os.path.isfile(host):
         try:
             with open(host) as fh:
@@ -218,7 +220,7 @@ def choose(engine, option=None, k8s=None, engine_env=None, root="/"):
     of ``injectors``, None when none injects), injectors, notes."""
     cfg = engine.get("cdi_config") or {}
     handlers, default = cfg.get("handlers"), cfg.get("default_handler")
-    cri = engine.get("name") in ("containerd", "crio")
+    cri = engine.get("name") in CRI_ENGINES
     picked, why_k8s = _k8s_choice(k8s)
     request = ""
     if option and cri:
@@ -273,7 +275,7 @@ def attach(info, option=None, k8s=None, engine_env=None, root="/"):
     docker and podman take no handler in the request. Called again (the k8s record arrived), it replaces the clause."""
     handler = choose(info, option, k8s, engine_env, root)
     info["runtime_handler"] = handler
-    if info.get("name") not in ("containerd", "crio"):
+    if info.get("name") not in CRI_ENGINES:
         return handler
     clause = "%s (%s)" % (handler.get("name") or "(the default)", SOURCES.get(handler.get("source"), handler.get("source")))
     selection = info.get("selection")

@@ -22,8 +22,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import check_run_id
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name
-# registers the CRI adapter (containerd, CRI-O) with engines.adapter: nothing else imports it since __init__ re-exports
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters import adapter, container_name
+# registers the CRI adapter (containerd, CRI-O) with adapters.adapter: nothing else imports it since __init__ re-exports
 # nothing (issue 33)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as _handler

@@ -25,17 +25,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
 
 MAX_LINKS = 40          # as the kernel's path walk (ELOOP)
 READ_LIMIT = 256 * 1024
 UNIT_RE = re.compile(r"/([^/]+\.service)(?:/|$)")
-
-
-def under_root(root, path):
-    """``path`` (a node path) as this process reaches it under ``root``; no link is followed."""
-    if not root or root == "/":
-        return path
-    return posixpath.join(root, str(path).lstrip("/"))
 
 
 def resolve(root, path):

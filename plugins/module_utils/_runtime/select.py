@@ -36,7 +36,7 @@ import os
 import re
 import json
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, last_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context, nodefs, why
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layouts import discover
@@ -50,11 +50,8 @@ VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
 
 def error_line(text):
     """The runtime's own error line (the last 'Error: ...' line, else the last non-empty line)."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("Error") or "error" in line.lower()]
-    if errors:
-        return errors[-1][:1000]
-    return lines[-1][:1000] if lines else ""
+    errors = [line.strip() for line in (text or "").splitlines() if line.strip().startswith("Error") or "error" in line.lower()]
+    return (errors[-1] if errors else last_line(text))[:1000]
 
 
 def parse_runtime_option(value):

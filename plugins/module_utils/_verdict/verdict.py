@@ -2,7 +2,7 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the single node-verdict function of gpuprobe.layers (DESIGN.md, "Node verdict").
+"""PRIVATE: the single node-verdict function of gpuprobe.layers (docs/contract.md, "Node verdict").
 
 Not public API. Modules, the role, the filter plugin and the fleet report all call ``node_verdict``;
 nothing else decides a verdict.
@@ -134,7 +134,7 @@ def _runtime_cause(records, signature, own):
 
 
 def attribute(records, layer):  # pylint: disable=too-many-return-statements
-    """Where the FAIL of ``layer`` points, from the cause (DESIGN.md "Attribution").
+    """Where the FAIL of ``layer`` points, from the cause (docs/contract.md, "Node verdict": points_to).
 
     Returns (points_to, because, why). ``because`` lists the cdi checks that explain the signature
     (``_attribution.explain``; a check whose predicted step PASSed in the container is left out); ``why`` is a

@@ -151,7 +151,7 @@ def test_the_cri_log_is_read_with_run_s_bounds_and_keeps_the_probe_lines(tmp_pat
     """A probe whose libraries flood stdout (64 MiB would not fit): the CRI log is cut as _run.run cuts a CLI's output,
     and the probe's JSON lines from the middle of the flood are kept whole (one split across P/F log lines too)."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriEngine
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriAdapter
 
     noise = b"2026-12-03T12:00:00Z stdout F " + b"x" * 200 + b"\n"
     n = (3 * _run.MAX_CAPTURE) // len(noise)
@@ -163,7 +163,7 @@ def test_the_cri_log_is_read_with_run_s_bounds_and_keeps_the_probe_lines(tmp_pat
                 b'2026-12-03T12:00:00Z stdout F entory"}\n')
         f.write(noise * (n // 2))
         f.write(b'2026-12-03T12:00:00Z stdout F {"kind": "done"}\n')
-    out = CriEngine._read_log(str(path))  # pylint: disable=protected-access
+    out = CriAdapter._read_log(str(path))  # pylint: disable=protected-access
     assert out["truncated"] is True and out["stdout_bytes"] > 2 * _run.MAX_CAPTURE
     assert len(out["stdout"]) < 2 * _run.MAX_CAPTURE + 10000
     lines = [line for line in out["stdout"].splitlines() if line.startswith('{"')]
@@ -172,8 +172,8 @@ def test_the_cri_log_is_read_with_run_s_bounds_and_keeps_the_probe_lines(tmp_pat
 
 
 def test_an_unreadable_cri_log_says_so(tmp_path):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriEngine
-    out = CriEngine._read_log(str(tmp_path / "absent.log"))  # pylint: disable=protected-access
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriAdapter
+    out = CriAdapter._read_log(str(tmp_path / "absent.log"))  # pylint: disable=protected-access
     assert out["stderr"].startswith("Error: the CRI log %s cannot be read" % (tmp_path / "absent.log"))
 
 

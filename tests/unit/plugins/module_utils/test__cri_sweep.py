@@ -54,7 +54,7 @@ def _sandbox(sid, namespace, name="gpuprobe-%s-0badc0de" % RUN):
 @pytest.fixture
 def stub(monkeypatch):
     cri = StubCRI([])
-    monkeypatch.setattr(cri_mod.CriEngine, "_client", lambda self, timeout=None: cri)
+    monkeypatch.setattr(cri_mod.CriAdapter, "_client", lambda self, timeout=None: cri)
     monkeypatch.setattr(cleanup_mod, "cri_info", lambda name, endpoint, timeout, descriptor: {
         "name": name, "usable": True, "endpoint": endpoint, "descriptor": descriptor, "reason": None})
     return cri
@@ -74,7 +74,7 @@ def test_a_sandbox_of_another_namespace_is_never_removed(stub, namespace, sweep,
 
 def test_remove_by_name_never_reaches_another_namespace(stub):
     stub.sandboxes = [_sandbox("foreign", "default")]
-    engine = cri_mod.CriEngine({"name": "containerd", "endpoint": "unix:///run/stub.sock"})
+    engine = cri_mod.CriAdapter({"name": "containerd", "endpoint": "unix:///run/stub.sock"})
     assert engine.list_ours() == []
     assert engine.remove("gpuprobe-%s-0badc0de" % RUN) == {"rc": 0, "removed": False, "error": None}
     assert stub.removed == [] and [s["id"] for s in stub.sandboxes] == ["foreign"]

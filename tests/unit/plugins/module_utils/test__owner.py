@@ -10,7 +10,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import adapters as _runtime_adapters
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
@@ -82,7 +82,7 @@ def test_controller_is_found_among_ancestors(tmp_path):
 
 def test_build_argv_labels_run_owner_and_creation_time():
     owner = {"host": "h1", "pid": 12, "started": 34}
-    argv = _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
+    argv = _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
                                        ["gpuprobe.local/gpu-r1=0"], "/tmp/d/gpuprobe_probe.py", {}, owner=owner, created=99)
     labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
     assert labels == ["gpuprobe.run=r1", "gpuprobe.owner=h1:12:34", "gpuprobe.created=99"]
@@ -94,13 +94,13 @@ def test_ps_rows_of_podman_and_docker():
     podman = json.dumps([{"Names": ["gpuprobe-r1-x"], "State": "running", "Created": 100,
                           "Labels": {"gpuprobe.run": "r1", "gpuprobe.owner": "h:1:2", "gpuprobe.created": "90"}},
                          {"Names": ["gpuprobe-old-y"], "State": "exited", "Created": 50, "Labels": {"gpuprobe.run": "old"}}])
-    rows = _runtime_engines._parse_ps(podman)
+    rows = _runtime_adapters._parse_ps(podman)
     assert rows[0] == {"name": "gpuprobe-r1-x", "run_id": "r1", "owner": {"host": "h", "pid": 1, "started": 2},
                        "created": 90, "state": "running"}
     assert rows[1]["owner"] is None and rows[1]["created"] == 50
     docker = '{"Names":"gpuprobe-r2-z","State":"running","Labels":"gpuprobe.run=r2,gpuprobe.owner=h:3:-"}\n'
-    assert _runtime_engines._parse_ps(docker)[0]["owner"] == {"host": "h", "pid": 3, "started": None}
-    assert _runtime_engines._parse_ps("") == []
+    assert _runtime_adapters._parse_ps(docker)[0]["owner"] == {"host": "h", "pid": 3, "started": None}
+    assert _runtime_adapters._parse_ps("") == []
 
 
 @pytest.mark.parametrize("text, parsed", [("4.3.1", "4.3.1"), ("24.0.7", "24.0.7"), ("4.9.3-dev", "4.9.3-dev"),

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import catalogue as _runtime_catalogue
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import compare as _runtime_compare
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import adapters as _runtime_adapters
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as _busy
@@ -163,7 +163,7 @@ def test_compare_mounts_and_env():
 
 
 def test_build_argv_isolates_and_labels():
-    argv = _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
+    argv = _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
                                        ["gpuprobe.local/gpu=0"], "/tmp/p.py", {"compute": True}, user="1000:1000")
     assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
     inside = argv[-2]
@@ -179,13 +179,13 @@ def test_the_probe_path_in_the_container_is_drawn_per_run_and_refused_to_specs()
     # run, and the cdi layer refuses every path of that form (and the old /gpuprobe) before the container starts
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity
     engine = {"name": "podman", "path": "/usr/bin/podman"}
-    paths = set(_runtime_engines.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {})[-2]
+    paths = set(_runtime_adapters.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {})[-2]
                 for _run in range(20))
     paths |= set(_runtime_catalogue.probe_in_container() for _run in range(20))
     assert len(paths) == 40 and "/gpuprobe/probe.py" not in paths
     for path in paths | {"/gpuprobe/probe.py"}:
         assert integrity.reaches(path) and integrity.reaches(posixpath.dirname(path)), path
-    fixed = _runtime_engines.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {},
+    fixed = _runtime_adapters.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {},
                                         in_container="/gpuprobe-0123456789abcdef/probe.py")
     assert fixed[-2] == "/gpuprobe-0123456789abcdef/probe.py" and "/tmp/p.py:/gpuprobe-0123456789abcdef/probe.py:ro" in fixed
 
@@ -345,14 +345,14 @@ GOOD_DEVICES = ["nvidia.com/gpu=0", "nvidia.com/gpu=all", "gpuprobe.local/gpu-r1
 def test_only_qualified_cdi_names_reach_the_runtimes_argv(device):
     engine = {"name": "podman", "path": "/usr/bin/podman"}
     with pytest.raises(ValueError, match="fully qualified CDI device name"):
-        _runtime_engines.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["nvidia.com/gpu=0", device], "/tmp/p.py", {})
+        _runtime_adapters.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["nvidia.com/gpu=0", device], "/tmp/p.py", {})
     with pytest.raises(ValueError, match="fully qualified CDI device name"):
         _runtime_layer.record({"run_id": "r1", "image": "img:1", "cdi_devices": [device], "runtime": "podman"})
 
 
 @pytest.mark.parametrize("device", GOOD_DEVICES)
 def test_qualified_cdi_names_are_passed_as_they_are(device):
-    argv = _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1", [device],
+    argv = _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1", [device],
                                        "/tmp/p.py", {})
     assert argv[argv.index("--device") + 1] == device
 
@@ -372,7 +372,7 @@ def test_the_runtimes_name_rule_is_the_cdi_layers(device):
 @pytest.mark.parametrize("image", ["--privileged", "-v", "", "img:1 --privileged", "img\n", None, 5])
 def test_an_image_that_is_not_an_image_reference_never_reaches_the_argv(image):
     with pytest.raises(ValueError, match="is not an image reference"):
-        _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", image,
+        _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", image,
                                     ["nvidia.com/gpu=0"], "/tmp/p.py", {})
 
 

@@ -35,12 +35,16 @@ def _main(module, args, capsys):
 # ---- which modules support diff mode ----
 
 def _diff_support(name):
-    """The module's diff_mode support: its own attribute, else the doc fragment's (gpuprobe.layers._attributes: none)."""
+    """The module's diff_mode support: its own attribute, else the doc fragment's (gpuprobe.layers._attributes and its
+    FACTS and ACTION, which are it and more: none)."""
     with open(os.path.join(MODULES, name + ".py")) as f:
         text = f.read()
     doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
     own = ((doc.get("attributes") or {}).get("diff_mode") or {}).get("support")
-    assert own or "gpuprobe.layers._attributes" in doc.get("extends_documentation_fragment", []), name
+    fragments = doc.get("extends_documentation_fragment", [])
+    assert own or set(fragments) & {"gpuprobe.layers._attributes", "gpuprobe.layers._attributes.facts",
+                                    "gpuprobe.layers._attributes.action"}, name
+    # a module reads diff mode through run_layer_module(..., diff=True) (_common.module), which hands fn module._diff
     return own or "none", "module._diff" in text or re.search(r"run_layer_module\([^#]*diff=True\)", text, re.S) is not None
 
 

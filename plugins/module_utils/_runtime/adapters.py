@@ -2,8 +2,9 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE (runtime layer): the container engines: which one is used, how the probe container is started, listed
-and removed through it."""
+"""PRIVATE (runtime layer): the adapters through which the probe container is started, listed and removed in a
+runtime (``adapter(info)``: one object with run_probe, remove, list_ours), and the CLI one (podman, docker); the CRI
+one (containerd, CRI-O) is in cri.py and registers itself here. Which runtime is used is _runtime.select's."""
 
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def probe_containers(engine, run_id=None, timeout=30):
             and (run_id is None or c["run_id"] == run_id)]
 
 
-class CliEngine(object):
+class CliAdapter(object):
     """The runtime interface, for an engine driven through its CLI (podman, docker). Every adapter has:
 
     - ``info``: the detection dict (name, path or endpoint, version, oci_runtime, cgroups, cdi, usable, reason);
@@ -155,7 +156,7 @@ class CliEngine(object):
 
 
 # engine name -> adapter class; an adapter module registers itself here (see ``register``)
-ADAPTERS = {"podman": CliEngine, "docker": CliEngine}
+ADAPTERS = {"podman": CliAdapter, "docker": CliAdapter}
 
 
 def register(name, cls):

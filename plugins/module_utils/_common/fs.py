@@ -1,0 +1,19 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: paths of the node's filesystem as the layers see them; not public API.
+
+A layer reads the node under ``root`` (``/`` on a node; a fixture tree in tests): ``under_root`` is the one join of
+a node path under it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+
+def under_root(root, path):
+    """``path`` (a path of the node) as this process reaches it under ``root`` (/ or empty: the node itself); no
+    link is followed."""
+    return posixpath.join(root or "/", str(path).lstrip("/"))
