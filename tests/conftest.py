@@ -22,6 +22,9 @@ from ansible.plugins.loader import init_plugin_loader
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "host"))
 # tests/unit/fixtures/k8s/kubectlfixture.py (the stand-in kubectl, record lookups) for the k8s layer's tests
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "k8s"))
+# tests/unit/fixtures/report: the report's golden set, the fleet of real records replayed (replayfleet), the HTML page's
+# data read back as its script reads it (pagedata)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "report"))
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -27,4 +27,5 @@ FLEET_REPORT_ARGSPEC = dict(
     drills_var=dict(type="str"),
     run=dict(type="dict", default={}),
     status_file=dict(type="path"),
+    group_by=dict(type="list", elements="str"),
 )
