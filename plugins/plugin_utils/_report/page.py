@@ -80,9 +80,14 @@ def health_rows(entry):
     return list(rows.values())
 
 
+CHECK_ORDER = {"FAIL": 0, "WARN": 1, "NOT_RUN": 2}
+
+
 def layer_checks(record):
-    """The checks of a layer record shown in its table: all but the host.health.* readings (their per-GPU rows say them)."""
-    return [c for c in record.get("checks") or [] if not str(c.get("id") or "").startswith(HEALTH_PREFIX)]
+    """The checks of a layer record shown in its table: all but the host.health.* readings (their per-GPU rows say them),
+    what failed first, then the warnings, then what did not run, then what passed (each in the record's order)."""
+    checks = [c for c in record.get("checks") or [] if not str(c.get("id") or "").startswith(HEALTH_PREFIX)]
+    return sorted(checks, key=lambda c: CHECK_ORDER.get(c.get("status"), 3))
 
 
 def detail_view(entry):

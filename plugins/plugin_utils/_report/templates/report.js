@@ -191,12 +191,14 @@
                         x[3].map(function (f) { return f[0]; }).join(", ")]);
         }), "health"));
       }
+      // the failed layers open (the warnings too when nothing failed): the first red layer is the verdict
+      var failed = (d.layers || []).some(function (l) { return l.status === "FAIL"; });
       (d.layers || []).forEach(function (l) {
         var det = el("details"), sum = el("summary", null, l.layer + " ");
         sum.appendChild(badge(l.status));
         sum.appendChild(document.createTextNode(" " + (l.reason || "")));
         det.appendChild(sum);
-        if (l.status === "FAIL" || l.status === "WARN") { det.open = true; }
+        if (l.status === "FAIL" || (l.status === "WARN" && !failed)) { det.open = true; }
         if (l.checks.length) {
           det.appendChild(table(["check", "status", "subject", "expected", "observed", "hint"], l.checks.map(function (c) {
             return cells(c, 1);
