@@ -14,8 +14,11 @@ checkout knows the option): its wall time (the action's run()), its peak RSS (ru
 memory for the report) and the size of every file. Then Chromium (Debian's package, through the DevTools protocol:
 benchmarks/chromium_cdp.py) opens each HTML file once the browser is warm: ``ready_ms`` is the first frame after the
 load event by the page's own clock (since navigation start; the page's script has drawn what it draws first), with
-the number of DOM nodes, and ``filter_ms`` the time from choosing a state in the hosts filter to the next frame, and
-``search_ms`` from typing in the host search. A page not ready after --browser-timeout seconds is recorded as such.
+the number of DOM nodes and the page's main-thread CPU and busy time until then (the renderer's own counters:
+ThreadTime_s, TaskDuration_s, ScriptDuration_s, LayoutDuration_s, RecalcStyleDuration_s: on a machine shared with other
+work the wall time grows, these much less), and ``filter_ms`` the time from choosing a state in the hosts filter to the
+next frame, and ``search_ms`` from typing in the host search. A page not ready after --browser-timeout seconds is
+recorded as such. The load average of the machine is written with each run.
 
 --renderers: the former benchmark (in-process build_report and each renderer, the synthetic fleet of
 tests/unit/fixtures/host/fleetfixture.py, or with --unreachable N nodes that all failed the same way).
@@ -106,6 +109,10 @@ def browse(browser, html, timeout):
         page = browser.open("file://" + html, timeout=timeout)
         got = page.ready(timeout=timeout)
         got["wall_ready_s"] = round(time.monotonic() - t0, 2)
+        # the main thread's CPU and busy time until then: less sensitive than wall time to a machine shared with others
+        metrics = page.metrics()
+        kept = ("ThreadTime", "TaskDuration", "ScriptDuration", "LayoutDuration", "RecalcStyleDuration")
+        got.update(("%s_s" % k, round(metrics[k], 3)) for k in kept if k in metrics)
         got["filter_ms"] = round(page.evaluate(FILTER_JS, timeout=timeout), 1)
         got["search_ms"] = round(page.evaluate(SEARCH_JS, timeout=timeout), 1)
         page.close()
@@ -139,6 +146,7 @@ def action_main(args):
                     if not args.keep:
                         shutil.rmtree(report_dir, ignore_errors=True)
                     got.pop("files")
+                    got["loadavg"] = [round(x, 1) for x in os.getloadavg()]
                     runs.setdefault(label, {}).setdefault(str(n), []).append(got)
                     print(label, n, json.dumps(got), flush=True)
     finally:

@@ -104,6 +104,7 @@ class Browser(object):
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         page = Page(self, session, target)
         self.send("Page.enable", session=session)
+        self.send("Performance.enable", {"timeDomain": "threadTicks"}, session=session)
         page.wall_start = time.monotonic()
         self.send("Page.navigate", {"url": url}, session=session, timeout=timeout)
         self.wait_event("Page.loadEventFired", session=session, timeout=timeout)
@@ -149,6 +150,12 @@ class Page(object):
 
     def ready(self, timeout=120):
         return self.evaluate(READY_JS, timeout=timeout)
+
+    def metrics(self):
+        """The renderer's own counters (Performance.getMetrics): ThreadTime is the CPU time of the page's main thread,
+        TaskDuration its busy wall time, ScriptDuration, LayoutDuration, RecalcStyleDuration in seconds, Nodes, ..."""
+        got = self.browser.send("Performance.getMetrics", session=self.session)
+        return dict((m["name"], m["value"]) for m in got.get("metrics") or [])
 
     def close(self):
         self.browser.send("Target.closeTarget", {"targetId": self.target})

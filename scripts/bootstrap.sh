@@ -15,10 +15,12 @@ missing=()
 command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)
 command -v conmon >/dev/null || [ -x /usr/libexec/podman/conmon ] || missing+=(conmon)
-# with --test (scripts/test.sh): what the test suite needs beyond that (ansible-test sanity's shellcheck)
-# and gcc with libc6-dev for the engines lab's static sandbox (pause) binary (scripts/engines.sh)
+# with --test (scripts/test.sh): what the test suite needs beyond that (ansible-test sanity's shellcheck),
+# gcc with libc6-dev for the engines lab's static sandbox (pause) binary (scripts/engines.sh), and Debian's chromium
+# for the browser test of the HTML report (tests/integration/test_report_browser.py, headless)
 if [ "${1:-}" = "--test" ]; then
   command -v shellcheck >/dev/null || missing+=(shellcheck)
+  command -v chromium >/dev/null || missing+=(chromium)
   command -v gcc >/dev/null || missing+=(gcc)
   [ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
 fi

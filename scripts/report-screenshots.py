@@ -1,16 +1,18 @@
-"""Screenshots of the fleet report's HTML in headless Chromium: a documentation tool, not a test (CI does not need
-Chromium). Renders two reports with the collection's own renderer and photographs the top of each page (the
-dashboard a person reads first) and the hosts table:
+"""Screenshots of the fleet report's HTML in headless Chromium: a documentation tool, not a test (the browser test is
+tests/integration/test_report_browser.py). Renders two reports with the collection's own code and photographs them:
 
   * 1 host: the real H200 node of docs/evidence/h200-verify-gpu (its layer records, rebuilt into a report by
     build_report: verdict, GPU and health rows as the code computes them now);
-  * 2,000 hosts: the synthetic fleet of tests/unit/fixtures/host/fleetfixture.py.
+  * 2,000 hosts: the real records of docs/evidence replayed under 2,000 names with every verdict, in racks and zones
+    (tests/unit/fixtures/report/replayfleet.py), grouped by the variables rack and zone.
 
     source scripts/dev-env.sh
     python scripts/report-screenshots.py [--out docs/screenshots] [--hosts 2000] [--chromium PATH] [--keep-html DIR]
 
-Needs Chromium (Debian: apt-get install chromium). Writes report-1-host.png, report-2000-hosts.png and
-report-2000-hosts-table.png (the hosts table, filtered to unreachable nodes) into --out.
+Needs Chromium (Debian: apt-get install chromium). Writes into --out: report-1-host.png, report-2000-hosts.png (the
+dashboard), report-2000-hosts-where.png (the group view: hosts by inventory group, rack and zone), report-2000-hosts-
+table.png (the hosts table filtered to one rack, #where=group:rack_r03) and report-2000-hosts-detail.png (the detail of
+a host that failed, #host=...).
 """
 import argparse
 import glob
@@ -22,8 +24,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "host"))
-from fleetfixture import synthetic_fleet  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "report"))
+from replayfleet import replay_fleet  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render  # noqa: E402  pylint: disable=wrong-import-position
@@ -69,7 +71,9 @@ def main():
     chromium = chromium_binary(args.chromium)
     os.makedirs(args.out, exist_ok=True)
     one, source = real_one_host_report()
-    many = F.build_report(synthetic_fleet(args.hosts), "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
+    many = F.build_report(replay_fleet(args.hosts), "2026-12-04T03:00:00Z", run={"mode": "full", "cdi_source": "node"},
+                          group_by=["rack", "zone"])
+    failed = next(g for g in many["groups"] if g["cause"] == "cdi.host.library_version")["hosts"][-1]
     with tempfile.TemporaryDirectory() as tmp:
         pages = {}
         for name, report in (("report-1-host", one), ("report-%d-hosts" % args.hosts, many)):
@@ -80,11 +84,15 @@ def main():
                 os.makedirs(args.keep_html, exist_ok=True)
                 shutil.copy(pages[name], args.keep_html)
         print("1-host report from %s" % source)
-        shoot(chromium, pages["report-1-host"], os.path.join(args.out, "report-1-host.png"), 1700)
+        shoot(chromium, pages["report-1-host"], os.path.join(args.out, "report-1-host.png"), 1200)
         big = "report-%d-hosts" % args.hosts
         shoot(chromium, pages[big], os.path.join(args.out, big + ".png"), 1500)
-        # the hosts table alone, filtered to the unreachable nodes (what the link #view=hosts&state=... shows)
-        shoot(chromium, pages[big], os.path.join(args.out, big + "-table.png"), 900, "#view=hosts&state=UNREACHABLE")
+        # the group view: the hosts by inventory group, rack and zone (#view=where)
+        shoot(chromium, pages[big], os.path.join(args.out, big + "-where.png"), 1100, "#view=where")
+        # the hosts table alone, filtered to one rack (what the link #view=hosts&where=... shows)
+        shoot(chromium, pages[big], os.path.join(args.out, big + "-table.png"), 900, "#view=hosts&where=group:rack_r03")
+        # a failed host's detail, drawn when opened (#host=...)
+        shoot(chromium, pages[big], os.path.join(args.out, big + "-detail.png"), 1300, "#host=" + failed)
 
 
 if __name__ == "__main__":

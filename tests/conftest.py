@@ -24,6 +24,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "uni
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "k8s"))
 # tests/unit/fixtures/layouts/layoutfixture.py (a node tree per layout, with /proc) for the runtime discovery tests
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "layouts"))
+# tests/unit/fixtures/report: the report's golden set, the fleet of real records replayed (replayfleet), the HTML page's
+# data read back as its script reads it (pagedata)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "report"))
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

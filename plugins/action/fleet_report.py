@@ -92,7 +92,7 @@ def _from_result(result, host=None, limits=None):
     return result.get("records"), None, error, result.get("runtimes")
 
 
-def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None, limits=None):  # pylint: disable=too-many-arguments
+def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None, limits=None, group_by=None):  # pylint: disable=too-many-arguments
     """The per-host inputs of _report.fleet.build_report, read from hostvars one host at a time (a generator).
 
     Each host's registered verify_node result (``result_var``) gives its records, or why it has none
@@ -101,7 +101,8 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
     the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
     host is reported as not verified (LOST). What a node returned is read only after ``_intake.admit``: records above
     the cap (``limits``, record_limits) or that do not conform make the host RUN_FAILED (``_intake.MALFORMED``, the
-    sizes or the violations named), and are dropped.
+    sizes or the violations named), and are dropped. Where each host is: its inventory groups (``group_names``) and
+    the values of the ``group_by`` variables it has.
     """
     limits = limits or DEFAULT_LIMITS
     for name in names:
@@ -128,6 +129,8 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
             "unreachable": str(unreachable) if unreachable else None,
             "error": str(error) if error else None,
             "pins": _plain(hv.get(pins_var) or {}),
+            "groups": _plain(hv.get("group_names") or []),
+            "vars": dict((var, _plain(hv.get(var))) for var in group_by or [] if hv.get(var) is not None),
         }
 
 
@@ -205,9 +208,9 @@ class ActionModule(ActionBase):
         try:
             # one host at a time, in the report's (name) order: its full entry goes to the fleet's figures and the
             # store, and only its brief entry stays
-            fleet = _fleet.Fleet()
+            fleet = _fleet.Fleet(args["group_by"])
             for item in collect_hosts(hostvars, sorted(names), args["result_var"], args["records_var"], args["pins_var"],
-                                      active, limits):
+                                      active, limits, args["group_by"]):
                 entry = entry_of(item)
                 fleet.add(entry)
                 if store is not None and failure is None:

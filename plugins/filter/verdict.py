@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.diff import diff_reports
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import drill_row
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import render_diff_markdown
@@ -56,6 +57,16 @@ def report_diff(old, new):
     return diff_reports(old, new)
 
 
+def report_expand(report):
+    """A JSON fleet report with every host's full entry (a verified host written against its shape restored)."""
+    if not isinstance(report, dict) or not isinstance(report.get("hosts"), dict):
+        raise AnsibleFilterError("report_expand expects a fleet report (a mapping with hosts)")
+    try:
+        return expand(report)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("report_expand: a host cannot be restored from its shape: %s" % exc)
+
+
 def report_diff_markdown(diff):
     """The result of report_diff rendered as Markdown."""
     if not isinstance(diff, dict) or "changed" not in diff:
@@ -76,5 +87,6 @@ class FilterModule(object):
             "layer_gate": layer_gate,
             "report_diff": report_diff,
             "report_diff_markdown": report_diff_markdown,
+            "report_expand": report_expand,
             "drill_result": drill_result,
         }

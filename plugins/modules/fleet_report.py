@@ -97,6 +97,16 @@ options:
         C(written) or C(failed), with C(error)), its files, the verdicts, and the hosts that could not be
         verified. scripts/verify.sh reads it to give a report that could not be written its own exit status.
     type: path
+  group_by:
+    description:
+      - >-
+        Host variables whose values place a node, besides the inventory groups it is in (which are always used),
+        for example C([rack, zone]). The report counts the hosts of every group and of every value of these
+        variables by state, and says where the hosts of a cause are concentrated ("cdi.host.library_version:
+        59 hosts, 40 of them in rack_r03"); the HTML report filters its hosts table by them. A host without the
+        variable has no value for it. The playbook sets it from C(gpuprobe_report_group_by).
+    type: list
+    elements: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._record_limits

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from hostfixture import build_node
+from pagedata import page_data, rows
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +95,8 @@ def test_unreachable_is_a_state_of_its_own_in_every_format(run):
     page = (reports / "gpuprobe-report-latest.html").read_text()
     md = (reports / "gpuprobe-report-latest.md").read_text()
     junit = (reports / "gpuprobe-report-latest.junit.xml").read_text()
-    assert page.count('<tr data-state="UNREACHABLE"') == len(unreachable)
+    # the hosts table the page's script draws: one row per unreachable host, in its state
+    assert sorted(r["name"] for r in rows(page_data(page)) if r["state"] == "UNREACHABLE") == sorted(unreachable)
     assert "%d hosts could not be reached" % len(unreachable) in page and "%d hosts could not be reached" % len(unreachable) in md
     assert junit.count('type="gpuprobe.unreachable"') == len(unreachable)
     # each node's message once in each format (the host detail, or the JUnit error), plus once for its group's example

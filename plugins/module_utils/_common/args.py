@@ -123,4 +123,5 @@ FLEET_REPORT_ARGSPEC = dict(
     run=dict(type="dict", default={}),
     status_file=dict(type="path"),
     record_limits=RECORD_LIMITS_SPEC,
+    group_by=dict(type="list", elements="str"),
 )

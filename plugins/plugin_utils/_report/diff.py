@@ -8,6 +8,7 @@ playbooks/compare-reports.yml). Not public API. docs/usage.md, "Comparing two re
 
 from __future__ import annotations
 
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import is_compact, restore
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import dig, norm
 
 
@@ -47,7 +48,9 @@ def diff_reports(old, new):
     transitions = {}
     unchanged = 0
     for name in sorted(set(old_hosts) & set(new_hosts)):
-        before, after = _host_view(old_hosts[name]), _host_view(new_hosts[name])
+        # a verified host written against its shape (schema 3) is compared as its full entry
+        before, after = (_host_view(restore(r, hosts[name]) if is_compact(hosts[name]) else hosts[name])
+                         for r, hosts in ((old, old_hosts), (new, new_hosts)))
         fields = []
         for key in sorted(set(before) | set(after)):
             if before.get(key) != after.get(key):

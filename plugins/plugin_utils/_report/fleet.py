@@ -16,12 +16,14 @@ import copy
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED, INCONCLUSIVE
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import Shapes
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.crosscheck import crosscheck_nodes, k8s_nodes
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.gpus import gpu_counts, gpu_totals
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.health import HealthTally, health_line
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import SCHEMA_VERSION, brief, entry_of, grouped, norm
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_hosts, drift_lines, gpu_line, plural
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, group_hosts, state_rank, state_words
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import WhereTally, concentration, concentration_line
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -88,11 +90,15 @@ class Fleet(object):
     ``add`` every host's full entry (``host_entry``) once, in name order; ``report`` then gives the report whose
     ``hosts`` are the brief entries (``brief``, with their group): a host's full entry is the caller's to keep
     (``build_report`` keeps them in memory, the fleet_report action in a file) and to give the renderers, with
-    ``grouped``, when they write that host's part.
+    ``grouped``, when they write that host's part. ``group_by``: the host variables whose values place a host, besides
+    its inventory groups (``_report.where``). The first verified host of each kind becomes the shape its kind is
+    written against in the JSON report (``_report.compact``).
     """
 
-    def __init__(self):
+    def __init__(self, group_by=None):
         self.hosts = {}
+        self.where = WhereTally(group_by)
+        self.shapes = Shapes()
         self.health = HealthTally()
         self.breakdown = dict((dim, {}) for dim in BREAKDOWN)
         self.gpus = gpu_totals()
@@ -101,6 +107,8 @@ class Fleet(object):
 
     def add(self, entry):
         self.hosts[entry["name"]] = brief(entry)
+        self.where.add(entry)
+        self.shapes.add(entry)
         self.health.add(entry)
         _tally_breakdown(self.breakdown, entry)
         c = gpu_counts(entry)
@@ -152,9 +160,11 @@ class Fleet(object):
             },
             "groups": group_hosts(ordered),
             "breakdown": _sorted_breakdown(self.breakdown),
+            "where": self.where.summary(COMPUTE_VERIFIED),
             "health": self.health.summary(),
             "drift": drift,
             "k8s_crosscheck": crosscheck,
+            "shapes": self.shapes.as_json(),
             "hosts": dict((e["name"], e) for e in ordered),
         }
         report["counts"]["drift_by_pin"] = dict(
@@ -162,6 +172,8 @@ class Fleet(object):
         for group in report["groups"]:
             for name in group["hosts"]:
                 report["hosts"][name]["group"] = group["id"]
+            group["where"] = concentration([report["hosts"][name]["where"] for name in group["hosts"]],
+                                           report["where"]["places"], len(ordered))
         report["summary"].update(("drift_" + state, n) for state, n in drift_hosts(drift).items())
         report["summary"]["k8s_findings"] = len(crosscheck)
         report["summary"]["gpus"] = copy.deepcopy(self.gpus)
@@ -172,18 +184,21 @@ class Fleet(object):
         return report
 
 
-def build_report(hosts, generated_at, run=None, drills=None):
+def build_report(hosts, generated_at, run=None, drills=None, group_by=None):
     """The fleet report (a JSON-serialisable dict, schema ``SCHEMA_VERSION``), every host's full entry in memory.
 
     ``hosts`` is a list of dicts with keys name, records (layer -> record), unreachable (reason or
     None), error (reason or None), pins (gpuprobe_pins or None), runtimes (verify_node's per-runtime results when
-    the node was verified through several runtimes, else None). ``drills`` is an optional list of
-    fault-drill rows (see ``drill_row``).
+    the node was verified through several runtimes, else None), groups (its inventory groups) and vars (its group_by
+    variables). ``drills`` is an optional list of fault-drill rows (see ``drill_row``). ``group_by``: the variables
+    that place a host (default: every name of the hosts' ``vars``).
     """
     entries = {}
+    names = set()
     for item in hosts:
         entries[item["name"]] = entry_of(item)
-    fleet = Fleet()
+        names.update((item.get("vars") or {}).keys())
+    fleet = Fleet(sorted(names) if group_by is None else group_by)
     for name in sorted(entries):
         fleet.add(entries[name])
     report = fleet.report(generated_at, run=run, drills=drills)
@@ -201,7 +216,8 @@ def summary_lines(report):
         if g["state"] == COMPUTE_VERIFIED:
             continue
         points = " -> %s" % g["points_to"] if g.get("points_to") else ""
-        lines.append("  %s %s: %s%s (e.g. %s)" % (plural(g["count"], "host"), g["state"], g["cause"], points, g["example"]))
+        where = "; %s" % concentration_line(g, cause=False) if (g.get("where") or {}).get("concentrated") else ""
+        lines.append("  %s %s: %s%s (e.g. %s%s)" % (plural(g["count"], "host"), g["state"], g["cause"], points, g["example"], where))
     for f in (report.get("health") or {}).get("findings") or []:
         lines.append("  health %s: %s" % (f["status"], health_line(f)))
     lines.extend("  " + line for line in drift_lines(s, (report.get("counts") or {}).get("drift_by_pin"), report.get("drift")))

@@ -3,11 +3,17 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the fleet report's JSON, the source of truth from which every other rendering is made. Not public API.
+
+Every host is one line under "hosts". A verified host is written against the shape of its kind (``report["shapes"]``,
+``_report.compact``): its verdict, state, cause, group and where as they are, and of the rest only what differs
+from the shape; ``compact.restore``/``expand`` give its full entry back (docs/usage.md, "JSON schema").
 """
 
 from __future__ import annotations
 
 import json
+
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import Shapes
 
 
 def _compact(value):
@@ -16,8 +22,10 @@ def _compact(value):
 
 def json_chunks(report, full=None):
     """The report's JSON (``render_json``) in pieces, one host at a time: ``full`` (name -> that host's full entry,
-    ``grouped``) gives the entries when ``report``'s hosts are brief (Fleet.report), else they are its own."""
+    ``grouped``) gives the entries when ``report``'s hosts are brief (Fleet.report), else they are its own. A verified
+    host of a kind with a shape (``report["shapes"]``) is written compactly against it."""
     full = full or report["hosts"].__getitem__
+    shapes = Shapes.from_json(report.get("shapes") or {})
     yield "{\n"
     for i, (key, value) in enumerate(report.items()):
         if i:
@@ -28,7 +36,7 @@ def json_chunks(report, full=None):
                 continue
             yield '"hosts": {\n'
             for j, name in enumerate(value):
-                yield "%s  %s: %s" % (",\n" if j else "", _compact(name), _compact(full(name)))
+                yield "%s  %s: %s" % (",\n" if j else "", _compact(name), _compact(shapes.encode(full(name))))
             yield "\n}"
         else:
             yield "%s: %s" % (_compact(key), _compact(value))

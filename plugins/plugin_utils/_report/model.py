@@ -19,8 +19,11 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED, node_verdict
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.gpus import physical_gpus
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED_REASON, UNREACHABLE_REASON, host_state
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import host_where
 
-SCHEMA_VERSION = 2          # 2: hosts.<name>.gpus are physical GPUs, MIG instance rows under their parent
+# 2: hosts.<name>.gpus are physical GPUs, MIG instance rows under their parent; 3: a verified host written against the
+# shape of its kind (shapes, _report.compact), where each host is (where), cause ids stable from run to run
+SCHEMA_VERSION = 3
 
 # pin name -> (layer, where the observed value lives in that layer's record)
 PINS = {
@@ -122,10 +125,11 @@ def unverifiable_reason(unreachable=None, error=None):
     return None
 
 
-def host_entry(name, records=None, unreachable=None, error=None, pins=None, extra=None, runtimes=None):
+def host_entry(name, records=None, unreachable=None, error=None, pins=None, extra=None, runtimes=None, where=None):
     """The report entry of one host: verdict (from ``node_verdict``), every layer record, drift. ``runtimes``: the
     per-runtime results of a node verified through several runtimes (verify_node's ``runtimes``): the verdict then
-    speaks for every one of them, and the entry's ``runtimes`` rows say which were proven."""
+    speaks for every one of them, and the entry's ``runtimes`` rows say which were proven. ``where``: its inventory
+    groups and group_by variables (``_report.where.host_where``)."""
     layers = host_layers(records, unreachable=unreachable, error=error)
     verdict = node_verdict(layers, runtimes=runtimes if runtimes and len(runtimes) > 1 else None)
     state, cause = host_state(verdict, unreachable, error, name)
@@ -149,6 +153,7 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
         "unverifiable": unverifiable_reason(unreachable, error),
         "layers": layers,
         "pins": dict(pins or {}),
+        "where": where or host_where(),
         "drift": drift,
         "runtime": verdict.get("runtime"),
         "runtimes": verdict.get("runtimes") or [],
@@ -161,7 +166,7 @@ def host_entry(name, records=None, unreachable=None, error=None, pins=None, extr
 # what a host's brief entry keeps of its full entry (Fleet): every figure of the fleet and the hosts table, not its
 # evidence; its layers keep only their status and reason
 BRIEF_KEYS = ("name", "verdict", "failing_layer", "signature", "points_to", "reason", "state", "cause", "reachable",
-              "error", "unverifiable", "drift")
+              "error", "unverifiable", "drift", "where")
 
 
 def brief(entry):
@@ -178,9 +183,10 @@ def grouped(entry, brief_entry):
 
 
 def entry_of(item):
-    """The host entry of one item of ``build_report``'s ``hosts``."""
+    """The host entry of one item of ``build_report``'s ``hosts`` (its inventory groups in ``groups``, its group_by
+    variables in ``vars``)."""
     return host_entry(item["name"], item.get("records"), item.get("unreachable"), item.get("error"), item.get("pins"),
-                      item.get("extra"), item.get("runtimes"))
+                      item.get("extra"), item.get("runtimes"), host_where(item.get("groups"), item.get("vars")))
 
 
 def drill_row(variant, prediction, records, host=None):

@@ -40,7 +40,7 @@ PLAYBOOK_OPTIONS = (
     "gpuprobe_mode", "gpuprobe_hosts", "gpuprobe_cdi_source", "gpuprobe_report_dir", "gpuprobe_pins",
     "gpuprobe_status_file", "gpuprobe_dedicated_node", "gpuprobe_drill_variants",
     "gpuprobe_k8s_publish", "gpuprobe_k8s_publish_label", "gpuprobe_k8s_condition_type", "gpuprobe_k8s_kubeconfig",
-    "gpuprobe_k8s_context", "gpuprobe_k8s_node_names",
+    "gpuprobe_k8s_context", "gpuprobe_k8s_node_names", "gpuprobe_report_group_by",
 )
 
 # variables the collection sets itself (facts of its modules, set_fact/register of its playbooks and roles):
@@ -248,6 +248,13 @@ def _pins(value):
     return "values must be text or numbers (not %s)" % ", ".join(bad) if bad else None
 
 
+def _variable_name(value):
+    """A host variable's name (gpuprobe_report_group_by): letters, digits and underscores, not starting with a digit."""
+    if not isinstance(value, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
+        return "must be a host variable's name (letters, digits and _)"
+    return None
+
+
 def _flag(value):
     """A bool, or the text an extra var gives (-e gpuprobe_dedicated_node=true), as Ansible's bool filter reads it."""
     if isinstance(value, bool) or str(value).lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
@@ -316,6 +323,7 @@ PLAYBOOK_DOMAINS = {
     "gpuprobe_hosts": _text,
     "gpuprobe_report_dir": _text,
     "gpuprobe_status_file": _text,
+    "gpuprobe_report_group_by": _list_of(_variable_name, non_empty=False),
     "gpuprobe_pins": _pins,
     "gpuprobe_dedicated_node": _flag,
     "gpuprobe_drill_variants": _list_of(_one_of(VARIANTS)),

@@ -16,7 +16,6 @@ brief entries (``fleet.Fleet``); ``render_*`` join the pieces.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -24,40 +23,39 @@ import xml.etree.ElementTree as ET
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.attribution import because_text
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.reasons import SHORT, not_read_lines, reason
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.fleet import BREAKDOWN, fleet_line
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.health import HEALTH_PREFIX, health_checks, health_line
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.jsonfile import json_chunks
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_lines, drift_text, gpu_line, plural
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, STATES, UNREACHABLE, state_words
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.reasons import not_read_lines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.attribution import because_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED, INCONCLUSIVE
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import template_cache
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import controls
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.fleet import BREAKDOWN, fleet_line
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.health import health_line
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.jsonfile import json_chunks
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.page import (
+    findings as page_findings, gpu_tree, host_order, page_data, page_places, text as _text,
+)
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_lines, drift_text, gpu_line, plural
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, STATES, UNREACHABLE, state_words
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import GROUP, concentration_line, concentration_words
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 STATUS_COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", NOT_RUN: "#6e7781"}
 STATE_COLOURS = {COMPUTE_VERIFIED: "#1a7f37", INCONCLUSIVE: "#6e7781", UNREACHABLE: "#8250df", RUN_FAILED: "#bc4c00"}
 BREAKDOWN_TITLES = {"gpu_model": "GPU model", "driver_branch": "driver branch", "runtime": "container runtime"}
-GPU_COLUMNS = ("index", "uuid", "model", "expected", "status", "signature", "reason")
-MIG_MARK = "\u21b3 MIG "      # an instance row, under its GPU: "↳ MIG MIG-…"
+# what the page and the Markdown summary show at most (the JSON report has everything)
+HTML_PLACES = 500           # places per where table of the page (every place is in its where filter)
+HTML_DRIFT_ROWS = 200       # pin values of the drift table
+MD_HOSTS = 500              # hosts not verified in the Markdown's hosts table, and k8s findings
+MD_HOSTS_PER_CAUSE = 50     # host names listed per cause in the Markdown
+MD_PLACES = 20              # places per where table of the Markdown
+MD_DRIFT_ROWS = 50          # pin values of the Markdown's drift table
+HEADLINE_PLACES = 5         # causes said concentrated among the headlines
 
 
 # ---------------------------------------------------------------------------------------------------
 # text helpers shared by the templates
-
-def _text(value):
-    """Plain text of a report value: "" for None, JSON for lists and mappings (null, never Python's None)."""
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, sort_keys=True, default=str)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
 
 def _md(value):
     """A value escaped for a Markdown table cell or line (Markup passes as it is: the template's own markup): one line
@@ -115,21 +113,10 @@ def status_colour(status):
     return STATUS_COLOURS.get(status) or state_colour(status)
 
 
-def gpu_tree(gpus):
-    """(depth, row) of a host entry's GPUs in reading order: each physical GPU (depth 0), then its MIG instances (1)."""
-    for gpu in gpus or []:
-        yield 0, gpu
-        for inst in gpu.get("instances") or []:
-            yield 1, inst
-
-
-def gpu_cell(row, key, depth):
-    """A GPU table cell: an instance row leaves the index to its GPU's row and marks its UUID as a MIG instance."""
-    if depth and key == "index":
-        return ""
-    if depth and key == "uuid":
-        return MIG_MARK + _text(row.get("uuid") or "#%s" % row.get("ordinal"))
-    return row.get(key)
+def colours():
+    """(state or status, colour) of every word the page shows as a badge (its CSS classes b-<word>)."""
+    words = list(STATUS_COLOURS) + [s for s in STATES if s not in STATUS_COLOURS]
+    return [(w, status_colour(w)) for w in words]
 
 
 def _instance_name(row):
@@ -142,27 +129,17 @@ def predicted_text(row):
     return row.get("predicted_layer") or "none (passes)"
 
 
-def health_rows(entry):
-    """The per-GPU health rows of a host (its host layer's host.health.* checks, one row per GPU or subject): subject,
-    passed (how many readings PASSed), findings [(reading, status, observed)] for WARN/FAIL, not_read [(reading (why,
-    _health_reasons.SHORT), observed)] for NOT_RUN. A GPU whose readings all passed is one short row; what went wrong is said in full."""
-    rows = {}
-    for c in health_checks(entry):
-        row = rows.setdefault(c.get("subject") or "", {"subject": c.get("subject") or "", "passed": 0, "findings": [],
-                                                       "not_read": []})
-        short = c["id"][len(HEALTH_PREFIX):]
-        if c.get("status") == PASS:
-            row["passed"] += 1
-        elif c.get("status") == NOT_RUN:
-            row["not_read"].append(("%s (%s)" % (short, SHORT[reason(c.get("observed"))]), c.get("observed")))
-        else:
-            row["findings"].append((short, c.get("status"), c.get("observed")))
-    return list(rows.values())
-
-
-def layer_checks(record):
-    """The checks of a layer record shown in its table: all but the host.health.* readings (their per-GPU rows say them)."""
-    return [c for c in record.get("checks") or [] if not str(c.get("id") or "").startswith(HEALTH_PREFIX)]
+def where_text(group):
+    """Where the hosts of a cause not verified are, in the causes table: '40 of them in rack_r03' when they are
+    concentrated there (``_report.where.concentration``), else the places holding the most of them ('zone_a 3,
+    rack_r12 2'), or ''."""
+    where = group.get("where") or {}
+    if group.get("state") == COMPUTE_VERIFIED:
+        return ""
+    if where.get("concentrated"):
+        return concentration_words(group["count"], where["concentrated"])
+    return ", ".join("%s %s" % (p["value"] if p["dim"] == GROUP else "%s=%s" % (p["dim"], p["value"]), p["hosts"])
+                     for p in where.get("places") or [])
 
 
 def svg_bar_chart(counts, title, width=420, bar_height=22):
@@ -183,6 +160,18 @@ def svg_bar_chart(counts, title, width=420, bar_height=22):
 # ---------------------------------------------------------------------------------------------------
 # the view: what the dashboard says, ordered and worded (no figure is computed here that the JSON lacks)
 
+def concentration_lines(report):
+    """'cdi.host.library_version: 59 hosts, 40 of them in rack_r03' for each cause not verified whose hosts are
+    concentrated in one place, at most HEADLINE_PLACES, then how many more are."""
+    lines = [concentration_line(g) for g in report.get("groups") or []
+             if g["state"] != COMPUTE_VERIFIED and (g.get("where") or {}).get("concentrated")]
+    if len(lines) > HEADLINE_PLACES:
+        more = len(lines) - HEADLINE_PLACES
+        lines = lines[:HEADLINE_PLACES] + ["%s concentrated in one place (see Hosts by cause)" % plural(
+            more, "more cause is", "more causes are")]
+    return lines
+
+
 def headlines(report):
     """The dashboard's sentences, in words a person uses, each from the report's figures."""
     s = report["summary"]
@@ -197,6 +186,7 @@ def headlines(report):
         if groups:
             out.append("%s %s: %s" % (plural(sum(g["count"] for g in groups), "host"), verb,
                                       "; ".join("{0} ({1:,})".format(g["cause"], g["count"]) for g in groups)))
+    out.extend(concentration_lines(report))
     for finding in (report.get("health") or {}).get("findings") or []:
         out.append(health_line(finding))
     out.extend(drift_lines(s, counts.get("drift_by_pin"), report.get("drift")))
@@ -212,14 +202,45 @@ def state_tiles(report):
              "colour": state_colour(state)} for state, n in (report["counts"].get("by_state") or {}).items()]
 
 
+def where_tables(report, limit):
+    """(dimension, title, [(value, {hosts, states})], how many to show) per dimension of the report's where: the
+    inventory groups, then each group_by variable, the places with the most hosts not verified first."""
+    where = report.get("where") or {}
+    out = []
+    for dim in where.get("by") or []:
+        rows = list(((where.get("places") or {}).get(dim) or {}).items())
+        if rows:
+            out.append((dim, "inventory group" if dim == GROUP else dim, rows, min(len(rows), limit)))
+    return out
+
+
+def drift_rows(report):
+    """The drift by pin value: {key, expected, observed, state, note, hosts (how many), examples (up to 3)}, the
+    most hosts first."""
+    rows = {}
+    for d in report.get("drift") or []:
+        key = (d.get("key"), d.get("expected"), d.get("observed"), d.get("state"), d.get("note"))
+        row = rows.setdefault(key, {"key": key[0], "expected": key[1], "observed": key[2], "state": key[3], "note": key[4],
+                                    "hosts": 0, "examples": []})
+        row["hosts"] += 1
+        if len(row["examples"]) < 3:
+            row["examples"].append(d.get("host"))
+    return sorted(rows.values(), key=lambda r: (-r["hosts"], str(r["key"]), str(r["expected"]), str(r["observed"])))
+
+
+def _script():
+    with open(os.path.join(TEMPLATE_DIR, "report.js")) as f:
+        return Markup(f.read())
+
+
 def view(report, full=None):
-    """The variables of the report templates. ``entries``: the hosts as the report holds them (brief, Fleet.report, or
-    full) for the tables; ``details``: each host's full entry, one at a time (from ``full``, name -> full entry, when
-    the report's are brief) for its own part."""
+    """The variables of the report templates. ``full``: name -> a host's full entry, when the report's hosts are brief
+    (Fleet.report); the page's data reads the full entries of the hosts not verified only."""
     hosts = report["hosts"]
     full = full or hosts.__getitem__
     groups = report.get("groups") or []
     failing = report["counts"].get("by_failing_layer") or {}
+    not_verified = [hosts[name] for name in host_order(report) if hosts[name]["state"] != COMPUTE_VERIFIED]
     return {
         "r": report,
         "run": report.get("run") or {},
@@ -227,19 +248,26 @@ def view(report, full=None):
         "layers": LAYERS,
         "headlines": headlines(report),
         "drift_lines": drift_lines(report["summary"], report["counts"].get("drift_by_pin"), report.get("drift")),
+        "drift_rows": drift_rows(report)[:HTML_DRIFT_ROWS],
         "tiles": state_tiles(report),
+        "colours": colours(),
         "groups": groups,
-        "group_of": dict((g["id"], g) for g in groups),
         "breakdown": [(dim, BREAKDOWN_TITLES.get(dim, dim), (report.get("breakdown") or {}).get(dim) or {}) for dim in BREAKDOWN],
+        "where_dims": list((report.get("where") or {}).get("by") or []),
+        "where_tables": where_tables(report, HTML_PLACES),
+        "md_where_tables": where_tables(report, MD_PLACES),
+        "place_labels": [p[2] for p in page_places(report)],
+        "findings": page_findings(report)[0],
         "states": list((report["counts"].get("by_state") or {}).keys()),
         "failing_chart": svg_bar_chart(dict((layer, failing[layer]) for layer in ORDERED_LAYERS if layer in failing),
                                        "hosts by failing layer"),
         "signatures": [g for g in groups if g.get("signature")],
         "health": dict({"findings": [], "not_read": {}, "not_read_why": [], "gpus_read": 0, "hosts_read": 0}, **(report.get("health") or {})),
-        "entries": list(hosts.values()),
-        "details": (full(name) for name in hosts),
+        "not_verified": not_verified,
+        "page_data": (Markup(piece) for piece in page_data(report, full)),
+        "script": _script(),
+        "md_hosts": MD_HOSTS, "md_hosts_per_cause": MD_HOSTS_PER_CAUSE, "md_drift_rows": MD_DRIFT_ROWS,
         "UNREACHABLE": UNREACHABLE, "RUN_FAILED": RUN_FAILED, "PASS": PASS, "WARN": WARN, "FAIL": FAIL,
-        "GPU_COLUMNS": GPU_COLUMNS,
     }
 
 
@@ -258,18 +286,17 @@ def _env(kind):
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                           finalize=_html_finalize if kind == "html" else _md)
         env.filters.update(text=_text, md=_md, raw=Markup, known=md_known, md_block=md_block, md_html=md_html,
-                           plural=plural, state_words=state_words,
+                           plural=plural, state_words=state_words, where_text=where_text,
                            state_colour=state_colour, status_colour=status_colour, because_text=because_text,
-                           health_line=health_line, predicted_text=predicted_text, gpu_cell=gpu_cell,
-                           health_rows=health_rows, layer_checks=layer_checks, not_read_lines=not_read_lines)
-        env.globals.update(gpu_tree=gpu_tree)
+                           health_line=health_line, predicted_text=predicted_text, not_read_lines=not_read_lines)
         _ENVS[kind] = env
     return _ENVS[kind]
 
 
 def html_chunks(report, full=None):
-    """A self-contained HTML page (inline CSS, SVG and one inline script: the hosts table's filter, no external asset),
-    in pieces as the template writes them (``full``: see ``view``)."""
+    """A self-contained HTML page (inline CSS, SVG and one inline script: the hosts table, its filters and a host's
+    detail, drawn from the page's data; no external asset), in pieces as the template writes them (``full``: see
+    ``view``)."""
     yield from _env("html").get_template("report.html.j2").generate(view(report, full))
 
 

@@ -11,6 +11,7 @@ groups them, most pressing state first. docs/usage.md, "State and cause per node
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import ORDERED_LAYERS
@@ -93,9 +94,27 @@ def state_rank(state):
     return STATES.index(state) if state in STATES else len(STATES)
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+ID_LIMIT = 80
+
+
+def cause_id(state, cause, points_to=None):
+    """The id of the hosts of one state and cause (and where it points): the same in every run where they occur, so
+    that a link to them (report.html#cause=<id>) holds from one nightly run to the next. Made of the state and the
+    cause's own words (a signature is already one: failed-at-cdi--cdi.host.library_version--cdi); words that are not
+    (a message, a long reason) are shortened and end with a digest of the whole, so two causes never share an id."""
+    parts = [state_words(state), str(cause)] + ([str(points_to)] if points_to else [])
+    slugs = [_UNSAFE.sub("-", p).strip("-") or "none" for p in parts]
+    text = "--".join(slugs)
+    if len(text) > ID_LIMIT or any(s != p for s, p in zip(slugs[1:], parts[1:])):
+        digest = hashlib.sha1("\0".join([str(state)] + parts[1:]).encode("utf-8")).hexdigest()[:8]
+        text = "%s-%s" % (text[:ID_LIMIT - 9].rstrip("-."), digest)
+    return text
+
+
 def group_hosts(entries):
     """The hosts grouped by (state, cause), most pressing state first, then the largest group. Each group:
-    id, state, cause, layer, signature, points_to, count, hosts (names), example (the first host) and its
+    id (``cause_id``), state, cause, layer, signature, points_to, count, hosts (names), example (the first host) and its
     message (its ``unverifiable`` or its verdict's reason): what every host of the group shares is said here once."""
     groups = {}
     for e in entries:
@@ -105,7 +124,7 @@ def group_hosts(entries):
     for (state, cause, points_to), members in sorted(groups.items(), key=lambda kv: (
             state_rank(kv[0][0]), -len(kv[1]), str(kv[0][1]), str(kv[0][2]))):
         first = members[0]
-        out.append({"id": "g%d" % (len(out) + 1), "state": state, "cause": cause,
+        out.append({"id": cause_id(state, cause, points_to), "state": state, "cause": cause,
                     "layer": first.get("failing_layer"), "signature": first.get("signature"), "points_to": points_to,
                     "count": len(members), "hosts": [m["name"] for m in members], "example": first["name"],
                     "message": first.get("unverifiable") or first.get("reason")})

@@ -132,7 +132,8 @@ def test_random_records_never_cost_the_fleet_its_report_nor_escape_their_format(
             assert why.startswith(("verify run failed: ", "host unreachable: "))
         files = result["files"]
         with open(files["markdown"]) as f:
-            assert_markdown_safe(f.read(), names)
+            # (its hosts table lists the hosts not verified)
+            assert_markdown_safe(f.read(), [n for n in names if result["verdicts"][n] != "COMPUTE_VERIFIED"])
         with open(files["html"]) as f:
             assert_html_safe(f.read())
         with open(files["junit"]) as f:

@@ -1,7 +1,8 @@
-"""The fleet report written one host at a time (issue 24) says, byte for byte, what the report said when it was one
+"""The fleet report written one host at a time (issue 24) says, byte for byte, what the report says when it is one
 dict in memory: every file of the golden set (tests/unit/fixtures/report/golden/, written by the report code of
-dca6054, see make_golden.py there) for the golden fleet, from build_report in memory and from the fleet_report action,
-which reads each node's records back from its spool file and writes each rendering as it is made."""
+dca6054 and again after issue 36 changed the formats, see make_golden.py there) for the golden fleet, from
+build_report in memory and from the fleet_report action, which reads each node's records back from its spool file and
+writes each rendering as it is made."""
 import copy
 import datetime
 import json

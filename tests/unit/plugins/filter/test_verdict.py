@@ -16,7 +16,8 @@ def failed_host():
 
 
 def test_filter_names():
-    assert sorted(F) == ["drill_result", "layer_gate", "node_verdict", "not_run_record", "report_diff", "report_diff_markdown"]
+    assert sorted(F) == ["drill_result", "layer_gate", "node_verdict", "not_run_record", "report_diff", "report_diff_markdown",
+                         "report_expand"]
 
 
 @pytest.mark.parametrize("records", [None, {}, {"host": None}, {"runtime": None, "host": "PLACEHOLDER"}])
@@ -103,3 +104,19 @@ def test_node_verdict_carries_because_and_gpus_and_refuses_malformed_records():
     broken = dict(failed_host(), signature=None)
     v = F["node_verdict"]({"host": broken})
     assert v["verdict"] == "INCONCLUSIVE" and v["reason"] == "malformed record: host: FAIL without a signature"
+
+
+def test_report_expand_gives_every_host_whole():
+    """issue 36.1: a verified host of the JSON report is written against the shape of its kind; the filter restores it."""
+    import json  # pylint: disable=import-outside-toplevel
+    from fleetfixture import synthetic_fleet  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet, jsonfile  # pylint: disable=import-outside-toplevel
+    report = fleet.build_report(synthetic_fleet(30), "t")
+    data = json.loads(jsonfile.render_json(report))
+    assert "shapes" in data and any("patch" in e for e in data["hosts"].values())
+    full = F["report_expand"](data)
+    assert "shapes" not in full and json.dumps(full["hosts"], sort_keys=True) == json.dumps(report["hosts"], sort_keys=True)
+    with pytest.raises(AnsibleFilterError):
+        F["report_expand"]({"hosts": {"n": {"shape": "s9", "patch": []}}})
+    with pytest.raises(AnsibleFilterError):
+        F["report_expand"]("x")

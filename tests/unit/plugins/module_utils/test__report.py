@@ -6,8 +6,10 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
+from pagedata import checks, detail, page_data, rows
 
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import compact as C
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import crosscheck as K
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import diff as D
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
@@ -170,21 +172,32 @@ def test_host_drift(pins, expected):
 def test_json_roundtrip_and_schema_version(report):
     text = J.render_json(report)
     data = json.loads(text)
-    assert data == json.loads(json.dumps(report))
+    # every record is in it: a verified host is written against the shape of its kind, and the reader gives it back
+    verified = [name for name, e in report["hosts"].items() if e["state"] == "COMPUTE_VERIFIED"]
+    assert verified and all(C.is_compact(data["hosts"][name]) for name in verified)
+    assert C.expand(data) == json.loads(json.dumps(dict((k, v) for k, v in report.items() if k != "shapes")))
     # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
     line = [x for x in text.splitlines() if x.startswith('  "gpu-jit": ')][0]
     assert json.loads("{%s}" % line.rstrip(",")) == {"gpu-jit": data["hosts"]["gpu-jit"]}
-    assert data["schema_version"] == R.SCHEMA_VERSION == 2
+    assert data["schema_version"] == R.SCHEMA_VERSION == 3
     assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
 
 
-def test_markdown_has_table_counts_drift_and_every_check(report):
+def test_markdown_has_table_counts_drift_and_the_page_every_check(report):
+    """The Markdown is a summary (the hosts not verified, counts, drift by pin value); the page shows the checks of each
+    host not verified, and the JSON every check of every host."""
     md = V.render_markdown(report)
     assert "| gpu-jit | **FAILED_AT_COMPUTE** | PASS | PASS | PASS | FAIL | NOT_RUN |" in md
+    hosts_table = md.split("\n## Hosts\n", 1)[1].split("\n## ", 1)[0]
+    assert "| gpu-ok |" not in hosts_table and "| old-driver |" not in hosts_table     # verified: in the JSON
     assert "| FAILED\\_AT\\_HOST | 1 |" in md
-    assert "| old-driver | driver\\_version | 580.159.04 | 570.1 | differs: host layer |" in md
-    assert md.count("| compute.sample | PASS |") == 2
+    assert "| driver\\_version | 580.159.04 | 570.1 | differs: host layer | 1 | old-driver |" in md
     assert "host unreachable: ssh: connect to host gone port 22: No route" in md
+    data = page_data(V.render_html(report))
+    assert [c[:2] for c in checks(detail(data, "gpu-jit"), "compute")] == [["compute.cuda.module_load", "FAIL"]]
+    assert detail(data, "gpu-ok") is None and detail(data, "old-driver") is None
+    full = C.expand(json.loads(J.render_json(report)))["hosts"]
+    assert [c["id"] for c in full["gpu-ok"]["layers"]["compute"]["checks"]] == [c["id"] for c in report["hosts"]["gpu-ok"]["layers"]["compute"]["checks"]]
 
 
 def test_markdown_escapes_pipes_and_html():
@@ -215,11 +228,16 @@ def test_html_is_self_contained_escaped_and_has_chart(report):
     assert parser.tags.count("script") == 1 and "<script src" not in page and "<script>alert" not in page
     assert not any(t in parser.tags for t in ("link", "img", "iframe"))
     assert "src=" not in page and "href=\"http" not in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    # in the page's data, "<" is \\u003c: the value cannot end the script; the script sets it as text
+    assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in page
+    assert checks(detail(page_data(page), "gpu-jit"), "compute")[0][4] == "<script>alert(1)</script>"
     assert parser.tags.count("svg") == 1 and parser.tags.count("rect") == 2
     text = "".join(parser.text)
     assert "hosts by failing layer" in text
-    assert 'class="s-FAIL"' in page and 'id="host-gpu-jit"' in page
+    # the hosts table's rows, failures first: cpu-only (failed at host) first, the verified last
+    table = rows(page_data(page))
+    assert [r["name"] for r in table] == ["cpu-only", "gpu-jit", "gone", "crashed", "gpu-ok", "old-driver"]
+    assert table[1]["statuses"] == ["PASS", "PASS", "PASS", "FAIL", "NOT_RUN"]
 
 
 def test_svg_chart_scales_bars():
@@ -266,9 +284,9 @@ def test_none_is_never_rendered_as_python_none():
     html_text, md_text, junit = V.render_html(report), V.render_markdown(report), V.render_junit(report)
     for text in (html_text, md_text, junit):
         assert "None" not in text
-    assert "versions: driver=unknown, nvml=12.5" in html_text
-    assert "{&#34;minor&#34;: null, &#34;paths&#34;: [&#34;/dev/nvidia0&#34;, null]}" in html_text
-    assert '{"minor": null, "paths": \\["/dev/nvidia0", null\\]}' in md_text
+    doc = detail(page_data(html_text), "n")
+    assert doc["layers"][0]["versions"] == "driver=unknown, nvml=12.5"
+    assert checks(doc, "host")[0][3:5] == ["", '{"minor": null, "paths": ["/dev/nvidia0", null]}']
 
 
 def test_summary_lines(report):
@@ -318,9 +336,10 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
     want = ("18 of 20 GPUs verified in a container; 1 failed (on 1 host); 1 not verified (busy, or compute did not reach "
             "them); the GPUs of 1 host are unknown and not counted (1 whose host layer did not list them)")
     assert F.summary_lines(report)[1] == want
-    md = V.render_markdown(report)
-    assert "18 of 20 GPUs verified" in md and "| 3 | GPU-00000003-0000-4000-8000-000000000000 | NVIDIA H200 | true | FAIL |" in md
-    assert "18 of 20 GPUs verified" in V.render_html(report)
+    md, page = V.render_markdown(report), V.render_html(report)
+    assert "18 of 20 GPUs verified" in md and "18 of 20 GPUs verified" in page
+    assert [0, "3", "GPU-00000003-0000-4000-8000-000000000000", "NVIDIA H200", "true", "FAIL"] in [
+        g[:6] for g in detail(page_data(page), "n8-one-bad")["gpus"]]
 
 
 def test_diff_reports(report):
@@ -486,13 +505,12 @@ def test_label_driver_version(labels, version):
 
 
 def test_because_is_rendered_for_a_spec_attributed_failure():
-    entry_report = F.build_report([{"name": "n", "records": healthy()}], "t")
+    entry_report = F.build_report([{"name": "n", "records": jit_missing()}], "t")
     entry = entry_report["hosts"]["n"]
-    assert entry["because"] == [] and entry["gpus"] == [dict(GPU_ROW, mig=False, instances=[])]
+    assert entry["because"] == [] and entry["state"] == "FAILED_AT_COMPUTE"
     entry["because"] = [{"check": "cdi.nvidia.nvidiactl", "status": WARN, "subject": "/dev/nvidiactl",
                          "observed": "absent", "hint": None}]
-    assert "- cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)" in V.render_markdown(entry_report)
-    assert "cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in V.render_html(entry_report)
+    assert detail(page_data(V.render_html(entry_report)), "n")["because"] == ["cdi.nvidia.nvidiactl /dev/nvidiactl: absent (WARN)"]
     props = ET.fromstring(V.render_junit(entry_report).split("\n", 1)[1]).find("testsuite/properties")
     assert {p.get("name"): p.get("value") for p in props}["because"] == "cdi.nvidia.nvidiactl /dev/nvidiactl: absent"
 
@@ -576,14 +594,10 @@ def test_mig_instances_are_listed_under_their_gpu_in_every_format():
     assert [(g["index"], g["uuid"], g["mig"], [i["uuid"] for i in g["instances"]]) for g in gpus] == [
         (0, P0, True, [_mig(0, 1), _mig(0, 2)]), (1, P1, False, [])]
     assert gpus[0]["reason"].startswith("MIG: 1 of 2 requested instance(s) verified; %s: wrong values" % _mig(0, 2))
-    md = V.render_markdown(report).splitlines()
-    at = md.index(next(x for x in md if x.startswith("| 0 | %s |" % P0)))
-    assert md[at + 1].startswith("|  | \u21b3 MIG %s |" % _mig(0, 1).replace("_", "\\_"))
-    assert md[at + 2].startswith("|  | \u21b3 MIG %s |" % _mig(0, 2)) and "| FAIL |" in md[at + 2]
-    assert md[at + 3].startswith("| 1 | %s |" % P1)
-    page = V.render_html(report)
-    assert page.index(P0) < page.index('<tr class="mig"><td></td><td>\u21b3 MIG %s' % _mig(0, 1)) < page.index(
-        '<tr class="mig"><td></td><td>\u21b3 MIG %s' % _mig(0, 2)) < page.index("<td>%s</td>" % P1)
+    # the page's detail: each instance row (depth 1, drawn as a "mig" row) right under its GPU
+    assert [(g[0], g[1], g[2], g[5]) for g in detail(page_data(V.render_html(report)), "n")["gpus"]] == [
+        (0, "0", P0, "FAIL"), (1, "", "\u21b3 MIG %s" % _mig(0, 1), "PASS"), (1, "", "\u21b3 MIG %s" % _mig(0, 2), "FAIL"),
+        (0, "1", P1, "PASS")]
     props = ET.fromstring(V.render_junit(report).split("\n", 1)[1]).find("testsuite/properties")
     names = [p.get("name") for p in props]
     assert names[-4:] == ["gpu 0", "gpu 0 mig %s" % _mig(0, 1), "gpu 0 mig %s" % _mig(0, 2), "gpu 1"]

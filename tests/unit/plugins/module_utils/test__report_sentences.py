@@ -62,6 +62,14 @@ def _host(name, records=None, pins=None, **kw):
 
 
 UNREACHABLE = _host("gone", None, unreachable="ssh: connect to host gone port 22: No route")
+
+
+def racked():
+    """40 hosts in 10 racks of 4 (inventory groups rack_rNN, variable rack): the 4 hosts of rack_r00 failed alike."""
+    return [_host("gpu-r%02d-%d" % (r, s), compute_failed() if r == 0 else verified(), groups=["gpu", "rack_r%02d" % r],
+                  vars={"rack": "r%02d" % r}) for r in range(10) for s in range(4)]
+
+
 RUNS = {
     # localhost, reachable, no driver: its host layer ran and found no GPU; its pin could not be observed
     "no_gpu_host": ({"mode": "full"}, False, [_host("localhost", no_driver())]),
@@ -73,6 +81,8 @@ RUNS = {
         _host("gpu-a", verified()), _host("gpu-bad", compute_failed()), UNREACHABLE,
         _host("localhost", no_driver()), _host("gpu-old", verified(), pins={"driver_version": "570.1"}),
         _host("gpu-replay", verified(health=((WARN, "host.health.pcie_replay", "81 since the driver loaded"),)))]),
+    # where: a cause whose every host is in one rack
+    "racked": ({"mode": "full"}, False, racked()),
 }
 
 
@@ -128,6 +138,16 @@ SENTENCES = [
     ("dcgm not asked", r"Not asked in this run: host\.health\.dcgm\\?_diag on [\d,]+ hosts?", ("audit", "verified", "mixed"),
      ("unreachable",), ("markdown", "html")),
     ("not exposed", r"(?i)not exposed|does not expose", (), tuple(RUNS), ()),
+    ("concentrated", r"(all|[\d,]+) of them (in|with) rack\\?_r00", ("racked",), tuple(r for r in RUNS if r != "racked"), ALL),
+    ("concentrated, with its cause", r"compute\.verify\.mismatch: 4 hosts, all of them in rack\\?_r00", ("racked",),
+     tuple(r for r in RUNS if r != "racked"), ("headlines", "markdown", "html")),
+    ("no inventory group", r"No host is in an inventory group", tuple(r for r in RUNS if r != "racked"), ("racked",),
+     ("markdown", "html")),
+    ("hosts not verified (Markdown)", r"The [\d,]+ hosts? not verified, failures first",
+     ("no_gpu_host", "unreachable", "audit", "postcheck", "mixed", "racked"), ("verified",), ("markdown",)),
+    ("every host verified (Markdown)", r"Every host is verified \(", ("verified",),
+     ("no_gpu_host", "unreachable", "audit", "postcheck", "mixed", "racked"), ("markdown",)),
+    ("the first hosts not verified (Markdown)", r"The first [\d,]+ of the [\d,]+ hosts not verified", (), tuple(RUNS), ()),
     ("k8s finding", r"what Kubernetes is told", (), tuple(RUNS), ()),
 ]
 
@@ -172,3 +192,11 @@ def test_why_a_pinned_value_was_not_observed_is_said_as_it_is(pins, said, unsaid
     report = F.build_report([_host("gpu-a", r, pins=pins)], "2026-12-04T12:00:00Z")
     lines = [line for line in F.summary_lines(report) + V.headlines(report) if "not observed" in line]
     assert len(lines) == 2 and all(said in line and unsaid not in line for line in lines), lines
+
+
+def test_the_markdown_says_when_it_lists_only_the_first_hosts_not_verified(monkeypatch):
+    monkeypatch.setattr(V, "MD_HOSTS", 2)
+    md = texts("mixed")["markdown"]
+    assert "The first 2 of the 3 hosts not verified, failures first by cause (every host is in the JSON report):" in md
+    table = md.split("\n## Hosts\n", 1)[1].split("\n## ", 1)[0]
+    assert len([line for line in table.splitlines() if line.startswith("| ")]) == 1 + 2

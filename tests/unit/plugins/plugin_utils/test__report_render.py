@@ -8,7 +8,9 @@ from html.parser import HTMLParser
 import pytest
 
 from fleetfixture import synthetic_fleet, synthetic_host
+from pagedata import page_data, rows
 
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import compact as C
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import health as HL
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import jsonfile as J
@@ -21,7 +23,7 @@ HOSTS = 1000
 
 class Page(HTMLParser):
     """The parts of the page the dashboard's figures are in: tiles (state -> text), tables by id (rows of cell
-    texts), the hosts table rows' data-state/data-group, the headline sentences, the group <details>."""
+    texts), the headline sentences, the link to each group's hosts (its data-group and text)."""
 
     def __init__(self):
         HTMLParser.__init__(self)
@@ -42,15 +44,13 @@ class Page(HTMLParser):
             self.tables[self._table] = []
         if tag == "tr" and self._table:
             self.tables[self._table].append([])
-            if self._table == "hosts" and a.get("data-state"):
-                self.rows.append((a["data-state"], a.get("data-group")))
         if tag in ("td", "th") and self._table:
             self._cell = ""
         if tag == "ul" and a.get("class") == "headlines":
             self._in_headlines = True
         if tag == "li" and self._in_headlines:
             self._li = ""
-        if tag == "details" and a.get("data-group"):
+        if tag == "a" and a.get("data-group"):
             self._summary = [a["data-group"], ""]
 
     def handle_endtag(self, tag):
@@ -69,7 +69,7 @@ class Page(HTMLParser):
         if tag == "li" and self._li is not None:
             self.headlines.append(" ".join(self._li.split()))
             self._li = None
-        if tag == "summary" and self._summary:
+        if tag == "a" and self._summary:
             self.groups[self._summary[0]] = " ".join(self._summary[1].split())
             self._summary = None
 
@@ -86,10 +86,14 @@ class Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def fleet():
+    """(the JSON report read back with every host's full entry, the page, the Markdown); the page's hosts table rows are
+    the rows its script draws from its data (pagedata.rows)."""
     report = F.build_report(synthetic_fleet(HOSTS), "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
-    data = json.loads(J.render_json(report))
+    data = C.expand(json.loads(J.render_json(report)))
+    html = V.render_html(report)
     page = Page()
-    page.feed(V.render_html(report))
+    page.feed(html)
+    page.rows = [(r["state"], r["cause"]) for r in rows(page_data(html))]
     return data, page, V.render_markdown(report)
 
 
