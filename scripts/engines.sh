@@ -182,9 +182,29 @@ launch() {  # NAME CLIENT BINARY ARGS...: BINARY in a session of its own, log an
   wait_for 60 "$client" version || { tail -n 20 "$run/$name/$name.log" >&2; die "$name did not answer on its socket"; }
 }
 
+containerd_images() {  # the pause image, and the probe image unless GPUPROBE_ENGINES_NO_PROBE_IMAGE: each once
+  local img
+  img=$(build_pause)
+  ctr_ -n k8s.io images ls -q | grep -qx "$sandbox_image" \
+    || ctr_ -n k8s.io images import --snapshotter native "$img" >/dev/null
+  if [ -z "${GPUPROBE_ENGINES_NO_PROBE_IMAGE:-}" ]; then
+    img=$(save_probe_image)
+    ctr_ -n k8s.io images ls -q | grep -qx "$probe_image" \
+      || ctr_ -n k8s.io images import --snapshotter native "$img" >/dev/null
+  fi
+}
+
+dockerd_images() {  # the probe image unless GPUPROBE_ENGINES_NO_PROBE_IMAGE: once
+  [ -z "${GPUPROBE_ENGINES_NO_PROBE_IMAGE:-}" ] || return 0
+  local img
+  img=$(save_probe_image)
+  docker_ image inspect "$probe_image" >/dev/null 2>&1 || docker_ load -q -i "$img" >/dev/null
+}
+
 start_containerd() {
   local c=$run/containerd
-  already_running containerd "$eng/containerd/usr/bin/containerd" && return
+  # a daemon already running (started by an earlier caller, perhaps without the probe image) still gets the images
+  already_running containerd "$eng/containerd/usr/bin/containerd" && { containerd_images; return; }
   local runc_bin t0=$SECONDS
   runc_bin=$(pick_runc)
   rm -rf "$c/state" && mkdir -p "$c/root" "$c/state" "$c/opt" "$c/cni/bin" "$c/cni/conf"
@@ -223,22 +243,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         SystemdCgroup = false
 TOML
   launch containerd ctr_ "$eng/containerd/usr/bin/containerd" --config "$c/config.toml"
-  local img
-  img=$(build_pause)
-  ctr_ -n k8s.io images ls -q | grep -qx "$sandbox_image" \
-    || ctr_ -n k8s.io images import --snapshotter native "$img" >/dev/null
-  if [ -z "${GPUPROBE_ENGINES_NO_PROBE_IMAGE:-}" ]; then
-    img=$(save_probe_image)
-    ctr_ -n k8s.io images ls -q | grep -qx "$probe_image" \
-      || ctr_ -n k8s.io images import --snapshotter native "$img" >/dev/null
-  fi
+  containerd_images
   log "containerd $("$eng/containerd/usr/bin/containerd" --version | awk '{print $3}') on $c/containerd.sock" \
       "(runc $("$runc_bin" --version | awk 'NR==1{print $3}') $runc_bin) ready in $((SECONDS - t0)) s"
 }
 
 start_dockerd() {
   local d=$run/dockerd
-  already_running dockerd "$eng/docker.io/usr/sbin/dockerd" && return
+  already_running dockerd "$eng/docker.io/usr/sbin/dockerd" && { dockerd_images; return; }
   local runc_bin t0=$SECONDS
   runc_bin=$(pick_runc)
   rm -rf "$d/exec" && mkdir -p "$d/data" "$d/exec"
@@ -264,11 +276,7 @@ start_dockerd() {
 JSON
   # dockerd starts its own containerd (from PATH: the fetched 1.7.24) under exec-root and data-root
   launch dockerd docker_ "$eng/docker.io/usr/sbin/dockerd" --config-file "$d/daemon.json"
-  if [ -z "${GPUPROBE_ENGINES_NO_PROBE_IMAGE:-}" ]; then
-    local img
-    img=$(save_probe_image)
-    docker_ image inspect "$probe_image" >/dev/null 2>&1 || docker_ load -q -i "$img" >/dev/null
-  fi
+  dockerd_images
   log "dockerd $(docker_ version --format '{{.Server.Version}}') on $d/docker.sock (runc $runc_bin) ready in $((SECONDS - t0)) s"
 }
 
