@@ -17,7 +17,7 @@ import time
 
 CHILD = r"""
 import json, resource, sys, time
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi
 t = time.monotonic()
 rec = _cdi.cdi_layer(spec_dirs=[sys.argv[1]], discover_runtime_dirs_=False, devices=["bench.example.com/gpu=0"],
                      kinds=["bench.example.com/gpu"])

@@ -19,10 +19,11 @@ import time
 
 import yaml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _report
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader as _cdi_loader
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, LayerBuilder, not_run
 
 SPECS = 50
 GPUS = 8
@@ -87,7 +88,7 @@ def main():
                 _cdi_loader.EVENT_LOADER = loader
                 try:
                     t0 = time.perf_counter()
-                    record = _cdi.cdi_layer(spec_dirs=[d], discover_runtime_dirs_=False, devices=["bench0.example.com/gpu=0"])
+                    record = _cdi_layer.cdi_layer(spec_dirs=[d], discover_runtime_dirs_=False, devices=["bench0.example.com/gpu=0"])
                     t[label].append(time.perf_counter() - t0)
                 finally:
                     _cdi_loader.EVENT_LOADER = libyaml_loader

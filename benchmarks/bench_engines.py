@@ -24,8 +24,13 @@ import uuid
 
 import yaml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _compute, _host, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
 DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
@@ -81,7 +86,7 @@ def main():
         spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
         spec_path = _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
         device = "%s=0" % spec["kind"]
-        cdi = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+        cdi = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
         edits = cdi["evidence"]["expected_edits"]
     else:
         device, edits, spec_path = synthetic_spec(run_id, base)
@@ -89,7 +94,7 @@ def main():
     engines, skipped = [], {}
     for name in names:
         p = params[name]
-        info = _runtime.detect_runtime(name, endpoint=p.get("runtime_endpoint"), descriptor=p.get("cri_descriptor"))
+        info = _runtime_engines.detect_runtime(name, endpoint=p.get("runtime_endpoint"), descriptor=p.get("cri_descriptor"))
         if info["usable"]:
             engines.append((name, info))
         else:
@@ -102,11 +107,11 @@ def main():
                 request = dict(params[name], run_id=run_id, image=IMAGE, cdi_devices=[device], expected_edits=edits,
                                timeout=120, compute=gpu, host=host)
                 t0 = time.perf_counter()
-                record, probe = _runtime.runtime_facts(request)
+                record, probe = _runtime_layer.runtime_facts(request)
                 samples[name].append(round((time.perf_counter() - t0) * 1000.0, 1))
                 outcome = record["status"]
                 if gpu:
-                    compute = _compute.compute_record(probe, record, host_record=host, host_control=False, timeout=60)
+                    compute = _compute_record.compute_record(probe, record, host_record=host, host_control=False, timeout=60)
                     outcome = node_verdict({"runtime": record, "compute": compute})["verdict"]
                 outcomes[name].add(outcome)
     finally:

@@ -18,8 +18,13 @@ import sys
 import time
 import uuid
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _compute, _host, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control as _compute_host_control
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import run
 
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
 DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
@@ -42,17 +47,17 @@ def main():
     samples = dict((k, []) for k in ("nvidia-smi", "host", "cdi", "runtime", "runtime+compute", "host-control"))
     statuses = dict((k, set()) for k in samples)
     try:
-        cdi = _cdi.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+        cdi = _cdi_layer.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
         params = {"run_id": run_id, "image": IMAGE, "cdi_devices": [device], "runtime": "podman", "timeout": 60,
                   "expected_edits": cdi["evidence"]["expected_edits"], "host": host}
         items = [
             ("nvidia-smi", lambda: run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv"], timeout=30)),
             ("host", lambda: _host.collect_host(driver_root=DRIVER_ROOT)),
-            ("cdi", lambda: _cdi.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False,
-                                           devices=[device], host=host)),
-            ("runtime", lambda: _runtime.runtime_facts(dict(params, compute=False))),
-            ("runtime+compute", lambda: _runtime.runtime_facts(dict(params, compute=True))),
-            ("host-control", lambda: _compute.run_host_control(host, 60)),
+            ("cdi", lambda: _cdi_layer.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False,
+                                                 devices=[device], host=host)),
+            ("runtime", lambda: _runtime_layer.runtime_facts(dict(params, compute=False))),
+            ("runtime+compute", lambda: _runtime_layer.runtime_facts(dict(params, compute=True))),
+            ("host-control", lambda: _compute_host_control.run_host_control(host, 60)),
         ]
         for _round in range(rounds):
             for name, fn in items:
@@ -88,7 +93,7 @@ def _status(name, value, host):
     if name.startswith("runtime"):
         record, probe = value
         if name == "runtime+compute":
-            compute = _compute.compute_record(probe, record, host_record=host, host_control=False)
+            compute = _compute_record.compute_record(probe, record, host_record=host, host_control=False)
             return "%s/%s" % (record["status"], compute["status"])
         return record["status"]
     return value[0]["status"]  # run_host_control -> (outcome, parsed, assessment)

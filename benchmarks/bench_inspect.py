@@ -27,7 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = r'''
 import json, sys, time
 t0 = time.perf_counter()
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _run, _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
 calls = []
 _execute = _run._execute
 def traced(argv, **kw):

@@ -19,8 +19,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "unit", "fixtures", "host"))
 from fleetfixture import synthetic_fleet  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import RENDERERS  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def unreachable_fleet(n):

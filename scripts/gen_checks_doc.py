@@ -1,4 +1,4 @@
-"""Writes docs/checks.md from the check catalogues in plugins/module_utils/_*.py and _*/ packages (CHECKS, SIGNATURES).
+"""Writes docs/checks.md from the check catalogues in the rooms of plugins/module_utils (every CHECKS and SIGNATURES table).
 
 Every check id a layer can emit is defined once, in its catalogue; LayerBuilder refuses ids that are not
 there, and tests/unit/test_checks_doc.py fails when docs/checks.md is not what this script writes.
@@ -20,18 +20,21 @@ precise one.
 
 
 def catalogues():
+    """Every CHECKS and SIGNATURES table of module_utils, merged by id (a room's layer may extend its catalogue's)."""
     mu = os.path.join(ROOT, "plugins", "module_utils")
     found = {}
     signatures = {}
-    for name in sorted(os.listdir(mu)):
-        package = os.path.isfile(os.path.join(mu, name, "__init__.py"))  # a private package such as _cdi/
-        if not (name.startswith("_") and (name.endswith(".py") or package)) or name == "__init__.py":
-            continue
-        mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils." + (name if package else name[:-3]))
-        for check_id, entry in getattr(mod, "CHECKS", {}).items():
-            found[check_id] = entry
-        for sig, entry in getattr(mod, "SIGNATURES", {}).items():
-            signatures[sig] = entry
+    for dirpath, dirs, files in os.walk(mu):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(".py") or name == "__init__.py":
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, name), mu)[:-3].replace(os.sep, ".")
+            mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils." + rel)
+            for check_id, entry in getattr(mod, "CHECKS", {}).items():
+                found[check_id] = entry
+            for sig, entry in getattr(mod, "SIGNATURES", {}).items():
+                signatures[sig] = entry
     return found, signatures
 
 
@@ -63,9 +66,9 @@ def render():
 
 def thresholds_table():
     """The WARN/FAIL thresholds of the host.health.* checks (_health.THRESHOLDS), with their defaults and why."""
-    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._health")
+    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks")
     out = ["\n## Health thresholds\n\nThe thresholds the `host.health.*` checks are judged by (`THRESHOLDS` in "
-           "`plugins/module_utils/_health_limits.py`, each set against DCGM v4.6.0's default for its reading or marked as "
+           "`plugins/module_utils/_host/health/limits.py`, each set against DCGM v4.6.0's default for its reading or marked as "
            "ours). The option `health_thresholds` of host_facts, node_layers and verify_node "
            "(the verify role's `verify_health_thresholds`, which group_vars can set per inventory group) overrides any of "
            "them; `null` records the reading without judging it. A record holds the thresholds it was judged by in "
@@ -79,10 +82,10 @@ def thresholds_table():
 
 def attribution_table():
     """The signature -> explaining cdi checks table of _attribution.py (the verdict's ``because``)."""
-    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._attribution")
+    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.attribution")
     out = ["\n## Which cdi checks explain a failure\n\nWhen a runtime or compute FAIL is attributed to the spec, the "
            "node verdict's `because` lists the checks of this row that WARNed or FAILed in the cdi record "
-           "(`plugins/module_utils/_attribution.py`). An empty row: nothing a CDI spec says explains that failure.\n\n"
+           "(`plugins/module_utils/_verdict/attribution.py`). An empty row: nothing a CDI spec says explains that failure.\n\n"
            "| signature | explained by |\n|---|---|"]
     for sig in sorted(mod.EXPLAINED_BY):
         row = mod.EXPLAINED_BY[sig]
@@ -91,7 +94,7 @@ def attribution_table():
                "probe step (or compute check) cannot succeed in the container. If it PASSed there, what answered is not "
                "what the spec gives (an image's own libcuda, nodes the runtime added on its own, a probe a spec "
                "replaced): the node is `INCONCLUSIVE`, naming the check and the step, never `COMPUTE_VERIFIED`; and "
-               "the check is left out of a failure's `because` (`PREDICTS` in `plugins/module_utils/_attribution.py`)."
+               "the check is left out of a failure's `because` (`PREDICTS` in `plugins/module_utils/_verdict/attribution.py`)."
                "\n\n| cdi check | step (or compute check) that must fail |\n|---|---|")
     for check in sorted(mod.PREDICTS):
         out.append("| `%s` | `%s` |" % (check, mod.PREDICTS[check]))

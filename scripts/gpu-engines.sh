@@ -79,13 +79,13 @@ step pytest-engines env GPUPROBE_GPU=1 GPUPROBE_ENGINES="$engines" GPUPROBE_EVID
 # 6. nothing of ours may be left, on any engine (an empty listing is the expected result)
 step leftovers "$py" - "$engines" <<'PY'
 import json, sys
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
 import os
 left = {}
 for name in sys.argv[1].split(","):
     opts = {"containerd": (os.environ.get("GPUPROBE_CRI_ENDPOINT"), os.environ.get("GPUPROBE_CRI_DESCRIPTOR")),
             "docker": (os.environ.get("GPUPROBE_DOCKER_HOST"), None)}.get(name, (None, None))
-    out = _runtime.cleanup(runtime=name, endpoint=opts[0], descriptor=opts[1], check_mode=True, specs=False)
+    out = _runtime_cleanup.cleanup(runtime=name, endpoint=opts[0], descriptor=opts[1], check_mode=True, specs=False)
     left[name] = {"containers": out["containers"], "live": out["live"], "errors": out["errors"]}
 print(json.dumps(left, indent=2))
 sys.exit(1 if any(v["containers"] or v["live"] or v["errors"] for v in left.values()) else 0)

@@ -25,8 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "host"))
 from fleetfixture import synthetic_fleet  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render  # noqa: E402  pylint: disable=wrong-import-position
 
 WIDTH = 1360
 

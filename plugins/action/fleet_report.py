@@ -5,8 +5,8 @@
 """Action plugin gpuprobe.layers.fleet_report: the one place where the fleet is aggregated.
 
 Runs on the controller, reads the layer records of every host from hostvars, builds the report with
-module_utils/_report.py (verdicts from _verdict.node_verdict), renders it with
-plugin_utils/_report_render.py (Jinja2 templates shipped in plugin_utils/_report_templates/) and writes its files as one set: all of them
+plugin_utils/_report/model.py (verdicts from _verdict.node_verdict), renders it with
+plugin_utils/_report/render.py (Jinja2 templates shipped in plugin_utils/_report/templates/) and writes its files as one set: all of them
 or none, <basename>-latest switched to it in one atomic step. Documentation:
 plugins/modules/fleet_report.py.
 
@@ -27,17 +27,18 @@ from ansible.plugins.action import ActionBase
 
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report
-from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import DEFAULT_LIMITS, RECORD_LIMITS_SPEC, limits_of
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_lines, display_text
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report_render import RENDERERS
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FLEET_REPORT_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import DEFAULT_LIMITS, RECORD_LIMITS_SPEC, limits_of
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import display_lines, display_text
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import RENDERERS
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report_files import write_atomic, write_report_set
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.files import write_atomic, write_report_set
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
 # the options (_report's, and the cap on what one node may return: _intake_limits)
-ARGSPEC = dict(_report.FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC)
+ARGSPEC = dict(FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC)
 LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
 NO_RECORD = ("no verify record for this host: it failed or became unreachable during the verify play "
              "(see the play output for that host)")

@@ -22,15 +22,15 @@ from ansible.plugins.action import ActionBase
 
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
-from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import verify_value_errors
-from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import limits_of
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import cdi_for_runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import ENGINE_KEYS, node_verdict
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.options import verify_value_errors
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import limits_of
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import cdi_for_runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import ENGINE_KEYS, node_verdict
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import display_text
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"

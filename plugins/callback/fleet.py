@@ -38,7 +38,7 @@ from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.callback.gpuprobe_summary import Progress, _host, _task
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import gate_line
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import gate_line
 
 # the action of the verify play's last task, which fails each node that could not be verified (playbooks/verify-gpu.yml)
 GATE_ACTIONS = ("fail", "ansible.builtin.fail", "ansible.legacy.fail")

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Filter gpuprobe.layers.option_errors: the options of a fleet run checked before any node runs
-(module_utils/_fleet_options.py decides; documentation: option_errors.yml next to this file)."""
+(plugin_utils/_report/options.py decides; documentation: option_errors.yml next to this file)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ansible.errors import AnsibleFilterError
 
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
-from ansible_collections.gpuprobe.layers.plugins.module_utils._fleet_options import candidate_names, option_errors
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.options import candidate_names, option_errors
 
 ROLE_SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                           "roles", "verify", "meta", "argument_specs.yml")

@@ -208,8 +208,8 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_record, check_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_record, check_root
 
 
 def main():

@@ -183,7 +183,7 @@ prediction:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi_spec import SpecError, ensure_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.spec import SpecError, ensure_spec
 
 
 def main():

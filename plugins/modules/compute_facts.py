@@ -121,9 +121,9 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import compute_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_container_probe, check_record, check_timeout
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import Interrupted
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_container_probe, check_record, check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
 
 
 def main():

@@ -195,9 +195,9 @@ drills:
   elements: dict
 """
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import RECORD_LIMITS_SPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report import FLEET_REPORT_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import documentation_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import RECORD_LIMITS_SPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FLEET_REPORT_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import documentation_only
 
 
 def main():

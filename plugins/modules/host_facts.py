@@ -174,9 +174,9 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health import check_thresholds
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root, check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_thresholds
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout
 
 
 def main():

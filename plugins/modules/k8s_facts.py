@@ -136,8 +136,8 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import DEFAULT_RESOURCES, DEFAULT_TIMEOUT, collect_k8s
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import DEFAULT_RESOURCES, DEFAULT_TIMEOUT, collect_k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
 
 
 def main():

@@ -161,9 +161,9 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import DEFAULT_TIMEOUT
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
 
 
 def main():

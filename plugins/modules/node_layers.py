@@ -65,8 +65,8 @@ spec:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import cap_strings
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import NODE_LAYERS_ARGSPEC, inspect
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import NODE_LAYERS_ARGSPEC, inspect
 
 
 def main():

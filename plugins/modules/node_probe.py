@@ -90,7 +90,7 @@ spec_removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node_probe import NODE_PROBE_ARGSPEC, probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import NODE_PROBE_ARGSPEC, probe
 
 
 def main():

@@ -79,8 +79,8 @@ spec_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import cap_strings
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node_verify import NODE_VERIFY_ARGSPEC, verify
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.verify import NODE_VERIFY_ARGSPEC, verify
 
 
 def main():

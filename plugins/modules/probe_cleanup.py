@@ -127,8 +127,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import cleanup
 
 
 def main():

@@ -207,7 +207,10 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, remove_own_spec, runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUNTIMES
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
 
 
 def main():

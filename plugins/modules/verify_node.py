@@ -306,8 +306,8 @@ gpuprobe_host_done:
   type: dict
 """
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import documentation_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import documentation_only
 
 
 def main():

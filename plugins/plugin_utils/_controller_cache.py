@@ -33,7 +33,7 @@ under ``python -O`` (the asserts of ansible-core's module_utils then run; this c
 ``GPUPROBE_PAYLOAD_BYTECODE=off`` keeps payloads without it (nodes whose Python is another version than the
 controller's gain nothing from it and would receive a payload about three times larger).
 
-The report templates (plugin_utils/_report_templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
+The report templates (plugin_utils/_report/templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
 bytecode cache keeps the compiled code, checked against each template's source.
 
 Where: ``GPUPROBE_CACHE`` (a directory; ``off`` turns it off), else ``<ANSIBLE_HOME>/gpuprobe/cache``, with
@@ -109,7 +109,7 @@ def template_cache():
     try:
         import jinja2  # pylint: disable=import-outside-toplevel
         digest = hashlib.sha256(jinja2.__version__.encode("ascii", "replace") + b"\0")
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_report_render.py"), "rb") as f:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_report", "render.py"), "rb") as f:
             digest.update(f.read())
         where = os.path.join(where, digest.hexdigest()[:16])
         os.makedirs(where, mode=0o700, exist_ok=True)

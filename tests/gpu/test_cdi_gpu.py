@@ -11,9 +11,10 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, validate_record
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs the GPU host (GPUPROBE_GPU=1)")]
@@ -52,7 +53,7 @@ def _layer(host, variant):
     try:
         devices = [q for q in _cdi_spec.qualified_devices(spec) if not q.endswith("=all")][:1]
         # only this run's spec: other gpuprobe specs in /var/run/cdi must not conflict with it
-        record = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=devices, host=host)
+        record = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=devices, host=host)
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
     assert not os.path.exists(path)

@@ -14,7 +14,7 @@ import pytest
 
 from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401  pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
 
 pytestmark = [
     pytest.mark.gpu,
@@ -33,8 +33,8 @@ OPTIONS = {
 @pytest.fixture(params=ENGINES)
 def engine(request):
     options = dict((k, v) for k, v in OPTIONS[request.param].items() if v)
-    info = _runtime.detect_runtime(options["runtime"], endpoint=options.get("runtime_endpoint"),
-                                   descriptor=options.get("cri_descriptor"))
+    info = _runtime_engines.detect_runtime(options["runtime"], endpoint=options.get("runtime_endpoint"),
+                                           descriptor=options.get("cri_descriptor"))
     if not info["usable"]:
         pytest.skip("%s is not usable here: %s" % (request.param, info["reason"]))
     return options

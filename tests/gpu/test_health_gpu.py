@@ -23,9 +23,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")   # the pynvml shim warns that it is deprecated in favour of nvidia-ml-py
     import pynvml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health import DEFAULT_THRESHOLDS, PER_GPU_CHECKS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, STATUSES, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import DEFAULT_THRESHOLDS, PER_GPU_CHECKS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, STATUSES, WARN, validate_record
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs the GPU host (GPUPROBE_GPU=1)")]

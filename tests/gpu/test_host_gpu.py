@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import gpu_compute_processes
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import gpu_compute_processes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN, validate_record
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(os.environ.get("GPUPROBE_GPU") != "1", reason="needs the GPU host (GPUPROBE_GPU=1)")]

@@ -15,10 +15,15 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _compute, _host, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
 pytestmark = [
     pytest.mark.gpu,
@@ -67,15 +72,15 @@ def run_variant(variant, host, user=None, edit=None, name=None, engine=None):
     device = "%s=0" % spec["kind"]  # the run's own kind
     _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
     try:
-        cdi = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
-        runtime, probe = _runtime.runtime_facts(dict(engine, **{
+        cdi = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+        runtime, probe = _runtime_layer.runtime_facts(dict(engine, **{
             "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "timeout": 60,
             "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host, "user": user}))
-        compute = _compute.compute_record(probe, runtime, host_record=host, host_control=True, timeout=60)
+        compute = _compute_record.compute_record(probe, runtime, host_record=host, host_control=True, timeout=60)
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
-        leftovers = _runtime.cleanup(run_id=run_id, runtime=engine["runtime"], spec_dir=SPEC_DIR,
-                                     endpoint=engine.get("runtime_endpoint"), descriptor=engine.get("cri_descriptor"))
+        leftovers = _runtime_cleanup.cleanup(run_id=run_id, runtime=engine["runtime"], spec_dir=SPEC_DIR,
+                                             endpoint=engine.get("runtime_endpoint"), descriptor=engine.get("cri_descriptor"))
     records = {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}
     verdict = node_verdict(records)
     _save(name or variant, {"variant": name or variant, "prediction": _cdi_spec.prediction(variant), "user": user,

@@ -13,7 +13,7 @@ import pytest
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, validate_record
 
 pytestmark = pytest.mark.integration
 DRIVER = "580.159.04"

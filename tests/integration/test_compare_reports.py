@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import not_run
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import not_run
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,11 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri, _owner, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CREATED_LABEL, LABEL, OWNER_LABEL
 
 cri_mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri")
@@ -71,12 +75,12 @@ def test_a_pod_of_another_namespace_like_ours_with_a_dead_owner_stays(containerd
             return sorted(listed[i] for i in ids.values() if i in listed)
         assert present() == ["default", cri_mod.NAMESPACE]
         for sweep in ({"max_age": 0}, {"run_id": run_id}):
-            out = _runtime.cleanup(runtime="containerd", endpoint=ENDPOINT, descriptor=descriptor, specs=False, **sweep)
+            out = _runtime_cleanup.cleanup(runtime="containerd", endpoint=ENDPOINT, descriptor=descriptor, specs=False, **sweep)
             assert out["errors"] == [], out
         assert present() == ["default"], "the sweep removed a sandbox of another namespace (or left its own)"
         assert out["containers"] == [] or out["containers"] == ["containerd:%s" % name]
         # the adapter's own removal by name reaches no other namespace either
-        adapter = _runtime.engines.adapter(dict(_runtime.cri_info("containerd", ENDPOINT, 30, descriptor)))
+        adapter = _runtime_engines.adapter(dict(_runtime_select.cri_info("containerd", ENDPOINT, 30, descriptor)))
         assert adapter.remove(name)["removed"] is False
         assert present() == ["default"]
     finally:

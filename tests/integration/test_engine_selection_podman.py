@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS
 
 pytestmark = pytest.mark.integration
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
 
 pytestmark = pytest.mark.integration
 
@@ -231,7 +231,7 @@ READINGS = [
 
 @pytest.mark.parametrize("member, version, extra, more, injected", READINGS, ids=[m[0] for m in READINGS])
 def test_cri_injects_what_the_cdi_layer_reads_for_containerd(cri, run_id, tmp_path, member, version, extra, more, injected):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer  # pylint: disable=import-outside-toplevel
     yaml = pytest.importorskip("yaml")
     runtime_version = cri.version()["runtime_version"]
     if runtime_version != "1.7.24~ds1":
@@ -256,7 +256,7 @@ def test_cri_injects_what_the_cdi_layer_reads_for_containerd(cri, run_id, tmp_pa
         device = kind + "=d0"
         tools = {"containerd": {"path": "/usr/bin/containerd", "version": runtime_version}}
         host = {"layer": "host", "evidence": {"tools_probed": True, "tools": tools}}
-        rec = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], kinds=[kind], host=host)
+        rec = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], kinds=[kind], host=host)
         resolve = [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device" and c["subject"] == device]
         assert resolve == ["PASS" if injected else "FAIL"], rec["checks"]
         assert rec["evidence"]["readings"][0]["reading"] == "v0.8.0+go1.22"

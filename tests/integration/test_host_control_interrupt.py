@@ -17,7 +17,8 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +28,8 @@ HANGING_LIBCUDA = "#include <unistd.h>\n__attribute__((constructor)) static void
 NODE_PROBE = textwrap.dedent("""
     import json, sys, threading
     sys.path[:0] = json.loads(sys.argv[1])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_probe, _result
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import result as _result
 
     def runtime_facts(params, check_mode=False):
         # the container side is not under test here: a runtime that did not run (the host control still runs);
@@ -147,11 +149,11 @@ def test_an_interrupt_during_the_host_control_leaves_nothing(control, sig):
 
 def test_a_killed_node_probe_leaves_a_temp_dir_the_sweep_finds(control):
     names = control.dirs()
-    assert len(names) == 1 and _runtime.PROBE_DIR_RE.match(names[0])
+    assert len(names) == 1 and _runtime_cleanup.PROBE_DIR_RE.match(names[0])
     assert int(names[0].split("-")[2]) == control.proc.pid  # named after the node probe that owns it
-    assert _runtime.sweep_probe_dirs(control.tmp) == []     # its owner is alive: not touched
+    assert _runtime_cleanup.sweep_probe_dirs(control.tmp) == []     # its owner is alive: not touched
     control.proc.send_signal(signal.SIGKILL)
     control.proc.wait(timeout=10)
     assert control.dirs() == names                          # SIGKILL: no handler ran
-    assert _runtime.sweep_probe_dirs(control.tmp) == [os.path.join(control.tmp, names[0])]
+    assert _runtime_cleanup.sweep_probe_dirs(control.tmp) == [os.path.join(control.tmp, names[0])]
     assert control.dirs() == []

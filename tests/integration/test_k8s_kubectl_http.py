@@ -17,8 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s, _k8s_publish
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, validate_record
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")

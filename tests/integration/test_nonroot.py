@@ -25,7 +25,7 @@ import pytest
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 
 yaml = pytest.importorskip("yaml")
 
@@ -77,7 +77,7 @@ def cdi_device():
 def _runtime_record(run_id, image, device):
     params = {"run_id": run_id, "image": image, "cdi_devices": [device], "expected_edits": {"env": ["GPUPROBE_IMAGE_TEST=1"]},
               "compute": False, "timeout": 60, "runtime": "podman"}
-    record, _probe = _runtime.runtime_facts(params)
+    record, _probe = _runtime_layer.runtime_facts(params)
     assert validate_record(record) == []
     return record
 

@@ -17,7 +17,12 @@ import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.pat
 
 from test_runtime_podman import IMAGE, Lab, _podman_env, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _owner, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import signals as _common_signals
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 
 yaml = pytest.importorskip("yaml")
 
@@ -56,8 +61,9 @@ SELF_BUILT_RUN = textwrap.dedent("""
     import json, os, sys, time
     sys.path[:0] = json.loads(sys.argv[1])
     args = json.loads(sys.argv[2])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec, _runtime
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _runtime
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
     run_id = args["run_id"]
     spec = _cdi_spec.ensure_spec(run_id, spec_dir=args["spec_dir"], root=args["root"], driver_root="/usr/local/nvidia",
                                  gpus=[args["gpu"]], max_age=10 ** 9)
@@ -69,9 +75,9 @@ SELF_BUILT_RUN = textwrap.dedent("""
     try:
         device = [d for d in spec["devices"] if not d.endswith("=all")][0]
         host = {"layer": "host", "evidence": {"nvml": {"driver_version": "%s"}}}
-        cdi = _cdi.cdi_layer(spec_dirs=[args["spec_dir"]], discover_runtime_dirs_=False, devices=[device],
+        cdi = _cdi_layer.cdi_layer(spec_dirs=[args["spec_dir"]], discover_runtime_dirs_=False, devices=[device],
                              kinds=[spec["kind"]], host=host, root="/")
-        runtime, probe = _runtime.runtime_facts({"run_id": run_id, "image": args["image"], "cdi_devices": [device],
+        runtime, probe = _runtime_layer.runtime_facts({"run_id": run_id, "image": args["image"], "cdi_devices": [device],
                                                  "expected_edits": cdi["evidence"].get("expected_edits") or {},
                                                  "runtime": "podman", "timeout": 120, "compute": False})
         verdict = node_verdict({"cdi": cdi, "runtime": runtime})
@@ -135,8 +141,8 @@ def test_two_concurrent_self_built_runs_beside_leftovers_and_a_foreign_spec(tmp_
                        + [os.path.basename(p) for p in kept]) <= set(r["present"]), r["present"]
         # control: the leftovers really conflict for their own (old, shared) kind; that is what used to turn a healthy
         # node FAILED_AT_CDI when every run used it
-        control = _cdi.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["gpuprobe.local/gpu=0"],
-                                 kinds=[_cdi_spec.LEGACY_KIND], host={"evidence": {"nvml": {"driver_version": DRIVER}}})
+        control = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["gpuprobe.local/gpu=0"],
+                                       kinds=[_cdi_spec.LEGACY_KIND], host={"evidence": {"nvml": {"driver_version": DRIVER}}})
         assert control["status"] == "FAIL", control["reason"]
         print("control (old shared kind):", control["signature"], control["reason"])
         # the concurrent runs never swept each other, nor a leftover whose owner cannot be checked
@@ -145,7 +151,7 @@ def test_two_concurrent_self_built_runs_beside_leftovers_and_a_foreign_spec(tmp_
             assert not set(kept) & set(r["swept"])
         # the leftover whose owner is gone was swept (by a run's write or by this sweep); the kept ones and the
         # other kind's spec stay
-        swept = _runtime.cleanup(runtime="podman", max_age=KEEP_YOUNG)
+        swept = _runtime_cleanup.cleanup(runtime="podman", max_age=KEEP_YOUNG)
         assert not os.path.exists(dead[0])
         assert all(os.path.exists(p) for p in kept) and not set(kept) & set(swept["specs"])
         assert os.path.exists(foreign) and foreign not in swept["specs"]
@@ -163,9 +169,9 @@ MODULE_LIKE = textwrap.dedent("""
     sys.path[:0] = json.loads(sys.argv[1])
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
     try:
-        record, probe = _runtime.runtime_facts(json.loads(sys.argv[2]))
+        record, probe = _runtime_layer.runtime_facts(json.loads(sys.argv[2]))
         print(json.dumps({"status": record["status"]}))
-    except _runtime.Interrupted as exc:
+    except _common_signals.Interrupted as exc:
         print(json.dumps({"interrupted": exc.signum}))
         sys.exit(130)
 """)
@@ -241,9 +247,9 @@ def test_sigkill_in_the_middle_of_a_probe_is_found_by_cleanup(hung_probe):
     # stop of its --rm container that takes the 10 s grace period, since the probe ignores SIGTERM: "stopping")
     assert hung_probe.states() in ({hung_probe.name: "running"}, {hung_probe.name: "stopping"})
     assert len(os.listdir(hung_probe.tmp_dir)) == 1
-    dry = _runtime.cleanup(runtime="podman", specs=False, max_age=KEEP_YOUNG, tmp_dir=hung_probe.tmp_dir, check_mode=True)
+    dry = _runtime_cleanup.cleanup(runtime="podman", specs=False, max_age=KEEP_YOUNG, tmp_dir=hung_probe.tmp_dir, check_mode=True)
     assert "podman:%s" % hung_probe.name in dry["containers"] and hung_probe.states()
-    out = _runtime.cleanup(runtime="podman", specs=False, max_age=KEEP_YOUNG, tmp_dir=hung_probe.tmp_dir)
+    out = _runtime_cleanup.cleanup(runtime="podman", specs=False, max_age=KEEP_YOUNG, tmp_dir=hung_probe.tmp_dir)
     assert out["errors"] == [] and "podman:%s" % hung_probe.name in out["containers"]
     assert hung_probe.states() == {}
     assert out["probe_dirs"] and os.listdir(hung_probe.tmp_dir) == []
@@ -252,8 +258,8 @@ def test_sigkill_in_the_middle_of_a_probe_is_found_by_cleanup(hung_probe):
 def test_cleanup_beside_a_live_probe_of_another_run_never_touches_it(hung_probe):
     lab, name = hung_probe.lab, hung_probe.name
     # another operator's sweep (no run id), and another run's own cleanup (a run id that is a prefix of ours)
-    sweep = _runtime.cleanup(runtime="podman", max_age=KEEP_YOUNG, tmp_dir=hung_probe.tmp_dir)
-    own = _runtime.cleanup(run_id=lab.run_id[:-1], runtime="podman", tmp_dir=hung_probe.tmp_dir)
+    sweep = _runtime_cleanup.cleanup(runtime="podman", max_age=KEEP_YOUNG, tmp_dir=hung_probe.tmp_dir)
+    own = _runtime_cleanup.cleanup(run_id=lab.run_id[:-1], runtime="podman", tmp_dir=hung_probe.tmp_dir)
     assert "podman:%s" % name not in sweep["containers"] + own["containers"]
     assert hung_probe.states() == {name: "running"}
     live = [x for x in sweep["live"] if x.get("container") == "podman:%s" % name]
@@ -270,8 +276,8 @@ def test_a_second_run_with_the_same_run_id_never_removes_the_first_ones_live_pro
     also the live probe of another run given the same fixed verify_run_id."""
     name = hung_probe.name
     for check_mode in (True, False):
-        out = _runtime.cleanup(run_id=hung_probe.lab.run_id, runtime="podman", specs=False, tmp_dir=hung_probe.tmp_dir,
-                               check_mode=check_mode)
+        out = _runtime_cleanup.cleanup(run_id=hung_probe.lab.run_id, runtime="podman", specs=False, tmp_dir=hung_probe.tmp_dir,
+                                       check_mode=check_mode)
         assert "podman:%s" % name not in out["containers"], out
         live = [x for x in out["live"] if x.get("container") == "podman:%s" % name]
         assert live and "also used by the live run" in live[0]["why"], out
@@ -287,7 +293,7 @@ def test_max_age_0_beside_a_live_probe_never_touches_it(hung_probe):
     name = hung_probe.name
     time.sleep(1.1)  # older than max_age=0 by any clock
     for check_mode in (True, False):
-        out = _runtime.cleanup(runtime="podman", specs=False, max_age=0, tmp_dir=hung_probe.tmp_dir, check_mode=check_mode)
+        out = _runtime_cleanup.cleanup(runtime="podman", specs=False, max_age=0, tmp_dir=hung_probe.tmp_dir, check_mode=check_mode)
         assert "podman:%s" % name not in out["containers"], out
         live = [x for x in out["live"] if x.get("container") == "podman:%s" % name]
         assert live and "is running" in live[0]["why"], out

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import PINS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FLEET = os.path.join(ROOT, "inventory", "fleet-example")

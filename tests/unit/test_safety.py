@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODE_DIRS = ("plugins", "roles", "playbooks", "molecule", "scripts", ".ci")
@@ -27,7 +27,7 @@ def code_files():
 
 def test_code_tree_is_scanned():
     files = list(code_files())
-    assert any(f.endswith("_run.py") for f in files)
+    assert any(f.endswith(os.path.join("_common", "run.py")) for f in files)
 
 
 @pytest.mark.parametrize("path", sorted(code_files()), ids=lambda p: os.path.relpath(p, ROOT))
@@ -35,7 +35,7 @@ def test_no_driver_or_service_changes(path):
     rel = os.path.relpath(path, ROOT)
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
-    if rel != os.path.join("plugins", "module_utils", "_run.py"):
+    if rel != os.path.join("plugins", "module_utils", "_common", "run.py"):
         assert not FORBIDDEN_WORDS.search(text), "%s mentions a module loader / service manager" % rel
     assert not FORBIDDEN_MODULES.search(text), "%s uses a service/reboot/kernel-module task" % rel
     assert not WRITE_ETC_CDI.search(text), "%s targets /etc/cdi" % rel
@@ -165,20 +165,20 @@ def test_only_the_runner_executes_without_the_allowlist():
     offenders = []
     for path in code_files():
         rel = os.path.relpath(path, ROOT)
-        if not rel.startswith("plugins" + os.sep) or not path.endswith(".py") or rel.endswith("_run.py"):
+        if not rel.startswith("plugins" + os.sep) or not path.endswith(".py") or rel.endswith(os.path.join("_common", "run.py")):
             continue
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        if re.search(r"(?<![\w.])_execute\(|_run\._execute\b", text) or re.search(r"\bos\.(system|popen|exec\w*|spawn\w*)\(", text):
+        if re.search(r"(?<![\w.])_execute\(|\w*run\._execute\b", text) or re.search(r"\bos\.(system|popen|exec\w*|spawn\w*)\(", text):
             offenders.append(rel)
-        if re.search(r"\bsubprocess\.", text) and not rel.endswith("_probe.py"):
+        if re.search(r"\bsubprocess\.", text) and not rel.endswith(os.path.join("_probe", "script.py")):
             offenders.append(rel)
     assert offenders == []
 
 
 def test_self_built_specs_are_never_written_under_etc_cdi(tmp_path):
     """write_spec/sweep_specs refuse /etc/cdi, paths under it, and directories that resolve into it."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
 
     link = tmp_path / "looks-harmless"
     os.symlink("/etc/cdi", str(link))

@@ -10,7 +10,7 @@ import os
 import posixpath
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 
 

@@ -20,7 +20,7 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import reading_for
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, make_check
 
 CDI = "container-device-interface"
 DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")   # pkg/cdi DefaultSpecDirs since v0.3.0

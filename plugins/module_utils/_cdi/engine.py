@@ -32,11 +32,11 @@ import json
 import os
 import posixpath
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _toml
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, make_check
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import engine_label, flag_value
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label, flag_value
 
 CHECKS = {
     "cdi.engine.config": {

@@ -11,9 +11,9 @@ import posixpath
 import re
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._digest import same_file
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import LIB_DIRS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import same_file
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import LIB_DIRS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import read_library
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, make_check
 
 NVIDIA_MAJOR = 195            # "nvidia-frontend" in /proc/devices
 NON_GPU_MINORS = (254, 255)   # nvidia-modeset, nvidiactl

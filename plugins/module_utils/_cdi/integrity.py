@@ -39,7 +39,7 @@ import os
 import posixpath
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, make_check
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 
 CHECK_ID = "cdi.inject.probe_integrity"

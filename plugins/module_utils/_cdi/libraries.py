@@ -27,8 +27,8 @@ import os
 import posixpath
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._digest import same_file
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import same_file
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import name_major, name_stem, read_library
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import CONSEQUENCES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.libraries import files_given, loader_checks
 

@@ -14,31 +14,7 @@ The one entry is ``compute_record``. The package is split by concern: ``catalogu
 ``host_control`` (the same probe on the host), ``binding`` (compute.driver.binding: the container's driver is
 the host's) and ``record`` (the record itself). What the probe prints and how it is read is the probe's side of
 the contract: ``_probe_contract``.
+
+This file only documents the package: callers import the module that defines a name (the layer's entry is
+``layer.py``; its checks are in ``catalogue.py``).
 """
-
-from __future__ import annotations
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import (  # noqa: F401
-    assess, assess_device, assess_global, crash_outcome, signal_of, step_hint, step_signature,
-)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import (  # noqa: F401
-    binding_check, file_digest, host_driver_facts, prefetch_host_driver_facts,
-)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS, SIGNATURES  # noqa: F401
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import (  # noqa: F401
-    CONTROL_ENV_CLEARED, EarlyControl, concurrent_scope, control_gpus, control_status, env_cleared, host_control_env,
-    run_host_control,
-)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import (  # noqa: F401
-    compute_record, container_evidence, container_probes, output_check, step_checks,
-)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.rows import (  # noqa: F401
-    MIG_UUID_SYMBOL, ROW_KEYS, gpu_rows, normalize_expected,
-)
-
-__all__ = [
-    "CHECKS", "CONTROL_ENV_CLEARED", "EarlyControl", "MIG_UUID_SYMBOL", "ROW_KEYS", "SIGNATURES", "assess", "assess_device",
-    "assess_global", "binding_check", "compute_record", "concurrent_scope", "container_evidence", "container_probes", "control_gpus", "control_status",
-    "crash_outcome", "env_cleared", "file_digest", "gpu_rows", "host_control_env", "host_driver_facts", "normalize_expected",
-    "output_check", "prefetch_host_driver_facts", "run_host_control", "signal_of", "step_checks", "step_hint", "step_signature",
-]

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import signal
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_on, not_idle_text
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_on, not_idle_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import _UVM_HINT, SIGNATURES
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
 
 
 def _busy_on(busy, uuid):

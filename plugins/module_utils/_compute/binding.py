@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._digest import file_digest
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import file_digest
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
 
 
 def host_driver_facts(host_record):

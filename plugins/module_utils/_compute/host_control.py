@@ -13,11 +13,13 @@ import shutil
 import sys
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _fail, assess, assess_device, assess_global
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import deferred_signals, interruptible, probe_parent_dir
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import deferred_signals, interruptible
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 
 
 def _libcuda_dirs(driver_root):

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan, touch_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_plan, touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _busy_on, _pids, assess, not_idle, step_hint
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import binding_check, host_driver_facts
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS, SIGNATURES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import control_gpus, run_host_control
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.rows import _not_run_rows, _public_rows, gpu_rows, normalize_expected
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, rollup_status
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import compute_points_to
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, rollup_status
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import compute_points_to
 
 
 def _subject(where, step):

@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import touch_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import assess_device, assess_global, not_idle
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 
 
 def normalize_expected(expected_gpus):

@@ -11,7 +11,7 @@ import os
 import re
 
 # re-exported: the engines reached through the CRI
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import CRI_ENGINES, VERSION_RE, error_line  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import CRI_ENGINES, VERSION_RE, error_line  # noqa: F401 pylint: disable=unused-import
 
 
 LABEL = "gpuprobe.run"

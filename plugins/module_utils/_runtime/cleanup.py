@@ -13,12 +13,15 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_absolute, check_timeout
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_absolute, check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_ENGINES, RUN_ID_RE
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import cri_info
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import cri_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
+# registers the CRI adapter (containerd, CRI-O) with engines.adapter: nothing else imports it since __init__ re-exports
+# nothing (issue 33)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import deferred_signals
 
 
@@ -63,7 +66,7 @@ def remove_own_spec(params):
     ``cdi_spec state=absent`` would remove it (only gpuprobe-<run_id>.yaml of this run's own kind). The play's
     always-cleanup never runs once ansible-playbook is interrupted, and the interrupt usually arrives during
     the probe, which is this module. Returns a short text for the failure message."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec  # pylint: disable=import-outside-toplevel
 
     spec_dir = params.get("spec_dir")
     if not spec_dir:
@@ -87,7 +90,7 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     ``skipped``, which Ansible reserves). ``endpoint`` (the named runtime's socket: a CRI endpoint, docker's
     DOCKER_HOST) and ``descriptor`` (the CRI API descriptor set) as for runtime_facts; under runtime=auto a CRI
     runtime is looked in when its socket (CONTAINER_RUNTIME_ENDPOINT or the default) exists."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec  # pylint: disable=import-outside-toplevel
 
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
         raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))

@@ -12,9 +12,10 @@ import posixpath
 import re
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import edits_compared
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.attribution import edits_compared
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import NODE_TYPES, ENV_KEEP, SIGNATURES, open_signature
 
 

@@ -23,15 +23,17 @@ import os
 import time
 import uuid as uuidlib
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri, _owner, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import capture_pieces
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import capture_pieces
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
     CREATED_LABEL, LABEL, OWNER_LABEL, RUN_ID_RE, probe_in_container,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import register
 # the detection lives beside the CLI engines' (an inspect stage loads neither this package nor grpc)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import endpoint_of
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import endpoint_of
 
 
 NAMESPACE = "gpuprobe"                # the sandbox's metadata namespace (a Pod's namespace)

@@ -11,15 +11,16 @@ import json
 import time
 import uuid as uuidlib
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
     CREATED_LABEL, LABEL, OWNER_LABEL, RUN_ID_RE, error_line, probe_in_container,
 )
 # the CLI engines' detection lives with the selection, outside this package: the inspect stage runs it and must not
 # import the probe's code (this package's __init__ loads the CRI adapter and grpc: ~0.4 s on a node, docs/performance.md)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import _env, cli_info, parse_version  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import _env, cli_info, parse_version  # noqa: F401 pylint: disable=unused-import
 
 
 def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None):
@@ -27,7 +28,7 @@ def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None)
     usable (bool), reason, selected_because. ``auto`` is ``_runtime_select``'s choice (the kubelet's CRI runtime, else
     a running docker daemon, else podman); a CRI engine is reached at ``endpoint`` (else its default socket) with the
     CRI API ``descriptor``; docker named with an ``endpoint`` is the daemon at that socket."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import select_runtimes  # pylint: disable=import-outside-toplevel
     return select_runtimes(requested or "auto", timeout=timeout, endpoint=endpoint, descriptor=descriptor)[0]
 
 

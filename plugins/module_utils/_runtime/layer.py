@@ -10,17 +10,19 @@ from __future__ import annotations
 import os
 import shutil
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan, touch_only
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_device, check_image, check_timeout, check_user
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_plan, touch_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image, check_timeout, check_user
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
     CHECKS, RUN_ID_RE, SIGNATURES, classify_start_error, error_line, probe_in_container,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import check_endpoint, engine_label, parse_runtime_option, select_runtimes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, engine_label, parse_runtime_option, select_runtimes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import ControllerWatch, deferred_signals, interruptible
 
 

@@ -11,9 +11,9 @@ import os
 import signal
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
-# the interrupt handling itself is shared with the controller's report writer (module_utils/_signals.py)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._signals import (  # noqa: F401  # pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
+# the interrupt handling itself is shared with the controller's report writer (module_utils/_common/signals.py)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import (  # noqa: F401  # pylint: disable=unused-import
     INTERRUPT_SIGNALS, Interrupted, deferred_signals, interruptible,
 )
 

@@ -8,8 +8,8 @@ import pytest
 from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report_files as W
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LayerBuilder, PASS, FAIL, not_run
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import files as W
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LayerBuilder, PASS, FAIL, not_run
 
 
 def record(layer, status, check_id=None, **evidence):

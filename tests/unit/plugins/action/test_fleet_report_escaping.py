@@ -12,7 +12,7 @@ from hostilefixture import HOSTILE, assert_html_safe, assert_junit_safe, assert_
 from test_fleet_report import HOSTVARS, record
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LayerBuilder, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LayerBuilder, PASS, WARN
 
 
 def hostile_records(text):
@@ -59,7 +59,7 @@ def test_no_template_prints_a_value_raw():
     own words as they are."""
     import os
     import re
-    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render as R
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as R
     for name in os.listdir(R.TEMPLATE_DIR):
         text = open(os.path.join(R.TEMPLATE_DIR, name)).read()
         assert not re.findall(r"[\w.)\]]\s*\|\s*raw\b", text), (name, re.findall(r".{30}\|\s*raw\b", text))

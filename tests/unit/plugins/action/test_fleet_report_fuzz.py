@@ -15,7 +15,7 @@ from hostilefixture import HOSTILE, assert_html_safe, assert_junit_safe, assert_
 from test_fleet_report import HOSTVARS, record
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LAYERS, NOT_RUN, PASS, STATUSES, WARN, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LAYERS, NOT_RUN, PASS, STATUSES, WARN, LayerBuilder
 
 TEXT = st.one_of(st.sampled_from(HOSTILE), st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30))
 # something that is not what the contract says a field holds

@@ -12,8 +12,8 @@ from actionlab import make_action
 from test_fleet_report import HOSTVARS, record
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render
 
 
 def _ok_records():
@@ -105,7 +105,7 @@ def test_a_malformed_record_beside_a_failed_task_keeps_both_messages(tmp_path):
 
 
 def test_the_violations_are_named_and_counted_once_past_the_first_eight():
-    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake  # pylint: disable=import-outside-toplevel
     records = dict((layer, 1) for layer in ("host", "cdi", "runtime", "compute", "k8s"))
     records.update(("x%d" % i, 1) for i in range(6))
     found = _intake.violations(records)
@@ -116,7 +116,7 @@ def test_the_violations_are_named_and_counted_once_past_the_first_eight():
 
 def test_honest_records_of_the_fixture_fleet_are_admitted():
     from fleetfixture import golden_fleet, synthetic_fleet  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake  # pylint: disable=import-outside-toplevel
     for item in synthetic_fleet(100) + golden_fleet()[0]:
         records, _runtimes, why = _intake.admit(item.get("records"), item.get("runtimes"))
         assert why is None, (item["name"], why)

@@ -15,9 +15,9 @@ import pytest
 from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report_files as W
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render as V
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import files as W
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _spool
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "report")

@@ -14,7 +14,7 @@ from test_verify_node import _action as verify_action, run as verify_run
 from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS, LayerBuilder
 
 LIMITS = {"max_bytes": 400000, "max_checks": 50, "max_string": 1000}
 
@@ -125,9 +125,9 @@ def test_verify_node_refuses_limits_that_are_not_positive_integers():
 
 
 def test_the_node_cuts_an_honest_nodes_long_strings_and_never_a_status():
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import (  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import (  # pylint: disable=import-outside-toplevel
         DEFAULT_LIMITS, cap_strings, over_limits)
-    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _intake  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake  # pylint: disable=import-outside-toplevel
     host = _host()
     host["evidence"]["text"] = "t" * 300000
     host["evidence"]["lines"] = ["l" * 70000, "short"]

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report_files as W
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import files as W
 
 SUFFIXES = (".json", ".md", ".html", ".junit.xml")
 BASE = "gpuprobe-report"
@@ -22,7 +22,7 @@ BASE = "gpuprobe-report"
 WRITER = r'''
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's Ctrl-C finds it (not a background job's)
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report_files as W
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import files as W
 report_dir, stamp, tag, pause_at, handler, size = sys.argv[1:7]
 if handler == "ansible-worker":   # ansible.executor.process.worker.WorkerProcess._term
     def _term(signum, frame):

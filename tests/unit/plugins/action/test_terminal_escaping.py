@@ -73,7 +73,7 @@ def test_the_lines_the_playbook_prints_act_on_nothing(tmp_path, text):
 
 
 def test_the_one_helper_writes_each_control_visibly():
-    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import controls, display_text  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import controls, display_text  # pylint: disable=import-outside-toplevel
     assert display_text("a\x1b[2Jb\rc\bd\ne\x07f\x9bg\u202eh\x00") == "a\\x1b[2Jb\\rc\\bd\\ne\\af\\x9bg\\u202eh\\x00"
     assert controls("a\nb\tc\x1b", keep="\n\t") == "a\nb\tc\\x1b"
     assert display_text("plain text, /path, ü, 漢字") == "plain text, /path, ü, 漢字"

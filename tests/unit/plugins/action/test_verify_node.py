@@ -12,8 +12,10 @@ from actionlab import make_action
 from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.action import verify_node as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _node, _node_probe, _node_verify
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import verify as _node_verify
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, LayerBuilder, not_run
 
 
 def _action(args, check_mode=False):

@@ -3,8 +3,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuprobe.layers.plugins.filter.verdict import FilterModule
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LayerBuilder, validate_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LayerBuilder, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
 F = FilterModule().filters()
 

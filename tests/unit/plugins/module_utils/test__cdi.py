@@ -7,8 +7,13 @@ import pytest
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import audit as _cdi_audit
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import files as _cdi_files
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import host as _cdi_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import names as _cdi_names
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import validate as _cdi_validate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures", "cdi")
 VALID = sorted(os.listdir(os.path.join(FIXTURES, "valid")))
@@ -30,7 +35,7 @@ def _expectation(path):
 def test_corpus_has_a_pass_and_a_fail_case_for_every_rule():
     rules_valid = set(n.split("__", 1)[0] for n in VALID)
     rules_invalid = set(p.split(os.sep, 1)[0] for p in INVALID)
-    assert rules_valid == rules_invalid == set(_cdi.RULES)
+    assert rules_valid == rules_invalid == set(_cdi_validate.RULES)
     cases_valid = set(n.split(".", 1)[0] for n in VALID if n.endswith(".yaml"))
     cases_invalid = set(p.replace(os.sep, "__").split(".", 1)[0] for p in INVALID if p.endswith((".yaml", ".yaml" + BROKEN)))
     assert cases_valid == cases_invalid
@@ -38,7 +43,7 @@ def test_corpus_has_a_pass_and_a_fail_case_for_every_rule():
 
 @pytest.mark.parametrize("name", VALID)
 def test_valid_fixture_loads(name):
-    rec = _cdi.load_spec_file(os.path.join(FIXTURES, "valid", name))
+    rec = _cdi_files.load_spec_file(os.path.join(FIXTURES, "valid", name))
     assert rec["errors"] == [] and rec["ok"] and rec["spec"]["devices"]
 
 
@@ -50,9 +55,9 @@ def test_invalid_fixture_fails_for_its_rule(rel, tmp_path):
         # unparsable YAML is kept as *.yaml.broken so that yamllint (ansible-test sanity) skips it
         loaded = tmp_path / os.path.basename(path)[:-len(BROKEN)]
         shutil.copyfile(path, str(loaded))
-        rec = _cdi.load_spec_file(str(loaded))
+        rec = _cdi_files.load_spec_file(str(loaded))
     else:
-        rec = _cdi.load_spec_file(path)
+        rec = _cdi_files.load_spec_file(path)
     assert not rec["ok"] and rec["spec"] is None
     assert rule in rec["rule_errors"], rec["rule_errors"]
     expect = _expectation(path)
@@ -73,7 +78,7 @@ def test_invalid_fixture_fails_for_its_rule(rel, tmp_path):
     ({"kind": "a.com/bc", "devices": [{"name": "0", "containerEdits": {"netDevices": [{"name": "n"}]}}]}, "1.1.0"),
 ])
 def test_minimum_version(spec, minimum):
-    assert _cdi.minimum_version(spec)[0] == minimum
+    assert _cdi_names.minimum_version(spec)[0] == minimum
 
 
 @pytest.mark.parametrize("name, ok", [
@@ -83,19 +88,19 @@ def test_minimum_version(spec, minimum):
 ])
 def test_parse_qualified_name(name, ok):
     if ok:
-        assert _cdi.parse_qualified_name(name)[2] == name.split("=", 1)[1]
+        assert _cdi_names.parse_qualified_name(name)[2] == name.split("=", 1)[1]
     else:
         with pytest.raises(ValueError):
-            _cdi.parse_qualified_name(name)
+            _cdi_names.parse_qualified_name(name)
 
 
 def test_yaml_scalars_coerced_to_strings_like_sigs_yaml():
-    spec, errors, _model = _cdi.load_spec_data(b"cdiVersion: 0.5.0\nkind: a.com/bc\ndevices:\n- name: 0\n  containerEdits: {env: [A=1]}\n")
+    spec, errors, _model = _cdi_validate.load_spec_data(b"cdiVersion: 0.5.0\nkind: a.com/bc\ndevices:\n- name: 0\n  containerEdits: {env: [A=1]}\n")
     assert errors == [] and spec["devices"][0]["name"] == "0"
 
 
 def test_field_names_match_case_insensitively_like_encoding_json():
-    spec, errors, _model = _cdi.load_spec_data(b"CDIVersion: 0.3.0\nkind: a.com/bc\ndevices:\n- name: x\n  containerEdits: {ENV: [A=1]}\n")
+    spec, errors, _model = _cdi_validate.load_spec_data(b"CDIVersion: 0.3.0\nkind: a.com/bc\ndevices:\n- name: x\n  containerEdits: {ENV: [A=1]}\n")
     assert errors == [] and spec["devices"][0]["containerEdits"]["env"] == ["A=1"]
 
 
@@ -107,7 +112,7 @@ def test_one_bad_file_never_hides_the_good_ones(tmp_path):
     (d / "ignored.txt").write_text("x")
     (d / "sub").mkdir()
     (d / "sub" / "c.yaml").write_text(_nvidia_spec("/dev/nvidia0"))
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
     files = dict((os.path.basename(f["path"]), f) for f in rec["evidence"]["files"])
     assert set(files) == {"a.yaml", "b.yaml"}
     assert not files["a.yaml"]["ok"] and files["a.yaml"]["error"].startswith("failed to unmarshal")
@@ -120,7 +125,7 @@ def test_one_bad_file_never_hides_the_good_ones(tmp_path):
 def test_size_cap(tmp_path):
     p = tmp_path / "big.yaml"
     p.write_text(_nvidia_spec("/dev/nvidia0") + "#" * 5000)
-    rec = _cdi.load_spec_file(str(p), max_size=1000)
+    rec = _cdi_files.load_spec_file(str(p), max_size=1000)
     assert not rec["ok"] and "cap" in rec["error"]
 
 
@@ -130,7 +135,7 @@ def test_symlinked_spec_is_reported(tmp_path):
     d = tmp_path / "cdi"
     d.mkdir()
     os.symlink(str(target), str(d / "link.yaml"))
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
     assert rec["evidence"]["files"][0]["symlink"] == str(target)
     assert any(c["id"] == "cdi.spec.symlink" and c["status"] == WARN for c in rec["checks"])
 
@@ -159,8 +164,8 @@ def test_higher_priority_dir_overrides(tmp_path):
     low = _write(tmp_path / "etc", "a.yaml", _spec("v.com/cc", ["x", "y"]))
     high = _write(tmp_path / "run", "a.yaml", _spec("v.com/cc", ["x"], version="0.5.0").replace("v.com/cc\n", "v.com/cc\n", 1)
                   .replace("DEV_X=v.com/cc", "DEV_X=high"))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "etc"), str(tmp_path / "run")], discover_runtime_dirs_=False,
-                         devices=["v.com/cc=x", "v.com/cc=y"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "etc"), str(tmp_path / "run")], discover_runtime_dirs_=False,
+                               devices=["v.com/cc=x", "v.com/cc=y"])
     ev = rec["evidence"]
     assert ev["device_sources"] == {"v.com/cc=x": high, "v.com/cc=y": low}
     assert ev["overrides"] == [{"device": "v.com/cc=x", "winner": high, "overridden": low}]
@@ -170,7 +175,7 @@ def test_higher_priority_dir_overrides(tmp_path):
 def test_same_priority_conflict_is_dropped_from_both_files(tmp_path):
     a = _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "y"]))
     b = _write(tmp_path / "cdi", "b.yaml", _spec("v.com/cc", ["x", "z"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=x"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=x"])
     ev = rec["evidence"]
     assert ev["all_devices"] == ["v.com/cc=y", "v.com/cc=z"]
     assert ev["conflicts"] == [{"device": "v.com/cc=x", "files": [a, b]}]
@@ -184,14 +189,14 @@ def test_same_priority_conflict_is_dropped_from_both_files(tmp_path):
 def test_conflict_of_an_unrequested_device_is_a_warning(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "y"]))
     _write(tmp_path / "cdi", "b.yaml", _spec("v.com/cc", ["x"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=y"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=y"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.conflict"] == [WARN]
 
 
 def test_vendor_class_all_literal_device_and_expansion(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "all"]))
     _write(tmp_path / "cdi", "b.yaml", _spec("w.com/cc", ["p", "q"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=all", "w.com/cc=all"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=all", "w.com/cc=all"])
     ev = rec["evidence"]
     assert ev["requested_devices"] == ["v.com/cc=all", "w.com/cc=p", "w.com/cc=q"]
     assert ev["expanded"] == [{"request": "w.com/cc=all", "devices": ["w.com/cc=p", "w.com/cc=q"]}]
@@ -201,7 +206,7 @@ def test_vendor_class_all_literal_device_and_expansion(tmp_path):
 def test_default_kinds_request_every_device_of_the_kind(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("nvidia.com/gpu", ["1", "0"]))
     _write(tmp_path / "cdi", "b.yaml", _spec("other.com/x", ["a"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
     assert rec["evidence"]["requested_devices"] == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]
 
 
@@ -210,7 +215,7 @@ def test_no_spec_for_the_kind_fails_never_passes(tmp_path, dirs_exist):
     d = tmp_path / "cdi"
     if dirs_exist:
         _write(d, "other.yaml", _spec("other.com/x", ["a"]))
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
     assert rec["status"] == FAIL
     kind = [c for c in rec["checks"] if c["id"] == "cdi.resolve.kind"][0]
     assert kind["status"] == FAIL and kind["observed"] == "no CDI spec provides nvidia.com/gpu"
@@ -219,7 +224,7 @@ def test_no_spec_for_the_kind_fails_never_passes(tmp_path, dirs_exist):
 
 def test_invalid_spec_of_the_requested_kind_fails(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("nvidia.com/gpu", ["0"], version="0.4.0"))
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
     version = [c for c in rec["checks"] if c["id"] == "cdi.spec.version"][0]
     assert version["status"] == FAIL and "at least v0.5.0" in version["observed"]
     assert rec["signature"] == "cdi.spec.version"
@@ -246,7 +251,7 @@ devices:
     hooks: [{hookName: createContainer, path: /bin/true, args: [true]}]
 """.replace("cdiVersion: 0.5.0", "cdiVersion: 0.7.0")
     _write(tmp_path / "cdi", "a.yaml", spec_a)
-    rec = _cdi.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=d1", "v.com/cc=d2"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=d1", "v.com/cc=d2"])
     e = rec["evidence"]["expected_edits"]
     assert e["env"] == ["A=d1", "B=d2", "C=d1"]
     assert [(n["path"], n["permissions"]) for n in e["deviceNodes"]] == [("/dev/zero", "rwm"), ("/dev/null", "rw")]
@@ -305,7 +310,7 @@ def gpu_host(tmp_path):
 def _run(root, spec_text, **kw):
     _write(root / "etc/cdi", "nvidia.yaml", spec_text)
     kw.setdefault("discover_runtime_dirs_", False)
-    return _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), **kw)
+    return _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), **kw)
 
 
 def _status(rec, check_id):
@@ -411,7 +416,7 @@ def test_stub_libcuda_is_a_warning(gpu_host):
     ("/usr/lib/libcuda.so.1", None), ("/usr/lib/libnvidia-egl-wayland.so.1.1.13", None), ("/usr/lib/libfoo.so.580.1.2", None),
 ])
 def test_library_version_from_file_name(name, version):
-    assert _cdi.library_version(name) == version
+    assert _cdi_host.library_version(name) == version
 
 
 def test_hook_checks(gpu_host):
@@ -438,7 +443,7 @@ def test_hook_checks(gpu_host):
 def test_world_writable_spec_file_or_dir(gpu_host, file_mode, dir_mode, file_status, dir_status):
     path = _write(gpu_host / "etc/cdi", "nvidia.yaml", _nvidia_spec(), mode=file_mode)
     os.chmod(os.path.dirname(path), dir_mode)
-    rec = _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
+    rec = _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
     assert _status(rec, "cdi.security.spec_file_writable") == [file_status]
     assert _status(rec, "cdi.security.spec_dir_writable") == [dir_status]
 
@@ -446,7 +451,7 @@ def test_world_writable_spec_file_or_dir(gpu_host, file_mode, dir_mode, file_sta
 def test_non_root_owned_spec_file_fails(gpu_host):
     path = _write(gpu_host / "etc/cdi", "nvidia.yaml", _nvidia_spec())
     os.chown(path, 1000, 1000)
-    rec = _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
+    rec = _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
     c = [c for c in rec["checks"] if c["id"] == "cdi.security.spec_file_writable"][0]
     assert c["status"] == FAIL and "uid 1000" in c["observed"]
 
@@ -458,7 +463,7 @@ def test_non_root_owned_spec_file_fails(gpu_host):
     ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", ["ro"], False), ("/etc/vulkan/icd.d/nvidia_icd.json", ["ro"], False),
 ])
 def test_sensitive_mounts(host_path, options, sensitive):
-    assert bool(_cdi.sensitive_mount({"hostPath": host_path, "options": options})) is sensitive
+    assert bool(_cdi_audit.sensitive_mount({"hostPath": host_path, "options": options})) is sensitive
 
 
 @pytest.mark.parametrize("devices, status", [(["nvidia.com/gpu=0"], WARN), (["nvidia.com/gpu=0", "nvidia.com/gpu=evil"], FAIL)])
@@ -467,7 +472,7 @@ def test_sensitive_mount_of_another_device_in_the_spec_is_a_warning(gpu_host, de
     evil = "- name: evil\n  containerEdits:\n    mounts: [{hostPath: /, containerPath: /host}]\n"
     text = _nvidia_spec().replace("containerEdits:\n  deviceNodes", evil + "containerEdits:\n  deviceNodes", 1)
     _write(gpu_host / "etc/cdi", "nvidia.yaml", text)
-    rec = _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False, devices=devices)
+    rec = _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False, devices=devices)
     assert _status(rec, "cdi.security.sensitive_mount") == [status]
 
 
@@ -493,7 +498,7 @@ def test_hook_writable_by_non_root_fails(gpu_host):
     ("[engine]\n# cdi_spec_dirs = [\"/x\"]\n", None),
 ])
 def test_parse_cdi_spec_dirs(text, dirs):
-    assert _cdi.parse_cdi_spec_dirs(text) == dirs
+    assert _cdi_files.parse_cdi_spec_dirs(text) == dirs
 
 
 def test_runtime_dirs_are_discovered_and_appended(tmp_path):
@@ -502,7 +507,7 @@ def test_runtime_dirs_are_discovered_and_appended(tmp_path):
     conf.mkdir(parents=True)
     (conf / "config.toml").write_text('cdi_spec_dirs = ["/etc/cdi", "/opt/cdi"]\n')
     _write(root / "opt/cdi", "x.yaml", _spec("nvidia.com/gpu", ["a"]))
-    rec = _cdi.cdi_layer(root=str(root), environ={})
+    rec = _cdi_layer.cdi_layer(root=str(root), environ={})
     ev = rec["evidence"]
     assert ev["runtime_spec_dirs"]["containerd"]["spec_dirs"] == ["/etc/cdi", "/opt/cdi"]
     assert ev["spec_dirs"][-1] == str(root / "opt/cdi")

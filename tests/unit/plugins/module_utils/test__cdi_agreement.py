@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import files as _cdi_files
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import validate as _cdi_validate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader, schema, validate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import validate_device_name
 
@@ -79,7 +80,7 @@ def test_library_corpus(name):
         text = f.read()
     ok, stage, _model = ours(text)
     assert (("ok" if ok else stage) == entry["library_reader"]), (name, stage, entry)
-    rec = _cdi.load_spec_file(os.path.join(LIBRARY, name))
+    rec = _cdi_files.load_spec_file(os.path.join(LIBRARY, name))
     assert rec["ok"] is (entry["upstream_expects"] == "valid"), (name, rec["errors"])
 
 
@@ -87,7 +88,7 @@ def test_library_corpus_covers_every_spec_version():
     versions = set()
     for name in INDEX["files"]:
         with open(os.path.join(LIBRARY, name), encoding="utf-8") as f:
-            spec, _errors, model = _cdi.load_spec_data(f.read().encode("utf-8"), os.path.splitext(name)[1])
+            spec, _errors, model = _cdi_validate.load_spec_data(f.read().encode("utf-8"), os.path.splitext(name)[1])
         if spec:
             versions.add(spec["cdiVersion"])
     assert versions >= {"0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"}

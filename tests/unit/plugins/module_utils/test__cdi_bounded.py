@@ -10,9 +10,10 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import host as _cdi_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import bounded, files
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 
 GOOD = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: x\n  containerEdits:\n    env: [X=1]\n"
 
@@ -41,7 +42,7 @@ def _in_child(fn, *args, timeout=20):
 
 
 def _parse_errors(spec_dir):
-    rec = _cdi.cdi_layer(spec_dirs=[spec_dir], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[spec_dir], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
     return rec["status"], dict((os.path.basename(c["subject"]), (c["status"], c["observed"]))
                                for c in rec["checks"] if c["id"] == "cdi.spec.parse")
 
@@ -153,13 +154,13 @@ def test_the_layer_enforces_its_own_time_limit(tmp_path):
     d = _dir(tmp_path)
     for i in range(3):
         (d / ("b%d.yaml" % i)).write_text(GOOD.replace("name: x", "name: y%d" % i))
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], timeout=0)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], timeout=0)
     (limit,) = [c for c in rec["checks"] if c["id"] == "cdi.discovery.time_limit"]
     assert limit["status"] == FAIL and limit["observed"].startswith("timeout: 0 file(s) read") and "4 not read" in limit["observed"]
     (device,) = [c for c in rec["checks"] if c["id"] == "cdi.resolve.device"]
     assert device["status"] == NOT_RUN and "not read" in device["observed"]
     assert rec["status"] == FAIL
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.discovery.time_limit"] == [PASS]
 
 
@@ -171,7 +172,7 @@ def test_runtime_configuration_and_the_driver_version_are_read_bounded(tmp_path)
     os.mkfifo(str(root / "proc/driver/nvidia/version"))
     dirs = _in_child(files.discover_runtime_dirs, str(root), {})
     assert "on proc, a kernel pseudo-filesystem" in dirs["podman"]["errors"][0]
-    version = _in_child(_cdi.running_driver_version, None, str(root))
+    version = _in_child(_cdi_host.running_driver_version, None, str(root))
     assert version[0] is None and "not a regular file (a FIFO)" in version[1]
 
 
@@ -181,16 +182,16 @@ def test_many_spec_files_are_bounded_per_dir(tmp_path):
     for i in range(12):
         (d / ("claim-%02d.yaml" % i)).write_text(GOOD.replace("v.com/cc", "k.com/claim").replace("name: x", "name: c%d" % i))
     (d / "a-good.yaml").write_text(GOOD)
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], max_spec_files=5)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], max_spec_files=5)
     (count,) = [c for c in rec["checks"] if c["id"] == "cdi.discovery.spec_file_count"]
     assert count["status"] == WARN and "13 spec files: the last 8 in name order (from claim-04.yaml) were not read" in count["observed"]
     assert len(rec["evidence"]["files"]) == 5 and rec["evidence"]["requested_devices"] == ["v.com/cc=x"]
     assert rec["status"] == WARN
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=5)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=5)
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device"] == [NOT_RUN]
     assert rec["status"] == WARN
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=1)
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=1)
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.kind"] == [NOT_RUN]  # its specs are all past the limit
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.discovery.spec_file_count"] == [PASS]
     assert len(rec["evidence"]["files"]) == 13

@@ -4,9 +4,11 @@ rows checked against each other and against the real podman of this machine when
 import pytest
 import yaml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import catalogue as _cdi_catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _cdi_compat
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 KIND = "nvidia.com/gpu"
 DEVICE = KIND + "=gpu0"
@@ -26,7 +28,7 @@ def write_spec(root, directory, name, version):
 
 def cdi_record(root, dirs=(ETC, RUN)):
     """The cdi layer's own file records and device sources for the node under ``root``."""
-    record = _cdi.cdi_layer(spec_dirs=list(dirs), discover_runtime_dirs_=False, devices=[DEVICE], root=str(root))
+    record = _cdi_layer.cdi_layer(spec_dirs=list(dirs), discover_runtime_dirs_=False, devices=[DEVICE], root=str(root))
     ev = record["evidence"]
     return ev["files"], ev["device_sources"]
 
@@ -171,7 +173,7 @@ def test_table_rows_are_ordered_disjoint_and_resolve_to_a_library():
             assert _cdi_compat.parse_version(r[1]) <= _cdi_compat.parse_version(r[2])
             assert r[3] is None or r[3] in _cdi_compat.LIBRARIES
     for max_readable, _source in _cdi_compat.LIBRARIES.values():
-        assert max_readable is None or max_readable in _cdi.KNOWN_VERSIONS
+        assert max_readable is None or max_readable in _cdi_catalogue.KNOWN_VERSIONS
 
 
 def test_this_machines_podman_is_in_the_table():
@@ -189,7 +191,7 @@ def test_the_cdi_layer_judges_for_the_runtime_the_probe_will_use(tmp_path):
     host = host_with({"podman": "5.2.0", "docker": "25.0.0"})
     statuses = {}
     for runtime in ("auto", "docker"):
-        record = _cdi.cdi_layer(spec_dirs=[ETC, RUN], discover_runtime_dirs_=False, devices=[DEVICE], root=str(tmp_path),
-                                host=host, runtime=runtime)
+        record = _cdi_layer.cdi_layer(spec_dirs=[ETC, RUN], discover_runtime_dirs_=False, devices=[DEVICE], root=str(tmp_path),
+                                      host=host, runtime=runtime)
         statuses[runtime] = [c["status"] for c in record["checks"] if c["id"] == "cdi.runtime.spec_version"]
     assert statuses == {"auto": [PASS], "docker": [FAIL]}, statuses

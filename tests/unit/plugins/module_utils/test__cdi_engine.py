@@ -11,9 +11,9 @@ import time
 import pytest
 from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _toml
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as E
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "engines")
 

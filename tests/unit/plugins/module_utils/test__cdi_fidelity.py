@@ -14,8 +14,9 @@ import pytest
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import validate as _cdi_validate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN
 
 
 def _host(tmp_path):
@@ -32,7 +33,7 @@ def _host(tmp_path):
 
 def _layer(root, spec, devices=("v.com/cc=d",)):
     (root / "etc/cdi/v.yaml").write_text(spec)
-    return _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=list(devices), kinds=["v.com/cc"])
+    return _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=list(devices), kinds=["v.com/cc"])
 
 
 def _spec(spec_nodes, device_nodes, version="0.5.0", second=None):
@@ -146,7 +147,7 @@ def test_a_host_path_is_the_text_the_library_decodes(tmp_path, scalar, text):
 ])
 def test_device_node_fields_decode_by_their_type(field, scalar, value):
     text = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    deviceNodes: [{path: /d, %s: %s}]\n"
-    spec, errors, _model = _cdi.load_spec_data((text % (field, scalar)).encode())
+    spec, errors, _model = _cdi_validate.load_spec_data((text % (field, scalar)).encode())
     assert errors == [] and spec["devices"][0]["containerEdits"]["deviceNodes"][0][field] == value
 
 
@@ -156,7 +157,7 @@ def test_device_node_fields_decode_by_their_type(field, scalar, value):
 ])
 def test_non_string_fields_refuse_text(field, scalar):
     text = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    deviceNodes: [{path: /d, %s: %s}]\n"
-    spec, errors, _model = _cdi.load_spec_data((text % (field, scalar)).encode())
+    spec, errors, _model = _cdi_validate.load_spec_data((text % (field, scalar)).encode())
     assert spec is None and errors and errors[0][0] == "schema", errors
 
 
@@ -171,7 +172,7 @@ def test_non_string_fields_refuse_text(field, scalar):
 def test_other_edit_fields_decode_by_their_type(edits, check):
     version = "0.7.0" if "additionalGids" in edits else "0.5.0"
     text = "cdiVersion: %s\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    %s\n" % (version, edits)
-    spec, errors, _model = _cdi.load_spec_data(text.encode())
+    spec, errors, _model = _cdi_validate.load_spec_data(text.encode())
     assert errors == [] and check(spec["devices"][0]["containerEdits"]), spec
 
 
@@ -181,11 +182,11 @@ def test_other_edit_fields_decode_by_their_type(edits, check):
 ])
 def test_other_non_string_fields_refuse_text(edits):
     text = "cdiVersion: 1.1.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    env: [A=1]\n    %s\n" % edits
-    spec, errors, _model = _cdi.load_spec_data(text.encode())
+    spec, errors, _model = _cdi_validate.load_spec_data(text.encode())
     assert spec is None and any(rule == "schema" for rule, _m in errors), errors
 
 
 def test_a_bool_field_takes_yaml_booleans():
     text = "cdiVersion: 1.1.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    intelRdt: {closID: c, enableMonitoring: yes}\n"
-    spec, errors, _model = _cdi.load_spec_data(text.encode())
+    spec, errors, _model = _cdi_validate.load_spec_data(text.encode())
     assert errors == [] and spec["devices"][0]["containerEdits"]["intelRdt"]["enableMonitoring"] is True

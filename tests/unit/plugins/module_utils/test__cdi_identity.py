@@ -8,8 +8,10 @@ import yaml
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import identity as _cdi_identity
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import files as _cdi_files
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import resolve as _cdi_resolve
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 KIND = "nvidia.com/gpu"
 CONTROL = [{"path": "/dev/nvidiactl"}, {"path": "/dev/nvidia-uvm"}]
@@ -44,14 +46,14 @@ def devices_of(tmp_path, root, spec_devices, version="0.5.0"):
     d.mkdir(exist_ok=True)
     path = d / ("spec%d.yaml" % len(os.listdir(str(d))))
     path.write_text(yaml.safe_dump(spec))
-    rec = _cdi.load_spec_file(str(path))
+    rec = _cdi_files.load_spec_file(str(path))
     assert rec["ok"], rec["errors"]
     rec["priority"] = 0
-    registry, conflicts, _unused = _cdi.build_registry([rec])
+    registry, conflicts, _unused = _cdi_resolve.build_registry([rec])
     assert not conflicts
     out = []
     for q in sorted(registry):
-        edits, _sources = _cdi.merge_edits(registry, [q], root)
+        edits, _sources = _cdi_resolve.merge_edits(registry, [q], root)
         out.append({"name": q, "deviceNodes": edits["deviceNodes"]})
     return out
 

@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _digest
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import digest as _digest
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN
 
 DRIVER = "580.159.04"
 LIBCUDA = b"\x7fELF the driver's libcuda " * 64
@@ -44,8 +45,8 @@ def _identity(root, host_path, host):
         "cdiVersion: 0.5.0\nkind: lab.example/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    env: [X=1]\n"
         "containerEdits:\n  mounts:\n  - {hostPath: %s, containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.1, "
         "options: [ro, nosuid, nodev, bind]}\n" % host_path)
-    record = _cdi.cdi_layer(spec_dirs=["/cdi"], discover_runtime_dirs_=False, devices=["lab.example/gpu=0"],
-                            kinds=["lab.example/gpu"], host=host, root=str(root))
+    record = _cdi_layer.cdi_layer(spec_dirs=["/cdi"], discover_runtime_dirs_=False, devices=["lab.example/gpu=0"],
+                                  kinds=["lab.example/gpu"], host=host, root=str(root))
     return [c for c in record["checks"] if c["id"] == "cdi.host.libcuda_identity"]
 
 

@@ -17,9 +17,10 @@ import yaml
 
 import hostfixture
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _cdi
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import attribution as _attribution
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import read_library
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, validate_record
 
 DRIVER = hostfixture.DRIVER
 LIBDIR = "/usr/local/nvidia/lib64"
@@ -91,8 +92,8 @@ class Tree(object):
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "nvidia.yaml"), "w") as f:
             yaml.safe_dump(spec, f)
-        record = _cdi.cdi_layer(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"],
-                                host=self.host if host else None, root=self.root)
+        record = _cdi_layer.cdi_layer(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"],
+                                      host=self.host if host else None, root=self.root)
         assert validate_record(record) == []
         return record
 

@@ -10,15 +10,18 @@ import pytest
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import files as _cdi_files
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import resolve as _cdi_resolve
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import validate as _cdi_validate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader, schema
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN
 
 SPEC = "cdiVersion: 0.5.0\nkind: a.com/bc\ndevices:\n- name: %s\n  containerEdits: {env: [A=1], deviceNodes: [{path: %s}]}\n"
 
 
 def _load(text, ext=".yaml"):
-    return _cdi.load_spec_data(text.encode("utf-8") if isinstance(text, str) else text, ext)
+    return _cdi_validate.load_spec_data(text.encode("utf-8") if isinstance(text, str) else text, ext)
 
 
 @pytest.mark.parametrize("name, device", [
@@ -117,8 +120,8 @@ def _layer(tmp_path, nodes_yaml, devices=None):
     spec = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    deviceNodes: %s\n" % nodes_yaml
     (root / "etc/cdi").mkdir(parents=True)
     (root / "etc/cdi/v.yaml").write_text(spec)
-    return _cdi.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=devices or ["v.com/cc=d"],
-                          kinds=["v.com/cc"])
+    return _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=devices or ["v.com/cc=d"],
+                                kinds=["v.com/cc"])
 
 
 def _inject(rec):
@@ -156,7 +159,7 @@ def _statuses_as_nobody(spec_dir, conn):
         if os.geteuid() == 0:
             os.setgid(65534)
             os.setuid(65534)
-        rec = _cdi.cdi_layer(spec_dirs=[spec_dir], discover_runtime_dirs_=False)
+        rec = _cdi_layer.cdi_layer(spec_dirs=[spec_dir], discover_runtime_dirs_=False)
         conn.send([c["status"] for c in rec["checks"] if c["id"] == "cdi.discovery.spec_dir_readable"])
     finally:
         conn.close()
@@ -188,10 +191,10 @@ def test_merging_is_linear_in_devices(tmp_path):
     d = tmp_path / "cdi"
     d.mkdir()
     (d / "big.yaml").write_text("cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n" + devices)
-    registry, _conflicts, _overrides = _cdi.build_registry([dict(_cdi.load_spec_file(str(d / "big.yaml"), max_size=1 << 24), priority=0)])
+    registry, _conflicts, _overrides = _cdi_resolve.build_registry([dict(_cdi_files.load_spec_file(str(d / "big.yaml"), max_size=1 << 24), priority=0)])
     names = ["v.com/cc=g%d" % i for i in range(n)]
     t0 = time.perf_counter()
-    edits, _sources = _cdi.merge_edits(registry, names, root=str(tmp_path / "nohost"))
+    edits, _sources = _cdi_resolve.merge_edits(registry, names, root=str(tmp_path / "nohost"))
     elapsed = time.perf_counter() - t0
     assert len(edits["deviceNodes"]) == len(edits["mounts"]) == len(edits["env"]) == n
     assert elapsed < 3.0, elapsed
@@ -216,5 +219,5 @@ def test_version_check_sees_only_the_last_device_like_the_library(tmp_path):
     d = tmp_path / "cdi"
     d.mkdir()
     (d / "s.yaml").write_text(first)
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, kinds=["ab/cd"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, kinds=["ab/cd"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.spec.version_aliasing"] == [WARN]

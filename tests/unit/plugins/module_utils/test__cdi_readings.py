@@ -3,10 +3,10 @@ cdiVersion cap: the members of issue 32, each through the reader alone and throu
 whose runtime links that library (upstream tags and distribution builds, compat.DISTRIBUTION_BUILDS)."""
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import byruntime, compat, readings
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate import load_spec_data
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, cdi_for_runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, cdi_for_runtime
 
 KIND = "example.com/dev"
 
@@ -79,8 +79,8 @@ def _layer(tmp_path, text, tools, device, engines=None):
     d = tmp_path / "var/run/cdi"
     d.mkdir(parents=True, exist_ok=True)
     (d / "member.yaml").write_text(text)
-    return _cdi.cdi_layer(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=[device], root=str(tmp_path),
-                          host=_host(tools), engines=engines)
+    return _cdi_layer.cdi_layer(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=[device], root=str(tmp_path),
+                                host=_host(tools), engines=engines)
 
 
 def _status(record, check_id, subject=None):

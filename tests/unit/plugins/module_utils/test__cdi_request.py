@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, validate_record
 
 GOOD = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: x\n  containerEdits:\n    env: [X=1]\n"
 DEVICE = "- name: %s\n  containerEdits:\n    env: [%s=1]\n"
@@ -45,7 +45,7 @@ def _checks(rec, check_id):
 
 
 def _layer(dirs, devices, kinds=("v.com/cc",)):
-    return _cdi.cdi_layer(spec_dirs=[str(d) for d in dirs], discover_runtime_dirs_=False, devices=devices, kinds=list(kinds))
+    return _cdi_layer.cdi_layer(spec_dirs=[str(d) for d in dirs], discover_runtime_dirs_=False, devices=devices, kinds=list(kinds))
 
 
 @pytest.mark.parametrize("check, text", INVALID)
@@ -142,8 +142,8 @@ def test_a_sensitive_mount_fails_only_in_the_requested_devices_edits(tmp_path, h
     rec = _layer([d], ["v.com/cc=x"])
     (c,) = _checks(rec, "cdi.security.sensitive_mount")
     assert c["status"] == WARN and foreign in c["subject"] and rec["status"] != FAIL
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x", "foreign.example.com/xx=yy"],
-                         kinds=["v.com/cc"])
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x", "foreign.example.com/xx=yy"],
+                               kinds=["v.com/cc"])
     (c,) = _checks(rec, "cdi.security.sensitive_mount")
     assert c["status"] == FAIL and rec["status"] == FAIL
 

@@ -12,8 +12,12 @@ import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.pat
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuprobe.layers.plugins.filter.options import role_options
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi, _cdi_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import names as _cdi_names
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import validate as _cdi_validate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, validate_record
 from ansible_collections.gpuprobe.layers.plugins.modules import cdi_facts, cdi_spec
 
 DRIVER = "580.159.04"
@@ -62,7 +66,7 @@ def test_full_spec_content(host_root):
         "/usr/local/nvidia/bin/nvidia-smi": str(host_root / "usr/local/nvidia/bin/nvidia-smi"),
     }
     assert "GPUPROBE_RUN_ID=t1" in edits["env"]
-    spec2, errors, _m = _cdi.load_spec_data(_cdi_spec.render(spec).encode())
+    spec2, errors, _m = _cdi_validate.load_spec_data(_cdi_spec.render(spec).encode())
     assert errors == [] and spec2 == spec
 
 
@@ -98,8 +102,8 @@ def test_missing_library_is_an_error(host_root):
 def _check(host_root, spec, tmp_path, devices=("gpuprobe.local/gpu-t1=0",)):
     d = tmp_path / "spec-dir"
     path = _cdi_spec.write_spec(spec, str(d), "t1")
-    rec = _cdi.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
-                         host={"evidence": {"nvml": {"driver_version": DRIVER}}})
+    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
+                               host={"evidence": {"nvml": {"driver_version": DRIVER}}})
     assert validate_record(rec) == []
     return rec, path
 
@@ -146,7 +150,7 @@ def _dead_pid():
 
 
 def test_write_remove_sweep_by_ownership(host_root, tmp_path):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
     d = tmp_path / "run-cdi"
     me = {"host": _owner.this_host(), "pid": os.getpid()}
     path = _cdi_spec.write_spec(_build(host_root, owner=_owner.normalize(me)), str(d), "t1")
@@ -179,7 +183,7 @@ def test_kind_is_unique_per_run_and_valid():
     assert len(kinds) == 6
     for kind in kinds:
         vendor, cls = kind.split("/")
-        assert vendor == "gpuprobe.local" and _cdi.validate_vendor_or_class(cls, "class") is None
+        assert vendor == "gpuprobe.local" and _cdi_names.validate_vendor_or_class(cls, "class") is None
 
 
 @pytest.mark.parametrize("gpus, msg", [(["abc"], "not a GPU node"), (["-1"], "not a GPU node"), (["/dev/sda"], "not a GPU node")])
@@ -266,7 +270,7 @@ def test_a_spec_of_a_live_owner_is_never_swept_by_age(host_root, tmp_path, max_a
     import subprocess
     import sys
     import time
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _runtime
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         d = tmp_path / "run-cdi"
@@ -275,7 +279,7 @@ def test_a_spec_of_a_live_owner_is_never_swept_by_age(host_root, tmp_path, max_a
                                                          owner=owner, created=int(time.time()) - 10000), str(d), "busy")
         out = _cdi_spec.sweep_specs(str(d), max_age=max_age)
         assert out["removed"] == [] and [x["run_id"] for x in out["live"]] == ["busy"] and os.path.exists(path)
-        swept = _runtime.cleanup(runtime="podman", spec_dir=str(d), max_age=max_age, tmp_dir=str(tmp_path))
+        swept = _runtime_cleanup.cleanup(runtime="podman", spec_dir=str(d), max_age=max_age, tmp_dir=str(tmp_path))
         assert swept["specs"] == [] and os.path.exists(path)
         assert [x for x in swept["live"] if x.get("spec") == path][0]["why"].endswith("is running")
     finally:
@@ -289,7 +293,7 @@ def test_two_live_runs_given_the_same_run_id_never_share_or_remove_a_spec(host_r
     run's cleanup could remove the other's. The second run is refused while the first one's owner lives."""
     import subprocess
     import sys
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _runtime
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
     d = str(tmp_path / "run-cdi")
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
@@ -301,7 +305,7 @@ def test_two_live_runs_given_the_same_run_id_never_share_or_remove_a_spec(host_r
         for state in ("present", "absent"):
             with pytest.raises(_cdi_spec.SpecError, match="run id fixed is in use by a live run"):
                 _cdi_spec.ensure_spec("fixed", state=state, spec_dir=d, root=str(host_root), driver_root="/usr/local/nvidia")
-        swept = _runtime.cleanup(run_id="fixed", runtime="podman", spec_dir=d, tmp_dir=str(tmp_path))
+        swept = _runtime_cleanup.cleanup(run_id="fixed", runtime="podman", spec_dir=d, tmp_dir=str(tmp_path))
         assert swept["specs"] == [] and "also used by the live run" in swept["live"][-1]["why"]
         with open(path) as f:
             assert f.read() == text  # neither rewritten nor removed
@@ -313,7 +317,7 @@ def test_two_live_runs_given_the_same_run_id_never_share_or_remove_a_spec(host_r
 
 
 def test_a_run_id_whose_previous_owner_is_gone_is_free_again(host_root, tmp_path):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
     d = str(tmp_path / "run-cdi")
     gone = {"host": _owner.this_host(), "pid": _dead_pid(), "started": 1}
     _cdi_spec.ensure_spec("fixed", spec_dir=d, root=str(host_root), driver_root="/usr/local/nvidia", owner=gone)

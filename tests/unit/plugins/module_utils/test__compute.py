@@ -5,8 +5,14 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy as busy_mod, _compute, _probe as probe_mod
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import rollup_status, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import assess as _compute_assess
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import catalogue as _compute_catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control as _compute_host_control
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import rows as _compute_rows
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as busy_mod
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as probe_mod
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import rollup_status, validate_record
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
 import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
@@ -55,14 +61,14 @@ def _host(status, calls=None):
     (dict(VERIFY, ok=False, mismatches=3), "compute.verify.mismatch"),
 ])
 def test_step_signatures_are_catalogued(step, signature):
-    assert _compute.step_signature(step) == signature
-    assert signature in _compute.SIGNATURES
+    assert _compute_assess.step_signature(step) == signature
+    assert signature in _compute_catalogue.SIGNATURES
 
 
 def test_unknown_with_uvm_absent_gets_the_uvm_hint():
     step = _fail("cuInit", 999, "CUDA_ERROR_UNKNOWN")
-    assert "/dev/nvidia-uvm absent" in _compute.step_hint(step, _probe([step], uvm=False))
-    assert "/dev/nvidia-uvm absent" not in _compute.step_hint(step, _probe([step], uvm=True))
+    assert "/dev/nvidia-uvm absent" in _compute_assess.step_hint(step, _probe([step], uvm=False))
+    assert "/dev/nvidia-uvm absent" not in _compute_assess.step_hint(step, _probe([step], uvm=True))
 
 
 @pytest.mark.parametrize("parsed,timed_out,status,signature", [
@@ -72,14 +78,14 @@ def test_unknown_with_uvm_absent_gets_the_uvm_hint():
     ({"steps": [_fail("cuInit", 100, "CUDA_ERROR_NO_DEVICE")]}, False, "FAIL", "compute.cuda.CUDA_ERROR_NO_DEVICE"),
 ])
 def test_assess(parsed, timed_out, status, signature):
-    outcome = _compute.assess(parsed, timed_out, 60)
+    outcome = _compute_assess.assess(parsed, timed_out, 60)
     assert (outcome["status"], outcome["signature"]) == (status, signature)
 
 
 @pytest.mark.parametrize("host_status,points_to", [("PASS", "runtime"), ("FAIL", "host"), ("NOT_RUN", "compute")])
 def test_container_failure_points_by_host_control(host_status, points_to):
-    record = _compute.compute_record(_probe([_fail("cuModuleLoadData", 221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND")]),
-                                     host_record=IDLE_HOST, host_runner=_host(host_status))
+    record = _compute_record.compute_record(_probe([_fail("cuModuleLoadData", 221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND")]),
+                                            host_record=IDLE_HOST, host_runner=_host(host_status))
     assert validate_record(record) == []
     assert record["status"] == "FAIL" and record["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
     assert record["points_to"] == points_to
@@ -88,8 +94,8 @@ def test_container_failure_points_by_host_control(host_status, points_to):
 def test_pass_in_cdi_container_beside_a_host_control_fail_is_never_silent():
     """The container verified its kernel, the same probe on the host FAILed: the record is WARN, saying so (the
     verdict makes the node INCONCLUSIVE on it), never a silent PASS."""
-    record = _compute.compute_record(fakecuda.container_probe(fakecuda.FakeCuda([U0])), host_record=IDLE_HOST,
-                                     host_runner=_host("FAIL"))
+    record = _compute_record.compute_record(fakecuda.container_probe(fakecuda.FakeCuda([U0])), host_record=IDLE_HOST,
+                                            host_runner=_host("FAIL"))
     assert validate_record(record) == []
     assert record["status"] == "WARN"
     assert "the container passed but the host control FAILed" in record["reason"]
@@ -99,7 +105,7 @@ def test_pass_in_cdi_container_beside_a_host_control_fail_is_never_silent():
 
 def test_container_never_ran_is_not_run_with_the_runtime_reason():
     runtime = {"status": "FAIL", "signature": "runtime.start.hostpath_missing", "reason": "stat x"}
-    record = _compute.compute_record(None, runtime, host_control=False)
+    record = _compute_record.compute_record(None, runtime, host_control=False)
     assert record["status"] == "NOT_RUN" and "runtime.start.hostpath_missing" in record["reason"]
     assert record["evidence"]["container"]["executed"] is False
 
@@ -113,9 +119,9 @@ def test_host_control_env_adds_the_driver_root(tmp_path):
     lib = tmp_path / "lib64"
     lib.mkdir()
     (lib / "libcuda.so.1").write_text("x")
-    env, dirs = _compute.host_control_env({"evidence": {"driver_root": str(tmp_path)}}, environ={"LD_LIBRARY_PATH": "/a"})
+    env, dirs = _compute_host_control.host_control_env({"evidence": {"driver_root": str(tmp_path)}}, environ={"LD_LIBRARY_PATH": "/a"})
     assert dirs == [str(lib)] and env["LD_LIBRARY_PATH"] == "%s:/a" % lib
-    env, dirs = _compute.host_control_env({"evidence": {"driver_root": "/"}}, environ={})
+    env, dirs = _compute_host_control.host_control_env({"evidence": {"driver_root": "/"}}, environ={})
     assert dirs == [] and "LD_LIBRARY_PATH" not in env
 
 
@@ -126,7 +132,7 @@ def test_probe_source_is_the_probe_script():
 
 def test_host_control_runs_the_real_probe_here():
     """No GPU here: the same probe on this host FAILs at dlopen; it is never reported as PASS."""
-    result, _parsed, outcome = _compute.run_host_control(None, timeout=30)
+    result, _parsed, outcome = _compute_host_control.run_host_control(None, timeout=30)
     assert result["status"] == "FAIL" and outcome["signature"] == "compute.dlopen.libcuda"
     assert result["steps"][0]["step"] == "dlopen"
 
@@ -154,7 +160,7 @@ EXPECTED_A = [{"uuid": "GPU-a", "index": 0, "mig_uuid": None}]
     (DEFAULT_GPU, EXPECTED_A, ["GPU-A"], ["GPU-a"]),  # known idle, the UUID compared as NVML and CUDA spell it
 ])
 def test_the_host_control_runs_beside_the_container_only_where_two_contexts_are_known_to_be_allowed(gpu, expected, idle, scope):
-    assert _compute.concurrent_scope(_nvml_host(gpu), expected, idle) == scope
+    assert _compute_host_control.concurrent_scope(_nvml_host(gpu), expected, idle) == scope
 
 
 def test_an_early_host_control_is_used_for_the_same_gpus_and_run_again_for_others(monkeypatch):
@@ -165,7 +171,7 @@ def test_an_early_host_control_is_used_for_the_same_gpus_and_run_again_for_other
         calls.append((list(only_uuids or []), cancel is not None))
         return {"status": "PASS", "gpus": []}, {}, {"status": "PASS"}
     monkeypatch.setattr(host_control, "run_host_control", fake)
-    early = _compute.EarlyControl(IDLE_HOST, 30, ["GPU-a", "GPU-b"], [])
+    early = _compute_host_control.EarlyControl(IDLE_HOST, 30, ["GPU-a", "GPU-b"], [])
     result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-b", "GPU-a"], idle_uuids=None)
     assert result["concurrent"] is True and calls == [(["GPU-a", "GPU-b"], True)]
     result, _parsed, _outcome = early.runner(IDLE_HOST, 30, None, only_uuids=["GPU-a", "GPU-c"], idle_uuids=None)
@@ -208,10 +214,10 @@ def _checks(record, check_id, status=None):
 
 def _record(lib, expected=None, host=None, config=None, host_status="PASS", calls=None, **kw):
     probe = fakecuda.container_probe(lib, config)
-    record = _compute.compute_record(probe, host_record=host if host is not None else _idle(U0, U1, U9),
-                                     host_runner=_host(host_status, calls), expected_gpus=expected, **kw)
+    record = _compute_record.compute_record(probe, host_record=host if host is not None else _idle(U0, U1, U9),
+                                            host_runner=_host(host_status, calls), expected_gpus=expected, **kw)
     assert validate_record(record) == []
-    assert all(sorted(r) == sorted(_compute.ROW_KEYS) for r in record["evidence"]["gpus"])
+    assert all(sorted(r) == sorted(_compute_rows.ROW_KEYS) for r in record["evidence"]["gpus"])
     return record
 
 
@@ -266,7 +272,7 @@ def test_expected_gpu_missing_in_the_container_is_a_fail():
     assert U0 in row["reason"]
     assert [c["subject"] for c in _checks(record, "compute.gpu.seen", "FAIL")] == ["GPU %s" % U9]
     assert record["status"] == "FAIL" and record["signature"] == "compute.gpu.missing"
-    assert "compute.gpu.missing" in _compute.SIGNATURES
+    assert "compute.gpu.missing" in _compute_catalogue.SIGNATURES
 
 
 def test_a_gpu_the_container_did_not_ask_for_is_a_warn_even_when_it_fails():
@@ -342,14 +348,14 @@ def test_unknown_busy_state_is_not_run_unless_allowed():
     calls = []
     probe = fakecuda.container_probe(fakecuda.FakeCuda([U0]))
     for host in (None, {"evidence": {"nvml": {"ok": False}}}):
-        record = _compute.compute_record(probe, host_record=host, host_runner=_host("PASS", calls),
-                                         expected_gpus=_expected(U0))
+        record = _compute_record.compute_record(probe, host_record=host, host_runner=_host("PASS", calls),
+                                                expected_gpus=_expected(U0))
         assert validate_record(record) == []
         assert record["status"] == "NOT_RUN" and record["reason"].startswith("cannot tell whether the GPU is in use")
         assert [r["status"] for r in record["evidence"]["gpus"]] == ["NOT_RUN"]
     assert calls == []  # not even the host control touched a GPU
-    allowed = _compute.compute_record(probe, host_record=None, allow_busy_gpu=True, host_runner=_host("PASS", calls),
-                                      expected_gpus=_expected(U0))
+    allowed = _compute_record.compute_record(probe, host_record=None, allow_busy_gpu=True, host_runner=_host("PASS", calls),
+                                             expected_gpus=_expected(U0))
     assert allowed["status"] == "PASS"
     assert [c["status"] for c in _checks(allowed, "compute.gpu.idle")] == ["NOT_RUN"]
 
@@ -372,10 +378,10 @@ def test_busy_plan(host, allow, touch_only, skip_reason):
 def test_cdi_devices_are_the_observed_ones_never_the_requested():
     runtime = {"status": "FAIL", "signature": "runtime.start.cdi_unresolvable", "reason": "x",
                "evidence": {"requested_devices": ["nvidia.com/gpu=0"]}}
-    record = _compute.compute_record(None, runtime, host_record=_idle(U0), host_control=False)
+    record = _compute_record.compute_record(None, runtime, host_record=_idle(U0), host_control=False)
     assert record["status"] == "NOT_RUN" and record["evidence"]["container"]["cdi_devices"] == []
     never_ran = {"executed": False, "cdi_devices": ["nvidia.com/gpu=0"]}
-    assert _compute.container_evidence(never_ran, runtime)["cdi_devices"] == []
+    assert _compute_record.container_evidence(never_ran, runtime)["cdi_devices"] == []
 
 
 def test_per_device_isolation_gives_one_record_with_rows_from_every_container():
@@ -385,8 +391,8 @@ def test_per_device_isolation_gives_one_record_with_rows_from_every_container():
               {"executed": False, "cdi_devices": [], "requested_devices": ["k/gpu=2"], "reason": "FAIL x: y"}]
     shared = {"executed": True, "cdi_devices": ["k/gpu=0", "k/gpu=1", "k/gpu=2"], "compute_requested": True,
               "containers": probes}
-    record = _compute.compute_record(shared, host_record=_idle(U0, U1, U9), host_runner=_host("PASS"),
-                                     expected_gpus=_expected(U0, U1, U9))
+    record = _compute_record.compute_record(shared, host_record=_idle(U0, U1, U9), host_runner=_host("PASS"),
+                                            expected_gpus=_expected(U0, U1, U9))
     assert validate_record(record) == []
     rows = _rows(record)
     assert (rows[U0]["status"], rows[U1]["status"], rows[U9]["status"]) == ("PASS", "FAIL", "FAIL")
@@ -429,8 +435,8 @@ def test_per_device_containers_that_all_failed_to_start_say_why():
     shared = {"executed": True, "cdi_devices": ["k/gpu=0"], "compute_requested": True, "containers": [
         {"executed": False, "cdi_devices": [], "requested_devices": ["k/gpu=0"],
          "reason": "FAIL runtime.start.oci_error: runc create failed"}]}
-    record = _compute.compute_record(shared, {"status": "PASS"}, host_record=_idle(U0), host_control=False,
-                                     expected_gpus=_expected(U0))
+    record = _compute_record.compute_record(shared, {"status": "PASS"}, host_record=_idle(U0), host_control=False,
+                                            expected_gpus=_expected(U0))
     assert validate_record(record) == []
     assert record["status"] == "NOT_RUN" and record["reason"].startswith("no per-device compute container ran: k/gpu=0")
     assert record["evidence"]["container"]["cdi_devices"] == []
@@ -439,7 +445,7 @@ def test_per_device_containers_that_all_failed_to_start_say_why():
 def test_cuinit_unknown_without_uvm_keeps_the_uvm_hint_in_the_reason():
     probe = fakecuda.container_probe(fakecuda.FakeCuda([U0], fail={("cuInit", None): 999}))
     probe["inventory"]["nodes"] = {"/dev/nvidia-uvm": {"present": False}}
-    record = _compute.compute_record(probe, host_record=_idle(U0), host_runner=_host("PASS"))
+    record = _compute_record.compute_record(probe, host_record=_idle(U0), host_runner=_host("PASS"))
     assert record["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN" and record["points_to"] == "runtime"
     assert "/dev/nvidia-uvm absent" in record["reason"]
     assert record["evidence"]["gpus"] == []  # nothing expected, nothing listed

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
 
 
 @pytest.mark.parametrize("data,expected", [
@@ -94,8 +94,8 @@ RUNTIME_RECORD = r"""
 import json, sys
 if sys.argv[1] == "no-grpc":
     sys.modules["grpc"] = None  # an interpreter without grpcio: 'import grpc' raises ImportError, as on such a node
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
-record, probe = _runtime.runtime_facts(json.loads(sys.argv[2]))
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+record, probe = _runtime_layer.runtime_facts(json.loads(sys.argv[2]))
 print(json.dumps({"status": record["status"], "reason": record["reason"], "probe": probe,
                   "engine": record["evidence"].get("engine")}))
 """
@@ -150,7 +150,7 @@ def test_no_cri_socket_is_not_run(tmp_path):
 def test_the_cri_log_is_read_with_run_s_bounds_and_keeps_the_probe_lines(tmp_path):
     """A probe whose libraries flood stdout (64 MiB would not fit): the CRI log is cut as _run.run cuts a CLI's output,
     and the probe's JSON lines from the middle of the flood are kept whole (one split across P/F log lines too)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri import CriEngine
 
     noise = b"2026-12-03T12:00:00Z stdout F " + b"x" * 200 + b"\n"
@@ -194,8 +194,9 @@ def test_grpc_is_imported_only_when_the_cri_is_used():
     """A probe through a CLI engine loads the runtime package (and this module with it) but never grpcio/protobuf;
     the first CRI use imports them."""
     code = ("import sys\n"
-            "from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_verify, _runtime\n"
-            "from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer, cri\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._node import verify as _node_verify\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri\n"
             "loaded = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google'))\n"
             "assert loaded() == [] and _cri.HAS_CRI_LIBS is None, loaded()\n"
             "assert _cri.load_libs() is True and _cri.HAS_CRI_LIBS is True and 'grpc' in loaded()\n"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CREATED_LABEL, LABEL, OWNER_LABEL
 
 # the modules themselves (the package exports a function named cleanup)

@@ -1,4 +1,4 @@
-"""The options of a fleet run checked before any node runs (plugins/module_utils/_fleet_options.py), against the
+"""The options of a fleet run checked before any node runs (plugins/plugin_utils/_report/options.py), against the
 verify role's real meta/argument_specs.yml, and the filter that reads them from hostvars."""
 import os
 import re
@@ -6,7 +6,7 @@ import re
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.filter.options import option_errors_filter, role_options
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _fleet_options as opts
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import options as opts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 ROLE = role_options()
@@ -125,14 +125,14 @@ def test_every_variable_the_playbooks_and_roles_use_is_known():
 def test_every_option_has_a_domain():
     """issue 19.7: every option of the playbooks, of the verify role and of verify_node is checked against its
     whole domain before any node runs (a new option without a domain fails here)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
     assert set(opts.VERIFY_DOMAINS) == set(VERIFY_NODE_ARGSPEC)
     assert set(n[len("verify_"):] for n in ROLE) <= set(opts.VERIFY_DOMAINS)
     assert set(opts.PLAYBOOK_DOMAINS) == set(opts.PLAYBOOK_OPTIONS)
 
 
 def test_the_defaults_are_in_their_domains():
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VERIFY_NODE_ARGSPEC
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
     defaults = dict((n, spec.get("default")) for n, spec in VERIFY_NODE_ARGSPEC.items())
     assert opts.verify_value_errors(defaults) == []
     role_defaults = dict((n, o.get("default")) for n, o in ROLE.items() if n not in opts.SET_BY_PLAYBOOK)

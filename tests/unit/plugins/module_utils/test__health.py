@@ -9,8 +9,10 @@ from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _health, _health_limits, _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as _health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 nv = hf.real_pynvml
 
@@ -592,7 +594,7 @@ BY_ID = "GPU %d %s (DCGM id %d, matched by id: dcgmi gave no UUID): software"
 
 
 def _nvml(gpus):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host import nvml as _nvml
     return _nvml.read_nvml(hf.fake_pynvml(gpus))
 
 
@@ -832,7 +834,7 @@ def test_dcgm_levels_that_load_the_gpu_are_not_run_in_check_or_audit_mode(tmp_pa
 
 
 def test_node_inspect_passes_check_and_audit_mode_to_dcgm(tmp_path, monkeypatch):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
     seen = []
     monkeypatch.setattr(_host, "collect_host", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
     base = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())

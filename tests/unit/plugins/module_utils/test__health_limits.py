@@ -6,8 +6,10 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _health, _health_limits, _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as _health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN
 
 
 def replay_check(root, **pcie):

@@ -7,8 +7,8 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
 
 nv = hf.real_pynvml
 A, I = nv.NVML_NVLINK_STATE_ACTIVE, nv.NVML_NVLINK_STATE_INACTIVE

@@ -9,9 +9,11 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _health_reasons, _host, _report
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import reasons as _health_reasons
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render
 
 nv = hf.real_pynvml
 I = nv.NVML_NVLINK_STATE_INACTIVE
@@ -121,7 +123,7 @@ def test_each_way_a_health_check_is_not_run_has_its_reason(tmp_path, scenario, f
 
 
 def test_every_health_check_that_can_be_not_run_is_in_the_table():
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._health import CHECKS
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import CHECKS
     assert set(c[4] for c in CASES) == set(CHECKS)
     assert set(c[5] for c in CASES) == set(_health_reasons.WORDS)
 

@@ -7,8 +7,9 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as _busy
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 nv = hf.real_pynvml
 

@@ -9,8 +9,8 @@ import pytest
 from kubectlfixture import argv_log, stand_in
 from kubectlfixture import one as by
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s")
 

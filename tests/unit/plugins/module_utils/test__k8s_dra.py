@@ -11,8 +11,9 @@ import pytest
 from kubectlfixture import argv_log as kubectl_calls
 from kubectlfixture import checks, one, stand_in
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s, _k8s_dra
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as _k8s_dra
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s", "dra"))
 VERSIONS = ("v1", "v1beta2", "v1beta1")
@@ -508,7 +509,7 @@ print(json.dumps(docs.get(what, {"apiVersion": "v1", "kind": "List", "items": []
 def test_inspect_gives_the_k8s_layer_this_nodes_host_record(tmp_path, monkeypatch):
     import socket  # pylint: disable=import-outside-toplevel
     from hostfixture import build_node  # pylint: disable=import-outside-toplevel,import-error
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node  # pylint: disable=import-outside-toplevel
 
     build_node(str(tmp_path / "node"), gpus=2, procfs=True)  # GPUs ...-000000000000 (minor 0, 0000:06:00.0) and ...-01
     me = socket.gethostname()

@@ -8,8 +8,8 @@ import pytest
 from kubectlfixture import argv_log, stand_in
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import check_allowed
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import check_allowed
 from ansible_collections.gpuprobe.layers.plugins.modules import k8s_publish
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s", "dra"))

@@ -6,8 +6,10 @@ import pytest
 
 from hostfixture import build_node
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec, _node, _node_probe
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record
 
 
 def params(**over):
@@ -112,7 +114,7 @@ def test_inspect_runs_only_the_layers_asked_for(tmp_path):
 
 
 def test_a_layer_that_raises_is_not_run_with_the_error_and_the_next_layers_run(tmp_path, monkeypatch):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 
     def broken(**_kwargs):
         raise KeyError("driver_version")
@@ -128,7 +130,7 @@ def test_a_layer_that_raises_is_not_run_with_the_error_and_the_next_layers_run(t
 def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_cdi_record(tmp_path, monkeypatch):
     # the selection starts before the host layer and is joined by the cdi layer: both run; a selection that
     # raises is the cdi record's reason (crashed), never a missing record
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _host
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
     import threading
     started = threading.Event()
 
@@ -153,7 +155,8 @@ def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_pr
     # node_verify runs the probe stage next in the same process: podman info runs in the selection thread, beside
     # the host layer, instead of before the container; an audit (or check mode, which starts no container) asks
     # podman's version only
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _host, _runtime_select
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine
     asked = []
 
@@ -168,17 +171,17 @@ def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_pr
 
 
 def test_the_inspect_stage_imports_no_probe_code():
-    # the inspect stage selects the runtimes but never loads the _runtime package (its __init__ brings the CRI
-    # adapter and grpc: ~0.4 s on each node-side call, docs/performance.md); run at / in a fresh interpreter
+    # the inspect stage selects the runtimes (_runtime/select.py) but loads no other module of the runtime room (the
+    # CRI adapter and grpc: ~0.4 s on each node-side call, docs/performance.md); run at / in a fresh interpreter
     import subprocess
     import sys
     code = ("import sys\n"
-            "from ansible_collections.gpuprobe.layers.plugins.module_utils import _node\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node\n"
             "p = {k: v.get('default') for k, v in _node.NODE_LAYERS_ARGSPEC.items()}\n"
             "p.update(nvml=False, k8s=False)\n"
             "_node.inspect(p)\n"
-            "print(sorted(m for m in sys.modules if m.startswith('grpc') or '.module_utils._runtime.' in m "
-            "or m.endswith('module_utils._runtime') or m.endswith('module_utils._cri')))\n")
+            "print(sorted(m for m in sys.modules if m.startswith('grpc') or ('.module_utils._runtime.' in m "
+            "and not m.endswith('module_utils._runtime.select'))))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
@@ -307,7 +310,7 @@ def test_a_cdi_record_without_its_sources_is_not_probed():
 @pytest.mark.parametrize("check_id", ["host.health.row_remap", "host.health.xid", "host.health.ecc_errors", "host.health.clock_events"])
 def test_health_fail_keeps_failed_at_host_with_its_signature(check_id):
     """The probe ran (the gate let it) and passed: the node is still FAILED_AT_HOST, signed by the health check."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
     records = {"host": _host_with(check_id), "cdi": CDI_OK, "runtime": _record("runtime", WARN), "compute": _record("compute", PASS)}
     assert _node.layer_gate(records) == ""

@@ -9,8 +9,9 @@ import pytest
 
 from hostfixture import build_node
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _node, _node_verify
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import NOT_RUN, PASS, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import verify as _node_verify
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, LayerBuilder
 
 
 def _passing(layer):

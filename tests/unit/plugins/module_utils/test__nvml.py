@@ -5,7 +5,7 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _nvml
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import nvml as _nvml
 
 nv = hf.real_pynvml
 

@@ -10,7 +10,10 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner, _runtime
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 from ansible_collections.gpuprobe.layers.plugins.modules import compute_facts, host_facts, probe_cleanup, runtime_facts
 
 
@@ -69,7 +72,7 @@ def test_controller_is_found_among_ancestors(tmp_path):
     fake.write_text("#!%s\nimport subprocess, sys\nsubprocess.run([sys.executable, '-c', sys.argv[1]])\n" % sys.executable)
     fake.chmod(0o755)
     code = ("import json, sys; sys.path[:0] = %r\n"
-            "from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner\n"
             "print(json.dumps(_owner.controller()))" % sys.path)
     out = subprocess.run([str(fake), code], capture_output=True, text=True, timeout=60, check=True).stdout
     found = json.loads(out)
@@ -79,11 +82,11 @@ def test_controller_is_found_among_ancestors(tmp_path):
 
 def test_build_argv_labels_run_owner_and_creation_time():
     owner = {"host": "h1", "pid": 12, "started": 34}
-    argv = _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
-                               ["gpuprobe.local/gpu-r1=0"], "/tmp/d/gpuprobe_probe.py", {}, owner=owner, created=99)
+    argv = _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
+                                       ["gpuprobe.local/gpu-r1=0"], "/tmp/d/gpuprobe_probe.py", {}, owner=owner, created=99)
     labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
     assert labels == ["gpuprobe.run=r1", "gpuprobe.owner=h1:12:34", "gpuprobe.created=99"]
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
     assert _run.check_allowed(argv) == "engine run probe"
 
 
@@ -91,20 +94,20 @@ def test_ps_rows_of_podman_and_docker():
     podman = json.dumps([{"Names": ["gpuprobe-r1-x"], "State": "running", "Created": 100,
                           "Labels": {"gpuprobe.run": "r1", "gpuprobe.owner": "h:1:2", "gpuprobe.created": "90"}},
                          {"Names": ["gpuprobe-old-y"], "State": "exited", "Created": 50, "Labels": {"gpuprobe.run": "old"}}])
-    rows = _runtime._parse_ps(podman)
+    rows = _runtime_engines._parse_ps(podman)
     assert rows[0] == {"name": "gpuprobe-r1-x", "run_id": "r1", "owner": {"host": "h", "pid": 1, "started": 2},
                        "created": 90, "state": "running"}
     assert rows[1]["owner"] is None and rows[1]["created"] == 50
     docker = '{"Names":"gpuprobe-r2-z","State":"running","Labels":"gpuprobe.run=r2,gpuprobe.owner=h:3:-"}\n'
-    assert _runtime._parse_ps(docker)[0]["owner"] == {"host": "h", "pid": 3, "started": None}
-    assert _runtime._parse_ps("") == []
+    assert _runtime_engines._parse_ps(docker)[0]["owner"] == {"host": "h", "pid": 3, "started": None}
+    assert _runtime_engines._parse_ps("") == []
 
 
 @pytest.mark.parametrize("text, parsed", [("4.3.1", "4.3.1"), ("24.0.7", "24.0.7"), ("4.9.3-dev", "4.9.3-dev"),
                                           ("v1.1.5", "v1.1.5"), ("garbage; rm -rf /", "unknown"), ("", "unknown"),
                                           (None, "unknown"), ("4.3.1\n<script>", "unknown")])
 def test_runtime_version_is_parsed_or_unknown(text, parsed):
-    assert _runtime.parse_version(text) == parsed
+    assert _runtime_select.parse_version(text) == parsed
 
 
 @pytest.mark.parametrize("params, msg", [
@@ -120,7 +123,7 @@ def test_runtime_options_are_checked_before_anything_runs(params, msg):
     base = {"run_id": "r1", "image": "i", "cdi_devices": ["k.example/c=0"], "timeout": 60}
     base.update(params)
     with pytest.raises(ValueError, match=msg.replace("[", r"\[").replace("(", r"\(")):
-        _runtime.runtime_facts(base)
+        _runtime_layer.runtime_facts(base)
 
 
 def _main(module, args, capsys):

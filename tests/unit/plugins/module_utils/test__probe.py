@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 
 MOUNTINFO = (
     "76 51 0:41 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/containers/storage/overlay/l/X\n"

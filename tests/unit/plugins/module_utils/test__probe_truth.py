@@ -14,8 +14,14 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _compute, _probe, _probe_contract
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import digest as _common_digest
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import assess as _compute_assess
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import catalogue as _compute_catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control as _compute_host_control
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
 import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
@@ -66,8 +72,8 @@ def _container(text, token=TOKEN, kernel=None, **extra):
 
 
 def _record(probe, host=None, expected=(U0,), control="PASS", **kw):
-    record = _compute.compute_record(probe, host_record=host or _idle(U0, U1), host_runner=_control(control),
-                                     expected_gpus=_expected(*expected), **kw)
+    record = _compute_record.compute_record(probe, host_record=host or _idle(U0, U1), host_runner=_control(control),
+                                            expected_gpus=_expected(*expected), **kw)
     assert validate_record(record) == []
     return record
 
@@ -252,12 +258,12 @@ def test_an_old_probe_without_a_digest_cannot_bind(tmp_path):
 def test_the_host_file_digest_is_cached_by_identity(tmp_path):
     root = _driver_root(tmp_path)
     path = os.path.join(root, "drv", "lib64", "libcuda.so.%s" % DRIVER)
-    first = _compute.file_digest(path)
-    second = _compute.file_digest(path)
+    first = _common_digest.file_digest(path)
+    second = _common_digest.file_digest(path)
     assert first["sha256"] == hashlib.sha256(CONTENT).hexdigest() and not first["cached"] and second["cached"]
     with open(path, "ab") as f:  # another size: hashed again
         f.write(b"x")
-    third = _compute.file_digest(path)
+    third = _common_digest.file_digest(path)
     assert not third["cached"] and third["sha256"] == hashlib.sha256(CONTENT + b"x").hexdigest()
 
 
@@ -302,7 +308,7 @@ def test_a_crash_names_its_step_and_signal_and_is_not_a_timeout(  # pylint: disa
         name, after, begin, rc, in_container, said):
     text = _cut(_with_token(fakecuda.FakeCuda([U0])), after, begin)
     probe = _container(text, rc=rc, where="container" if in_container else "host")
-    outcome = _compute.assess(probe, False, 30)
+    outcome = _compute_assess.assess(probe, False, 30)
     assert outcome["signature"] == "compute.probe.crashed" and said in outcome["reason"]
     if in_container:
         record = _record(probe)
@@ -327,7 +333,7 @@ def test_a_non_zero_exit_after_the_done_line_is_a_warn_not_a_failure():
 @pytest.mark.parametrize("name", ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MPS_PIPE_DIRECTORY",
                                   "CUDA_MPS_LOG_DIRECTORY", "PYTHONPATH", "PYTHONHOME"])
 def test_the_host_control_does_not_inherit_gpu_selection(name):
-    env, _dirs = _compute.host_control_env(None, environ={name: "1", "PATH": "/bin", "LD_LIBRARY_PATH": "/x"})
+    env, _dirs = _compute_host_control.host_control_env(None, environ={name: "1", "PATH": "/bin", "LD_LIBRARY_PATH": "/x"})
     assert name not in env and env["PATH"] == "/bin" and env["LD_LIBRARY_PATH"] == "/x"
 
 
@@ -347,7 +353,7 @@ def test_the_real_host_control_runs_isolated_without_cuda_variables(tmp_path, mo
     prog, seen = _fake_python(tmp_path)
     for key in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
         monkeypatch.setenv(key, "1")
-    result, _parsed, _outcome = _compute.run_host_control(None, 30, python=prog, only_uuids=[U0, U1])
+    result, _parsed, _outcome = _compute_host_control.run_host_control(None, 30, python=prog, only_uuids=[U0, U1])
     data = json.loads(seen.read_text())
     assert data["argv"][1:3] == ["-I", "-S"]
     assert "CUDA_VISIBLE_DEVICES" not in data["env"] and "CUDA_DEVICE_ORDER" not in data["env"]
@@ -357,7 +363,7 @@ def test_the_real_host_control_runs_isolated_without_cuda_variables(tmp_path, mo
 
 
 def test_the_host_control_on_this_gpu_less_host_fails_at_dlopen_per_gpu():
-    result, _parsed, _outcome = _compute.run_host_control(None, 60, only_uuids=[U0])
+    result, _parsed, _outcome = _compute_host_control.run_host_control(None, 60, only_uuids=[U0])
     assert result["status"] == "FAIL" and result["failed_step"] == "dlopen"
     assert result["gpus"] == [{"uuid": U0, "status": "FAIL", "signature": result["signature"], "step": "dlopen",
                                "reason": result["reason"]}]
@@ -381,9 +387,9 @@ def test_the_host_control_is_pass_only_when_every_gpu_it_was_asked_for_verified(
         config["idle_uuids"] = extra["idle_uuids"]
     parsed = _probe_contract.parse_output(_with_token(fakecuda.FakeCuda(listed, fail=extra.get("fail")), config), token=TOKEN)
     parsed.update(rc=0, where="host")
-    outcome = _compute.assess(parsed, False, 30)
-    rows, failed_step = _compute.control_gpus(parsed, asked)
-    got, reason = _compute.control_status(outcome, rows)
+    outcome = _compute_assess.assess(parsed, False, 30)
+    rows, failed_step = _compute_host_control.control_gpus(parsed, asked)
+    got, reason = _compute_host_control.control_status(outcome, rows)
     assert got == status and failed_step is None
     assert dict((r["uuid"], r["status"]) for r in rows) == gpus
     if status == "WARN":
@@ -392,7 +398,7 @@ def test_the_host_control_is_pass_only_when_every_gpu_it_was_asked_for_verified(
 
 def test_a_host_control_failing_globally_names_its_step():
     parsed = _probe_contract.parse_output(_with_token(fakecuda.FakeCuda([U0], fail={("cuInit", None): 100})), token=TOKEN)
-    rows, failed_step = _compute.control_gpus(parsed, [U0])
+    rows, failed_step = _compute_host_control.control_gpus(parsed, [U0])
     assert failed_step == "cuInit" and rows[0]["step"] == "cuInit" and rows[0]["status"] == "FAIL"
 
 
@@ -400,8 +406,8 @@ def test_compute_record_carries_the_controls_gpus_and_failed_step():
     record = _record(_container(_with_token(fakecuda.FakeCuda([U0]))))
     control = record["evidence"]["host_control"]
     assert "gpus" in control and "failed_step" in control
-    off = _compute.compute_record(_container(_with_token(fakecuda.FakeCuda([U0]))), host_record=_idle(U0),
-                                  host_control=False, expected_gpus=_expected(U0))
+    off = _compute_record.compute_record(_container(_with_token(fakecuda.FakeCuda([U0]))), host_record=_idle(U0),
+                                         host_control=False, expected_gpus=_expected(U0))
     assert off["evidence"]["host_control"]["gpus"] == [] and off["evidence"]["host_control"]["failed_step"] is None
 
 
@@ -432,7 +438,7 @@ def test_a_failed_dlopen_says_what_the_loader_said_and_which_class(error, klass)
     assert record["signature"] == "compute.dlopen.%s" % klass
     assert error in record["reason"]  # the loader's words, in the reason's hint
     if klass == "image_glibc":
-        assert record["points_to"] == "image" and _compute.SIGNATURES[record["signature"]]["points_to"] == "image"
+        assert record["points_to"] == "image" and _compute_catalogue.SIGNATURES[record["signature"]]["points_to"] == "image"
 
 
 # ---- MIG ------------------------------------------------------------------------------------------------------
@@ -478,8 +484,8 @@ def test_the_probe_records_which_symbol_gave_the_uuid():
 ], ids=["v2", "v1-parent-uuid", "v1-mig-uuid"])
 def test_a_mig_row_is_proven_only_by_the_v2_symbol(lib, proven):
     expected = _mig_expected(MIG_A)
-    record = _compute.compute_record(_container(_with_token(lib())), host_record=_idle(U0), host_runner=_control(),
-                                     expected_gpus=expected)
+    record = _compute_record.compute_record(_container(_with_token(lib())), host_record=_idle(U0), host_runner=_control(),
+                                            expected_gpus=expected)
     row = [r for r in record["evidence"]["gpus"] if r["expected"]][0]
     assert (row["status"] == "PASS") is proven
     if not proven:
@@ -489,8 +495,8 @@ def test_a_mig_row_is_proven_only_by_the_v2_symbol(lib, proven):
 @pytest.mark.parametrize("migs", [[MIG_A, MIG_B], [MIG_A, MIG_B, "MIG-0c0c0c0c-0000-4000-8000-00000000000c"]],
                          ids=["two", "three"])
 def test_mig_instances_in_one_shared_container_are_not_run_never_missing(migs):
-    record = _compute.compute_record(_container(_with_token(fakecuda.FakeCuda([MIG_A]))), host_record=_idle(U0),
-                                     host_runner=_control(), expected_gpus=_mig_expected(*migs))
+    record = _compute_record.compute_record(_container(_with_token(fakecuda.FakeCuda([MIG_A]))), host_record=_idle(U0),
+                                            host_runner=_control(), expected_gpus=_mig_expected(*migs))
     rows = [r for r in record["evidence"]["gpus"] if r["expected"]]
     assert rows[0]["status"] == "PASS"
     assert all(r["status"] == "NOT_RUN" and r["signature"] is None and "per_device" in r["reason"] for r in rows[1:])
@@ -501,8 +507,8 @@ def test_per_device_containers_prove_each_mig_instance():
     probes = [_container(_with_token(fakecuda.FakeCuda([m]))) for m in (MIG_A, MIG_B)]
     for p, m in zip(probes, (MIG_A, MIG_B)):
         p.update(requested_devices=["k/mig=%s" % m], compute_requested=True)
-    record = _compute.compute_record({"executed": True, "containers": probes, "compute_requested": True},
-                                     host_record=_idle(U0), host_runner=_control(), expected_gpus=_mig_expected(MIG_A, MIG_B))
+    record = _compute_record.compute_record({"executed": True, "containers": probes, "compute_requested": True},
+                                            host_record=_idle(U0), host_runner=_control(), expected_gpus=_mig_expected(MIG_A, MIG_B))
     assert [r["status"] for r in record["evidence"]["gpus"] if r["expected"]] == ["PASS", "PASS"]
     assert len(_checks(record, "compute.driver.binding")) == 2  # one per container run
 
@@ -537,15 +543,15 @@ def test_resolved_paths_are_the_realpaths_inside(tmp_path):
     ("per_device", ["k/mig=a", "k/mig=b"], [MIG_A, MIG_B], "per_device"),
 ])
 def test_two_or_more_mig_devices_get_one_container_each(isolation, devices, migs, want):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe  # pylint: disable=import-outside-toplevel
     got, why = _node_probe.isolation_for(isolation, devices, _mig_expected(*migs) if migs else _expected(U0, U1))
     assert got == want
     assert (why is not None) == (want != isolation)
 
 
 def test_the_node_probe_runs_mig_devices_per_device(monkeypatch, tmp_path):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _node_probe  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._result import not_run  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import not_run  # pylint: disable=import-outside-toplevel
     seen = {}
 
     def runtime_facts(params, check_mode=False):  # pylint: disable=unused-argument

@@ -1,4 +1,4 @@
-"""Fleet report aggregation and rendering (plugins/module_utils/_report.py), on records built with the
+"""Fleet report aggregation and rendering (plugins/plugin_utils/_report/model.py), on records built with the
 real LayerBuilder / not_run of the result contract."""
 import json
 import xml.etree.ElementTree as ET
@@ -6,9 +6,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render as V
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     FAIL, LAYERS, NOT_RUN, PASS, WARN, LayerBuilder, make_check, not_run, validate_record,
 )
 
@@ -402,7 +402,7 @@ def test_report_with_drills_renders_table():
 
 def _k8s_record(labels=None):
     import os  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s  # pylint: disable=import-outside-toplevel
     fixtures = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s")
     docs = {}
     for name in ("nodes", "pods", "events"):

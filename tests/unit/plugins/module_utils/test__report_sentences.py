@@ -8,10 +8,10 @@ import pytest
 from test__report import GPU_ROW, bound, healthy, rec  # the records of the report's own tests (same directory)
 
 from ansible_collections.gpuprobe.layers.plugins.action.fleet_report import failing_hosts
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import gate_line
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render as V
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import gate_line
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
 
 UUID = GPU_ROW["uuid"]
 PINS = {"driver_version": "580.159.04"}

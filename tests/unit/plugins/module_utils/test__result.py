@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _result as R
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import result as R
 
 
 CAT = {"host.a": {"title": "a", "fail": "a failed", "next": "look at a"},

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -103,7 +103,7 @@ def test_output_is_bounded_head_and_tail_kept():
 MEASURE = textwrap.dedent("""
     import json, resource, sys
     sys.path[:0] = json.loads(sys.argv[1])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     r = _run._execute(["head", "-c", "1G", "/dev/zero"], timeout=300)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -130,7 +130,7 @@ INTERRUPTED = textwrap.dedent("""
     import json, os, signal, sys, time
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's Ctrl-C finds it (not a background job's)
     sys.path[:0] = json.loads(sys.argv[1])
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _run
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
     code = "import os, time; open(%r, 'w').write(str(os.getpid())); time.sleep(120)" % sys.argv[2]
     try:
         _run._execute([sys.executable, "-c", code], timeout=120)
@@ -207,7 +207,7 @@ FLOOD = textwrap.dedent("""
 @pytest.mark.parametrize("where", ["middle", "chunk-edge"])
 @pytest.mark.parametrize("shape", ["lines", "one-line", "json-like", "crlf"])
 def test_the_probes_lines_in_the_middle_of_a_flood_are_kept(where, shape):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe_contract  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract  # pylint: disable=import-outside-toplevel
     r = _run._execute([sys.executable, "-c", FLOOD, str(9 * 1024 * 1024), where, shape], timeout=60, limit=1024 * 1024,
                       keep_prefix=_probe_contract.LINE_PREFIX)
     assert r["truncated"] and r["stdout"].startswith("HEAD") and r["stdout"].rstrip().endswith("TAIL")

@@ -5,8 +5,14 @@ import posixpath
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _busy, _options, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import catalogue as _runtime_catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import compare as _runtime_compare
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as _busy
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import options as _options
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 # Messages observed on this machine (podman 4.3.1, runc 1.1.5) and on the H200.
 PODMAN_ERRORS = [
@@ -56,17 +62,17 @@ ENGINE_ERRORS = [
 
 @pytest.mark.parametrize("message,signature", PODMAN_ERRORS + ENGINE_ERRORS)
 def test_classify_start_error(message, signature):
-    assert _runtime.classify_start_error(message) == signature
-    assert signature in _runtime.SIGNATURES
+    assert _runtime_catalogue.classify_start_error(message) == signature
+    assert signature in _runtime_catalogue.SIGNATURES
 
 
 def test_timeout_wins():
-    assert _runtime.classify_start_error("", timed_out=True) == "runtime.start.timeout"
+    assert _runtime_catalogue.classify_start_error("", timed_out=True) == "runtime.start.timeout"
 
 
 def test_error_line_picks_the_runtime_error():
     text = 'time="x" level=warning msg="Failed, retrying"\nError: localhost/nope:1: image not known\n'
-    assert _runtime.error_line(text) == "Error: localhost/nope:1: image not known"
+    assert _runtime_select.error_line(text) == "Error: localhost/nope:1: image not known"
 
 
 @pytest.mark.parametrize("errno_name,sig", [("EPERM", "runtime.device_node.open.EPERM"),
@@ -74,17 +80,17 @@ def test_error_line_picks_the_runtime_error():
                                             ("ENXIO", "runtime.device_node.open.ENXIO"),
                                             ("EIO", "runtime.device_node.open.other")])
 def test_open_signature(errno_name, sig):
-    assert _runtime.open_signature(errno_name) == sig
+    assert _runtime_catalogue.open_signature(errno_name) == sig
 
 
 @pytest.mark.parametrize("value,expected", [(None, None), ("", None), (0, 0), (0o666, 0o666), ("0666", 0o666),
                                             ("438", 438), ("x", None)])
 def test_parse_mode(value, expected):
-    assert _runtime._parse_mode(value) == expected
+    assert _runtime_compare._parse_mode(value) == expected
 
 
 def _builder():
-    return LayerBuilder("runtime", _runtime.CHECKS)
+    return LayerBuilder("runtime", _runtime_catalogue.CHECKS)
 
 
 def _node(present=True, major=195, minor=0, mode="0666", opened="OK"):
@@ -104,15 +110,15 @@ def _node(present=True, major=195, minor=0, mode="0666", opened="OK"):
 ])
 def test_compare_nodes(observed, expect):
     b = _builder()
-    _runtime.compare_nodes(b, [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}], {"/dev/nvidia0": observed})
+    _runtime_compare.compare_nodes(b, [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}], {"/dev/nvidia0": observed})
     assert dict((c["id"], c["status"]) for c in b.checks) == expect
 
 
 @pytest.mark.parametrize("mode,status", [("0000", "PASS"), ("0666", "WARN")])
 def test_file_mode_not_applied_is_a_warning(mode, status):
     b = _builder()
-    _runtime.compare_nodes(b, [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 0}],
-                           {"/dev/nvidia0": _node(mode=mode)})
+    _runtime_compare.compare_nodes(b, [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 0}],
+                                   {"/dev/nvidia0": _node(mode=mode)})
     assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.mode"] == [status]
 
 
@@ -127,7 +133,7 @@ def test_open_denied_by_the_specs_own_file_mode_is_a_warning(file_mode, mode, op
     entry = {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}
     if file_mode is not None:
         entry["fileMode"] = file_mode
-    _runtime.compare_nodes(b, [entry], {"/dev/nvidia0": _node(mode=mode, opened=opened)})
+    _runtime_compare.compare_nodes(b, [entry], {"/dev/nvidia0": _node(mode=mode, opened=opened)})
     assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.open"] == [status]
 
 
@@ -141,8 +147,8 @@ def test_compare_mounts_and_env():
                  "options": ["ro", "bind"]},
                 {"hostPath": "/nonexistent/x/libnvidia-ptxjitcompiler.so.1",
                  "containerPath": "/usr/lib/libnvidia-ptxjitcompiler.so.1", "options": ["ro", "bind"]}]
-    _runtime.compare_mounts(b, expected, mounts)
-    _runtime.compare_env(b, ["A=1", "B=2", "C=3"], {"A": "1", "B": "x"})
+    _runtime_compare.compare_mounts(b, expected, mounts)
+    _runtime_compare.compare_env(b, ["A=1", "B=2", "C=3"], {"A": "1", "B": "x"})
     got = [(c["id"], c["subject"], c["status"]) for c in b.checks]
     assert got == [
         ("runtime.mount.present", "/usr/lib/libcuda.so.1", "PASS"),
@@ -157,11 +163,11 @@ def test_compare_mounts_and_env():
 
 
 def test_build_argv_isolates_and_labels():
-    argv = _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
-                               ["gpuprobe.local/gpu=0"], "/tmp/p.py", {"compute": True}, user="1000:1000")
+    argv = _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
+                                       ["gpuprobe.local/gpu=0"], "/tmp/p.py", {"compute": True}, user="1000:1000")
     assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
     inside = argv[-2]
-    assert _runtime.PROBE_CONTAINER_DIR_RE.match(posixpath.dirname(inside)) and inside.endswith("/probe.py"), inside
+    assert _runtime_catalogue.PROBE_CONTAINER_DIR_RE.match(posixpath.dirname(inside)) and inside.endswith("/probe.py"), inside
     for flag in ("--network=none", "--pull=never", "gpuprobe.run=r1", "gpuprobe.local/gpu=0",
                  "/tmp/p.py:%s:ro" % inside, "1000:1000"):
         assert flag in argv
@@ -173,37 +179,37 @@ def test_the_probe_path_in_the_container_is_drawn_per_run_and_refused_to_specs()
     # run, and the cdi layer refuses every path of that form (and the old /gpuprobe) before the container starts
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity
     engine = {"name": "podman", "path": "/usr/bin/podman"}
-    paths = set(_runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {})[-2]
+    paths = set(_runtime_engines.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {})[-2]
                 for _run in range(20))
-    paths |= set(_runtime.probe_in_container() for _run in range(20))
+    paths |= set(_runtime_catalogue.probe_in_container() for _run in range(20))
     assert len(paths) == 40 and "/gpuprobe/probe.py" not in paths
     for path in paths | {"/gpuprobe/probe.py"}:
         assert integrity.reaches(path) and integrity.reaches(posixpath.dirname(path)), path
-    fixed = _runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {},
-                                in_container="/gpuprobe-0123456789abcdef/probe.py")
+    fixed = _runtime_engines.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {},
+                                        in_container="/gpuprobe-0123456789abcdef/probe.py")
     assert fixed[-2] == "/gpuprobe-0123456789abcdef/probe.py" and "/tmp/p.py:/gpuprobe-0123456789abcdef/probe.py:ro" in fixed
 
 
 @pytest.mark.parametrize("requested", ["containerd", "crio"])
 def test_cri_runtime_without_an_engine_is_not_run(requested, tmp_path):
     # nothing serves the socket (or the CRI adapter is not there): NOT_RUN with the reason, no container
-    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested,
-                                            "runtime_endpoint": "unix://%s/none.sock" % tmp_path})
+    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested,
+                                                  "runtime_endpoint": "unix://%s/none.sock" % tmp_path})
     assert record["status"] == "NOT_RUN" and record["reason"] and probe is None
     assert record["evidence"]["engine"]["name"] == requested
 
 
 def test_check_mode_and_no_device_start_nothing():
-    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"]}, check_mode=True)
+    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"]}, check_mode=True)
     assert record["status"] == "NOT_RUN" and record["reason"].startswith("check mode") and probe is None
-    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": []})
+    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": []})
     assert record["status"] == "NOT_RUN" and "no CDI device" in record["reason"]
 
 
 @pytest.mark.parametrize("run_id", ["", "../x", "a b", "x" * 64])
 def test_bad_run_id(run_id):
     with pytest.raises(ValueError):
-        _runtime.runtime_facts({"run_id": run_id, "image": "i", "cdi_devices": ["k/c=0"]})
+        _runtime_layer.runtime_facts({"run_id": run_id, "image": "i", "cdi_devices": ["k/c=0"]})
 
 
 @pytest.mark.parametrize("host,allow,expect", [
@@ -215,10 +221,10 @@ def test_bad_run_id(run_id):
 ])
 def test_probe_config_passes_the_idle_gpus_alone(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
-    config = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
+    config = _runtime_layer._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
     keys = dict((k, config.pop(k)) for k in ("token", "a", "b"))
     assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True, "resolve_paths": ["/dev/nvidia0"]}, **expect)
-    again = _runtime._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
+    again = _runtime_layer._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
     assert len(keys["token"]) == 16 and keys["token"] != again["token"]  # a fresh token and kernel per run
     assert (keys["a"], keys["b"]) != (again["a"], again["b"]) and keys["a"] >= 2 and keys["b"] >= 1
 
@@ -229,7 +235,8 @@ def test_probe_config_passes_the_idle_gpus_alone(host, allow, expect):
 def _probe_inventory(ld_library_path):
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe, _probe_contract  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract  # pylint: disable=import-outside-toplevel
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_library_path}
     out = subprocess.run([sys.executable, _probe.__file__, '{"compute": false}'], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout
@@ -253,7 +260,7 @@ def libs(tmp_path):
 
 def _loader(edits, inventory):
     b = _builder()
-    points_to = _runtime.loader_check(b, edits, inventory)
+    points_to = _runtime_compare.loader_check(b, edits, inventory)
     return [c for c in b.checks if c["id"] == "runtime.loader.libcuda"], points_to
 
 
@@ -313,11 +320,11 @@ def test_loader_without_a_libcuda_mount_or_inventory_is_not_run(libs):
 
 def test_edits_compared_check():
     b = _builder()
-    _runtime.compare_env(b, ["A=1"], {"A": "1"})
-    _runtime.edits_compared_check(b)
+    _runtime_compare.compare_env(b, ["A=1"], {"A": "1"})
+    _runtime_compare.edits_compared_check(b)
     assert (b.checks[-1]["status"], b.checks[-1]["observed"]) == (PASS, "1 compared")
     b = _builder()
-    _runtime.edits_compared_check(b)
+    _runtime_compare.edits_compared_check(b)
     assert b.checks[-1]["status"] == WARN and b.build()["status"] == WARN
 
 
@@ -338,15 +345,15 @@ GOOD_DEVICES = ["nvidia.com/gpu=0", "nvidia.com/gpu=all", "gpuprobe.local/gpu-r1
 def test_only_qualified_cdi_names_reach_the_runtimes_argv(device):
     engine = {"name": "podman", "path": "/usr/bin/podman"}
     with pytest.raises(ValueError, match="fully qualified CDI device name"):
-        _runtime.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["nvidia.com/gpu=0", device], "/tmp/p.py", {})
+        _runtime_engines.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["nvidia.com/gpu=0", device], "/tmp/p.py", {})
     with pytest.raises(ValueError, match="fully qualified CDI device name"):
-        _runtime.runtime_facts({"run_id": "r1", "image": "img:1", "cdi_devices": [device], "runtime": "podman"})
+        _runtime_layer.runtime_facts({"run_id": "r1", "image": "img:1", "cdi_devices": [device], "runtime": "podman"})
 
 
 @pytest.mark.parametrize("device", GOOD_DEVICES)
 def test_qualified_cdi_names_are_passed_as_they_are(device):
-    argv = _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1", [device],
-                               "/tmp/p.py", {})
+    argv = _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1", [device],
+                                       "/tmp/p.py", {})
     assert argv[argv.index("--device") + 1] == device
 
 
@@ -365,8 +372,8 @@ def test_the_runtimes_name_rule_is_the_cdi_layers(device):
 @pytest.mark.parametrize("image", ["--privileged", "-v", "", "img:1 --privileged", "img\n", None, 5])
 def test_an_image_that_is_not_an_image_reference_never_reaches_the_argv(image):
     with pytest.raises(ValueError, match="is not an image reference"):
-        _runtime.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", image,
-                            ["nvidia.com/gpu=0"], "/tmp/p.py", {})
+        _runtime_engines.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", image,
+                                    ["nvidia.com/gpu=0"], "/tmp/p.py", {})
 
 
 @pytest.mark.parametrize("spelling,observed,status", [
@@ -382,10 +389,10 @@ def test_an_image_that_is_not_an_image_reference_never_reaches_the_argv(image):
     ("p", {"type": "c", "major": 195, "minor": 0}, "FAIL"),
 ])
 def test_every_node_type_spelling_the_cdi_library_accepts(spelling, observed, status):
-    b = LayerBuilder("runtime", _runtime.CHECKS)
+    b = LayerBuilder("runtime", _runtime_catalogue.CHECKS)
     node = dict(observed, present=True, open="OK", mode="0666")
     entry = {"path": "/dev/gpuprobe-test-node", "type": spelling, "major": 195, "minor": 0}
-    _runtime.compare_nodes(b, [entry], {"/dev/gpuprobe-test-node": node})
+    _runtime_compare.compare_nodes(b, [entry], {"/dev/gpuprobe-test-node": node})
     assert [c["status"] for c in b.checks if c["id"] == "runtime.device_node.type"] == [status]
 
 
@@ -412,25 +419,25 @@ def test_one_path_rule_for_mounts(spec_path, real, where):
     b = _builder()
     resolved = {spec_path: real}
     mounts = [{"mount_point": where, "root": "/host/lib/x", "fstype": "ext4", "options": ["ro"]}]
-    _runtime.compare_mounts(b, [{"hostPath": "/nonexistent/lib/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
-                            mounts, resolved)
+    _runtime_compare.compare_mounts(b, [{"hostPath": "/nonexistent/lib/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
+                                    mounts, resolved)
     assert [(c["id"], c["status"]) for c in b.checks] == [("runtime.mount.present", PASS), ("runtime.mount.source", PASS)]
     # a mount that is really missing still FAILs, whatever the spelling
     b = _builder()
-    _runtime.compare_mounts(b, [{"hostPath": "/h/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
-                            [{"mount_point": "/elsewhere", "root": "/h/x", "fstype": "ext4", "options": ["ro"]}], resolved)
+    _runtime_compare.compare_mounts(b, [{"hostPath": "/h/x", "containerPath": spec_path, "options": ["ro", "bind"]}],
+                                    [{"mount_point": "/elsewhere", "root": "/h/x", "fstype": "ext4", "options": ["ro"]}], resolved)
     assert [c["status"] for c in b.checks] == [FAIL]
 
 
 @pytest.mark.parametrize("spec_path,real,where", SPEC_PATHS)
 def test_one_path_rule_for_device_nodes(spec_path, real, where):
     b = _builder()
-    _runtime.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {where: _node()}, {spec_path: real})
+    _runtime_compare.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {where: _node()}, {spec_path: real})
     assert [(c["id"], c["status"]) for c in b.checks] == [
         ("runtime.device_node.present", PASS), ("runtime.device_node.type", PASS), ("runtime.device_node.open", PASS)]
     b = _builder()
-    _runtime.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {"/elsewhere": _node()},
-                           {spec_path: real})
+    _runtime_compare.compare_nodes(b, [{"path": spec_path, "type": "c", "major": 195, "minor": 0}], {"/elsewhere": _node()},
+                                   {spec_path: real})
     assert [c["status"] for c in b.checks] == [FAIL]
 
 
@@ -451,10 +458,10 @@ def test_one_path_rule_for_the_loader(spec_path, real, where):
 
 
 def test_the_probe_config_asks_for_every_spec_path_and_the_probe_resolves_them(tmp_path):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _probe  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe  # pylint: disable=import-outside-toplevel
     edits = {"deviceNodes": [{"path": "/dev/x/"}], "mounts": [{"containerPath": "/lib64/x"}],
              "env": ["LD_LIBRARY_PATH=/lib64:/opt/l", "A=1"]}
-    config = _runtime._probe_config(edits, False)  # pylint: disable=protected-access
+    config = _runtime_layer._probe_config(edits, False)  # pylint: disable=protected-access
     assert config["nodes"] == ["/dev/x/", "/dev/x"]
     assert config["resolve_paths"] == ["/dev/x/", "/lib64", "/lib64/x", "/opt/l"]
     (tmp_path / "usr" / "lib64").mkdir(parents=True)
@@ -481,8 +488,8 @@ def test_a_podman_the_inspect_stage_read_the_version_of_is_detected_in_full_befo
     chosen = {"name": "podman", "path": podman, "usable": None, "version": "4.3.1",
               "reason": "podman info not run in the inspect stage", "selected_because": "no kubelet; podman 4.3.1 is installed",
               "cdi_config": {"engine": "podman", "enabled": True}}
-    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
-                                            "engine": chosen})
+    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
+                                                  "engine": chosen})
     assert (tmp_path / "calls").read_text().splitlines() == ["info --format {{.Version.Version}}|{{.Host.OCIRuntime.Name}}|"
                                                              "{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"]
     assert record["status"] == "NOT_RUN" and record["reason"] == "podman info failed: Error: no storage" and probe is None
@@ -494,7 +501,7 @@ def test_an_engine_the_inspect_stage_detected_in_full_is_never_asked_again_usabl
     # not run a second time before the container (a hung one would cost its timeout twice); the record says why
     chosen = {"name": "podman", "path": _failing_podman(tmp_path, monkeypatch), "usable": False, "version": None,
               "reason": "podman info failed: timeout after 30s", "selected_because": "no kubelet; podman is installed"}
-    record, probe = _runtime.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
-                                            "engine": chosen})
+    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
+                                                  "engine": chosen})
     assert not (tmp_path / "calls").exists()
     assert record["status"] == "NOT_RUN" and record["reason"] == "podman info failed: timeout after 30s" and probe is None

@@ -8,7 +8,7 @@ import sys
 import pytest
 from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime_select as sel
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as sel
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "engines")
 
@@ -219,8 +219,8 @@ def test_named_cri_engine_uses_the_given_endpoint(tmp_path, bindir, fake_cri):
 
 
 def test_cri_client_missing_is_said(tmp_path, bindir, monkeypatch):
-    monkeypatch.setitem(sys.modules, "ansible_collections.gpuprobe.layers.plugins.module_utils._cri", None)
-    monkeypatch.delattr(sys.modules["ansible_collections.gpuprobe.layers.plugins.module_utils"], "_cri", raising=False)
+    monkeypatch.setitem(sys.modules, "ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cri_client", None)
+    monkeypatch.delattr(sys.modules["ansible_collections.gpuprobe.layers.plugins.module_utils._runtime"], "cri_client", raising=False)
     [info] = sel.select_runtimes("containerd", root=str(tmp_path))
     assert info["usable"] is False and info["reason"].startswith("the CRI client cannot be loaded")
 

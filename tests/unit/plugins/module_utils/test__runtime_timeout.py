@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri, _node, _runtime_select
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as cdi_engine
 
 layer_mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer")

@@ -11,11 +11,15 @@ from verdictlab import (  # noqa: F401 pylint: disable=unused-import
     probe_steps, real_control, spec_without,
 )
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _compute, _runtime
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import result as _common_result
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import catalogue as _compute_catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import catalogue as _runtime_catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import compare as _runtime_compare
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import attribution as _attribution
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     FAIL, NOT_RUN, PASS, WARN, not_run, not_run_checks_not_proven,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import (
     COMPUTE_VERIFIED, INCONCLUSIVE, compute_points_to, node_verdict, record_errors,
 )
 
@@ -158,9 +162,9 @@ def test_no_spec_edit_explaining_the_failure_is_not_blamed_on_the_spec(node):
 
 def test_runtime_start_signature_points_at_cdi_when_a_cdi_check_explains_it(node):
     cdi = node.cdi(full_spec())
-    runtime = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    runtime = _common_result.LayerBuilder("runtime", _runtime_catalogue.CHECKS)
     runtime.add("runtime.container.started", FAIL, "c", observed="Error: unresolvable CDI devices nvidia.com/gpu=0")
-    sig = _runtime.classify_start_error("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=0")
+    sig = _runtime_catalogue.classify_start_error("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=0")
     record = runtime.build(signature=sig, points_to="runtime")
     assert node_verdict({"cdi": cdi, "runtime": record})["points_to"] == "runtime"  # nothing in cdi explains it
     # a cdi layer that WARNed a check of that signature's row (a conflicting second spec of the same kind)
@@ -307,7 +311,7 @@ def test_empty_records_inconclusive():
 # the table
 
 def _catalogued_signatures():
-    return set(_compute.SIGNATURES) | set(_runtime.SIGNATURES)
+    return set(_compute_catalogue.SIGNATURES) | set(_runtime_catalogue.SIGNATURES)
 
 
 def test_the_table_covers_every_catalogued_signature_and_nothing_else():
@@ -392,8 +396,8 @@ def test_h200_verified_records_without_the_binding_are_inconclusive(variant):
 @pytest.mark.parametrize("variant,status", [("full", PASS), ("no_uvm_node", PASS), ("stub_libcuda", WARN)])
 def test_loader_check_on_the_h200_inventories(variant, status):
     records, probe = _h200(variant)
-    b = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
-    _runtime.loader_check(b, records["cdi"]["evidence"]["expected_edits"], probe["inventory"])
+    b = _common_result.LayerBuilder("runtime", _runtime_catalogue.CHECKS)
+    _runtime_compare.loader_check(b, records["cdi"]["evidence"]["expected_edits"], probe["inventory"])
     assert [c["status"] for c in b.checks] == [status]
     assert b.checks[0]["observed"].startswith(
         "resolved to the mounted file, whose host source is the CUDA toolkit stub: /usr/local/nvidia/lib64/libcuda.so.1"
@@ -407,12 +411,12 @@ def _h200_attribution(name):
     with open(os.path.join(H200, "..", "h200-attribution", name + ".json")) as f:
         saved = json.load(f)
     probe, old = saved["probe"], saved["runtime"]
-    b = _runtime.LayerBuilder("runtime", _runtime.CHECKS)
+    b = _common_result.LayerBuilder("runtime", _runtime_catalogue.CHECKS)
     b.evidence, b.versions = old["evidence"], old["versions"]
     b.checks += [c for c in old["checks"]
                  if c["id"] in ("runtime.engine.available", "runtime.container.started", "runtime.probe.inventory")]
-    points_to = _runtime.observed_checks(b, saved["cdi"]["evidence"]["expected_edits"], probe["inventory"], probe["start"])
-    records = {"host": saved["host"], "cdi": saved["cdi"], "runtime": _runtime.build_observed(b, probe["inventory"], points_to),
+    points_to = _runtime_compare.observed_checks(b, saved["cdi"]["evidence"]["expected_edits"], probe["inventory"], probe["start"])
+    records = {"host": saved["host"], "cdi": saved["cdi"], "runtime": _runtime_compare.build_observed(b, probe["inventory"], points_to),
                "compute": saved["compute"]}
     _list_not_run_checks((records["host"], records["cdi"]))
     return records

@@ -12,10 +12,11 @@ import pytest
 from test__verdict_truth import JIT, records_of  # noqa: F401 pylint: disable=unused-import
 from verdictlab import PTX_IN_CONTAINER, node  # noqa: F401 pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _faithful
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS, WARN, LayerBuilder
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import CHECKS as RUNTIME_CHECKS, compare_mounts
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import faithful as _faithful
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CHECKS as RUNTIME_CHECKS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import compare_mounts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
 GPU = "/dev/nvidia0"
 LIB = "/opt/gpu/libcuda.so.1"

@@ -6,8 +6,8 @@ import copy
 
 from verdictlab import bind, emitted, full_spec, node, passing_steps  # noqa: F401 pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, make_check, not_run, with_checks
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check, not_run, with_checks
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import (
     COMPUTE_VERIFIED, cdi_for_runtime, node_verdict, record_errors,
 )
 
@@ -99,7 +99,7 @@ def test_with_checks_keeps_a_record_whose_status_does_not_change(node):
 def test_the_fleet_report_speaks_for_every_runtime_of_a_node(node):
     """The report's host entry takes verify_node's per-runtime results: a node proven through podman but not through
     docker is not COMPUTE_VERIFIED in the report, and its rows and the runtime breakdown name both."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _report  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report  # pylint: disable=import-outside-toplevel
 
     a = verified(node, PODMAN)
     b = verified(node, DOCKER)

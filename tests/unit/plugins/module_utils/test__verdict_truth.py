@@ -13,15 +13,17 @@ from verdictlab import (  # noqa: F401 pylint: disable=unused-import
 )
 
 from ansible_collections.gpuprobe.layers.plugins.filter.verdict import FilterModule
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _attribution, _probe, _report
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import attribution as _attribution
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS as COMPUTE_CHECKS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     FAIL, NOT_RUN, PASS, POINTS_TO, WARN, LayerBuilder, make_check, not_run, validate_record,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
     CHECKS as RUNTIME_CHECKS, SIGNATURES as RUNTIME_SIGNATURES, classify_start_error,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED, INCONCLUSIVE, node_verdict
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED, INCONCLUSIVE, node_verdict
 
 UUID = "GPU-6b1d2c3e-0000-4000-8000-000000000000"
 GPU_ROW = {"index": 0, "uuid": UUID, "model": "NVIDIA H200", "expected": True, "seen_in_container": True, "ordinal": 0,

@@ -6,7 +6,7 @@ import pytest
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, validate_record
 from ansible_collections.gpuprobe.layers.plugins.modules import host_facts
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, validate_record
 from ansible_collections.gpuprobe.layers.plugins.modules import k8s_facts
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s"))

@@ -69,7 +69,7 @@ def test_no_module_returns_a_key_ansible_reserves(name):
 
 def test_probe_cleanup_result_has_no_reserved_key(tmp_path):
     """The real cleanup result (runtime=auto: every installed runtime is listed; a spec dir of its own)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import cleanup  # pylint: disable=import-outside-toplevel
 
     out = cleanup(runtime="auto", spec_dir=str(tmp_path), check_mode=True, tmp_dir=str(tmp_path))
     module = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.modules.probe_cleanup")

@@ -9,8 +9,8 @@ import pytest
 
 from fleetfixture import synthetic_fleet, synthetic_host
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _report as R
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _report_render as V
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
 
 HOSTS = 1000
 

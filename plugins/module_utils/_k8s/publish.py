@@ -24,10 +24,10 @@ import re
 import threading
 import time
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import (
     DEFAULT_TIMEOUT, _items, _kubectl_json, _last_line, kubectl_base, match_node, resolve_kubectl,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import (
     first_line, node_condition_type_refused, reserved_prefix, run,
 )
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS
 
 _PATH = re.compile(r"/[^\s:\"'`,;()\[\]{}<>]+")
 _NOT_FOUND = "cannot open shared object file"

@@ -21,10 +21,10 @@ import os
 import re
 import time
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_reason, gpu_compute_processes
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health_limits import DEFAULT_THRESHOLDS, THRESHOLDS, judge_replays
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_reason, gpu_compute_processes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import DEFAULT_THRESHOLDS, THRESHOLDS, judge_replays
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import run, which
 
 KERNEL_LOG_TIMEOUT = 15.0
 XID_PREFIX = b"NVRM: Xid"
@@ -228,6 +228,14 @@ del T
 PER_GPU_CHECKS = tuple(cid for cid in CHECKS if cid not in ("host.health.xid", "host.health.mig_ecc", "host.health.dcgm_diag"))
 
 
+def error_code_name(pynvml_module, value):
+    """The name of pynvml's NVML_ERROR_* constant whose value is ``value``, or None (nvml.py says errors with it)."""
+    for name in dir(pynvml_module):
+        if name.startswith("NVML_ERROR_") and getattr(pynvml_module, name, None) == value:
+            return name
+    return None
+
+
 # ---- reading (pynvml is handed in by _nvml.read_nvml) --------------------------------------------------------
 
 def _absent(errors, key, name):
@@ -322,8 +330,6 @@ def _fabric(nv, call, errors, handle):
 
 
 def _field_error(nv, field, code):
-    # imported here: _nvml imports this module (it hands the readers the pynvml module)
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import error_code_name  # pylint: disable=import-outside-toplevel
     return "field %d: %s (code %s)" % (field, error_code_name(nv, code) or "unknown NVML error", code)
 
 

@@ -16,8 +16,8 @@ node is reported as usual.
 
 from __future__ import annotations
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import DEFAULT_LIMITS, cut, over_limits
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import DEFAULT_LIMITS, cut, over_limits
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, validate_record
 
 MALFORMED = "malformed record from the node"
 MAX_NAMED = 8          # violations named in the message (then "and N more")

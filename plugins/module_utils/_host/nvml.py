@@ -22,8 +22,8 @@ import time
 import traceback
 import warnings
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health import read_gpu_health, read_mig_health
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health_limits import replay_again
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import error_code_name, read_gpu_health, read_mig_health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import replay_again
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -53,13 +53,6 @@ def import_pynvml():
         return pynvml, None
     except Exception as exc:  # pylint: disable=broad-except
         return None, "%s: %s" % (type(exc).__name__, exc)
-
-
-def error_code_name(pynvml_module, value):
-    for name in dir(pynvml_module):
-        if name.startswith("NVML_ERROR_") and getattr(pynvml_module, name, None) == value:
-            return name
-    return None
 
 
 def error_text(pynvml_module, exc):

@@ -19,7 +19,7 @@ import re
 import shutil
 import uuid
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._signals import interruptible
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import interruptible
 
 
 def _fsync_dir(directory):

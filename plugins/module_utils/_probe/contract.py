@@ -40,7 +40,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import LIBCUDA
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe.script import LIBCUDA
 
 # The interpreter flags of every probe run: -I (isolated: no PYTHON* env, no user site, no script dir on
 # sys.path) and -S (no site: no sitecustomize, usercustomize or .pth file of the image runs).

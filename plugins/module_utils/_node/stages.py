@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import RECORD_LIMITS_SPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS, cdi_for_runtime, crashed, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import RECORD_LIMITS_SPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, cdi_for_runtime, crashed, not_run
 
 INSPECT_LAYERS = ("host", "cdi", "k8s")
 PROBE_LAYERS = ("runtime", "compute")
@@ -196,7 +196,7 @@ def _k8s(layers, host_record=None):
     if "k8s" not in layers:
         return {}
     try:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import collect_k8s  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import collect_k8s  # pylint: disable=import-outside-toplevel
         return {"k8s": collect_k8s(host_record=host_record)}
     except Exception as exc:  # pylint: disable=broad-except
         return {"k8s": crashed("k8s", exc)}
@@ -213,7 +213,7 @@ def selected_engines(p, probe_follows=False):
     if os.path.realpath(p["root"]) != "/":
         return None
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import select_runtimes  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import select_runtimes  # pylint: disable=import-outside-toplevel
     timeout = p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT
     engines = [describe(info) for info in select_runtimes(p["runtime"], timeout=timeout, endpoint=p.get("runtime_endpoint"),
                                                           descriptor=p.get("cri_descriptor"), inspect=not probe_follows)]
@@ -264,7 +264,7 @@ def _cdi_record(p, host, check_mode, cdi_layer, selection=None, probe_follows=Fa
     if spec is None:
         if check_mode:
             return not_run("cdi", "check mode: the self-built spec of this run is not written"), None
-        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec  # pylint: disable=import-outside-toplevel
         try:
             spec = _cdi_spec.ensure_spec(p["run_id"], state="present", spec_dir=p["self_built_spec_dir"],
                                          variant=p["self_built_variant"], root=p["root"], driver_root=p["driver_root"],
@@ -299,12 +299,12 @@ def inspect(p, check_mode=False, probe_follows=False):
     ``probe_follows``: the probe stage runs next in this process (``selected_engines``)."""
     # imported here, and only what the stage runs: a module's imports are compiled from source on every run
     # on the node (AnsiballZ ships sources), which is most of a node-side call's own cost
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import cdi_layer  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host import collect_host  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_root, check_timeout  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_root, check_timeout  # pylint: disable=import-outside-toplevel
 
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._health import check_thresholds  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime_select  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import check_thresholds  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select  # pylint: disable=import-outside-toplevel
 
     check_root(p["root"])
     check_thresholds(p["health_thresholds"])

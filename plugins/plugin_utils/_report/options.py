@@ -24,10 +24,10 @@ import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _options
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import VARIANTS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import LAYERS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime_select import check_endpoint, parse_runtime_option
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import options as _options
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VARIANTS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, parse_runtime_option
 
 PREFIXES = ("gpuprobe", "verify")
 
@@ -230,12 +230,12 @@ def _cdi_spec(value):
 def _health():
     """The health layer's thresholds and dcgmi timeouts, imported only when a run sets those options (the host layer's
     health code is not needed to check the options of every other run; controller time, docs/performance.md)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _health as health  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as health  # pylint: disable=import-outside-toplevel
     return health
 
 
 def _pins(value):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._report import PINS  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import PINS  # pylint: disable=import-outside-toplevel
     if not isinstance(value, dict):
         return "must be a dict of pin name -> expected value"
     unknown = sorted(str(k) for k in value if k not in PINS)
@@ -254,7 +254,7 @@ def _flag(value):
 
 
 def _record_limits(value):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._intake_limits import limits_of  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import limits_of  # pylint: disable=import-outside-toplevel
     if not isinstance(value, dict):
         return "must be a dict of max_bytes, max_checks, max_string (positive integers)"
     try:
@@ -302,7 +302,7 @@ VERIFY_DOMAINS = {
 def _publish_rules():
     """The Node condition and label rules of k8s_publish, imported only when a run sets those options (the module
     brings the k8s layer's kubectl code, which the option check of every other run does not need)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish  # pylint: disable=import-outside-toplevel
     return _k8s_publish
 
 

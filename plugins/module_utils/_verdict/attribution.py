@@ -21,11 +21,11 @@ from __future__ import annotations
 import posixpath
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._faithful import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.faithful import (
     LIBCUDA_CAUSED, describe_edit, edit_caused, paths_in, same_path as _same, spec_edits, under_path as _under,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import COMPUTE_STEPS, norm_uuid
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, NOT_RUN, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._probe.script import COMPUTE_STEPS, norm_uuid
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 
 # the signature of any CUresult not named below (a key of _compute.SIGNATURES)
 OTHER_CURESULT = "compute.cuda.<CUresult name>"

@@ -21,12 +21,13 @@ import copy
 import json
 import re
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import NotRead, is_gpu
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import drift_hosts, drift_lines, gpu_line, plural, unknown_gpus
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FORMATS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.reasons import NotRead, is_gpu
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_hosts, drift_lines, gpu_line, plural, unknown_gpus
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, WARN, not_run,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import (
     COMPUTE_VERIFIED, INCONCLUSIVE, node_verdict,
 )
 
@@ -39,9 +40,6 @@ PINS = {
     "runtime_version": ("runtime", ("versions", "runtime")),
     "cdi_spec_digest": ("cdi", ("evidence", "spec_digest")),
 }
-
-# the renderings a report has (_report_render.RENDERERS gives each its suffix and function)
-FORMATS = ("json", "markdown", "html", "junit")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -467,7 +465,7 @@ def k8s_crosscheck(verdicts, k8s_records, drivers=None):
 
 def _crosscheck_nodes(verdicts, nodes, drivers=None):
     """``k8s_crosscheck`` against the k8s nodes of the records (``_k8s_nodes``)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import advertising_findings  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import advertising_findings  # pylint: disable=import-outside-toplevel
 
     drivers = drivers or {}
     findings = []
@@ -926,18 +924,3 @@ def render_json(report, full=None):
 
 # ---------------------------------------------------------------------------------------------------
 # the options of the fleet_report action (shared by the action plugin and its documentation stub module)
-
-FLEET_REPORT_ARGSPEC = dict(
-    hosts=dict(type="list", elements="str", required=True),
-    active_hosts=dict(type="list", elements="str"),
-    report_dir=dict(type="path", required=True),
-    basename=dict(type="str", default="gpuprobe-report"),
-    formats=dict(type="list", elements="str", default=list(FORMATS), choices=list(FORMATS)),
-    result_var=dict(type="str", default="verify_result"),
-    records_var=dict(type="str"),
-    pins_var=dict(type="str", default="gpuprobe_pins"),
-    require_verified=dict(type="bool", default=False),
-    drills_var=dict(type="str"),
-    run=dict(type="dict", default={}),
-    status_file=dict(type="path"),
-)

@@ -16,16 +16,16 @@ import os
 import re
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import (
     CHECKS as HEALTH_CHECKS, check_dcgm_level, check_health, check_thresholds, health_evidence, read_dcgm_diag, read_kernel_xids,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._nvml import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.nvml import (
     empty_evidence, error_meaning, import_pynvml, read_nvml_isolated,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     FAIL, NOT_RUN, PASS, WARN, LayerBuilder,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 
 DRIVER_ROOT_CANDIDATES = ("/", "/usr/local/nvidia", "/run/nvidia/driver", "/home/kubernetes/bin/nvidia")
 LIB_DIRS = ("lib64", "lib", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "usr/lib64", "usr/lib/x86_64-linux-gnu",

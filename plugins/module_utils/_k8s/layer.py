@@ -22,11 +22,11 @@ import os
 import re
 import socket
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_dra as dra
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as dra
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     COMPUTE_VERIFIED, FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 
 DEFAULT_RESOURCES = ("nvidia.com/gpu",)
 DEFAULT_TIMEOUT = 30

@@ -34,10 +34,10 @@ except ImportError:  # pragma: no cover - depends on the target host
     yaml = None
     HAS_YAML = False
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _owner
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import (
-    library_version, minimum_version, under_root, validate_vendor_or_class,
-)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import library_version
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version, validate_vendor_or_class
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
 
 VENDOR = "gpuprobe.local"
 CLASS_PREFIX = "gpu-"

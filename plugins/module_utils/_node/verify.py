@@ -12,8 +12,8 @@ applies when it makes the records of a probe that did not run."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _node
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node_probe import NODE_PROBE_ARGSPEC, probe, remove_run_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import NODE_PROBE_ARGSPEC, probe, remove_run_spec
 
 # the probe's own options, beside the inspect stage's (runtime, runtime_endpoint, run_id and self_built_spec_dir are
 # shared: the probe runs through the runtimes the inspect stage selected)

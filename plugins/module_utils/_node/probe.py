@@ -11,13 +11,16 @@ import hashlib
 import os
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._busy import busy_plan, touch_only
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import (
-    EarlyControl, compute_record, concurrent_scope, prefetch_host_driver_facts,
-)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._options import check_environment, check_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import crashed, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import RUNTIMES, Interrupted, interruptible, remove_own_spec, runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_plan, touch_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import EarlyControl, concurrent_scope
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import prefetch_host_driver_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment, check_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUNTIMES
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted, interruptible
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
 
 # The options of the node-side probe module (gpuprobe.layers.node_probe): runtime and compute.
 NODE_PROBE_ARGSPEC = dict(
@@ -211,7 +214,7 @@ def probe(p, check_mode=False):
 
 def remove_run_spec(run_id, spec_dir):
     """Remove this run's self-built spec: {"spec_removed": its path, or "" when there was none} or {"spec_error": why}."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils import _cdi_spec  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec  # pylint: disable=import-outside-toplevel
     try:
         removed = _cdi_spec.ensure_spec(run_id, state="absent", spec_dir=spec_dir)
         return {"spec_removed": removed["path"] if removed["changed"] else ""}

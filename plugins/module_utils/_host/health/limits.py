@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS, WARN
 
 DCGM = "DCGM v4.6.0"
 # DcgmHealthWatch.cpp:1559 (GetExpectedPcieReplayRate): replays per minute per lane that DCGM expects at a bit error

@@ -5,7 +5,7 @@
 """PRIVATE: rendering the fleet report (JSON, Markdown, HTML, JUnit) and the comparison of two reports.
 
 Not public API. Controller side only (the action plugin gpuprobe.layers.fleet_report and the filter plugins): the
-report's model is module_utils/_report.py (``build_report``: a dict whose JSON is the source of truth); HTML and
+report's model is plugin_utils/_report/model.py (``build_report``: a dict whose JSON is the source of truth); HTML and
 Markdown are rendered from it by the Jinja2 templates shipped in ``_report_templates/`` next to this file (HTML with
 autoescape; Markdown with every value escaped by the environment's ``finalize``), through a small view (``view``)
 that only orders and words what the report holds. JUnit is built with ElementTree. Each rendering is made in pieces
@@ -24,19 +24,19 @@ import xml.etree.ElementTree as ET
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import because_text
-from ansible_collections.gpuprobe.layers.plugins.module_utils._health_reasons import SHORT, not_read_lines, reason
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report_sentences import drift_lines, drift_text
-from ansible_collections.gpuprobe.layers.plugins.module_utils._report import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.attribution import because_text
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.reasons import SHORT, not_read_lines, reason
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_lines, drift_text
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import (
     BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, STATES, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
     state_words,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN
-from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import COMPUTE_VERIFIED, INCONCLUSIVE
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED, INCONCLUSIVE
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import template_cache
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._escape import controls
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import controls
 
-TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_report_templates")
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 STATUS_COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", NOT_RUN: "#6e7781"}
 STATE_COLOURS = {COMPUTE_VERIFIED: "#1a7f37", INCONCLUSIVE: "#6e7781", UNREACHABLE: "#8250df", RUN_FAILED: "#bc4c00"}

@@ -36,7 +36,7 @@ import re
 import json
 import shlex
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 
 ENGINES = ("podman", "docker", "containerd", "crio")
 CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri)
@@ -356,7 +356,7 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     if name not in DEFAULT_ENDPOINTS:
         raise ValueError("%r is not a CRI runtime (%s)" % (name, ", ".join(sorted(DEFAULT_ENDPOINTS))))
     try:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils import _cri  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
         return {"name": name, "endpoint": endpoint_of(name, endpoint), "usable": False, "version": None,
                 "reason": "the CRI client cannot be loaded: %s" % exc}

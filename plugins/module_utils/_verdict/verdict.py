@@ -10,13 +10,13 @@ nothing else decides a verdict.
 
 from __future__ import annotations
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._attribution import (
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.attribution import (
     because_text, container_failure, contradictions, edits_compared, edits_not_applied, explain,
     host_explains, host_outcome, image_env, image_setting, spec_edit_named, where_text,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._faithful import faithful_edits
+from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.faithful import faithful_edits
 # the verdict names live with the record contract in _result (the node side names them without this module)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._result import (  # noqa: F401  # pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (  # noqa: F401  # pylint: disable=unused-import
     COMPUTE_VERIFIED, FAIL, INCONCLUSIVE, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, VERDICTS, WARN, cdi_for_runtime,
     validate_record,
 )
