@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils import _k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CRD = os.path.join(ROOT, "tests", "unit", "fixtures", "k8s", "node-readiness-controller",

@@ -27,4 +27,6 @@ FLEET_REPORT_ARGSPEC = dict(
     drills_var=dict(type="str"),
     run=dict(type="dict", default={}),
     status_file=dict(type="path"),
+    retry_file=dict(type="path"),
+    metrics_file=dict(type="path"),
 )

@@ -131,8 +131,13 @@ def render(samples, openmetrics=False):
     return "".join(out)
 
 
+_UUID_WHOLE = re.compile(r"^(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$")
+
+
 def _gpu_labels(uuid, index):
-    return (("gpu", "" if index is None else str(index)), ("uuid", bounded(uuid, pattern=_UUID) if uuid else ""))
+    """The GPU's labels: its index, and its UUID when it is one (else empty)."""
+    index = index if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < 100000 else None
+    return (("gpu", "" if index is None else str(index)), ("uuid", str(uuid) if uuid and _UUID_WHOLE.match(str(uuid)) else ""))
 
 
 def _health_subject(subject):

@@ -34,7 +34,7 @@ def _parse(text):
             continue
         m = SAMPLE.match(line)
         assert m, line
-        labels = dict((k, v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\"))
+        labels = dict((k, re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), v))
                       for k, v in re.findall(r'([a-z_]+)="((?:[^"\\\n]|\\.)*)"', m.group("labels") or ""))
         out.append((m.group("name"), labels, float(m.group("value"))))
     return out
