@@ -19,8 +19,8 @@ CHILD = r"""
 import json, resource, sys, time
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi
 t = time.monotonic()
-rec = _cdi.cdi_layer(spec_dirs=[sys.argv[1]], discover_runtime_dirs_=False, devices=["bench.example.com/gpu=0"],
-                     kinds=["bench.example.com/gpu"])
+rec = _cdi.record(spec_dirs=[sys.argv[1]], discover_runtime_dirs_=False, devices=["bench.example.com/gpu=0"],
+                  kinds=["bench.example.com/gpu"])
 wall = time.monotonic() - t
 text = json.dumps(rec)
 with open(sys.argv[2], "w") as f:

@@ -25,7 +25,7 @@ import uuid
 import yaml
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
@@ -82,11 +82,11 @@ def main():
     os.chmod(base, 0o755)
     host = None
     if gpu:
-        host = _host.collect_host(driver_root=DRIVER_ROOT)
+        host = _host.record(driver_root=DRIVER_ROOT)
         spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
         spec_path = _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
         device = "%s=0" % spec["kind"]
-        cdi = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+        cdi = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
         edits = cdi["evidence"]["expected_edits"]
     else:
         device, edits, spec_path = synthetic_spec(run_id, base)
@@ -107,11 +107,11 @@ def main():
                 request = dict(params[name], run_id=run_id, image=IMAGE, cdi_devices=[device], expected_edits=edits,
                                timeout=120, compute=gpu, host=host)
                 t0 = time.perf_counter()
-                record, probe = _runtime_layer.runtime_facts(request)
+                record, probe = _runtime_layer.record(request)
                 samples[name].append(round((time.perf_counter() - t0) * 1000.0, 1))
                 outcome = record["status"]
                 if gpu:
-                    compute = _compute_record.compute_record(probe, record, host_record=host, host_control=False, timeout=60)
+                    compute = _compute_layer.record(probe, record, host_record=host, host_control=False, timeout=60)
                     outcome = node_verdict({"runtime": record, "compute": compute})["verdict"]
                 outcomes[name].add(outcome)
     finally:

@@ -20,9 +20,10 @@ import uuid
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control as _compute_host_control
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import run
 
@@ -39,24 +40,24 @@ def timed(fn):
 def main():
     out_path = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    host = _host.collect_host(driver_root=DRIVER_ROOT)
+    host = _host.record(driver_root=DRIVER_ROOT)
     run_id = "bench-%s" % uuid.uuid4().hex[:8]
     spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
-    _cdi_spec.write_spec(spec, _cdi_spec.DEFAULT_SPEC_DIR, run_id)
+    _cdi_spec.write_spec(spec, SELF_BUILT_SPEC_DIR, run_id)
     device = "%s=0" % spec["kind"]  # the run's own kind
     samples = dict((k, []) for k in ("nvidia-smi", "host", "cdi", "runtime", "runtime+compute", "host-control"))
     statuses = dict((k, set()) for k in samples)
     try:
-        cdi = _cdi_layer.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+        cdi = _cdi_layer.record(spec_dirs=[SELF_BUILT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
         params = {"run_id": run_id, "image": IMAGE, "cdi_devices": [device], "runtime": "podman", "timeout": 60,
                   "expected_edits": cdi["evidence"]["expected_edits"], "host": host}
         items = [
             ("nvidia-smi", lambda: run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv"], timeout=30)),
-            ("host", lambda: _host.collect_host(driver_root=DRIVER_ROOT)),
-            ("cdi", lambda: _cdi_layer.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False,
-                                                 devices=[device], host=host)),
-            ("runtime", lambda: _runtime_layer.runtime_facts(dict(params, compute=False))),
-            ("runtime+compute", lambda: _runtime_layer.runtime_facts(dict(params, compute=True))),
+            ("host", lambda: _host.record(driver_root=DRIVER_ROOT)),
+            ("cdi", lambda: _cdi_layer.record(spec_dirs=[SELF_BUILT_SPEC_DIR], discover_runtime_dirs_=False,
+                                              devices=[device], host=host)),
+            ("runtime", lambda: _runtime_layer.record(dict(params, compute=False))),
+            ("runtime+compute", lambda: _runtime_layer.record(dict(params, compute=True))),
             ("host-control", lambda: _compute_host_control.run_host_control(host, 60)),
         ]
         for _round in range(rounds):
@@ -65,7 +66,7 @@ def main():
                 samples[name].append(round(ms, 1))
                 statuses[name].add(_status(name, value, host))
     finally:
-        _cdi_spec.remove_spec(_cdi_spec.DEFAULT_SPEC_DIR, run_id)
+        _cdi_spec.remove_spec(SELF_BUILT_SPEC_DIR, run_id)
     base = statistics.median(samples["nvidia-smi"])
     result = {
         "rounds": rounds,
@@ -93,7 +94,7 @@ def _status(name, value, host):
     if name.startswith("runtime"):
         record, probe = value
         if name == "runtime+compute":
-            compute = _compute_record.compute_record(probe, record, host_record=host, host_control=False)
+            compute = _compute_layer.record(probe, record, host_record=host, host_control=False)
             return "%s/%s" % (record["status"], compute["status"])
         return record["status"]
     return value[0]["status"]  # run_host_control -> (outcome, parsed, assessment)

@@ -3,7 +3,7 @@ other checkouts, interleaved round by round, each in a fresh interpreter (the im
 
     python benchmarks/bench_inspect.py OUT.json [--rounds 7] [--fixture] [--nvml] [--baseline DIR ...]
 
-Per run: wall of the imports plus ``_node.inspect`` (the defaults of node_layers, NVML off, k8s off), the CPU of the
+Per run: wall of the imports plus ``_inspect.inspect`` (the defaults of node_layers, NVML off, k8s off), the CPU of the
 interpreter and its children (RUSAGE_CHILDREN), which modules were loaded, and every process ``_run`` started (argv, wall,
 rc). Without --fixture the real node at / is read: the runtime selection and the engines' CDI configuration run (they
 run only at /); --fixture reads the synthetic node tree of bench_node.py (no engine is asked there).
@@ -28,7 +28,8 @@ CHILD = r'''
 import json, sys, time
 t0 = time.perf_counter()
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 calls = []
 _execute = _run._execute
 def traced(argv, **kw):
@@ -37,9 +38,9 @@ def traced(argv, **kw):
     calls.append({"argv": " ".join(argv)[:120], "ms": round((time.perf_counter() - t) * 1000, 1), "rc": r.get("rc")})
     return r
 _run._execute = traced
-p = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())
+p = dict((k, v.get("default")) for k, v in _args.NODE_LAYERS_ARGSPEC.items())
 p.update(json.loads(sys.argv[1]))
-out = _node.inspect(p)
+out = _inspect.inspect(p)
 wall = (time.perf_counter() - t0) * 1000
 print(json.dumps({"wall_ms": round(wall, 1), "calls": calls, "grpc_loaded": any(m.startswith("grpc") for m in sys.modules),
                   "statuses": dict((k, v.get("status")) for k, v in out["records"].items())}))

@@ -67,22 +67,23 @@ def bare_probe(tmp):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR
     from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
     from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
 
-    host = _host.collect_host(driver_root=DRIVER_ROOT)
+    host = _host.record(driver_root=DRIVER_ROOT)
     run_id = "bench-%s" % uuid.uuid4().hex[:8]
     spec = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host)
-    _cdi_spec.write_spec(spec, _cdi_spec.DEFAULT_SPEC_DIR, run_id)
+    _cdi_spec.write_spec(spec, SELF_BUILT_SPEC_DIR, run_id)
     device = "%s=0" % spec["kind"]
-    cdi = _cdi_layer.cdi_layer(spec_dirs=[_cdi_spec.DEFAULT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+    cdi = _cdi_layer.record(spec_dirs=[SELF_BUILT_SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
     engine = _runtime_engines.detect_runtime("podman")
     _unused, probe_path = _probe.write_probe(directory=tmp)
     config = _runtime_layer._probe_config(cdi["evidence"]["expected_edits"], True)  # pylint: disable=protected-access
     argv = _runtime_engines.build_argv(engine, "gpuprobe-%s" % run_id, run_id, IMAGE, [device], probe_path, config)
 
     def cleanup():
-        _cdi_spec.remove_spec(_cdi_spec.DEFAULT_SPEC_DIR, run_id)
+        _cdi_spec.remove_spec(SELF_BUILT_SPEC_DIR, run_id)
     return argv, cleanup
 
 

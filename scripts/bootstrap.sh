@@ -60,6 +60,23 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# 2b. with --test: ansible-core 2.17, the oldest release meta/runtime.yml claims, in a virtualenv of its own
+#     (.build/core-2.17): requirements-core-2.17.txt and the node-side libraries at requirements-dev.txt's pins, for
+#     scripts/sanity.sh and scripts/smoke.sh (re-installed only when those pins change)
+if [ "${1:-}" = "--test" ]; then
+  core217=$build/core-2.17
+  mapfile -t node_pins < <(grep -E '^(PyYAML|nvidia-ml-py|pynvml|jmespath|grpcio|protobuf)==' requirements-dev.txt)
+  want217=$( (cat requirements-core-2.17.txt; printf '%s\n' "${node_pins[@]}") | sha256sum | cut -d' ' -f1)
+  if [ ! -x "$core217/bin/ansible-test" ] || [ "$(cat "$core217/.requirements.sha256" 2>/dev/null)" != "$want217" ]; then
+    t0=$SECONDS
+    rm -rf "$core217"
+    "$py" -m venv "$core217"
+    "$core217/bin/python" -m pip install -q --disable-pip-version-check -r requirements-core-2.17.txt "${node_pins[@]}"
+    echo "$want217" > "$core217/.requirements.sha256"
+    echo "bootstrap: ansible-core 2.17 ready in $((SECONDS - t0)) s (.build/core-2.17)" >&2
+  fi
+fi
+
 # 3. build the collection tarball and install it where ansible and the tests import it from
 rm -rf "$build/dist" "$build/collections"
 mkdir -p "$build/dist" "$build/collections"

@@ -65,8 +65,9 @@ def render():
 
 
 def thresholds_table():
-    """The WARN/FAIL thresholds of the host.health.* checks (_health.THRESHOLDS), with their defaults and why."""
-    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks")
+    """The WARN/FAIL thresholds of the host.health.* checks (THRESHOLDS of _host/health/limits.py), with their defaults
+    and why."""
+    mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits")
     out = ["\n## Health thresholds\n\nThe thresholds the `host.health.*` checks are judged by (`THRESHOLDS` in "
            "`plugins/module_utils/_host/health/limits.py`, each set against DCGM v4.6.0's default for its reading or marked as "
            "ours). The option `health_thresholds` of host_facts, node_layers and verify_node "

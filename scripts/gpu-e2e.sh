@@ -86,7 +86,7 @@ sys.path.insert(0, os.path.join(os.getcwd(), "tests", "gpu"))
 import test_node_specs_gpu as t
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
-host = _host.collect_host(driver_root=t.DRIVER_ROOT)
+host = _host.record(driver_root=t.DRIVER_ROOT)
 spec, _request = t.node_style_spec(host, "full")
 with open(sys.argv[1], "w") as f:
     f.write(_cdi_spec.render(spec))

@@ -14,7 +14,9 @@
 #   3. start containerd (CRI, enable_cdi, native snapshotter, the carried pause image and the probe image imported
 #      with ctr) and/or dockerd (CDI feature, vfs, no bridge/iptables, the probe image loaded), on private sockets
 #   4. pytest tests/gpu/test_engines_gpu.py: COMPUTE_VERIFIED by the GPU's UUID through each engine, and one failing
-#      drill per engine (no libnvidia-ptxjitcompiler mount -> FAILED_AT_COMPUTE pointing at cdi)
+#      drill per engine (no libnvidia-ptxjitcompiler mount -> FAILED_AT_COMPUTE pointing at cdi); with containerd,
+#      tests/gpu/test_handlers_gpu.py: COMPUTE_VERIFIED through a private containerd's SECOND runtime handler (a runc
+#      wrapper that records its calls), the verdict naming the handler, its binary and the injector
 #                                                            -> OUTDIR/evidence-engines/<engine>-<variant>.json
 #   5. benchmarks/bench_engines.py --gpu: per-engine cost side by side -> OUTDIR/evidence-engines/bench-engines.json
 #      (GPUPROBE_ENGINES_BENCH=0 skips it: a run that verifies behaviour only)
@@ -67,10 +69,11 @@ export PATH=$GPUPROBE_ENGINES_PATH:$PATH
 
 # 4. COMPUTE_VERIFIED through each engine, one failing drill each
 #    and the engine-parametrised truth and attribution variants (issue 32): a spec that replaces the probe, the spec
-#    whose edit the runtime applied as asked
+#    whose edit the runtime applied as asked; and the probe through containerd's second runtime handler (issue 35)
 step pytest-engines env GPUPROBE_GPU=1 GPUPROBE_ENGINES="$engines" GPUPROBE_EVIDENCE_DIR="$ev" \
   "$py" -m pytest -p no:cacheprovider -v -m gpu tests/gpu/test_engines_gpu.py \
   tests/gpu/test_truth_gpu.py::test_a_spec_that_replaces_the_probe_is_never_verified tests/gpu/test_spec_did_it_gpu.py \
+  tests/gpu/test_handlers_gpu.py \
   -o addopts="" --junitxml="$ev/pytest-engines.xml"
 
 # 5. the per-engine cost, side by side

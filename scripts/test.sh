@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed (scripts/bootstrap.sh) and runs the whole test suite:
-#   pytest (unit + integration with real podman/runc), ansible-test sanity, ansible-lint (production
-#   profile), molecule scenarios. Exit status: 0 when every stage passed, 1 otherwise.
+#   pytest (unit + integration with real podman/runc), ansible-test sanity (under the current ansible-core and 2.17,
+#   the oldest meta/runtime.yml claims), ansible-lint (production profile), molecule scenarios, the execution
+#   environment's build context, and a smoke run of the README's verify-gpu.yml under both ansible-cores.
+#   Exit status: 0 when every stage passed, 1 otherwise.
 # With arguments, runs only pytest with those arguments (after the rebuild), e.g.
 #   bash scripts/test.sh tests/unit -k cdi
 set -uo pipefail
@@ -43,6 +45,7 @@ stage sanity bash scripts/sanity.sh
 stage ansible-lint ansible-lint --profile production --offline
 stage molecule bash scripts/molecule.sh
 stage ee-check bash scripts/ee-check.sh
+stage smoke bash scripts/smoke.sh
 # tests/gpu is collected too: without a GPU its tests are skipped, and pytest's summary says how many
 # ("SKIPPED [N] tests/gpu/...: needs a real NVIDIA GPU"); scripts/gpu-e2e.sh runs them on a GPU host
 stage pytest python -m pytest -p no:cacheprovider tests/unit tests/integration tests/gpu

@@ -22,6 +22,8 @@ from ansible.plugins.loader import init_plugin_loader
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "host"))
 # tests/unit/fixtures/k8s/kubectlfixture.py (the stand-in kubectl, record lookups) for the k8s layer's tests
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "k8s"))
+# tests/unit/fixtures/layouts/layoutfixture.py (a node tree per layout, with /proc) for the runtime discovery tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "layouts"))
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

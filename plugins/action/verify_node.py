@@ -4,15 +4,17 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin gpuprobe.layers.verify_node: every layer of one node in one task, decided on the controller.
 
-On the node: one call of gpuprobe.layers.node_layers for host, cdi and k8s and, when the probe can run, one of
-gpuprobe.layers.node_probe for runtime and compute. On the controller: the layer selection (tags), the gate between
-the two calls, the NOT_RUN records of what did not run, the verdict (_verdict.node_verdict), and the cleanup
-calls that are needed only when a node-side call did not finish its own (the probe container, the self-built
-spec). Documentation: plugins/modules/verify_node.py.
+On the node: one call, gpuprobe.layers.node_verify in full mode when runtime or compute is selected (host, cdi and
+k8s, the gate, and the probe through each runtime, in one process), else gpuprobe.layers.node_layers (host, cdi, k8s).
+On the controller: the layer selection (tags), the gate where no probe was asked of the node (audit mode), the
+NOT_RUN records of what did not run, the verdict (_verdict.node_verdict), and the cleanup calls that are needed only
+when a node-side call did not finish its own (the probe container, the self-built spec). Documentation:
+plugins/modules/verify_node.py.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import random
 import time
@@ -22,11 +24,11 @@ from ansible.plugins.action import ActionBase
 
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.options import verify_value_errors
 # imported with this action (the strategy loads it in ansible-playbook's main process), so that each forked worker finds
 # it loaded: the option check of every node reads the health thresholds' rules (docs/performance.md)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as _health  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import limits_of
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import cdi_for_runtime
@@ -37,6 +39,9 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape imp
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import metrics as _metrics
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _model
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _selection
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import INSPECT_LAYERS, PROBE_LAYERS, RUNTIMES
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
 VERIFY_MODULE = "gpuprobe.layers.node_verify"
@@ -77,22 +82,23 @@ class ActionModule(ActionBase):
         started = time.time()
         if self._task.args.get("vars_prefix"):
             self._task.args = self._options_from_vars(self._task.args, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=_node.VERIFY_NODE_ARGSPEC)
+        # a copy: the validation fills record_limits' default with its suboptions in place (_common.module)
+        _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(_args.VERIFY_NODE_ARGSPEC))
         errors = option_errors(args)
         if errors:
             raise AnsibleActionFail("invalid gpuprobe.layers.verify_node options: %s" % "; ".join(errors))
 
         if args["layers"] is None:
-            layers = _node.selected_layers(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"), args["k8s"])
+            layers = _selection.selected_layers(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"), args["k8s"])
         else:
-            layers = _node.needed_layers(args["layers"])
+            layers = _selection.needed_layers(args["layers"])
         if not args["k8s"] and "k8s" in layers:
             layers.remove("k8s")
         run_id = args["run_id"] or new_run_id()
-        not_selected = _node.NOT_SELECTED if args["layers"] is None else "not selected in this run (option layers)"
+        not_selected = _selection.NOT_SELECTED if args["layers"] is None else "not selected in this run (option layers)"
         records = dict((layer, not_run(layer, not_selected)) for layer in LAYERS)
         if not args["k8s"]:
-            records["k8s"] = not_run("k8s", _node.K8S_DISABLED)
+            records["k8s"] = not_run("k8s", _selection.K8S_DISABLED)
         calls = []
         problems = []  # why the node could not be verified, or what its run left behind: the task fails
         per_runtime = []  # one entry per runtime the probe ran through (runtime, engine, records)
@@ -102,19 +108,19 @@ class ActionModule(ActionBase):
             # the task; the inspect stage gets its path, the probe (and the sweep) GPUPROBE_CRI_DESCRIPTOR
             descriptor = self._put_descriptor(args["cri_descriptor"])
             args["probe_environment"] = dict(args["probe_environment"] or {}, GPUPROBE_CRI_DESCRIPTOR=descriptor)
-        inspect_args = dict((name, args[name]) for name in _node.NODE_LAYERS_ARGSPEC
+        inspect_args = dict((name, args[name]) for name in _args.NODE_LAYERS_ARGSPEC
                             if name in args and name not in ("layers", "cri_descriptor"))
         if descriptor:
             inspect_args["cri_descriptor"] = descriptor
         inspect_args.update(run_id=run_id, runtime=args["probe_runtime"], runtime_endpoint=args["probe_runtime_endpoint"],
-                            runtime_timeout=args["probe_timeout"])
+                            runtime_handler=args["probe_runtime_handler"], runtime_timeout=args["probe_timeout"])
         own_spec = args["mode"] == "full" and args["cdi_source"] == "self-built" and not args["cdi_spec"]
         # full mode with the probe selected: one node-side call runs every layer, the gate included (node_verify)
-        whole = args["mode"] == "full" and bool(set(_node.PROBE_LAYERS) & set(layers))
+        whole = args["mode"] == "full" and bool(set(PROBE_LAYERS) & set(layers))
         spec = None
         spec_left = False
         try:
-            inspect_layers = [layer for layer in _node.INSPECT_LAYERS if layer in layers]
+            inspect_layers = [layer for layer in INSPECT_LAYERS if layer in layers]
             out = {}
             if inspect_layers:
                 module = VERIFY_MODULE if whole else INSPECT_MODULE
@@ -137,7 +143,7 @@ class ActionModule(ActionBase):
                     spec_left = bool(own_spec and spec) and not self._task.check_mode
                     if whole:
                         spec_left = spec_left and ("spec_removed" not in out or bool(out.get("spec_error")))
-            if set(_node.PROBE_LAYERS) & set(layers):
+            if set(PROBE_LAYERS) & set(layers):
                 self._probe_runtimes(args, run_id, records, out if whole else None, task_vars, calls, problems, per_runtime)
         except AnsibleConnectionFailure as exc:
             # the node went away between or during the calls: what ran is kept, the rest is NOT_RUN; what this
@@ -167,8 +173,8 @@ class ActionModule(ActionBase):
             layers=layers,
             calls=calls,
         )
-        result[_node.PROGRESS_KEY] = {"verdict": verdict["verdict"],
-                                      "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
+        result[_selection.PROGRESS_KEY] = {"verdict": verdict["verdict"],
+                                           "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
         if spec:
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
         if problems and not result.get("unreachable"):
@@ -188,11 +194,11 @@ class ActionModule(ActionBase):
         (about 30 ms of controller CPU per node for the verify role's 33; docs/performance.md)."""
         prefix = given["vars_prefix"]
         args = dict(given)
-        for name in _node.VERIFY_NODE_ARGSPEC:
+        for name in _args.VERIFY_NODE_ARGSPEC:
             if name in args or name == "vars_prefix" or prefix + name not in task_vars:
                 continue
             value = self._templar.template(task_vars[prefix + name])
-            if name in _node.EMPTY_IS_UNSET and value in ("", None):
+            if name in _args.EMPTY_IS_UNSET and value in ("", None):
                 continue
             args[name] = value
         return args
@@ -225,7 +231,7 @@ class ActionModule(ActionBase):
         return, per_device) are swept."""
         probes = (out or {}).get("probes")
         probes = probes if isinstance(probes, list) else []
-        for index, engine in enumerate(_node.probe_engines(records.get("cdi"), args["probe_runtime"])):
+        for index, engine in enumerate(_gate.probe_engines(records.get("cdi"), args["probe_runtime"])):
             name = engine.get("name")
             entry = probes[index] if index < len(probes) and isinstance(probes[index], dict) else {}
             entry = entry if entry.get("runtime") == name else {}
@@ -237,16 +243,16 @@ class ActionModule(ActionBase):
                     self._sweep(args, run_id, engine, task_vars, calls, problems)
             elif got is None:
                 # audit mode, or the node did not get to this runtime (its call failed or was interrupted first)
-                got = _node.gated(_node.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
+                got = _gate.gated(_gate.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
                                   or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
                 if out is not None and not isinstance(out.get("records"), dict) and index == 0:
                     self._sweep(args, run_id, engine, task_vars, calls, problems)  # the call may have died mid-probe
             # else: the node's gate stopped this runtime's probe, and its records say why
             missing = "the node-side call (%s) did not return a record: %s" % (VERIFY_MODULE, _message(out or {}))
-            got = dict((layer, (got or {}).get(layer) or not_run(layer, missing)) for layer in _node.PROBE_LAYERS)
+            got = dict((layer, (got or {}).get(layer) or not_run(layer, missing)) for layer in PROBE_LAYERS)
             identity = dict((k, engine.get(k)) for k in ENGINE_KEYS if engine.get(k) is not None)
             per_runtime.append({"runtime": name, "engine": identity or None, "records": got})
-        for layer in _node.PROBE_LAYERS:
+        for layer in PROBE_LAYERS:
             records[layer] = per_runtime[0]["records"][layer]
 
     def _put_descriptor(self, path):
@@ -264,7 +270,7 @@ class ActionModule(ActionBase):
     def _sweep(self, args, run_id, engine, task_vars, calls, problems):  # pylint: disable=too-many-arguments
         """probe_cleanup of this run's probe containers through one runtime."""
         sweep = {"run_id": run_id, "specs": False, "environment": args["probe_environment"], "timeout": args["probe_timeout"],
-                 "runtime": engine["name"] if engine.get("name") in _node.RUNTIMES else "auto"}
+                 "runtime": engine["name"] if engine.get("name") in RUNTIMES else "auto"}
         if engine.get("endpoint") and engine.get("name") in ("containerd", "crio", "docker"):
             sweep["runtime_endpoint"] = engine["endpoint"]  # where this run's probe lives (a CRI socket, docker's)
         cleanup = self._call("gpuprobe.layers.probe_cleanup", sweep, task_vars, calls)

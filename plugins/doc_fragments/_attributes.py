@@ -5,7 +5,9 @@
 """PRIVATE doc fragment: what every gpuprobe.layers module declares alike (not public API).
 
 Used after ansible.builtin.action_common_attributes; each module still states its own check_mode support,
-with the details of what check mode does there.
+with the details of what check mode does there. ``diff_mode`` is ``none`` here: a module that returns a ``diff``
+(cdi_spec, k8s_publish) states ``full`` and what its diff shows (tests/unit/plugins/modules/test_diff_mode.py holds
+the two to it).
 """
 
 

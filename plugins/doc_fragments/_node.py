@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE doc fragment: the options of the node side of verify_node (not public API). DOCUMENTATION: the inspect
 stage's (gpuprobe.layers.node_layers, gpuprobe.layers.node_verify); PROBE: the probe's own (gpuprobe.layers.node_probe,
-gpuprobe.layers.node_verify). The argument specs are _node.NODE_LAYERS_ARGSPEC and _node_probe.NODE_PROBE_ARGSPEC."""
+gpuprobe.layers.node_verify). The argument specs are _common.args.NODE_LAYERS_ARGSPEC and NODE_PROBE_ARGSPEC
+(tests/unit/plugins/module_utils/test__args.py holds them to this fragment)."""
 
 
 class ModuleDocFragment(object):  # pylint: disable=too-few-public-methods
@@ -90,8 +91,10 @@ options:
   runtime:
     description:
       - The runtime(s) the verdict speaks for - V(auto), one of V(podman), V(docker), V(containerd), V(crio), or a
-        list of them. The cdi layer selects them (V(auto) - the kubelet's CRI runtime, else a running docker daemon,
-        else podman), reads each one's own CDI configuration and judges the spec versions and dirs for each
+        list of them. The cdi layer selects them (V(auto) - the running kubelet's CRI runtime, else the installed
+        kubelet's, else a running docker daemon at the docker CLI's endpoint, else podman;
+        L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)),
+        reads each one's own CDI configuration and judges the spec versions and dirs for each
         (C(cdi.engine.config), C(cdi.runtime.*)); C(evidence.engines) lists them with why each was chosen.
     type: raw
     default: auto
@@ -99,6 +102,12 @@ options:
     description:
       - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
         socket), or of docker's daemon when V(docker) alone is named.
+    type: str
+  runtime_handler:
+    description:
+      - The CRI runtime handler the probe runs with (a RuntimeClass's C(handler)); unset - the handler most GPU Pods on
+        this node use (the k8s layer's RuntimeClasses), else the engine's default handler from its running
+        configuration. V(containerd) and V(crio) only.
     type: str
   cri_descriptor:
     description: The CRI API descriptor set on the node, to ask V(containerd) or V(crio) through the CRI (default - C(GPUPROBE_CRI_DESCRIPTOR)).

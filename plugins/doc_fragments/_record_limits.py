@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE doc fragment: the option record_limits of verify_node and fleet_report (not public API). The argument spec
-is _intake_limits.RECORD_LIMITS_SPEC, the defaults _intake_limits.DEFAULT_LIMITS."""
+is _common.args.RECORD_LIMITS_SPEC, the defaults _common.limits.DEFAULT_LIMITS."""
 
 
 class ModuleDocFragment(object):  # pylint: disable=too-few-public-methods
@@ -13,8 +13,10 @@ options:
   record_limits:
     description:
       - The cap on what one node may return, checked where its records enter the controller (M(gpuprobe.layers.verify_node)
-        as the node's result arrives, M(gpuprobe.layers.fleet_report) as the records are read back; docs/safety.md).
-      - Above any limit, or when its records do not conform to the result contract (docs/contract.md, with the types of
+        as the node's result arrives, M(gpuprobe.layers.fleet_report) as the records are read back;
+        L(docs/safety.md,https://github.com/gpuprobe/layers/blob/main/docs/safety.md)).
+      - Above any limit, or when its records do not conform to the result contract
+        (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md), with the types of
         every field the report reads), the node's records are dropped before anything reads, spools or renders them, its
         layers are C(NOT_RUN) and the node is RUN_FAILED, the reason starting with "malformed record from the node" and
         naming the sizes or the violations. Every other node is reported as usual.

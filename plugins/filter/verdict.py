@@ -12,8 +12,9 @@ from ansible.errors import AnsibleFilterError
 
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import diff_reports, drill_row
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.diff import diff_reports
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import drill_row
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import render_diff_markdown
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
@@ -42,9 +43,10 @@ def not_run_record(layer, reason):
 
 
 def layer_gate(records, mode="full"):
-    """Why the runtime and compute layers cannot run on this node ('' when they can): _node.layer_gate,
-    the gate gpuprobe.layers.verify_node applies between its two node-side calls."""
-    return _node.layer_gate(_records(records, "layer_gate"), mode)
+    """Why the runtime and compute layers cannot run on this node ('' when they can): _node.gate.layer_gate,
+    the gate a node applies before its probe and gpuprobe.layers.verify_node when it makes the records of a probe
+    that did not run."""
+    return _gate.layer_gate(_records(records, "layer_gate"), mode)
 
 
 def report_diff(old, new):

@@ -14,11 +14,13 @@ description:
   - Loads every Container Device Interface (CDI) spec file of the spec directories strictly, resolves the
     requested devices the way the reference Go library (container-device-interface C(pkg/cdi)) does, and
     checks every device node, mount and hook of the merged edits on the host. Returns the cdi layer record
-    (docs/contract.md) as the fact C(gpuprobe_cdi).
+    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_cdi).
   - "Reading: every spec, JSON and YAML alike, is read as the library reads it (sigs.k8s.io/yaml on go-yaml v2,
     then encoding/json): go-yaml v2 scalars (C(1:30) and C(2001-12-14) stay text, C(name: 1.0) is device C(1),
     C(y)/C(n) are booleans), the first YAML document only, JSON C(\\/) escapes rejected; a spec that would make
-    the library panic is a FAIL (C(cdi.spec.library_panic)); docs/cdi-loader.md gives each rule and its source."
+    the library panic is a FAIL (C(cdi.spec.library_panic));
+    L(docs/cdi-loader.md,https://github.com/gpuprobe/layers/blob/main/docs/cdi-loader.md) gives each rule and its
+    source."
   - "Reading is bounded: each spec file is opened non-blocking and judged as opened (a regular file only, never one on
     procfs, sysfs, devtmpfs or another kernel pseudo-filesystem, whatever link led there), read up to O(max_spec_size)
     bytes within 5 s; at most O(max_spec_files) files per directory; the whole reading within O(timeout) seconds."
@@ -51,7 +53,7 @@ description:
     library panic FAILs whatever is requested."
   - When no spec provides a requested kind the layer FAILs (C(no CDI spec provides nvidia.com/gpu)); it never
     PASSes without a spec. Parsing a spec proves nothing about the GPU; a spec on a node without the GPU FAILs
-    because its device nodes are absent. Check ids are listed in docs/checks.md.
+    because its device nodes are absent. Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -162,7 +164,7 @@ ansible_facts:
   contains:
     gpuprobe_cdi:
       description:
-        - The cdi layer record (docs/contract.md).
+        - The cdi layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
         - C(evidence.requested_devices) lists the qualified names resolved; C(evidence.expected_edits) holds
           their merged container edits in the order the reference library applies them, C(env) (K=V),
           C(deviceNodes) (path, hostPath, type, major, minor (filled from the host node when the spec omits
@@ -206,44 +208,40 @@ ansible_facts:
         points_to: cdi
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import cdi_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_record, check_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES, SPEC_DIRS
+
+
+def cdi_facts(p, check_mode):
+    check_root(p["root"])
+    check_record(p["host"], "host", "host")
+    if p["max_spec_size"] <= 0:
+        raise ValueError("max_spec_size must be > 0 bytes (got %d)" % p["max_spec_size"])
+    if p["max_spec_files"] <= 0:
+        raise ValueError("max_spec_files must be > 0 (got %d)" % p["max_spec_files"])
+    if p["timeout"] < 0:
+        raise ValueError("timeout must be >= 0 seconds (got %d)" % p["timeout"])
+    cdi = record(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
+                 kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
+                 runtime=p["runtime"], max_spec_files=p["max_spec_files"], timeout=p["timeout"])
+    return {"ansible_facts": {"gpuprobe_cdi": cdi}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
-            discover_runtime_dirs=dict(type="bool", default=True),
-            devices=dict(type="list", elements="str", default=[]),
-            kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
-            host=dict(type="dict"),
-            root=dict(type="path", default="/"),
-            max_spec_size=dict(type="int", default=1048576),
-            max_spec_files=dict(type="int", default=1024),
-            timeout=dict(type="int", default=60),
-            runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker", "containerd", "crio"]),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_root(p["root"])
-        check_record(p["host"], "host", "host")
-        if p["max_spec_size"] <= 0:
-            raise ValueError("max_spec_size must be > 0 bytes (got %d)" % p["max_spec_size"])
-        if p["max_spec_files"] <= 0:
-            raise ValueError("max_spec_files must be > 0 (got %d)" % p["max_spec_files"])
-        if p["timeout"] < 0:
-            raise ValueError("timeout must be >= 0 seconds (got %d)" % p["timeout"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    record = cdi_layer(spec_dirs=p["spec_dirs"], discover_runtime_dirs_=p["discover_runtime_dirs"], devices=p["devices"],
-                       kinds=p["kinds"], host=p["host"], root=p["root"], max_spec_size=p["max_spec_size"],
-                       runtime=p["runtime"], max_spec_files=p["max_spec_files"], timeout=p["timeout"])
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_cdi": record})
+    run_layer_module(dict(
+        spec_dirs=dict(type="list", elements="path", default=list(SPEC_DIRS)),
+        discover_runtime_dirs=dict(type="bool", default=True),
+        devices=dict(type="list", elements="str", default=[]),
+        kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
+        host=dict(type="dict"),
+        root=dict(type="path", default="/"),
+        max_spec_size=dict(type="int", default=1048576),
+        max_spec_files=dict(type="int", default=1024),
+        timeout=dict(type="int", default=60),
+        runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+    ), cdi_facts)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,12 @@ attributes:
   check_mode:
     support: full
     details: Reports the spec that would be written (or the file that would be removed) and whether it would change.
+  diff_mode:
+    support: full
+    details:
+      - "The task's C(diff) (shown with C(--diff)) holds what it changed, or would change in check mode: each spec of
+        RV(swept) as C({path, state: file, why}) -> C({path, state: absent}), then this run's spec file (RV(path)) as
+        text, before -> after (empty where there is no file). Nothing when nothing changes."
 options:
   run_id:
     description:
@@ -181,38 +187,35 @@ prediction:
   sample: {layer: compute, signature: compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND, description: the full spec without the libnvidia-ptxjitcompiler mount}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.spec import SpecError, ensure_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR, VARIANTS
+
+
+def cdi_spec(p, check_mode, diff=False):
+    try:
+        return ensure_spec(p["run_id"], state=p["state"], spec_dir=p["spec_dir"], check_mode=check_mode,
+                           variant=p["variant"], root=p["root"], driver_root=p["driver_root"], host=p["host"],
+                           stub_libcuda=p["stub_libcuda"], gpus=p["gpus"], owner=p["owner"], max_age=p["max_age"],
+                           diff=diff)
+    except (SpecError, OSError) as exc:
+        raise ValueError(str(exc))
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            run_id=dict(type="str", required=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            variant=dict(type="str", default="full", choices=[
-                "full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
-                "missing_hostpath", "stale_library"]),
-            spec_dir=dict(type="path", default="/var/run/cdi"),
-            root=dict(type="path", default="/"),
-            driver_root=dict(type="path"),
-            host=dict(type="dict"),
-            stub_libcuda=dict(type="path"),
-            gpus=dict(type="list", elements="str"),
-            owner=dict(type="dict"),
-            max_age=dict(type="int", default=3600),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        result = ensure_spec(p["run_id"], state=p["state"], spec_dir=p["spec_dir"], check_mode=module.check_mode,
-                             variant=p["variant"], root=p["root"], driver_root=p["driver_root"], host=p["host"],
-                             stub_libcuda=p["stub_libcuda"], gpus=p["gpus"], owner=p["owner"], max_age=p["max_age"])
-    except (SpecError, OSError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**result)
+    run_layer_module(dict(
+        run_id=dict(type="str", required=True),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        variant=dict(type="str", default="full", choices=list(VARIANTS)),
+        spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
+        root=dict(type="path", default="/"),
+        driver_root=dict(type="path"),
+        host=dict(type="dict"),
+        stub_libcuda=dict(type="path"),
+        gpus=dict(type="list", elements="str"),
+        owner=dict(type="dict"),
+        max_age=dict(type="int", default=3600),
+    ), cdi_spec, diff=True)
 
 
 if __name__ == "__main__":

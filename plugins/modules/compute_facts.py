@@ -11,7 +11,9 @@ module: compute_facts
 short_description: The compute layer of GPU-in-container readiness (a verified CUDA kernel in the container)
 version_added: 0.1.0
 description:
-  - Builds the compute layer record (docs/contract.md), returned as the fact C(gpuprobe_compute), from the
+  - Builds the compute layer record
+    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)), returned as the fact
+    C(gpuprobe_compute), from the
     compute steps that M(gpuprobe.layers.runtime_facts) ran inside the CDI-injected container
     (O(container_probe)), that is dlopen of C(libcuda.so.1) (and the file actually loaded), C(cuInit), driver API
     version, device count/name/UUID, primary context, a PTX kernel loaded through the JIT, launched on 1024
@@ -20,7 +22,7 @@ description:
   - Runs the same probe on the host outside any container (O(host_control)), so that host PASS + container
     FAIL points at the injection (C(points_to=runtime)) and both FAIL points at the host.
   - A failure's signature is C(compute.dlopen.libcuda), C(compute.cuda.<CUresult name>),
-    C(compute.verify.mismatch) or C(compute.timeout) (docs/checks.md).
+    C(compute.verify.mismatch) or C(compute.timeout) (L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md)).
   - Every GPU is proven on its own; C(evidence.gpus) holds one row per expected GPU (O(expected_gpus)) and per
     GPU seen in the container beyond them - C(index), C(uuid), C(model), C(expected), C(seen_in_container),
     C(ordinal), C(status), C(signature), C(reason).
@@ -98,7 +100,7 @@ ansible_facts:
   contains:
     gpuprobe_compute:
       description:
-        - The compute layer record (docs/contract.md).
+        - The compute layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
         - C(evidence.gpus) holds the per-GPU rows (see the description); C(evidence.expected_gpus) and
           C(evidence.expected_source) say what was expected.
         - C(evidence.container) holds C(executed), C(cdi_devices) (the devices of a container that ran, never the
@@ -119,41 +121,36 @@ ansible_facts:
         points_to: runtime
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_container_probe, check_record, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.layer import record
+
+
+def compute_facts(p, check_mode):
+    check_container_probe(p["container_probe"])
+    check_record(p["runtime_record"], "runtime_record", "runtime")
+    check_record(p["host"], "host", "host")
+    check_timeout(p["timeout"])
+    try:
+        compute = record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
+                         host_control=p["host_control"] and not check_mode,
+                         allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
+    except Interrupted as exc:
+        return {"failed": True, "msg": "%s: the host control's probe was stopped and its temp dir removed" % exc}
+    return {"ansible_facts": {"gpuprobe_compute": compute}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            container_probe=dict(type="dict"),
-            runtime_record=dict(type="dict"),
-            expected_gpus=dict(type="list", elements="dict", default=[]),
-            host=dict(type="dict"),
-            host_control=dict(type="bool", default=True),
-            allow_busy_gpu=dict(type="bool", default=False),
-            timeout=dict(type="int", default=60),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_container_probe(p["container_probe"])
-        check_record(p["runtime_record"], "runtime_record", "runtime")
-        check_record(p["host"], "host", "host")
-        check_timeout(p["timeout"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        record = compute_record(p["container_probe"], runtime_record=p["runtime_record"], host_record=p["host"],
-                                host_control=p["host_control"] and not module.check_mode,
-                                allow_busy_gpu=p["allow_busy_gpu"], timeout=p["timeout"], expected_gpus=p["expected_gpus"])
-    except Interrupted as exc:
-        module.fail_json(msg="%s: the host control's probe was stopped and its temp dir removed" % exc)
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_compute": record})
+    run_layer_module(dict(
+        container_probe=dict(type="dict"),
+        runtime_record=dict(type="dict"),
+        expected_gpus=dict(type="list", elements="dict", default=[]),
+        host=dict(type="dict"),
+        host_control=dict(type="bool", default=True),
+        allow_busy_gpu=dict(type="bool", default=False),
+        timeout=dict(type="int", default=60),
+    ), compute_facts)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ description:
     C(<basename>-latest.<ext>) files of an earlier version are taken over as the previous set.
   - Files and directories get the mode the controller's umask leaves (0644 and 0755 under 022, 0600 and 0700 under
     077), as the reports name hosts, GPU UUIDs and process owners; run with the umask their readers need.
-  - The JSON schema is versioned (C(schema_version)) and documented in docs/usage.md ("Reading the report").
+  - The JSON schema is versioned (C(schema_version)) and documented in
+    L(docs/usage.md#reading-the-report,https://github.com/gpuprobe/layers/blob/main/docs/usage.md#reading-the-report).
   - Run it once per play, for example with C(run_once) and C(delegate_to=localhost).
 options:
   hosts:
@@ -135,7 +136,9 @@ attributes:
     support: full
     platforms: posix
 notes:
-  - The verdict rules are in docs/contract.md; the report format in docs/usage.md ("Reading the report").
+  - The verdict rules are in L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md); the
+    report format in
+    L(docs/usage.md#reading-the-report,https://github.com/gpuprobe/layers/blob/main/docs/usage.md#reading-the-report).
 seealso:
   - module: gpuprobe.layers.host_facts
   - module: gpuprobe.layers.cdi_facts
@@ -222,13 +225,12 @@ drills:
   elements: dict
 """
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import RECORD_LIMITS_SPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FLEET_REPORT_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import documentation_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import documentation_only
 
 
 def main():
-    documentation_only(dict(FLEET_REPORT_ARGSPEC, record_limits=RECORD_LIMITS_SPEC), "fleet_report")
+    documentation_only(FLEET_REPORT_ARGSPEC, "fleet_report")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ version_added: 0.1.0
 description:
   - Asks C(kubectl) for the nodes, the Pods and their events and, where the cluster serves C(resource.k8s.io), for
     the Dynamic Resource Allocation objects (ResourceSlices, DeviceClasses, ResourceClaims and their templates), and
-    returns the k8s layer record (docs/contract.md) as the fact C(gpuprobe_k8s). docs/k8s.md describes both paths.
+    returns the k8s layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_k8s).
+    L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) describes both paths.
   - Per node, the GPU path it is on, device plugin (allocatable C(nvidia.com/gpu), C(nvidia.com/mig-*)), DRA
     (ResourceSlices of driver C(gpu.nvidia.com)), both (a FAIL) or neither (a FAIL); capacity and allocatable, the
     GPU feature labels, and for DRA the pools, the devices with their attributes and taints, and the claims
@@ -26,13 +27,20 @@ description:
   - With O(host_record) (the host layer record of the node this runs on), that node's DRA devices are compared with
     its GPUs and loaded driver (UUID, C(gpu-<minor>), PCI bus id, driver version).
   - No kubectl, no kubeconfig or an unreachable API server make the record C(NOT_RUN) with that exact reason.
-  - This layer says nothing about the driver or libraries inside a Pod. Check ids are listed in docs/checks.md.
+  - This layer says nothing about the driver or libraries inside a Pod. Check ids are listed in
+    L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - ansible.builtin.action_common_attributes.actiongroups
   - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
+  action_group:
+    support: full
+    membership: [gpuprobe.layers.k8s]
+    details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
+      C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
     support: full
     details: Only reads from the API server; the same facts are returned in check mode.
@@ -81,12 +89,32 @@ options:
     type: str
 requirements:
   - kubectl on the host running the module, and credentials that can list nodes, Pods and events, and for DRA
-    resourceslices, deviceclasses, resourceclaims and resourceclaimtemplates (docs/k8s.md).
+    resourceslices, deviceclasses, resourceclaims and resourceclaimtemplates (L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md)).
 seealso:
   - module: gpuprobe.layers.host_facts
+  - module: gpuprobe.layers.k8s_publish
+  - name: The k8s layer
+    description: The two GPU paths, Pending explained, the RBAC, and the kubectl options set once through the action group.
+    link: https://github.com/gpuprobe/layers/blob/main/docs/k8s.md
 """
 
 EXAMPLES = r"""
+- name: The kubectl options once for several tasks (the action group gpuprobe.layers.k8s; a play can set them too)
+  module_defaults:
+    group/gpuprobe.layers.k8s:
+      kubeconfig: /etc/gpuprobe/kubeconfig
+      context: gpu-cluster
+  delegate_to: localhost
+  run_once: true
+  block:
+    - name: Read the k8s layer
+      gpuprobe.layers.k8s_facts:
+        node: gpu-node-1
+
+    - name: Publish this run's verdicts (the same kubeconfig and context)
+      gpuprobe.layers.k8s_publish:
+        verdicts: "{{ gpuprobe_fleet.verdicts }}"
+
 - name: Read the k8s layer from the controller
   gpuprobe.layers.k8s_facts:
     kubeconfig: ~/.kube/config
@@ -113,7 +141,7 @@ ansible_facts:
   contains:
     gpuprobe_k8s:
       description:
-        - The k8s layer record (docs/contract.md).
+        - The k8s layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
         - C(evidence) holds C(kubectl), C(resources), C(nodes) (name, path, capacity, allocatable, gpu_labels, ready,
           unschedulable, dra (slices, pools, devices, claims)), C(gpu_pods) (namespace, name, phase, node, requests,
           claims, reason, message, events, dra_events), C(pods_error), C(self_node) and C(dra) (state, errors,
@@ -134,37 +162,33 @@ ansible_facts:
         points_to: null
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import DEFAULT_RESOURCES, DEFAULT_TIMEOUT, collect_k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_RESOURCES, DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import record as k8s_record
+
+
+def k8s_facts(p, check_mode):
+    check_timeout(p["timeout"])
+    record = k8s_record(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
+                        node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
+                        host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
+    return {"ansible_facts": {"gpuprobe_k8s": record}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            kubectl=dict(type="str", default="kubectl"),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            resources=dict(type="list", elements="str", default=list(DEFAULT_RESOURCES)),
-            nodes=dict(type="list", elements="str"),
-            namespaces=dict(type="list", elements="str"),
-            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
-            dra=dict(type="bool", default=True),
-            host_record=dict(type="dict"),
-            node=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_timeout(p["timeout"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    record = collect_k8s(kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"], resources=p["resources"],
-                         node_names=p["nodes"], namespaces=p["namespaces"], timeout=p["timeout"],
-                         host_record=p["host_record"], hostname=p["node"], dra=p["dra"])
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_k8s": record})
+    run_layer_module(dict(
+        kubectl=dict(type="str", default="kubectl"),
+        kubeconfig=dict(type="path"),
+        context=dict(type="str"),
+        resources=dict(type="list", elements="str", default=list(DEFAULT_RESOURCES)),
+        nodes=dict(type="list", elements="str"),
+        namespaces=dict(type="list", elements="str"),
+        timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+        dra=dict(type="bool", default=True),
+        host_record=dict(type="dict"),
+        node=dict(type="str"),
+    ), k8s_facts)
 
 
 if __name__ == "__main__":

@@ -25,15 +25,30 @@ description:
     cannot be told), are returned in RV(unmatched), each with a warning, and fail the task after the other Nodes are
     written, since a verdict that was asked to be published and was not is an error. A read or a write that fails is
     returned in RV(errors) and fails the task; nothing is hidden.
-  - The RBAC this needs is in docs/k8s.md (get/list nodes, patch nodes/status, and patch nodes for O(label)).
+  - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) (get/list nodes,
+    patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
   - gpuprobe.layers._attributes
 attributes:
+  action_group:
+    support: full
+    membership: [gpuprobe.layers.k8s]
+    details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
+      C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
     support: full
     details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
       writes nothing.
+  diff_mode:
+    support: full
+    details:
+      - "The task's C(diff) (shown with C(--diff)) holds one entry per Node whose condition or label this task changed,
+        or would change in check mode: before and after each C({condition: ..., label: {<label>: value}}), the Node's
+        condition of O(condition_type) and, with O(label), its label (null where the Node had none)."
+      - A Node whose status, reason, message and label stay the same is not in it, although its C(lastHeartbeatTime)
+        is written again.
 options:
   verdicts:
     description:
@@ -92,10 +107,14 @@ options:
     type: int
     default: 8
 requirements:
-  - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status) (docs/k8s.md).
+  - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status)
+    (L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md)).
 seealso:
   - module: gpuprobe.layers.k8s_facts
   - module: gpuprobe.layers.fleet_report
+  - name: Publishing the verdict to the cluster
+    description: The condition and label written, how hosts are matched to Nodes, the RBAC, and the action group.
+    link: https://github.com/gpuprobe/layers/blob/main/docs/k8s.md#publishing-the-verdict-to-the-cluster-opt-in
 """
 
 EXAMPLES = r"""
@@ -159,57 +178,52 @@ errors:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_timeout
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            verdicts=dict(type="dict", required=True),
-            signatures=dict(type="dict", default={}),
-            node_names=dict(type="dict", default={}),
-            condition_type=dict(type="str", default=_k8s_publish.CONDITION_TYPE),
-            label=dict(type="str"),
-            run_id=dict(type="str"),
-            kubectl=dict(type="str", default="kubectl"),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
-            deadline=dict(type="int", default=_k8s_publish.DEFAULT_DEADLINE),
-            max_consecutive_timeouts=dict(type="int", default=_k8s_publish.DEFAULT_MAX_CONSECUTIVE_TIMEOUTS),
-            workers=dict(type="int", default=_k8s_publish.DEFAULT_WORKERS),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        check_timeout(p["timeout"])
-        check_timeout(p["deadline"], "deadline")
-        for name in ("max_consecutive_timeouts", "workers"):
-            if not 1 <= p[name] <= 64:
-                raise ValueError("%s must be from 1 to 64 (got %d)" % (name, p[name]))
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
+def k8s_publish(p, check_mode, diff=False):
+    check_timeout(p["timeout"])
+    check_timeout(p["deadline"], "deadline")
+    for name in ("max_consecutive_timeouts", "workers"):
+        if not 1 <= p[name] <= 64:
+            raise ValueError("%s must be from 1 to 64 (got %d)" % (name, p[name]))
     problem = _k8s_publish.condition_type_error(p["condition_type"]) or (
         _k8s_publish.label_key_error(p["label"]) if p["label"] is not None else None)
     if problem:
-        module.fail_json(msg=problem)
+        raise ValueError(problem)
     out = _k8s_publish.publish(p["verdicts"], kubectl=p["kubectl"], kubeconfig=p["kubeconfig"], context=p["context"],
                                timeout=p["timeout"], signatures=p["signatures"], node_names=p["node_names"],
                                condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
-                               check_mode=module.check_mode, deadline=p["deadline"],
-                               max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"])
-    for u in out["unmatched"]:
-        module.warn("verdict of %s not published: %s" % (u["host"], u["reason"]))
+                               check_mode=check_mode, deadline=p["deadline"],
+                               max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"],
+                               diff=diff)
+    warnings = ["verdict of %s not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
     problems = ["%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]]
     problems += ["%s: not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
     if problems:
-        module.fail_json(msg="publishing the verdicts failed: %s" % "; ".join(problems), **out)
-    module.exit_json(**out)
+        return dict(out, warnings=warnings, failed=True, msg="publishing the verdicts failed: %s" % "; ".join(problems))
+    return dict(out, warnings=warnings)
+
+
+def main():
+    run_layer_module(dict(
+        verdicts=dict(type="dict", required=True),
+        signatures=dict(type="dict", default={}),
+        node_names=dict(type="dict", default={}),
+        condition_type=dict(type="str", default=_k8s_publish.CONDITION_TYPE),
+        label=dict(type="str"),
+        run_id=dict(type="str"),
+        kubectl=dict(type="str", default="kubectl"),
+        kubeconfig=dict(type="path"),
+        context=dict(type="str"),
+        timeout=dict(type="int", default=DEFAULT_TIMEOUT),
+        deadline=dict(type="int", default=_k8s_publish.DEFAULT_DEADLINE),
+        max_consecutive_timeouts=dict(type="int", default=_k8s_publish.DEFAULT_MAX_CONSECUTIVE_TIMEOUTS),
+        workers=dict(type="int", default=_k8s_publish.DEFAULT_WORKERS),
+    ), k8s_publish, diff=True)
 
 
 if __name__ == "__main__":

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_layers
-short_description: The host, cdi and k8s layers of one node in one process (the node side of verify_node)
-version_added: "0.2.0"
+short_description: Internal - the host, cdi and k8s layers of one node in one process (called by verify_node)
+version_added: 0.1.0
 description:
+  - >-
+    B(Internal module, not meant to be used directly.) The P(gpuprobe.layers.verify_node#module) action runs it on the
+    node in V(audit) mode and when no runtime or compute layer is selected (otherwise it runs
+    M(gpuprobe.layers.node_verify)). Its options and results follow that action and may change in any release: use
+    P(gpuprobe.layers.verify_node#module) (the gpuprobe.layers.verify role) or a layer's own facts module.
   - Runs the host layer (as M(gpuprobe.layers.host_facts)), the cdi layer (as M(gpuprobe.layers.cdi_facts); with
     O(cdi_source=self-built) it first writes this run's spec as M(gpuprobe.layers.cdi_spec) does) and the k8s layer
     (as M(gpuprobe.layers.k8s_facts)), the ones listed in O(layers), in one module execution on the node, so that
-    they cost one round trip instead of one each. P(gpuprobe.layers.verify_node#module) calls it first;
-    M(gpuprobe.layers.node_probe) runs the runtime and compute layers. It can also be used alone.
+    they cost one round trip instead of one each.
   - Each layer is the same code as its own module. A layer whose code raises is recorded C(NOT_RUN) with the error
     and the next layers still run; options that cannot work fail the module without any record.
   - >-
@@ -32,7 +36,7 @@ attributes:
       Only reads; a self-built spec is not written, so its cdi layer finds nothing.
 seealso:
   - module: gpuprobe.layers.verify_node
-  - module: gpuprobe.layers.node_probe
+  - module: gpuprobe.layers.node_verify
 """
 
 EXAMPLES = r"""
@@ -54,7 +58,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: The records of the layers that ran, layer name -> record (docs/contract.md).
+  description: The records of the layers that ran, layer name -> record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 spec:
@@ -63,20 +67,20 @@ spec:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_LAYERS_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import NODE_LAYERS_ARGSPEC, inspect
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.inspect import inspect
+
+
+def node_layers(p, check_mode):
+    out = inspect(p, check_mode=check_mode)
+    cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
+    return dict(out, changed=bool(out.get("spec") and not p["cdi_spec"] and not check_mode))
 
 
 def main():
-    module = AnsibleModule(argument_spec=NODE_LAYERS_ARGSPEC, supports_check_mode=True)
-    try:
-        out = inspect(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
-    module.exit_json(changed=bool(out.get("spec") and not module.params["cdi_spec"] and not module.check_mode), **out)
+    run_layer_module(NODE_LAYERS_ARGSPEC, node_layers)
 
 
 if __name__ == "__main__":

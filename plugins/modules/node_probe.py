@@ -8,20 +8,25 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_probe
-short_description: The runtime and compute layers of one node in one process (the node side of verify_node)
-version_added: "0.2.0"
+short_description: Internal - the runtime and compute layers of one node in one process (the probe stage of node_verify)
+version_added: 0.1.0
 description:
+  - >-
+    B(Internal module, not meant to be used directly.) It is the probe stage of M(gpuprobe.layers.node_verify) as a
+    module of its own; P(gpuprobe.layers.verify_node#module) does not call it (in full mode
+    M(gpuprobe.layers.node_verify) runs the same code in one process with the host, cdi and k8s layers). Its options
+    and results may change in any release: use P(gpuprobe.layers.verify_node#module) (the gpuprobe.layers.verify role).
   - Runs the probe container with the devices the cdi record in O(records) resolved (the runtime layer, as
     M(gpuprobe.layers.runtime_facts) with compute) and builds the compute layer from its output plus the host control
-    (as M(gpuprobe.layers.compute_facts)), in one module execution on the node. P(gpuprobe.layers.verify_node#module)
-    calls it after M(gpuprobe.layers.node_layers) when a device can be injected; it can also be used alone.
+    (as M(gpuprobe.layers.compute_facts)), in one module execution on the node.
   - The probe container is removed before the module returns, also on SIGINT, SIGTERM or SIGHUP, and when the
     C(ansible-playbook) process that runs it on this host is gone (the module then fails saying so). With
     O(remove_spec) this run's self-built spec is removed at the end, also on an interrupt.
   - The spec files that provide the requested devices are read again before the container starts and after it
     ran; when one is not what the cdi layer read (its sha256 in the cdi record), the runtime layer is C(NOT_RUN)
-    "spec changed since the cdi layer read it" and no container is started (docs/safety.md).
-  - GPUs with compute processes of others are not probed unless O(allow_busy_gpu) (docs/safety.md).
+    "spec changed since the cdi layer read it" and no container is started (L(docs/safety.md,https://github.com/gpuprobe/layers/blob/main/docs/safety.md)).
+  - GPUs with compute processes of others are not probed unless O(allow_busy_gpu)
+    (L(docs/safety.md,https://github.com/gpuprobe/layers/blob/main/docs/safety.md)).
   - A layer whose code raises is recorded C(NOT_RUN) with the error; options that cannot work fail the module.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -61,7 +66,7 @@ options:
     type: bool
     default: false
 seealso:
-  - module: gpuprobe.layers.node_layers
+  - module: gpuprobe.layers.node_verify
   - module: gpuprobe.layers.verify_node
 """
 
@@ -79,7 +84,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: The C(runtime) and C(compute) records (docs/contract.md).
+  description: The C(runtime) and C(compute) records (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 spec_removed:
@@ -88,20 +93,20 @@ spec_removed:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_PROBE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import probe
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import NODE_PROBE_ARGSPEC, probe
+
+def node_probe(p, check_mode):
+    out = probe(p, check_mode=check_mode)
+    if out.get("interrupted"):
+        return {"failed": True, "msg": out["interrupted"]}
+    return dict(out, changed=bool(out.get("spec_removed")))
 
 
 def main():
-    module = AnsibleModule(argument_spec=NODE_PROBE_ARGSPEC, supports_check_mode=True)
-    try:
-        out = probe(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    if out.get("interrupted"):
-        module.fail_json(msg=out["interrupted"])
-    module.exit_json(changed=bool(out.get("spec_removed")), **out)
+    run_layer_module(NODE_PROBE_ARGSPEC, node_probe)
 
 
 if __name__ == "__main__":

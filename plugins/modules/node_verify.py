@@ -8,9 +8,14 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_verify
-short_description: Every layer of one node in one process (the node side of verify_node in full mode)
-version_added: "0.2.0"
+short_description: Internal - every layer of one node in one process (called by verify_node in full mode)
+version_added: 0.1.0
 description:
+  - >-
+    B(Internal module, not meant to be used directly.) The P(gpuprobe.layers.verify_node#module) action runs it on the
+    node in full mode whenever the runtime or compute layer is selected: it is that action's one node-side call. Its
+    options and results follow that action and may change in any release: use P(gpuprobe.layers.verify_node#module)
+    (the gpuprobe.layers.verify role).
   - Runs what M(gpuprobe.layers.node_layers) runs (host, cdi - writing this run's spec first with
     O(cdi_source=self-built) - and k8s), then, through each runtime the cdi layer selected, what
     M(gpuprobe.layers.node_probe) runs (the probe container with the resolved devices, the compute layer and the host
@@ -52,7 +57,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: The records of the inspect stage's layers (host, cdi, k8s), layer name -> record (docs/contract.md).
+  description: The records of the inspect stage's layers (host, cdi, k8s), layer name -> record
+    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 probes:
@@ -77,23 +83,23 @@ spec_error:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import NODE_VERIFY_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import cap_strings
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.verify import NODE_VERIFY_ARGSPEC, verify
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.verify import verify
+
+
+def node_verify(p, check_mode):
+    out = verify(p, check_mode=check_mode)
+    cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
+    out["changed"] = bool(out.get("spec") and not p["cdi_spec"] and not check_mode)
+    if out.get("interrupted"):
+        out.update(failed=True, msg=out.pop("interrupted"))
+    return out
 
 
 def main():
-    module = AnsibleModule(argument_spec=NODE_VERIFY_ARGSPEC, supports_check_mode=True)
-    try:
-        out = verify(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    cap_strings({"records": out.get("records"), "probes": out.get("probes")})  # an honest node stays within the controller's cap
-    changed = bool(out.get("spec") and not module.params["cdi_spec"] and not module.check_mode)
-    if out.get("interrupted"):
-        module.fail_json(msg=out.pop("interrupted"), changed=changed, **out)
-    module.exit_json(changed=changed, **out)
+    run_layer_module(NODE_VERIFY_ARGSPEC, node_verify)
 
 
 if __name__ == "__main__":

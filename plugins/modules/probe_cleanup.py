@@ -125,44 +125,41 @@ not_listed:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES, SELF_BUILT_SPEC_DIR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import cleanup
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            run_id=dict(type="str"),
-            runtime=dict(type="str", default="auto", choices=["auto", "podman", "docker", "containerd", "crio"]),
-            runtime_endpoint=dict(type="str"),
-            cri_descriptor=dict(type="path"),
-            spec_dir=dict(type="path", default="/var/run/cdi"),
-            specs=dict(type="bool", default=True),
-            max_age=dict(type="int", default=3600),
-            timeout=dict(type="int", default=30),
-            environment=dict(type="dict", default={}),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
+def probe_cleanup(p, check_mode):
+    check_environment(p["environment"])
+    for key, value in p["environment"].items():
+        os.environ[str(key)] = str(value)
     try:
-        check_environment(p["environment"])
-        for key, value in p["environment"].items():
-            os.environ[str(key)] = str(value)
         result = cleanup(run_id=p["run_id"], runtime=p["runtime"], spec_dir=p["spec_dir"], specs=p["specs"],
-                         check_mode=module.check_mode, timeout=p["timeout"], max_age=p["max_age"],
+                         check_mode=check_mode, timeout=p["timeout"], max_age=p["max_age"],
                          endpoint=p["runtime_endpoint"], descriptor=p["cri_descriptor"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
+    except ValueError:
+        raise
     except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg="cleanup failed: %s" % exc)
+        return {"failed": True, "msg": "cleanup failed: %s" % exc}
     if result["errors"]:
-        module.fail_json(msg="cleanup incomplete: %s" % "; ".join(result["errors"]), **result)
-    for why in result["not_listed"]:
-        module.warn("not swept: %s" % why)
-    module.exit_json(**result)
+        return dict(result, failed=True, msg="cleanup incomplete: %s" % "; ".join(result["errors"]))
+    return dict(result, warnings=["not swept: %s" % why for why in result["not_listed"]])
+
+
+def main():
+    run_layer_module(dict(
+        run_id=dict(type="str"),
+        runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+        runtime_endpoint=dict(type="str"),
+        cri_descriptor=dict(type="path"),
+        spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
+        specs=dict(type="bool", default=True),
+        max_age=dict(type="int", default=3600),
+        timeout=dict(type="int", default=30),
+        environment=dict(type="dict", default={}),
+    ), probe_cleanup)
 
 
 if __name__ == "__main__":

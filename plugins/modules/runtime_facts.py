@@ -12,7 +12,7 @@ short_description: The runtime layer of GPU-in-container readiness (what the con
 version_added: 0.1.0
 description:
   - Starts one short-lived probe container with the requested CDI devices through a real container runtime
-    and returns the runtime layer record (docs/contract.md) as the fact C(gpuprobe_runtime).
+    and returns the runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_runtime).
   - From inside the container the probe (Python standard library only, bind-mounted read-only) records each
     expected device node (type, major:minor, mode) and what C(open(O_RDWR)) returns on it (C(EPERM) from the
     device cgroup and C(EACCES) from the file mode are different findings), the mounts
@@ -47,10 +47,15 @@ attributes:
 options:
   runtime:
     description:
-      - The container runtime. V(auto) takes the runtime the node's workloads use, and says why in
-        C(evidence.engine.selected_because) - the kubelet's CRI endpoint when a kubelet is installed (its
-        C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
-        C(unix:///run/containerd/containerd.sock)), else a running docker daemon, else podman (docs/usage.md).
+      - The container runtime. V(auto) takes the runtime the node's workloads use, and says why in one sentence in
+        C(evidence.engine.selected_because) - the CRI endpoint of the kubelet, found running first (C(kubelet),
+        C(hyperkube kubelet), MicroK8s' C(kubelite), the kubelet inside k3s or RKE2), else from its unit, drop-ins and
+        environment files, in the kubelet's precedence (C(--container-runtime-endpoint), else C(--config-dir) drop-ins,
+        else the C(--config) file, else C(unix:///run/containerd/containerd.sock)), matched with the containerd or
+        CRI-O process serving it by socket identity; else a running docker daemon at the endpoint the docker CLI
+        really uses (C(DOCKER_HOST), else its current context; a context that is not a local unix socket is
+        refused); else podman
+        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
       - V(containerd) and V(crio) are reached through the CRI at O(runtime_endpoint) (else the kubelet's endpoint, else
         the engine's default socket). A runtime that cannot be used (docker with CDI off, no CRI adapter or
         nothing on the socket) gives a C(NOT_RUN) record with the reason.
@@ -67,7 +72,9 @@ options:
       - The runtime's socket. For V(containerd) and V(crio) the CRI endpoint (C(unix:///path.sock)); unset,
         C(CONTAINER_RUNTIME_ENDPOINT), else the kubelet's endpoint, else C(unix:///run/containerd/containerd.sock) or
         C(unix:///var/run/crio/crio.sock). With V(auto) the engine behind it is used.
-      - For V(docker) the daemon's socket (as C(DOCKER_HOST)); unset, C(DOCKER_HOST), else docker's default.
+      - For V(docker) the daemon's socket (as C(DOCKER_HOST)); unset, the endpoint the docker CLI uses (C(DOCKER_HOST),
+        else C(DOCKER_CONTEXT), else the current context of its C(config.json), else docker's default), pinned as
+        C(DOCKER_HOST) for every docker call of the run.
       - Not used by podman (give C(CONTAINER_HOST) or C(CONTAINERS_CONF) in the task's environment).
     type: str
   cri_descriptor:
@@ -181,7 +188,7 @@ ansible_facts:
   contains:
     gpuprobe_runtime:
       description:
-        - The runtime layer record (docs/contract.md).
+        - The runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
         - C(evidence) holds C(requested_devices), C(expected_edits), C(engine) (runtime name, path, version,
           OCI runtime; C(version) is C(unknown) when the runtime's answer is not a version), C(owner) (host, pid,
           started), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup, stdout_bytes,
@@ -205,43 +212,40 @@ ansible_facts:
       type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUNTIMES
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import run_layer_module
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUNTIMES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import record
+
+
+def runtime_facts(p, check_mode):
+    try:
+        runtime, probe = record(p, check_mode=check_mode)
+    except Interrupted as exc:
+        return {"failed": True, "msg": "%s: the probe container was removed; %s" % (exc, remove_own_spec(p))}
+    return {"ansible_facts": {"gpuprobe_runtime": runtime, "gpuprobe_probe": probe}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
-            runtime_endpoint=dict(type="str"),
-            cri_descriptor=dict(type="path"),
-            image=dict(type="str", required=True),
-            pull=dict(type="str", default="never", choices=["never", "missing"]),
-            cdi_devices=dict(type="list", elements="str", default=[]),
-            expected_edits=dict(type="dict", default={}),
-            run_id=dict(type="str", required=True),
-            timeout=dict(type="int", default=60),
-            compute=dict(type="bool", default=False),
-            isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
-            allow_busy_gpu=dict(type="bool", default=False),
-            host=dict(type="dict"),
-            user=dict(type="str"),
-            owner=dict(type="dict"),
-            spec_dir=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        record, probe = runtime_facts(module.params, check_mode=module.check_mode)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    except Interrupted as exc:
-        module.fail_json(msg="%s: the probe container was removed; %s" % (exc, remove_own_spec(module.params)))
-    module.exit_json(changed=False, ansible_facts={"gpuprobe_runtime": record, "gpuprobe_probe": probe})
+    run_layer_module(dict(
+        runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
+        runtime_endpoint=dict(type="str"),
+        cri_descriptor=dict(type="path"),
+        image=dict(type="str", required=True),
+        pull=dict(type="str", default="never", choices=["never", "missing"]),
+        cdi_devices=dict(type="list", elements="str", default=[]),
+        expected_edits=dict(type="dict", default={}),
+        run_id=dict(type="str", required=True),
+        timeout=dict(type="int", default=60),
+        compute=dict(type="bool", default=False),
+        isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
+        allow_busy_gpu=dict(type="bool", default=False),
+        host=dict(type="dict"),
+        user=dict(type="str"),
+        owner=dict(type="dict"),
+        spec_dir=dict(type="path"),
+    ), runtime_facts)
 
 
 if __name__ == "__main__":

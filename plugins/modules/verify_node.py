@@ -9,26 +9,32 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: verify_node
 short_description: Verify every GPU layer of one node in one task, with the verdict decided on the controller
-version_added: "0.2.0"
+version_added: 0.1.0
 description:
-  - Runs the layers of docs/contract.md on one node in order host -> cdi -> runtime -> compute (+ k8s) with at most
-    two node-side calls, M(gpuprobe.layers.node_layers) (host, cdi and k8s in one process) and
-    M(gpuprobe.layers.node_probe) (runtime and compute in another), and returns every layer's record and the node
-    verdict (the collection's single verdict function).
   - >-
-    Runs on the controller (an action plugin). Between the two calls it decides whether the probe can run at all:
-    runtime and compute are C(NOT_RUN) "audit mode" with O(mode=audit), "blocked by <layer> FAIL" after a host or
-    cdi FAIL (no device could be injected), and "blocked" when host or cdi did not run or no device was resolved.
-    The cdi layer still runs after a host FAIL, for the evidence.
-  - A layer whose code raises on the node is C(NOT_RUN) with the error and the next layers still run. When a
-    node-side call itself fails (no usable Python, a killed or interrupted module, either call) every layer it was to
-    run is C(NOT_RUN) with that error and the task fails (the node could not be verified); when the node becomes
-    unreachable the task is unreachable and the records keep what ran. A probe container or self-built spec that
-    the cleanup calls could not remove also fails the task.
+    Runs the layers of L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md) on one node in
+    order host -> cdi -> runtime -> compute (+ k8s) with one node-side call, and returns every layer's record and the
+    node verdict (the collection's single verdict function, decided on the controller). In full mode, when runtime
+    or compute is selected, that call is M(gpuprobe.layers.node_verify): the inspect stage (host, cdi, k8s), the
+    gate and the probe through each runtime, in one process. In audit mode, or when only host, cdi or k8s are
+    selected, it is M(gpuprobe.layers.node_layers) (host, cdi and k8s). Both are internal modules of this action.
+  - >-
+    Runs on the controller (an action plugin). Whether the probe may run is one rule, applied on the node by
+    M(gpuprobe.layers.node_verify) in full mode and on the controller otherwise: runtime and compute are C(NOT_RUN)
+    "audit mode" with O(mode=audit), "blocked by <layer> FAIL" after a host or cdi FAIL (no device could be
+    injected), and "blocked" when host or cdi did not run or no device was resolved. The cdi layer still runs after
+    a host FAIL, for the evidence.
+  - >-
+    A layer whose code raises on the node is C(NOT_RUN) with the error and the next layers still run. When the
+    node-side call itself fails (no usable Python, a killed module) every layer it was to run is C(NOT_RUN) with
+    that error and the task fails (the node could not be verified); an interrupted probe still returns the host,
+    cdi and k8s records. When the node becomes unreachable the task is unreachable and the records keep what ran.
+    A probe container or self-built spec that the cleanup calls could not remove also fails the task.
   - >-
     Cleanup costs no call when the node-side call did its own; the controller calls M(gpuprobe.layers.probe_cleanup)
-    only when the probe call did not return or could not remove its container, and M(gpuprobe.layers.cdi_spec)
-    C(state=absent) only when this run's self-built spec is still there (the probe did not run or did not remove it).
+    only when a probe did not return, could not remove its container or ran with O(probe_isolation=per_device), and
+    M(gpuprobe.layers.cdi_spec) C(state=absent) only when this run's self-built spec is still there (written by
+    M(gpuprobe.layers.node_layers) with no probe to follow, or not removed by a call that failed).
   - "Tags select layers when O(layers) is not given: a layer runs when any of its tags is selected
     (C(--tags)) and none is skipped (C(--skip-tags)); a layer's tag also runs the layers it needs: host carries
     host, cdi, runtime and compute; cdi carries cdi, runtime and compute; runtime and compute carry both; k8s only k8s.
@@ -136,13 +142,19 @@ options:
     default: localhost/gpuprobe-probe:local
   probe_runtime:
     description:
-      - The runtime(s) the verdict speaks for (docs/usage.md) - V(auto), one of V(podman), V(docker), V(containerd),
+      - The runtime(s) the verdict speaks for
+        (L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md)) - V(auto), one of V(podman),
+        V(docker), V(containerd),
         V(crio), or a list of them (V([containerd, docker])).
-      - V(auto) takes the runtime the node's workloads use - the kubelet's CRI endpoint when a kubelet is installed
-        (its C(--container-runtime-endpoint) flag, else the KubeletConfiguration C(containerRuntimeEndpoint), else
-        C(unix:///run/containerd/containerd.sock); containerd or CRI-O, as the CRI Version call there answers), else
-        a running docker daemon (CDI off there is a cdi FAIL for docker), else podman. Why is in
-        C(records.cdi.evidence.engines[].selected_because) and C(verdict.runtime.selected_because).
+      - V(auto) takes the runtime the node's workloads use - the CRI endpoint of the kubelet, found running first
+        (C(kubelet), C(hyperkube kubelet), MicroK8s' C(kubelite), the kubelet inside k3s or RKE2), else from its unit
+        and files, in the kubelet's precedence (C(--container-runtime-endpoint), C(--config-dir), C(--config), else
+        C(unix:///run/containerd/containerd.sock)); containerd or CRI-O, as the CRI Version call there answers, the
+        daemon serving it found by socket identity), else a running docker daemon at the endpoint the docker CLI
+        uses (C(DOCKER_HOST), else its current context; a remote context is refused; CDI off there is a cdi FAIL for
+        docker), else podman. Why, in one sentence, is in C(records.cdi.evidence.engines[].selected_because) and
+        C(verdict.runtime.selected_because)
+        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
       - A list verifies through each runtime in turn - the runtime and compute layers run once per runtime
         (C(runtimes)), and the node is C(COMPUTE_VERIFIED) only when every one of them proved it.
     type: raw
@@ -151,6 +163,14 @@ options:
     description:
       - The socket (C(unix:///path.sock)) of V(containerd) or V(crio) (default - the kubelet's, else the engine's default
         socket), or of docker's daemon when V(docker) alone is named.
+    type: str
+  probe_runtime_handler:
+    description:
+      - The CRI runtime handler the probe runs with (C(RunPodSandboxRequest.runtime_handler)), the one the node's GPU
+        Pods use (a RuntimeClass's C(handler), for example V(nvidia-cdi) of GPU Operator). Unset - the handler most
+        GPU Pods on this node use where the k8s layer reads their RuntimeClasses, else the engine's default handler
+        from its running configuration. V(containerd) and V(crio) only; the verdict names the handler, its OCI runtime
+        binary and who injects the CDI devices.
     type: str
   cri_descriptor:
     description:
@@ -220,7 +240,7 @@ options:
         of this ansible-playbook process, removed when the run ends) instead of in the result, which then has
         RV(records_file) and RV(layer_status). M(gpuprobe.layers.fleet_report) reads them back. For runs of many
         nodes, where every registered result stays in the controller's memory until the run ends
-        (docs/performance.md).
+        (L(docs/performance.md,https://github.com/gpuprobe/layers/blob/main/docs/performance.md)).
       - A file that cannot be written leaves the records in the result, with a warning.
     type: bool
     default: false
@@ -237,9 +257,13 @@ options:
     default: 0
     choices: [0, 1, 2, 3, 4]
 seealso:
-  - module: gpuprobe.layers.node_layers
-  - module: gpuprobe.layers.node_probe
   - module: gpuprobe.layers.fleet_report
+  - name: The result contract and the verdict rules
+    description: What every layer record holds, and how the node verdict is decided from the records.
+    link: https://github.com/gpuprobe/layers/blob/main/docs/contract.md
+  - name: Running gpuprobe.layers over a fleet
+    description: Modes, options, exit statuses, tags, check mode and the report.
+    link: https://github.com/gpuprobe/layers/blob/main/docs/usage.md
 """
 
 EXAMPLES = r"""
@@ -263,7 +287,9 @@ EXAMPLES = r"""
 RETURN = r"""
 records:
   description:
-    - Every layer's record, layer name -> record (docs/contract.md); the layers that did not run are C(NOT_RUN) with
+    - Every layer's record, layer name -> record
+      (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)); the layers that did not run
+      are C(NOT_RUN) with
       their reason. With several runtimes, C(runtime) and C(compute) are the first runtime's (every runtime's are in
       RV(runtimes)).
   returned: unless O(spool) (then in RV(records_file))
@@ -309,7 +335,8 @@ calls:
   description:
     - The node-side calls made (C(module), C(wall_ms), C(failed), C(payload_reused)), for the cost of a node.
       C(payload_reused) is true when the module's AnsiballZ payload was not built in this run but kept from an earlier
-      run of the same sources (the controller cache, C(GPUPROBE_CACHE), docs/performance.md).
+      run of the same sources (the controller cache, C(GPUPROBE_CACHE),
+      L(docs/performance.md,https://github.com/gpuprobe/layers/blob/main/docs/performance.md)).
   returned: always
   type: list
   elements: dict
@@ -323,8 +350,8 @@ gpuprobe_host_done:
   type: dict
 """
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import documentation_only
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.module import documentation_only
 
 
 def main():

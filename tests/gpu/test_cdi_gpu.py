@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, validate_record
 
 pytestmark = [pytest.mark.gpu,
@@ -27,7 +27,7 @@ RECORDS = {}
 
 @pytest.fixture(scope="module")
 def host():
-    return collect_host(root="/", driver_root=DRIVER_ROOT)
+    return host_record(root="/", driver_root=DRIVER_ROOT)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,7 +53,7 @@ def _layer(host, variant):
     try:
         devices = [q for q in _cdi_spec.qualified_devices(spec) if not q.endswith("=all")][:1]
         # only this run's spec: other gpuprobe specs in /var/run/cdi must not conflict with it
-        record = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=devices, host=host)
+        record = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=devices, host=host)
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
     assert not os.path.exists(path)

@@ -23,8 +23,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")   # the pynvml shim warns that it is deprecated in favour of nvidia-ml-py
     import pynvml
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import DEFAULT_THRESHOLDS, PER_GPU_CHECKS
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.judge import PER_GPU_CHECKS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import DEFAULT_THRESHOLDS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, STATUSES, WARN, validate_record
 
 pytestmark = [pytest.mark.gpu,
@@ -64,7 +65,7 @@ def _installed(metadata, dist):
 
 @pytest.fixture(scope="module")
 def record():
-    rec = collect_host(driver_root=DRIVER_ROOT)
+    rec = host_record(driver_root=DRIVER_ROOT)
     _write("health.json", rec)
     _write("health-readings.json", {"pynvml": _pynvml_version(), "driver": rec["versions"]["driver"],
                                     "health": rec["evidence"]["health"]})
@@ -160,7 +161,7 @@ def test_mig_instances_are_read_per_instance(record):
 
 @pytest.mark.skipif(os.environ.get("GPUPROBE_DCGM_DIAG") != "1", reason="dcgmi diag -r 1 only when GPUPROBE_DCGM_DIAG=1")
 def test_dcgm_diag_level_1():
-    rec = collect_host(driver_root=DRIVER_ROOT, dcgm_diag=1)
+    rec = host_record(driver_root=DRIVER_ROOT, dcgm_diag=1)
     _write("health-dcgm.json", rec)
     diag = rec["evidence"]["health"]["dcgm_diag"]
     rows = [c for c in _health(rec) if c["id"] == "host.health.dcgm_diag"]

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import gpu_compute_processes
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import collect_host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import record as host_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN, validate_record
 
 pytestmark = [pytest.mark.gpu,
@@ -18,7 +18,7 @@ DRIVER = os.environ.get("GPUPROBE_EXPECT_DRIVER", "580.159.04")
 
 @pytest.fixture(scope="module")
 def record():
-    return collect_host(root="/")
+    return host_record(root="/")
 
 
 def test_host_layer_passes(record):

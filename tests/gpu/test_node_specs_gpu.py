@@ -23,12 +23,12 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -48,7 +48,7 @@ FOREIGN_UUID = "GPU-00000000-1111-2222-3333-444444444444"
 
 @pytest.fixture(scope="module")
 def host_record():
-    record = _host.collect_host(driver_root=DRIVER_ROOT)
+    record = _host.record(driver_root=DRIVER_ROOT)
     assert record["status"] != "FAIL", record["reason"]
     return record
 
@@ -95,13 +95,13 @@ def run_case(host, case):
         f.write(_cdi_spec.render(spec))
     run_id = "nodestyle-%s-%s" % (case.replace("_", "-"), tag)
     try:
-        cdi = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[request], host=host)
-        runtime, probe = _runtime_layer.runtime_facts({
+        cdi = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[request], host=host)
+        runtime, probe = _runtime_layer.record({
             "run_id": run_id, "image": IMAGE, "cdi_devices": [request], "runtime": "podman", "timeout": 90,
             "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host})
         expected_gpus = ((cdi["evidence"].get("identity") or {}).get("expected_gpus")) or []
-        compute = _compute_record.compute_record(probe, runtime, host_record=host, host_control=True, timeout=90,
-                                                 expected_gpus=expected_gpus)
+        compute = _compute_layer.record(probe, runtime, host_record=host, host_control=True, timeout=90,
+                                        expected_gpus=expected_gpus)
     finally:
         os.unlink(path)
         leftovers = _runtime_cleanup.cleanup(run_id=run_id, runtime="podman", spec_dir=SPEC_DIR)
@@ -161,12 +161,12 @@ def test_leftover_self_built_spec_of_a_crashed_run_changes_nothing(host_record):
         mine = _cdi_spec.build_spec(run_id, variant="full", driver_root=DRIVER_ROOT, host=host_record)
         _cdi_spec.write_spec(mine, SPEC_DIR, run_id)
         device = "%s=0" % mine["kind"]
-        cdi = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host_record)
-        runtime, probe = _runtime_layer.runtime_facts({
+        cdi = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host_record)
+        runtime, probe = _runtime_layer.record({
             "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "runtime": "podman", "timeout": 90,
             "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host_record})
-        compute = _compute_record.compute_record(probe, runtime, host_record=host_record, host_control=True, timeout=90,
-                                                 expected_gpus=cdi["evidence"]["identity"]["expected_gpus"])
+        compute = _compute_layer.record(probe, runtime, host_record=host_record, host_control=True, timeout=90,
+                                        expected_gpus=cdi["evidence"]["identity"]["expected_gpus"])
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
         os.unlink(crashed_path)

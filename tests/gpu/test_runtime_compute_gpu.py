@@ -16,12 +16,13 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -33,7 +34,7 @@ pytestmark = [
 # the collection's own default (verify_probe_image), the image scripts/build-probe-image.sh builds and gpu-e2e.sh uses
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", VERIFY_NODE_ARGSPEC["probe_image"]["default"])
 DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
-SPEC_DIR = _cdi_spec.DEFAULT_SPEC_DIR
+SPEC_DIR = SELF_BUILT_SPEC_DIR
 EVIDENCE_DIR = os.environ.get("GPUPROBE_EVIDENCE_DIR")
 
 
@@ -43,7 +44,7 @@ def host_record():
     # runs left (only what is over: owner gone, or older than an hour)
     if os.path.isdir(SPEC_DIR):
         _cdi_spec.sweep_specs(SPEC_DIR)
-    record = _host.collect_host(driver_root=DRIVER_ROOT)
+    record = _host.record(driver_root=DRIVER_ROOT)
     _save("host", {"host": record})
     assert record["status"] != "FAIL", record["reason"]
     return record
@@ -72,11 +73,11 @@ def run_variant(variant, host, user=None, edit=None, name=None, engine=None):
     device = "%s=0" % spec["kind"]  # the run's own kind
     _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
     try:
-        cdi = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
-        runtime, probe = _runtime_layer.runtime_facts(dict(engine, **{
+        cdi = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
+        runtime, probe = _runtime_layer.record(dict(engine, **{
             "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "timeout": 60,
             "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host, "user": user}))
-        compute = _compute_record.compute_record(probe, runtime, host_record=host, host_control=True, timeout=60)
+        compute = _compute_layer.record(probe, runtime, host_record=host, host_control=True, timeout=60)
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
         leftovers = _runtime_cleanup.cleanup(run_id=run_id, runtime=engine["runtime"], spec_dir=SPEC_DIR,

@@ -25,7 +25,7 @@ from test_engines_gpu import engine  # noqa: F401 pylint: disable=unused-import
 from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import driver_libcuda
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import gated, layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import gated, layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
 pytestmark = [

@@ -11,7 +11,7 @@ import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_runtime_podman import LIB_IN_CONTAINER, Lab, idle_host, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -20,8 +20,8 @@ STUBS = "/usr/local/cuda/lib64/stubs"
 
 
 def _cdi_record(lab_):
-    record = _cdi_layer.cdi_layer(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
-                                  devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
+    record = _cdi_layer.record(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
+                               devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
     assert validate_record(record) == []
     return record
 
@@ -44,7 +44,7 @@ def _records(lab_, edits, control=verdictlab.passing_control):
     cdi = _cdi_record(lab_)
     # an idle GPU per the host's NVML evidence (without it the probe would not touch the GPU at all)
     runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=idle_host())
-    compute = _compute_record.compute_record(probe, runtime, host_record=idle_host(), host_runner=control, timeout=30)
+    compute = _compute_layer.record(probe, runtime, host_record=idle_host(), host_runner=control, timeout=30)
     assert validate_record(compute) == []
     return {"cdi": cdi, "runtime": runtime, "compute": compute}
 

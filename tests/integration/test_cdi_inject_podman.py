@@ -59,8 +59,8 @@ def _create(lab, spec_text, name="d", host=None):
         if proc.returncode == 0:
             with open(os.path.join(STORAGE, cid, "userdata", "config.json")) as f:
                 config = json.load(f)
-    rec = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["%s=%s" % (lab["kind"], name)], kinds=[lab["kind"]],
-                               host=host)
+    rec = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["%s=%s" % (lab["kind"], name)], kinds=[lab["kind"]],
+                            host=host)
     return proc.returncode, proc.stderr, config, rec
 
 
@@ -117,7 +117,7 @@ def test_a_string_field_is_the_text_the_library_decodes(lab, scalar, name):
     os.makedirs(SPEC_DIR, exist_ok=True)
     with open(lab["spec"], "w") as f:
         f.write(text % {"kind": lab["kind"], "n": lab["nodes"]})
-    rec = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=" + name], kinds=[lab["kind"]])
+    rec = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=" + name], kinds=[lab["kind"]])
     assert rec["evidence"]["requested_devices"] == [lab["kind"] + "=" + name]
     proc = subprocess.run(["podman", "create", "--network=none", "--device", lab["kind"] + "=" + name, "--entrypoint", "/usr/bin/python3",
                            IMAGE, "-c", "pass"], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
@@ -126,7 +126,7 @@ def test_a_string_field_is_the_text_the_library_decodes(lab, scalar, name):
     init = subprocess.run(["podman", "init", proc.stdout.strip()], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)
     assert init.returncode == 0, init.stderr
     if scalar != name and not scalar.startswith("'"):  # the name as written is not a device for the runtime, nor for the layer
-        rec = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=" + scalar], kinds=[lab["kind"]])
+        rec = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[lab["kind"] + "=" + scalar], kinds=[lab["kind"]])
         assert rec["evidence"]["requested_devices"] == [] and rec["evidence"]["unresolved"][0]["reason"] == "unresolvable CDI device"
         proc = subprocess.run(["podman", "create", "--network=none", "--device", lab["kind"] + "=" + scalar, "--entrypoint",
                                "/usr/bin/python3", IMAGE, "-c", "pass"], env=lab["env"], capture_output=True, text=True, timeout=120, check=False)

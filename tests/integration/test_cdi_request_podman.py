@@ -69,13 +69,13 @@ def test_the_cdi_layer_judges_an_invalid_file_as_podman_does(run_kind, check, te
 
     rc, err = _podman(kind + "=x")
     assert rc == 0, err  # the runtime drops the invalid file and starts the container
-    rec = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[kind + "=x"], kinds=[kind])
+    rec = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[kind + "=x"], kinds=[kind])
     (got,) = [c for c in rec["checks"] if c["id"] == check and c["subject"] == bad]
     assert got["status"] == WARN, got
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device"] == ["PASS"]
 
     rc, err = _podman(kind + "=other")
     assert rc != 0 and "unresolvable CDI devices" in err, err
-    rec = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[kind + "=other"], kinds=[kind])
+    rec = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[kind + "=other"], kinds=[kind])
     (got,) = [c for c in rec["checks"] if c["id"] == check and c["subject"] == bad]
     assert got["status"] == FAIL and "%s=other does not resolve" % kind in got["observed"], got

@@ -29,7 +29,7 @@ from test_probe_failures_podman import CRASHES, _build
 from test_runtime_podman import GPU_A, IMAGE, LIB_IN_CONTAINER, Lab, _checks, _podman_env, expected_gpus, idle_host
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import signals as _common_signals
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import engines as _runtime_engines
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
@@ -152,7 +152,7 @@ class EngineLab(Lab):
         params.update(self.engine.params)
         params.update(extra)
         with self.engine.only():
-            record, probe = _runtime_layer.runtime_facts(params)
+            record, probe = _runtime_layer.record(params)
         assert validate_record(record) == []
         if params["cdi_devices"]:  # without a device nothing, not even the engine, is looked at
             assert record["evidence"]["engine"]["name"] == self.engine.name
@@ -185,8 +185,8 @@ def test_full_spec_runtime_pass_compute_fails_at_dlopen(lab):
     assert [c["status"] for c in _checks(record, "runtime.mount.present")] == ["PASS"]
     assert [c["observed"] for c in _checks(record, "runtime.env.value")] == ["1"]
     assert probe["executed"] and probe["rc"] == 0 and probe["complete"]
-    compute = _compute_record.compute_record(probe, record, host_record=idle_host(), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, record, host_record=idle_host(), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert _outcome(compute)[:2] == ("FAIL", "compute.dlopen.libcuda")
     v = node_verdict({"runtime": record, "compute": compute})
     assert (v["verdict"], v["signature"]) == ("FAILED_AT_COMPUTE", "compute.dlopen.libcuda")
@@ -260,8 +260,8 @@ def test_no_gpu_in_the_container(lab, tmp_path):
     lab.write_spec(edits)
     record, probe = lab.run(edits, host=idle_host(GPU_A))
     assert _outcome(record) == ("PASS", None, None), record["reason"]
-    compute = _compute_record.compute_record(probe, record, host_record=idle_host(GPU_A), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, record, host_record=idle_host(GPU_A), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert [(r["status"], r["signature"]) for r in compute["evidence"]["gpus"]] == [("FAIL", "compute.gpu.missing")]
 
 
@@ -280,8 +280,8 @@ def test_a_crash_names_its_step_and_signal(lab, name, source, said):  # pylint: 
     lab.write_spec(edits)
     runtime, probe = lab.run(edits, host=idle_host(GPU_A))
     assert runtime["status"] == "PASS" and probe["timed_out"] is False
-    compute = _compute_record.compute_record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert compute["signature"] == "compute.probe.crashed" and said in compute["reason"]
 
 
@@ -323,7 +323,7 @@ sys.path[:0] = json.loads(sys.argv[1])
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import signals as _common_signals
 try:
-    record, probe = _runtime_layer.runtime_facts(json.loads(sys.argv[2]))
+    record, probe = _runtime_layer.record(json.loads(sys.argv[2]))
     print(json.dumps({"status": record["status"], "signature": record.get("signature"), "reason": record["reason"]}))
 except _common_signals.Interrupted as exc:
     print(json.dumps({"interrupted": exc.signum}))

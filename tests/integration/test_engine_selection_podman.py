@@ -11,8 +11,9 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 pytestmark = pytest.mark.integration
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
@@ -59,10 +60,10 @@ def _write(lab, directory):
 
 
 def _inspect(lab, spec_dir, probe_follows=False):
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     p.update(layers=["cdi"], nvml=False, cdi_spec_dirs=[spec_dir], cdi_kinds=[lab["kind"]],
              cdi_devices=["%s=d0" % lab["kind"]], runtime="auto")
-    return _node.inspect(p, probe_follows=probe_follows)["records"]["cdi"]
+    return _inspect.inspect(p, probe_follows=probe_follows)["records"]["cdi"]
 
 
 def _podman_run(lab):

@@ -256,7 +256,7 @@ def test_cri_injects_what_the_cdi_layer_reads_for_containerd(cri, run_id, tmp_pa
         device = kind + "=d0"
         tools = {"containerd": {"path": "/usr/bin/containerd", "version": runtime_version}}
         host = {"layer": "host", "evidence": {"tools_probed": True, "tools": tools}}
-        rec = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], kinds=[kind], host=host)
+        rec = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], kinds=[kind], host=host)
         resolve = [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device" and c["subject"] == device]
         assert resolve == ["PASS" if injected else "FAIL"], rec["checks"]
         assert rec["evidence"]["readings"][0]["reading"] == "v0.8.0+go1.22"

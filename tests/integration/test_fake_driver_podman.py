@@ -26,7 +26,7 @@ import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_runtime_podman import LIB_IN_CONTAINER, Lab, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, LayerBuilder, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -68,12 +68,12 @@ def _records(lab_, libcuda, claimed_cuda=CUDA):
                          "containerPath": PTXJIT_IN_CONTAINER, "options": ["ro", "nosuid", "nodev", "bind"]}]}
     lab_.write_spec(edits)
     host = _host(os.path.join(lab_.base, "driver"))
-    cdi = _cdi_layer.cdi_layer(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
-                               devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
+    cdi = _cdi_layer.record(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
+                            devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
     runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=host)
     assert probe is not None, json.dumps([c for c in runtime["checks"] if c["status"] != "PASS"])[:3000]
-    compute = _compute_record.compute_record(probe, runtime, host_record=host, host_runner=verdictlab.passing_control,
-                                             timeout=30, expected_gpus=[{"uuid": GPU, "index": 0, "minor": 0, "name": "NVIDIA H200"}])
+    compute = _compute_layer.record(probe, runtime, host_record=host, host_runner=verdictlab.passing_control,
+                                    timeout=30, expected_gpus=[{"uuid": GPU, "index": 0, "minor": 0, "name": "NVIDIA H200"}])
     for record in (host, cdi, runtime, compute):
         assert validate_record(record) == []
     return {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}, probe

@@ -38,7 +38,7 @@ NODE_PROBE = textwrap.dedent("""
         print("host control beside the container: %s" % beside, file=sys.stderr, flush=True)
         return _result.not_run("runtime", "not under test"), None
 
-    _node_probe.runtime_facts = runtime_facts
+    _node_probe.runtime_record = runtime_facts
     print(json.dumps(_node_probe.probe(json.loads(sys.argv[2]))), flush=True)
 """)
 

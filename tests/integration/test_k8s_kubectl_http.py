@@ -168,7 +168,7 @@ def _reads(recorder):
 
 def test_real_kubectl_reads_give_the_same_record_as_the_fixtures(endpoint):
     recorder, kubeconfig = endpoint()
-    record = _k8s.collect_k8s(kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=10)
+    record = _k8s.record(kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=10)
     assert validate_record(record) == []
     assert _reads(recorder) == [
         ("GET", "/api/v1/nodes", None), ("GET", "/api/v1/pods", None), ("GET", "/api/v1/events", "reason=FailedScheduling"),
@@ -188,7 +188,7 @@ def test_real_kubectl_reads_give_the_same_record_as_the_fixtures(endpoint):
 
 def test_real_kubectl_on_a_cluster_without_resource_k8s_io(endpoint):
     _recorder, kubeconfig = endpoint(dra=False)
-    record = _k8s.collect_k8s(kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=10)
+    record = _k8s.record(kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=10)
     api = [c for c in record["checks"] if c["id"] == "k8s.dra.api"][0]
     assert api["status"] == NOT_RUN
     assert api["observed"] == 'kubectl get resourceslices: error: the server doesn\'t have a resource type "resourceslices"'

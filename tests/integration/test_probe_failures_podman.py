@@ -13,7 +13,7 @@ import pytest
 from test_runtime_podman import expected_gpus, idle_host, lab, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control as _compute_host_control
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 
 pytestmark = pytest.mark.integration
 
@@ -76,8 +76,8 @@ def test_a_failed_dlopen_says_what_the_loader_said(lab, name, make, signature, s
     check = [c for c in runtime["checks"] if c["id"] == "runtime.loader.libcuda"][0]
     assert check["status"] == loader and said in check["observed"]
     assert "not resolved to the mounted file" not in check["observed"]
-    compute = _compute_record.compute_record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert compute["status"] == "FAIL" and compute["signature"] == signature
     assert said in compute["reason"]
     if signature == "compute.dlopen.image_glibc":
@@ -103,8 +103,8 @@ def test_a_crash_in_the_container_names_its_step_and_signal(lab, name, source, s
     lab.write_spec(edits)
     runtime, probe = lab.run(edits, host=idle_host(GPU_A), timeout=60)
     assert runtime["status"] == "PASS" and probe["timed_out"] is False
-    compute = _compute_record.compute_record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert compute["status"] == "FAIL" and compute["signature"] == "compute.probe.crashed"
     assert said in compute["reason"] and "within" not in compute["reason"]
     finished = [c for c in compute["checks"] if c["id"] == "compute.probe.finished"]

@@ -77,7 +77,7 @@ def cdi_device():
 def _runtime_record(run_id, image, device):
     params = {"run_id": run_id, "image": image, "cdi_devices": [device], "expected_edits": {"env": ["GPUPROBE_IMAGE_TEST=1"]},
               "compute": False, "timeout": 60, "runtime": "podman"}
-    record, _probe = _runtime_layer.runtime_facts(params)
+    record, _probe = _runtime_layer.record(params)
     assert validate_record(record) == []
     return record
 

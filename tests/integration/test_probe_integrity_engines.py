@@ -23,8 +23,8 @@ from test_fake_driver_podman import CUDA, DRIVER, GPU, PTXJIT_IN_CONTAINER, _bui
 from test_runtime_podman import LIB_IN_CONTAINER
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import gated, layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import gated, layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, rollup_status
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -69,14 +69,14 @@ def _node(lab_, edits, gate=True):  # noqa: F811 pylint: disable=redefined-outer
     """The node's four records as the node runs them: cdi from the spec, the gate, then the probe (unless blocked)."""
     lab_.write_spec(edits)
     host = _host(os.path.join(lab_.base, "driver"))
-    cdi = _cdi_layer.cdi_layer(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
-                               devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
+    cdi = _cdi_layer.record(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
+                            devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
     blocked = layer_gate({"host": host, "cdi": cdi}) if gate else ""
     if blocked:
         return dict(gated(blocked), host=host, cdi=cdi), None
     runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=host)
-    compute = _compute_record.compute_record(probe, runtime, host_record=host, host_runner=verdictlab.passing_control,
-                                             timeout=30, expected_gpus=[{"uuid": GPU, "index": 0, "minor": 0, "name": "NVIDIA H200"}])
+    compute = _compute_layer.record(probe, runtime, host_record=host, host_runner=verdictlab.passing_control,
+                                    timeout=30, expected_gpus=[{"uuid": GPU, "index": 0, "minor": 0, "name": "NVIDIA H200"}])
     return {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}, probe
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from test_runtime_podman import IMAGE, _podman_env, expected_gpus, idle_host, lab, probe_image, podman_env  # noqa: F401  pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as runtime_layer
 
@@ -61,8 +61,8 @@ def _run(lab, edits, image=IMAGE):
     lab.write_spec(edits)
     runtime, probe = lab.run(edits, host=idle_host(GPU_A), image=image, timeout=60)
     assert probe is not None, runtime["reason"]
-    compute = _compute_record.compute_record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, runtime, host_record=idle_host(GPU_A), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A))
     return runtime, probe, compute
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _runtime_cleanup
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
@@ -150,7 +150,7 @@ class Lab(object):
         params = {"run_id": self.run_id, "image": IMAGE, "cdi_devices": [self.device], "expected_edits": expected,
                   "compute": compute, "timeout": 60, "runtime": "podman"}
         params.update(extra)
-        record, probe = _runtime_layer.runtime_facts(params)
+        record, probe = _runtime_layer.record(params)
         assert validate_record(record) == []
         assert self.leftovers() == [], "the probe container was not removed"
         return record, probe
@@ -194,8 +194,8 @@ def test_full_spec_runtime_pass_and_compute_fails_at_dlopen(lab):
     lib = probe["inventory"]["libraries"]["libcuda.so.1"]
     assert not lib["ok"] and LIB_IN_CONTAINER in lib["error"]  # the loader found OUR file and refused it
 
-    compute = _compute_record.compute_record(probe, record, host_record=idle_host(), host_control=True, timeout=30,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, record, host_record=idle_host(), host_control=True, timeout=30,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert validate_record(compute) == []
     assert compute["status"] == "FAIL"
     # the probe could not list devices: the expected GPU's row FAILs with the same signature, not as 'missing'
@@ -279,7 +279,7 @@ def test_missing_host_path_container_never_starts(lab):
     assert record["points_to"] == "cdi"
     assert "absent.so.1" in _checks(record, "runtime.container.started", "FAIL")[0]["observed"]
     assert probe is None
-    compute = _compute_record.compute_record(probe, record, host_control=False)
+    compute = _compute_layer.record(probe, record, host_control=False)
     assert compute["status"] == "NOT_RUN"
     assert "runtime.start.hostpath_missing" in compute["reason"]
     assert node_verdict({"runtime": record, "compute": compute})["verdict"] == "FAILED_AT_RUNTIME"
@@ -319,8 +319,8 @@ def test_busy_gpu_is_passed_to_the_probe_to_skip_and_its_row_is_not_run(lab):
     assert record["status"] == "PASS"
     assert _probe_config(record)["idle_uuids"] == [GPU_A]  # the idle GPU alone: the busy one never touched
     assert probe["compute_requested"] and probe["compute_skipped"] is None
-    compute = _compute_record.compute_record(probe, record, host_record=host, host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A, GPU_B))
+    compute = _compute_layer.record(probe, record, host_record=host, host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A, GPU_B))
     assert validate_record(compute) == []
     rows = dict((r["uuid"], r) for r in compute["evidence"]["gpus"])
     assert (rows[GPU_B]["status"], rows[GPU_B]["reason"]) == ("NOT_RUN", "GPU in use, not preempting: pid 4242")
@@ -334,8 +334,8 @@ def test_unknown_busy_state_skips_compute_unless_allowed(lab):
     record, probe = lab.run(edits)  # no host record
     assert record["status"] == "PASS"
     assert probe["steps"] == [] and probe["compute_skipped"].startswith("cannot tell whether the GPU is in use")
-    compute = _compute_record.compute_record(probe, record, host_record=None, host_control=True,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, record, host_record=None, host_control=True,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert compute["status"] == "NOT_RUN" and compute["reason"].startswith("cannot tell whether the GPU is in use")
     assert compute["evidence"]["host_control"]["status"] == "NOT_RUN"
     assert [r["status"] for r in compute["evidence"]["gpus"]] == ["NOT_RUN"]
@@ -362,8 +362,8 @@ def test_expected_gpu_missing_when_the_container_lists_none(lab, tmp_path):
     record, probe = lab.run(edits, host=idle_host(GPU_A))
     assert record["status"] == "PASS", record["reason"]
     assert probe["facts"]["devices"] == [] and probe["facts"]["cuda_driver_api"] == 12080
-    compute = _compute_record.compute_record(probe, record, host_record=idle_host(GPU_A), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A))
+    compute = _compute_layer.record(probe, record, host_record=idle_host(GPU_A), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A))
     assert validate_record(compute) == []
     assert compute["status"] == "FAIL"
     assert [(r["uuid"], r["status"], r["signature"]) for r in compute["evidence"]["gpus"]] == [
@@ -390,8 +390,8 @@ def test_per_device_isolation_runs_one_compute_container_per_device(lab):
     assert [c["cdi_devices"] for c in probe["containers"]] == [[d] for d in devices]
     names = [c["container_name"] for c in probe["containers"]]
     assert len(set(names + [record["evidence"]["container"]["name"]])) == 3  # three containers, all removed
-    compute = _compute_record.compute_record(probe, record, host_record=idle_host(GPU_A, GPU_B), host_control=False,
-                                             expected_gpus=expected_gpus(GPU_A, GPU_B))
+    compute = _compute_layer.record(probe, record, host_record=idle_host(GPU_A, GPU_B), host_control=False,
+                                    expected_gpus=expected_gpus(GPU_A, GPU_B))
     assert validate_record(compute) == []
     assert compute["status"] == "FAIL" and compute["signature"] == "compute.dlopen.libcuda"
     assert compute["evidence"]["container"]["cdi_devices"] == devices

@@ -75,9 +75,9 @@ SELF_BUILT_RUN = textwrap.dedent("""
     try:
         device = [d for d in spec["devices"] if not d.endswith("=all")][0]
         host = {"layer": "host", "evidence": {"nvml": {"driver_version": "%s"}}}
-        cdi = _cdi_layer.cdi_layer(spec_dirs=[args["spec_dir"]], discover_runtime_dirs_=False, devices=[device],
+        cdi = _cdi_layer.record(spec_dirs=[args["spec_dir"]], discover_runtime_dirs_=False, devices=[device],
                              kinds=[spec["kind"]], host=host, root="/")
-        runtime, probe = _runtime_layer.runtime_facts({"run_id": run_id, "image": args["image"], "cdi_devices": [device],
+        runtime, probe = _runtime_layer.record({"run_id": run_id, "image": args["image"], "cdi_devices": [device],
                                                  "expected_edits": cdi["evidence"].get("expected_edits") or {},
                                                  "runtime": "podman", "timeout": 120, "compute": False})
         verdict = node_verdict({"cdi": cdi, "runtime": runtime})
@@ -141,8 +141,8 @@ def test_two_concurrent_self_built_runs_beside_leftovers_and_a_foreign_spec(tmp_
                        + [os.path.basename(p) for p in kept]) <= set(r["present"]), r["present"]
         # control: the leftovers really conflict for their own (old, shared) kind; that is what used to turn a healthy
         # node FAILED_AT_CDI when every run used it
-        control = _cdi_layer.cdi_layer(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["gpuprobe.local/gpu=0"],
-                                       kinds=[_cdi_spec.LEGACY_KIND], host={"evidence": {"nvml": {"driver_version": DRIVER}}})
+        control = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=["gpuprobe.local/gpu=0"],
+                                    kinds=[_cdi_spec.LEGACY_KIND], host={"evidence": {"nvml": {"driver_version": DRIVER}}})
         assert control["status"] == "FAIL", control["reason"]
         print("control (old shared kind):", control["signature"], control["reason"])
         # the concurrent runs never swept each other, nor a leftover whose owner cannot be checked
@@ -169,7 +169,7 @@ MODULE_LIKE = textwrap.dedent("""
     sys.path[:0] = json.loads(sys.argv[1])
     from ansible_collections.gpuprobe.layers.plugins.module_utils import _runtime
     try:
-        record, probe = _runtime_layer.runtime_facts(json.loads(sys.argv[2]))
+        record, probe = _runtime_layer.record(json.loads(sys.argv[2]))
         print(json.dumps({"status": record["status"]}))
     except _common_signals.Interrupted as exc:
         print(json.dumps({"interrupted": exc.signum}))

@@ -20,7 +20,7 @@ import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_attribution_podman import _cdi_record, _node_edits, _records, _statuses, tools  # noqa: F401 pylint: disable=unused-import
 from test_runtime_podman import GPU_A, LIB_IN_CONTAINER, idle_host, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -171,8 +171,8 @@ def _jit_records(lab_, jit_source, container_path=PTXJIT_IN_CONTAINER, extra=())
     cdi = _cdi_record(lab_)
     runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=idle_host())
     assert probe is not None, runtime["reason"]
-    compute = _compute_record.compute_record(probe, runtime, host_record=idle_host(), host_runner=verdictlab.passing_control,
-                                             timeout=30)
+    compute = _compute_layer.record(probe, runtime, host_record=idle_host(), host_runner=verdictlab.passing_control,
+                                    timeout=30)
     assert validate_record(compute) == []
     return {"cdi": cdi, "runtime": runtime, "compute": compute}
 

@@ -1,10 +1,11 @@
-"""DESIGN.md safety rules, enforced: no code path loads/unloads kernel modules, manages services, or
+"""The safety rules of docs/safety.md, enforced: no code path loads/unloads kernel modules, manages services, or
 writes under /etc/cdi."""
 import os
 import re
 
 import pytest
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import allowlist as _allowlist
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,7 +44,7 @@ def test_no_driver_or_service_changes(path):
 
 def test_runner_refuses_module_loaders_and_service_managers():
     for prog in ("modprobe", "rmmod", "insmod", "systemctl"):
-        with pytest.raises(_run.ForbiddenCommand):
+        with pytest.raises(_allowlist.ForbiddenCommand):
             _run.run([prog, "nvidia"], timeout=1)
 
 
@@ -143,18 +144,18 @@ REFUSED = [
 
 
 def test_every_allowed_shape_is_enumerated_here():
-    assert sorted(ALLOWED) == sorted(s[0] for s in _run.SHAPES)
+    assert sorted(ALLOWED) == sorted(s[0] for s in _allowlist.SHAPES)
 
 
 @pytest.mark.parametrize("shape", sorted(ALLOWED))
 def test_allowed_shapes(shape):
     for argv in ALLOWED[shape]:
-        assert _run.check_allowed(argv) == shape, argv
+        assert _allowlist.check_allowed(argv) == shape, argv
 
 
 @pytest.mark.parametrize("argv", REFUSED, ids=lambda a: " ".join(a)[:60] or "empty")
 def test_anything_else_is_refused_before_a_process_exists(argv):
-    with pytest.raises(_run.ForbiddenCommand, match="not an allowed command shape|empty command"):
+    with pytest.raises(_allowlist.ForbiddenCommand, match="not an allowed command shape|empty command"):
         _run.run(argv, timeout=1)
 
 

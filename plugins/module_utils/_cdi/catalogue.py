@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-
-DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 DEFAULT_KINDS = ("nvidia.com/gpu",)
 DEFAULT_MAX_SPEC_SIZE = 1024 * 1024
 # At most this many spec files are read per spec dir (the record of 10,000 specs was 90,000 checks, 19 MB): a node

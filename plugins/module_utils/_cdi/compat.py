@@ -21,11 +21,10 @@ import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import reading_for
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, make_check
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import ENGINES, SPEC_DIRS
 
 CDI = "container-device-interface"
-DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")   # pkg/cdi DefaultSpecDirs since v0.3.0
 PROTOTYPE_DIRS = ("/etc/cdi",)                 # the 2021 prototype (pkg/devices.go): /etc/cdi/*.json only
-AUTO_ORDER = ("podman", "docker", "containerd", "crio")
 # The first release that hands its configured spec dirs to the CDI library; before it, the library's defaults are
 # read whatever the configuration says (measured: podman 4.3.1 ignores containers.conf cdi_spec_dirs).
 CONFIG_DIRS_SINCE = {
@@ -245,7 +244,7 @@ def pick_runtime(host_record, runtime="auto"):
     if not ev.get("tools_probed", True):
         return None, None, "the host layer did not probe tools (root is not /)"
     tools = ev.get("tools") or {}
-    names = AUTO_ORDER if runtime in (None, "auto") else (runtime,)
+    names = ENGINES if runtime in (None, "auto") else (runtime,)
     for name in names:
         info = tools.get(name)
         if isinstance(info, dict) and info.get("path"):
@@ -286,7 +285,7 @@ def spec_compat(files, requested_sources, host_record, runtime="auto", runtime_d
     ev = (host_record or {}).get("evidence") or {}
     runtimes = {}
     for name, info in sorted((ev.get("tools") or {}).items()):
-        if name in AUTO_ORDER and isinstance(info, dict) and info.get("path"):
+        if name in ENGINES and isinstance(info, dict) and info.get("path"):
             runtimes[name] = readable_versions(name, info.get("version"))
     name, info, why = (engine["name"], engine, None) if engine and engine.get("name") else pick_runtime(host_record, runtime)
     row = readable_versions(name, info.get("version")) if name else {
@@ -356,17 +355,17 @@ def spec_dirs_read(name, row, configured):
     if row["status"] == "prototype":
         return list(PROTOTYPE_DIRS), "the prototype's only dir", None
     if not configured:
-        return list(DEFAULT_DIRS), "default", None
+        return list(SPEC_DIRS), "default", None
     since = CONFIG_DIRS_SINCE.get(name)
     if since is None:
         return list(configured), "configured", None
     v = parse_version(row["version"])
     if v is None:
-        return list(DEFAULT_DIRS), "default; configured %s honoured from %s %s only" % (", ".join(configured), name, since[0]), \
+        return list(SPEC_DIRS), "default; configured %s honoured from %s %s only" % (", ".join(configured), name, since[0]), \
             list(configured)
     if v >= parse_version(since[0]):
         return list(configured), "configured", None
-    return list(DEFAULT_DIRS), "default: %s %s ignores the configured cdi_spec_dirs %s (%s)" % (
+    return list(SPEC_DIRS), "default: %s %s ignores the configured cdi_spec_dirs %s (%s)" % (
         name, row["version"], ", ".join(configured), since[1]), None
 
 

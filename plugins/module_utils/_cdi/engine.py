@@ -33,10 +33,12 @@ import os
 import posixpath
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine_live as _live
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, make_check
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label, flag_value
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.nodefs import flag_value, same_socket
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import engine_label
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 CHECKS = {
     "cdi.engine.config": {
@@ -53,9 +55,12 @@ CHECKS = {
     },
 }
 
+CHECKS.update(_live.CHECKS)
+
 CONTAINERD_SECTIONS = {1: ("cri",), 2: ("io.containerd.grpc.v1.cri",), 3: ("io.containerd.cri.v1.runtime",)}
 CONTAINERD_DEFAULT_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_DEFAULT_ADDRESS = "/run/containerd/containerd.sock"
+GRPC_SERVER_PLUGIN = "io.containerd.server.v1.grpc"   # configuration version 4: the gRPC address is this plugin's
 PODMAN_CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/containers.conf",
                   "/etc/containers/containers.conf.d/*.conf")
 CONFIG_TIMEOUT = 30
@@ -114,7 +119,7 @@ def containerd_cdi(doc, version=None, source="containerd config dump", reader=No
         return _result("containerd", source, reader=reader, reason="%s.enable_cdi is %r, not a boolean" % (where, enabled), **extra)
     dirs = section.get("cdi_spec_dirs")
     if dirs is None:
-        dirs, origin = list(_compat.DEFAULT_DIRS), "default"
+        dirs, origin = list(SPEC_DIRS), "default"
     elif _str_list(dirs):
         origin = "configured"
     else:
@@ -132,7 +137,7 @@ def crio_cdi(doc, source="crio status config", reader=None):
         return _result("crio", source, reader=reader, reason="no [crio.runtime] table in the configuration")
     dirs = runtime.get("cdi_spec_dirs")
     if dirs is None:
-        return _result("crio", source, enabled=True, spec_dirs=list(_compat.DEFAULT_DIRS), origin="default", reader=reader)
+        return _result("crio", source, enabled=True, spec_dirs=list(SPEC_DIRS), origin="default", reader=reader)
     if not _str_list(dirs):
         return _result("crio", source, enabled=True, reader=reader, reason="crio.runtime.cdi_spec_dirs is %r, not a list" % (dirs,))
     return _result("crio", source, enabled=True, spec_dirs=list(dirs), origin="configured", reader=reader)
@@ -224,7 +229,9 @@ def _containerd_dump(binary, config, timeout):
 
 
 def read_containerd(info, timeout=CONFIG_TIMEOUT):
-    """The CDI configuration of the containerd serving ``info['endpoint']``."""
+    """The CDI configuration of the containerd serving ``info['endpoint']``: the containerd process whose address is
+    that socket (the same socket by (st_dev, st_ino), else by real path: kubeadm's /var/run/... is containerd's
+    /run/... where /var/run links to /run)."""
     sock = posixpath.normpath(socket_path(info.get("endpoint")) or CONTAINERD_DEFAULT_ADDRESS)
     procs = _proc_cmdlines("containerd")
     tried = []
@@ -238,14 +245,35 @@ def read_containerd(info, timeout=CONFIG_TIMEOUT):
         if err:
             tried.append("%s: %s" % (source, err))
             continue
-        address = flag_value(argv[1:], "--address", "-a") or (doc.get("grpc") or {}).get("address") or CONTAINERD_DEFAULT_ADDRESS
-        if posixpath.normpath(address) == sock:
-            return containerd_cdi(doc, info.get("version"), source, _toml.reader_name())
+        address = flag_value(argv[1:], "--address", "-a") or ((doc.get("plugins") or {}).get(GRPC_SERVER_PLUGIN) or {}).get(
+            "address") or (doc.get("grpc") or {}).get("address") or CONTAINERD_DEFAULT_ADDRESS
+        if same_socket(address, sock)[0]:
+            out = containerd_cdi(doc, info.get("version"), source, _toml.reader_name())
+            out["_doc"] = doc   # the whole dump, for the file's handlers and NRI (read_containerd_live takes it out)
+            return out
         tried.append("%s serves %s" % (source, address))
     if not procs:
         tried.append("no containerd process found in /proc")
     return _result("containerd", "containerd config dump", reader=_toml.reader_name(),
                    reason="the configuration of the containerd serving %s was not found (%s)" % (sock, "; ".join(tried)))
+
+
+def read_containerd_live(info, timeout=CONFIG_TIMEOUT):
+    """The running containerd's configuration (its CRI config from the detection's CRI Status call, ``cri_config``),
+    with its file's (``read_containerd``) beside it as ``file`` and where they disagree (``disagreements``). Without a
+    live config (the Status call gave none) the file's, saying so."""
+    file_rec = read_containerd(info, timeout)
+    doc = file_rec.pop("_doc", None)
+    if not info.get("cri_config"):
+        file_rec["live"] = False   # the running daemon gave no CRI config (CRI Status verbose): its file is all there is
+        return file_rec
+    live = _live.containerd_live(info["cri_config"], "CRI Status (verbose) at %s" % info.get("endpoint"))
+    side = dict((k, file_rec.get(k)) for k in ("source", "enabled", "spec_dirs", "reason", "config_version"))
+    if doc is not None:
+        side.update(_live.containerd_file(doc))
+    live.update(file=side, disagreements=_live.disagreements(side, live), nri=_live.nri_live(side.get("nri")),
+                reader=file_rec.get("reader"))
+    return live
 
 
 def read_crio(info, timeout=CONFIG_TIMEOUT):
@@ -259,7 +287,10 @@ def read_crio(info, timeout=CONFIG_TIMEOUT):
     if r["rc"] != 0:
         return _result("crio", source, reason="%s failed: %s" % (source, first_line(r["stderr"]) or r["error"] or r["rc"]))
     try:
-        return crio_cdi(_toml.loads(r["stdout"]), source, _toml.reader_name())
+        doc = _toml.loads(r["stdout"])
+        out = crio_cdi(doc, source, _toml.reader_name())
+        out.update(_live.crio_handlers(doc), live=True)   # the running server's own configuration
+        return out
     except _toml.TomlError as exc:
         return _result("crio", source, reason=_not_understood(exc))
 
@@ -274,7 +305,7 @@ def read_docker(info, timeout=CONFIG_TIMEOUT):
         "DOCKER_HOST") else "", path)
     if isinstance(info.get("daemon_info"), dict) and info.get("path") == path:
         # the detection's own docker info call (same CLI, same daemon, this run): its answer, not a second call
-        return docker_cdi(info["daemon_info"], source)
+        return _docker_live(docker_cdi(info["daemon_info"], source), info["daemon_info"], info)
     r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=env)
     if r["rc"] != 0:
         return _result("docker", source, reason="docker info failed: %s" % (first_line(r["stderr"]) or r["error"]))
@@ -282,7 +313,16 @@ def read_docker(info, timeout=CONFIG_TIMEOUT):
         doc = json.loads(r["stdout"])
     except ValueError as exc:
         return _result("docker", source, reason="docker info output is not JSON: %s" % exc)
-    return docker_cdi(doc if isinstance(doc, dict) else {}, source)
+    doc = doc if isinstance(doc, dict) else {}
+    return _docker_live(docker_cdi(doc, source), doc, info)
+
+
+def _docker_live(out, daemon_info, info):
+    """docker info's answer (live) with the runtimes it names, and the dockerd's daemon.json beside it."""
+    out.update(_live.docker_handlers(daemon_info), live=True)
+    side = _live.read_docker_file(info.get("endpoint"), _proc_cmdlines("dockerd"))
+    out.update(file=side, disagreements=_live.disagreements(side, out))
+    return out
 
 
 def podman_config_files(root="/", environ=None):
@@ -319,7 +359,7 @@ def read_engine_config(info, timeout=CONFIG_TIMEOUT, root="/", environ=None):
     name = (info or {}).get("name")
     try:
         if name == "containerd":
-            return read_containerd(info, timeout)
+            return read_containerd_live(info, timeout)
         if name == "crio":
             return read_crio(info, timeout)
         if name == "docker":
@@ -369,9 +409,16 @@ def engine_checks(engines, files, sources, requested, root="/"):
         if cfg.get("enabled") is None or (cfg.get("enabled") and cfg.get("spec_dirs") is None):
             add(NOT_RUN, label, "CDI enabled, with its spec dirs", "unknown: %s (%s)" % (cfg.get("reason") or "not read", where))
             continue
-        if not cfg["enabled"]:
-            add(FAIL, label, "CDI enabled", "CDI is off: %s (%s)" % (cfg.get("reason") or "disabled", where))
+        injector = (info.get("runtime_handler") or {}).get("injector")
+        if not cfg["enabled"] and not injector:
+            add(FAIL, label, "CDI enabled", "CDI is off: %s (%s)%s" % (cfg.get("reason") or "disabled", where, "".join(
+                "; %s" % n for n in (info.get("runtime_handler") or {}).get("notes") or [])))
             continue
+        if not cfg["enabled"]:
+            # the engine's CDI is off, and the handler's OCI runtime injects (NVIDIA's runtime in cdi mode): its spec dirs
+            cfg = dict(cfg, spec_dirs=injector.get("spec_dirs") or list(_compat.DEFAULT_DIRS), origin="its runtime's",
+                       source="%s's CDI is off (%s); %s, %s" % (info["name"], where, injector["what"], injector.get("source")))
+            where = cfg["source"]
         dirs = [posixpath.normpath(d) for d in cfg["spec_dirs"]]
         dirs_text = "%s (%s, %s)" % (", ".join(dirs) or "none", cfg.get("origin"), where)
         if not requested:
@@ -391,4 +438,6 @@ def engine_checks(engines, files, sources, requested, root="/"):
                     "%s is in %s, which %s does not read: it reads %s" % (
                         ", ".join(paths) or "no spec", ", ".join(sorted(set(posixpath.dirname(p) for p in paths))) or "no dir",
                         info["name"], dirs_text))
+    for info in engines or []:
+        checks += [dict(c) for c in _live.handler_checks(info) + _live.file_checks(info)]
     return checks

@@ -12,7 +12,7 @@ import re
 import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import same_file
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.layer import LIB_DIRS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_path, library_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import read_library
@@ -47,20 +47,7 @@ def _file_type(mode):
 # ---------------------------------------------------------------------------------------------------
 # Host-side checks
 
-_DRIVER_LIB = re.compile(r"^(libcuda|libnvidia-[A-Za-z0-9_-]+|libnvcuvid|libnvoptix|libGLX_nvidia|libEGL_nvidia|"
-                         r"libGLESv[12]_CM_nvidia|libGLESv2_nvidia|libcudadebugger)\.so\.(\d{3,}\.\d+(?:\.\d+)?)$")
-_FIRMWARE = re.compile(r"/firmware/nvidia/(\d{3,}\.\d+(?:\.\d+)?)(/|$)")
 _NVRM = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?)")
-
-
-def library_version(path):
-    """The driver version carried by a driver library's file name (libcuda.so.580.159.04) or a
-    firmware path (/lib/firmware/nvidia/580.159.04/...), else None."""
-    m = _DRIVER_LIB.match(posixpath.basename(path or ""))
-    if m:
-        return m.group(2)
-    m = _FIRMWARE.search(path or "")
-    return m.group(1) if m else None
 
 
 def running_driver_version(host=None, root="/"):
@@ -127,10 +114,9 @@ def driver_libcuda(host, root, driver_version, stem="libcuda"):
     if not driver_root or not driver_version:
         return None, "the host record gives no driver root (%s) or running driver (%s)" % (driver_root, driver_version)
     name = "%s.so.%s" % (stem, driver_version)
-    for sub in LIB_DIRS:
-        candidate = posixpath.join(driver_root, sub, name)
-        if os.path.isfile(under_root(root, candidate)):
-            return candidate, None
+    candidate = library_path(root, driver_root, name)
+    if candidate is not None:
+        return candidate, None
     return None, "no %s in the driver root %s" % (name, driver_root)
 
 

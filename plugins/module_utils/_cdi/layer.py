@@ -2,7 +2,7 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the cdi layer's entry (``cdi_layer``): reads the spec dirs, resolves the requested devices, runs the host,
+"""PRIVATE: the cdi layer's entry (``record``): reads the spec dirs, resolves the requested devices, runs the host,
 injection and audit checks and returns the layer's record (the ``_common.result`` contract). Not public API.
 The package's ``__init__`` says how the cdi layer is split by concern and where each rule comes from."""
 
@@ -24,15 +24,14 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integr
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
     ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_LAYER_TIMEOUT, DEFAULT_MAX_SPEC_FILES,
-    DEFAULT_MAX_SPEC_SIZE, DEFAULT_SPEC_DIRS, EARLIEST_VERSION,
+    DEFAULT_MAX_SPEC_SIZE, EARLIEST_VERSION,
     KNOWN_VERSIONS, MAX_ERRORS_PER_FILE, MAX_NODES_PER_FILE, NO_PERMISSIONS, VALID_HOOK_NAMES, VALID_NODE_TYPES,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import (
     RUNTIME_CONFIGS, discover_runtime_dirs, list_spec_files, load_spec_file, parse_cdi_spec_dirs, under_root,
 )
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import (
-    host_checks, host_device_info, inject_checks, library_version, running_driver_version,
-)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import host_checks, host_device_info, inject_checks, running_driver_version
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_version
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import HAS_YAML, parse_bytes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
     minimum_version, normalize_version, parse_qualified_name, parse_qualifier, validate_device_name, validate_vendor_or_class,
@@ -42,6 +41,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.validate impo
     RULES, RULE_CHECK, annotation_key_error, load_spec_data, validate_annotations, validate_edits, validate_spec,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.vendor import is_nvidia, nvidia_checks
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SPEC_DIRS
 
 # the layer's one catalogue: spec, resolution, host and audit checks, the identity map, runtime compatibility
 CHECKS = dict(_SPEC_CHECKS)
@@ -52,13 +52,13 @@ CHECKS.update(_integrity.CHECKS)
 
 # names other code imports from _cdi (tests, _cdi_spec, benchmarks), re-exported from the package's modules
 __all__ = [
-    "ANNOTATIONS_MAX_BYTES", "CHECKS", "CONSEQUENCES", "DEFAULT_KINDS", "DEFAULT_MAX_SPEC_SIZE", "DEFAULT_SPEC_DIRS",
+    "ANNOTATIONS_MAX_BYTES", "CHECKS", "CONSEQUENCES", "DEFAULT_KINDS", "DEFAULT_MAX_SPEC_SIZE",
     "EARLIEST_VERSION", "HAS_YAML", "KNOWN_VERSIONS", "MAX_ERRORS_PER_FILE", "MAX_NODES_PER_FILE", "NO_PERMISSIONS",
     "RULES", "RULE_CHECK", "RUNTIME_CONFIGS", "SENSITIVE_EXACT", "SENSITIVE_UNDER", "VALID_HOOK_NAMES", "VALID_NODE_TYPES",
-    "annotation_key_error", "audit", "build_registry", "cdi_layer", "device_of", "discover_runtime_dirs", "host_checks",
+    "annotation_key_error", "audit", "build_registry", "device_of", "discover_runtime_dirs", "host_checks",
     "host_device_info", "library_version", "list_spec_files", "load_spec_data", "load_spec_file", "merge_edits",
     "minimum_version", "normalize_version", "nvidia_checks", "parse_bytes", "parse_cdi_spec_dirs",
-    "parse_qualified_name", "parse_qualifier", "running_driver_version", "select_devices", "sensitive_mount",
+    "parse_qualified_name", "parse_qualifier", "record", "running_driver_version", "select_devices", "sensitive_mount",
     "inject_checks", "spec_digest", "under_root", "validate_annotations", "validate_device_name", "validate_edits", "validate_spec",
     "validate_vendor_or_class",
 ]
@@ -306,9 +306,9 @@ def _judge_files(b, files, devices, requested_kinds, unread):
     return registry, conflicts, overrides, resolved, unresolved, expansions, sources
 
 
-def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
-              host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
-              max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT, engines=None):
+def record(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
+           host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
+           max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT, engines=None):
     """Run the cdi layer and return its record (plugins/module_utils/_common/result.py contract). ``timeout``: the layer's own
     time limit for reading the spec dirs (seconds, None: none), enforced here on the node. ``engines``: the runtimes
     the verdict speaks for (``_runtime_select.select_runtimes``' dicts, each with ``cdi_config`` from
@@ -318,7 +318,7 @@ def cdi_layer(spec_dirs=DEFAULT_SPEC_DIRS, discover_runtime_dirs_=True, devices=
     devices = [str(d) for d in (devices or [])]
     kinds = list(kinds or DEFAULT_KINDS)
     requested_kinds = _requested_kinds(devices, kinds)
-    dirs = [posixpath.normpath(d) for d in (spec_dirs or DEFAULT_SPEC_DIRS)]
+    dirs = [posixpath.normpath(d) for d in (spec_dirs or SPEC_DIRS)]
     runtime_dirs = {}
     if discover_runtime_dirs_:
         runtime_dirs = discover_runtime_dirs(root, environ)

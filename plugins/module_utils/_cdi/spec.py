@@ -15,6 +15,9 @@ Safety (DESIGN.md): ``write_spec`` refuses /etc/cdi and anything resolving under
 ``gpuprobe-<run id>.yaml`` and carry their owner in the spec's env (GPUPROBE_RUN_ID, GPUPROBE_OWNER
 ``host:pid:started``, GPUPROBE_CREATED epoch seconds); ``remove_spec`` removes the run's own spec and
 ``sweep_specs`` only specs of our kind whose run is over (_owner.is_over), never another kind's.
+
+``ensure_spec(..., diff=True)`` also returns Ansible's diff of what it changed (or would, in check mode): this run's
+spec file as text before and after, and each swept spec as present -> absent (the module's diff mode).
 """
 
 from __future__ import annotations
@@ -35,16 +38,16 @@ except ImportError:  # pragma: no cover - depends on the target host
     HAS_YAML = False
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import library_version
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import binary_path, library_version, resolve_soname
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import minimum_version, validate_vendor_or_class
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.files import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE, SELF_BUILT_SPEC_DIR, check_run_id as _check_run_id
 
 VENDOR = "gpuprobe.local"
 CLASS_PREFIX = "gpu-"
 # The kind every self-built spec had before kinds were per run; still recognised (and swept when over).
 LEGACY_KIND = "gpuprobe.local/gpu"
 KIND = LEGACY_KIND  # kept for readers of the old constant; new specs use run_kind(run_id)
-DEFAULT_SPEC_DIR = "/var/run/cdi"
 # Static CDI specs belong to the administrator: this collection never writes there.
 PROTECTED_SPEC_DIR = "/etc/cdi"
 CONTAINER_LIB_DIR = "/usr/local/nvidia/lib64"
@@ -52,13 +55,9 @@ CONTAINER_BIN_DIR = "/usr/local/nvidia/bin"
 MOUNT_OPTIONS = ["ro", "nosuid", "nodev", "bind"]
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1")
-LIB_SUBDIRS = ("lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib", "usr/lib64",
-               "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib")
-BIN_SUBDIRS = ("bin", "usr/bin")
 STUB_CANDIDATES = ("/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/targets/*/lib/stubs/libcuda.so",
                    "/usr/local/cuda-*/lib64/stubs/libcuda.so", "/usr/local/cuda-*/targets/*/lib/stubs/libcuda.so")
 STALE_VERSIONS = ("470.256.02", "535.274.02")
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 GPU_NODE = re.compile(r"^/dev/nvidia(\d+)$")
 
 VARIANTS = {
@@ -112,9 +111,11 @@ class SpecError(Exception):
 
 
 def check_run_id(run_id):
-    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-        raise SpecError("run_id %r must match %s (it becomes part of a file name)" % (run_id, RUN_ID.pattern))
-    return run_id
+    """``run_id`` when it follows the run id rule (_common.vocab; it becomes part of a file name), else SpecError."""
+    try:
+        return _check_run_id(run_id)
+    except ValueError as exc:
+        raise SpecError(str(exc))
 
 
 def run_kind(run_id):
@@ -125,7 +126,7 @@ def run_kind(run_id):
     if not run_id[-1].isalnum():
         cls += hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8]
     why = validate_vendor_or_class(cls, "class")
-    if why:  # pragma: no cover - RUN_ID and the suffix make this impossible
+    if why:  # pragma: no cover - RUN_ID_RE and the suffix make this impossible
         raise SpecError(why)
     return "%s/%s" % (VENDOR, cls)
 
@@ -167,28 +168,6 @@ def _gpu_nodes(root, host, gpus):
     return found
 
 
-def find_library(root, driver_root, soname):
-    """(the real file for ``soname`` in the driver root, as a host path under root) or None."""
-    base = soname.split(".so", 1)[0] + ".so"
-    for sub in LIB_SUBDIRS:
-        d = under_root(root, posixpath.join(driver_root, sub))
-        candidate = posixpath.join(d, soname)
-        if os.path.exists(candidate):
-            return os.path.realpath(candidate)
-        versioned = sorted(p for p in glob.glob(posixpath.join(d, base + ".*")) if library_version(p))
-        if versioned:
-            return os.path.realpath(versioned[-1])
-    return None
-
-
-def find_binary(root, driver_root, name):
-    for sub in BIN_SUBDIRS:
-        candidate = under_root(root, posixpath.join(driver_root, sub, name))
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
 def _find_stub(root, stub_libcuda):
     if stub_libcuda:
         path = under_root(root, stub_libcuda)
@@ -226,11 +205,11 @@ def build_spec(run_id, variant="full", root="/", driver_root=None, host=None, st
     gpu_nodes = _gpu_nodes(root, host, gpus)
     libs = {}
     for soname in LIBRARIES:
-        found = find_library(root, driver_root, soname)
+        found = resolve_soname(root, driver_root, soname)
         if found is None:
             raise SpecError("%s not found in driver root %s (under %s)" % (soname, driver_root, root))
         libs[soname] = found
-    smi = find_binary(root, driver_root, "nvidia-smi")
+    smi = binary_path(root, driver_root, "nvidia-smi")
 
     control = [n for n in CONTROL_NODES if os.path.exists(under_root(root, n)) or n == "/dev/nvidiactl"]
     if variant == "no_uvm_node":
@@ -313,7 +292,7 @@ def refuses(spec_dir):
     protected = os.path.realpath(PROTECTED_SPEC_DIR)
     protected_id = _identity(PROTECTED_SPEC_DIR)
     why = "refusing to write CDI specs under %s (%s): static specs belong to the administrator; use %s" % (
-        PROTECTED_SPEC_DIR, spec_dir, DEFAULT_SPEC_DIR)
+        PROTECTED_SPEC_DIR, spec_dir, SELF_BUILT_SPEC_DIR)
     for candidate in (posixpath.normpath(spec_dir), os.path.realpath(spec_dir)):
         for p in (protected, PROTECTED_SPEC_DIR):
             if candidate == p or candidate.startswith(p.rstrip("/") + "/"):
@@ -422,7 +401,7 @@ def spec_owner_info(path):
         info["created"] = int(values["GPUPROBE_CREATED"])
     name = posixpath.basename(path)
     # ours: our kind, and the file name is the one its run id gives (exact, never a substring match)
-    info["ours"] = bool(is_our_kind(info["kind"]) and info["run_id"] and RUN_ID.match(info["run_id"])
+    info["ours"] = bool(is_our_kind(info["kind"]) and info["run_id"] and RUN_ID_RE.match(info["run_id"])
                         and name == spec_file_name(info["run_id"])
                         and (info["kind"] == LEGACY_KIND or info["kind"] == run_kind(info["run_id"])))
     return info
@@ -486,11 +465,38 @@ def check_options(spec_dir, root="/", driver_root=None, max_age=_owner.DEFAULT_M
         raise SpecError(str(exc))
 
 
-def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=False, owner=None,
-                max_age=_owner.DEFAULT_MAX_AGE, **build_args):
+# the most of a spec file's text a diff shows (this run's own spec is a few KiB)
+DIFF_TEXT_LIMIT = 256 * 1024
+
+
+def _diff_text(path):
+    """A file's text for a diff ("" when it is not a regular file or cannot be read), cut at DIFF_TEXT_LIMIT."""
+    if not os.path.isfile(path) or os.path.islink(path):
+        return ""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(DIFF_TEXT_LIMIT + 1)
+    except OSError:
+        return ""
+    text = data[:DIFF_TEXT_LIMIT].decode("utf-8", "replace")
+    return text + ("\n... (cut at %d bytes)\n" % DIFF_TEXT_LIMIT if len(data) > DIFF_TEXT_LIMIT else "")
+
+
+def _file_diff(path, before, after):
+    return {"before_header": path, "after_header": path, "before": before, "after": after}
+
+
+def _removal_diff(path, why):
+    return _file_diff(path, {"path": path, "state": "file", "why": why}, {"path": path, "state": "absent"})
+
+
+def ensure_spec(run_id, state="present", spec_dir=SELF_BUILT_SPEC_DIR, check_mode=False, owner=None,
+                max_age=_owner.DEFAULT_MAX_AGE, diff=False, **build_args):
     """The module's one call: build and write (state=present) or remove (state=absent) this run's spec.
     Before writing, specs of our kind whose run is over (owner gone, or older than ``max_age``) are swept.
-    Returns a dict: changed, path, kind, devices, variant, spec, prediction, owner, swept, live."""
+    Returns a dict: changed, path, kind, devices, variant, spec, prediction, owner, swept, live; with ``diff`` also
+    "diff", a list of Ansible diffs of what changed (or would, in check mode): each swept spec present -> absent, then
+    this run's spec file as text before -> after ("" where there is no file)."""
     check_run_id(run_id)
     check_options(spec_dir, build_args.get("root") or "/", build_args.get("driver_root"), max_age)
     try:
@@ -510,6 +516,8 @@ def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=F
         if why:
             raise SpecError(why)
         out["changed"] = os.path.exists(path)
+        if diff:
+            out["diff"] = [_file_diff(path, _diff_text(path), "")] if out["changed"] else []
         if out["changed"] and not check_mode:
             remove_spec(spec_dir, run_id)
         return out
@@ -530,7 +538,11 @@ def ensure_spec(run_id, state="present", spec_dir=DEFAULT_SPEC_DIR, check_mode=F
             current = None
     spec = build_spec(run_id, owner=owner, created=created, **build_args)
     text = render(spec)
-    out.update(spec=spec, devices=qualified_devices(spec), changed=current != text)
-    if out["changed"] and not check_mode:
+    out.update(spec=spec, devices=qualified_devices(spec), changed=current != text or bool(out["swept"]))
+    if diff:
+        out["diff"] = [_removal_diff(p, "the spec of a run that is over") for p in out["swept"]]
+        if current != text:
+            out["diff"].append(_file_diff(path, current or "", text))
+    if current != text and not check_mode:
         write_spec(spec, spec_dir, run_id)
     return out

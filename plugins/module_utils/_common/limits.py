@@ -26,9 +26,7 @@ DEFAULT_LIMITS = {"max_bytes": 32 * MIB, "max_checks": 10000, "max_string": 64 *
 LIMIT_WORDS = {"max_bytes": "bytes of JSON in all", "max_checks": "checks in one record", "max_string": "characters in one string"}
 TRUNCATED = u" \u2026[gpuprobe.layers: %d of %d characters kept]"
 
-# the argument spec of the option record_limits (verify_node, fleet_report)
-RECORD_LIMITS_SPEC = dict(type="dict", default={}, options=dict(
-    max_bytes=dict(type="int"), max_checks=dict(type="int"), max_string=dict(type="int")))
+# the option record_limits' argument spec is _common.args.RECORD_LIMITS_SPEC
 
 
 def limits_of(option=None):

@@ -152,11 +152,3 @@ def check_record(record, name, layer=None):
         _check_keys(evidence, name + ".evidence", {"nvml": (dict, None), "gpus": (list, None),
                                                    "device_nodes": (dict, None), "driver_root": (str, None)})
     return record
-
-
-def documentation_only(argspec, name):
-    """The body of a module file that only documents an action plugin: run on a node, it says so and fails."""
-    from ansible.module_utils.basic import AnsibleModule  # pylint: disable=import-outside-toplevel
-
-    module = AnsibleModule(argument_spec=argspec, supports_check_mode=True)
-    module.fail_json(msg="gpuprobe.layers.%s runs on the controller as an action plugin; this module file only documents it" % name)

@@ -6,10 +6,9 @@
 
 from __future__ import annotations
 
-import os
 import threading
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_path, under
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import file_digest
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
@@ -37,17 +36,14 @@ def host_driver_facts(host_record):
         return facts
     root = evidence.get("root") or "/"
     name = "libcuda.so.%s" % facts["driver_version"]
-    for sub in _host.LIB_DIRS:
-        rel = os.path.join(facts["driver_root"], sub, name)
-        full = os.path.join(root, rel.lstrip("/"))
-        if os.path.isfile(full):
-            try:
-                facts["libcuda"] = dict(file_digest(full), host_path=rel)
-            except OSError as exc:
-                facts["unknown"].append("%s could not be read: %s" % (rel, exc))
-            break
-    else:
+    rel = library_path(root, facts["driver_root"], name)
+    if rel is None:
         facts["unknown"].append("no %s in the driver root %s" % (name, facts["driver_root"]))
+        return facts
+    try:
+        facts["libcuda"] = dict(file_digest(under(root, rel)), host_path=rel)
+    except OSError as exc:
+        facts["unknown"].append("%s could not be read: %s" % (rel, exc))
     return facts
 
 

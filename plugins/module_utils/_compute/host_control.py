@@ -13,6 +13,7 @@ import shutil
 import sys
 import threading
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver import library_dirs_with
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.assess import _fail, assess, assess_device, assess_global
@@ -20,15 +21,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import deferred_signals, interruptible
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
-
-
-def _libcuda_dirs(driver_root):
-    out = []
-    for sub in ("lib64", "lib", "lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/x86_64-linux-gnu"):
-        d = os.path.join(driver_root, sub)
-        if os.path.exists(os.path.join(d, _probe.LIBCUDA)) and os.path.realpath(d) not in [os.path.realpath(x) for x in out]:
-            out.append(d)
-    return out
 
 
 # Variables that decide which GPUs CUDA enumerates, or through what (MPS): never inherited by the host control, so
@@ -49,7 +41,7 @@ def host_control_env(host_record, environ=None):
         root = root.get("path")
     if not root or root in ("/", "/usr"):
         return env, []
-    dirs = _libcuda_dirs(root)
+    dirs = library_dirs_with(root, _probe.LIBCUDA)
     if dirs:
         current = [p for p in (env.get("LD_LIBRARY_PATH") or "").split(":") if p]
         env["LD_LIBRARY_PATH"] = ":".join(dirs + [p for p in current if p not in dirs])
@@ -189,7 +181,7 @@ def concurrent_scope(host_record, expected_gpus, idle_uuids):
 
 class EarlyControl(object):
     """The host control started in a thread of its own before the probe container, on ``scope`` (concurrent_scope),
-    so that the two run at the same time. ``runner`` (run_host_control's signature, compute_record's host_runner)
+    so that the two run at the same time. ``runner`` (run_host_control's signature, the compute layer's record(host_runner=...))
     gives its result when asked for the same GPUs, else runs the control then. ``stop`` (on an interrupt of the
     main thread) kills its process group and waits for its temp dir to be removed."""
 

@@ -2,12 +2,14 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the NVML reader of the host layer (the only place that calls pynvml).
+"""PRIVATE: the NVML reader of the host layer (the only place that imports pynvml and initialises NVML).
 
 Not public API; it may change without notice. ``read_nvml`` takes the pynvml module as an argument so
 that tests can hand it a fake module at that boundary (there is no GPU on a CI machine); every call is
 wrapped on its own, so one failing attribute (``NVML_ERROR_NOT_SUPPORTED`` for MIG on a GPU without MIG)
-never loses the GPU or the other attributes.
+never loses the GPU or the other attributes. It hands the module and each GPU's handle to
+health/readers.py for the health readings; ``read_nvml_isolated`` runs it in a child process killed at a
+timeout; ``nvml_inventory_works`` says whether NVML counted the GPUs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 import traceback
 import warnings
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.checks import error_code_name, read_gpu_health, read_mig_health
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.readers import error_code_name, read_gpu_health, read_mig_health
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.limits import replay_again
 
 DEFAULT_TIMEOUT = 30.0
@@ -145,7 +147,7 @@ def _read_mig_device(nv, handle, slot):
             "profile": mig_profile(name), "gi": _call(nv, errors, "gi", nv.nvmlDeviceGetGpuInstanceId, mig),
             "ci": _call(nv, errors, "ci", nv.nvmlDeviceGetComputeInstanceId, mig), "compute_processes": procs,
             "errors": errors,
-            # the per-instance health readings (read-only): _health.health_evidence moves them into evidence.health
+            # the per-instance health readings (read-only): health/readers.py's health_evidence moves them into evidence.health
             "health": read_mig_health(nv, mig, _call)}
 
 
@@ -189,7 +191,7 @@ def _read_gpu(nv, index, handles=None):
     if memory is not None:
         gpu["memory_total_bytes"] = getattr(memory, "total", None)
     gpu["compute_processes"] = _processes(_call(nv, errors, "compute_processes", nv.nvmlDeviceGetComputeRunningProcesses, handle))
-    # the host.health.* readings (read-only): _host.collect_evidence moves them into evidence.health
+    # the host.health.* readings (read-only): layer.py's collect_evidence moves them into evidence.health
     gpu["health"] = read_gpu_health(nv, handle, _call)
     if handles is not None:
         handles[index] = handle
@@ -199,6 +201,12 @@ def _read_gpu(nv, index, handles=None):
 def empty_evidence(error):
     return {"ok": False, "error": error, "driver_version": None, "nvml_version": None, "cuda_driver_version": None,
             "cuda_driver_version_int": None, "gpu_count": None, "gpus": [], "errors": {}, "library_path": None}
+
+
+def nvml_inventory_works(nvml):
+    """Whether NVML's evidence counts the GPUs (it initialised and nvmlDeviceGetCount answered): the host inventory
+    then comes from NVML, else from /proc/driver/nvidia/gpus."""
+    return bool(nvml.get("ok")) and nvml.get("gpu_count") is not None
 
 
 def _is_library_not_found(nv, exc):

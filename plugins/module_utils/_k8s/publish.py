@@ -12,7 +12,9 @@ MemoryPressure, ...) and other writers' conditions alone, the way node-problem-d
 is a merge patch of ``metadata.labels`` with one key. Nothing else is written: no Pod, no taint, no spec (the
 command allowlist in _run.py refuses any other patch). ``plan`` is pure; ``publish`` reads the Nodes once, plans,
 and writes (or, in check mode, only returns what it would write), a few Nodes at a time within an overall deadline
-and stopping after consecutive timeouts. A write that fails, or is not made, is returned as an error.
+and stopping after consecutive timeouts. A write that fails, or is not made, is returned as an error. With
+``diff``, ``publish`` also returns Ansible's diff: per Node written (or, in check mode, to be written), the condition
+and label it had and the ones written.
 """
 
 from __future__ import annotations
@@ -24,12 +26,11 @@ import re
 import threading
 import time
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import (
-    DEFAULT_TIMEOUT, _items, _kubectl_json, _last_line, kubectl_base, match_node, resolve_kubectl,
-)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import (
-    first_line, node_condition_type_refused, reserved_prefix, run,
-)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.kubectl import _items, _kubectl_json, _last_line, kubectl_base, resolve_kubectl
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.nodes import match_node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.allowlist import node_condition_type_refused, reserved_prefix
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run
 
 CONDITION_TYPE = "GPUComputeVerified"
 COMPUTE_VERIFIED = "COMPUTE_VERIFIED"
@@ -149,17 +150,18 @@ def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_
         previous = _previous(node, condition_type)
         cond = build_condition(verdicts[host], now, previous, condition_type, (signatures or {}).get(host), run_id)
         patches = [["--subresource=status", "--type=strategic", "-p", json.dumps({"status": {"conditions": [cond]}}, sort_keys=True)]]
-        label = None
+        label = label_before = None
         changed = not _same(cond, previous)
         if label_key:
             verdict = _verdict_fields(verdicts[host])[0]
             label = {label_key: label_value(verdict)}
             current = ((node.get("metadata") or {}).get("labels") or {}).get(label_key)
+            label_before = {label_key: current}
             if current != label[label_key]:
                 changed = True
             patches.append(["--type=merge", "-p", json.dumps({"metadata": {"labels": label}}, sort_keys=True)])
         plans.append({"host": host, "node": match["name"], "condition": cond, "previous": previous, "label": label,
-                      "changed": changed, "patches": patches})
+                      "label_before": label_before, "changed": changed, "patches": patches})
     return plans, unmatched
 
 
@@ -226,9 +228,19 @@ def _write(path, entry, bounds, timeout):
     return True, None, None
 
 
+def node_diff(item, label_key=None):
+    """Ansible's diff of one planned Node write: the condition (and label) the Node had, and the ones written."""
+    header = "Node %s (condition %s%s)" % (item["node"], item["condition"]["type"], ", label %s" % label_key if label_key else "")
+    before, after = {"condition": item["previous"]}, {"condition": item["condition"]}
+    if label_key:
+        before["label"], after["label"] = item["label_before"], item["label"]
+    return {"before_header": header, "after_header": header, "before": before, "after": after}
+
+
 def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT, signatures=None,
             node_names=None, condition_type=CONDITION_TYPE, label_key=None, run_id=None, check_mode=False, now=None,
-            deadline=DEFAULT_DEADLINE, max_consecutive_timeouts=DEFAULT_MAX_CONSECUTIVE_TIMEOUTS, workers=DEFAULT_WORKERS):
+            deadline=DEFAULT_DEADLINE, max_consecutive_timeouts=DEFAULT_MAX_CONSECUTIVE_TIMEOUTS, workers=DEFAULT_WORKERS,
+            diff=False):
     """Read the Nodes, plan, write (not in check mode). Returns {changed, published, unmatched, errors, not_written,
     kubectl}: every failed read or write is in ``errors``, every host whose verdict has no Node to go to in
     ``unmatched`` (the module fails on either, after writing what it could).
@@ -236,11 +248,17 @@ def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=
     Bounded: at most ``workers`` Nodes are written at a time, no kubectl call outlives ``deadline`` seconds from the
     start (the calls in flight then are killed), and after ``max_consecutive_timeouts`` timeouts in a row no further
     write starts (those in flight are killed). Every Node not written because of either is in ``not_written`` (host,
-    node, reason) and in ``errors``."""
+    node, reason) and in ``errors``.
+
+    ``diff``: ``out["diff"]``, a list of Ansible diffs, one per Node whose condition or label this call changed (in check
+    mode: would change), before -> after: ``{"condition": ..., "label": ...}`` (``label`` only with ``label_key``;
+    null where the Node had none)."""
     bounds = _Bounds(deadline, max_consecutive_timeouts)
     now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out = {"changed": False, "published": [], "unmatched": [], "errors": [], "not_written": [], "check_mode": check_mode,
            "condition_type": condition_type, "label_key": label_key}
+    if diff:
+        out["diff"] = []
     path, reason = resolve_kubectl(kubectl, kubeconfig)
     if reason:
         out["errors"].append({"host": None, "node": None, "error": reason})
@@ -266,9 +284,12 @@ def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=
                 out["errors"].append({"host": entry["host"], "node": entry["node"], "error": failure})
             elif why_not:
                 out["not_written"].append({"host": entry["host"], "node": entry["node"], "reason": why_not})
-    for entry in entries:
-        out["changed"] = out["changed"] or (entry["changed"] and (entry["written"] or check_mode))
+    for entry, item in zip(entries, plans):
+        changed = entry["changed"] and (entry["written"] or check_mode)
+        out["changed"] = out["changed"] or changed
         out["published"].append(entry)
+        if diff and changed:
+            out["diff"].append(node_diff(item, label_key))
     if out["not_written"]:
         names = [n["node"] for n in out["not_written"]]
         out["errors"].append({"host": None, "node": None, "error": "%d Node(s) not written: %s (%s%s)" % (

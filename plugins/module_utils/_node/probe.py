@@ -2,69 +2,37 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE: the probe stage of one node (module gpuprobe.layers.node_probe): runtime and compute in one process.
-Not public API. The inspect stage and what both sides share are in _node.py."""
+"""PRIVATE: the probe stage of one node (module gpuprobe.layers.node_probe, and the second half of
+gpuprobe.layers.node_verify): runtime and compute in one process. Not public API. The inspect stage is
+_node.inspect, the gate before this stage _node.gate, the options _common.args.NODE_PROBE_ARGSPEC."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_plan, touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import EarlyControl, concurrent_scope
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.record import compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.layer import record as compute_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import prefetch_host_driver_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import NotRegularFile, file_sha256
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import RUNTIMES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted, interruptible
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import remove_own_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import runtime_facts
-
-# The options of the node-side probe module (gpuprobe.layers.node_probe): runtime and compute.
-NODE_PROBE_ARGSPEC = dict(
-    records=dict(type="dict", required=True),
-    run_id=dict(type="str", required=True),
-    runtime=dict(type="str", default="auto", choices=list(RUNTIMES)),
-    runtime_endpoint=dict(type="str"),
-    image=dict(type="str", default="localhost/gpuprobe-probe:local"),
-    timeout=dict(type="int", default=120),
-    user=dict(type="str", default=""),
-    environment=dict(type="dict", default={}),
-    isolation=dict(type="str", default="shared", choices=["shared", "per_device"]),
-    allow_busy_gpu=dict(type="bool", default=False),
-    host_control=dict(type="bool", default=True),
-    self_built_spec_dir=dict(type="path", default="/var/run/cdi"),
-    remove_spec=dict(type="bool", default=False),
-)
-
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer import record as runtime_record
 
 MAX_SPEC_READ = 1024 * 1024 + 1  # the cdi layer's spec size cap (+1: a longer file is changed, whatever it holds)
 SPEC_CHANGED = "spec changed since the cdi layer read it"
 
 
 def _file_sha256(path):
-    """sha256 of a regular file (never blocks on a FIFO or a device; bounded), or why it cannot be read."""
+    """sha256 of a spec file, bounded (a longer file is changed, whatever it holds), or why it cannot be read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        return None, "cannot be opened (%s)" % (exc.strerror or exc)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, "is no longer a regular file"
-        chunks, size = [], 0
-        while size < MAX_SPEC_READ:
-            data = os.read(fd, min(65536, MAX_SPEC_READ - size))
-            if not data:
-                break
-            chunks.append(data)
-            size += len(data)
-        return hashlib.sha256(b"".join(chunks)).hexdigest(), None
+        return file_sha256(path, MAX_SPEC_READ), None
+    except NotRegularFile:
+        return None, "is no longer a regular file"
     except OSError as exc:
         return None, "cannot be read (%s)" % (exc.strerror or exc)
-    finally:
-        os.close(fd)
 
 
 def spec_changes(cdi_evidence):
@@ -111,7 +79,7 @@ def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  
     try:
         with interruptible():  # an interrupt while the early host control runs stops it (its thread gets no signal)
             try:
-                runtime, container_probe = runtime_facts(params, check_mode=check_mode)
+                runtime, container_probe = runtime_record(params, check_mode=check_mode)
             except (Interrupted, ValueError):
                 raise  # the caller's / the options' error
             except Exception as exc:  # pylint: disable=broad-except
@@ -140,7 +108,7 @@ def _probe_layers(p, params, records, check_mode, expected_gpus, forced=None):  
 def _early_control(p, params, records, check_mode, expected_gpus):
     """The host control started now, to run while the probe container runs (``EarlyControl``), when it may: asked
     for, one shared container, no busy state that stops compute, and two contexts allowed on each GPU
-    (``concurrent_scope``). None: it runs after the container, inside compute_record."""
+    (``concurrent_scope``). None: it runs after the container, inside the compute layer's record."""
     if not p["host_control"] or check_mode or params["isolation"] != "shared":
         return None
     plan = busy_plan(records.get("host"), p["allow_busy_gpu"])

@@ -3,41 +3,38 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: a whole node in one process (module gpuprobe.layers.node_verify): the inspect stage (_node.inspect), the
-gate per runtime (_node.engine_gate), the probe stage through each runtime the gate lets run (_node_probe.probe), and
+gate per runtime (_node.gate.engine_gate), the probe stage through each runtime the gate lets run (_node.probe), and
 this run's self-built spec removed at the end. Not public API.
 
-verify_node calls it in full mode instead of node_layers and then node_probe: one Python start, one payload and one
-compile of the shared code less on the node (docs/performance.md). The gate is the same function the controller
-applies when it makes the records of a probe that did not run."""
+verify_node calls it in full mode, one node-side call for the whole node (one Python start, one payload, one compile
+of the shared code: docs/performance.md); node_layers (the inspect stage alone) serves audit mode and a run whose
+tags leave the probe out. The gate is the same function the controller applies when it makes the records of a
+probe that did not run."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import NODE_PROBE_ARGSPEC, probe, remove_run_spec
-
-# the probe's own options, beside the inspect stage's (runtime, runtime_endpoint, run_id and self_built_spec_dir are
-# shared: the probe runs through the runtimes the inspect stage selected)
-PROBE_OPTIONS = ("image", "timeout", "user", "environment", "isolation", "allow_busy_gpu", "host_control")
-NODE_VERIFY_ARGSPEC = dict(_node.NODE_LAYERS_ARGSPEC, **dict((name, NODE_PROBE_ARGSPEC[name]) for name in PROBE_OPTIONS))
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.probe import probe, remove_run_spec
 
 
 def verify(p, check_mode=False):
     """Inspect, gate and probe one node. Returns {"records": the inspect stage's records, "spec": the self-built spec
-    read or None, "probes": one entry per runtime of _node.probe_engines, in that order, as far as the run got:
+    read or None, "probes": one entry per runtime of _node.gate.probe_engines, in that order, as far as the run got:
     {"runtime": name, "ran": whether its probe ran, "records": its runtime and compute records (None when the probe
     was interrupted)}}, with "spec_removed"/"spec_error" when this call wrote a spec, and "interrupted": message when
     SIGINT/SIGTERM/SIGHUP stopped a probe (its container gone, no further runtime probed). ValueError: unusable
     options."""
-    inspected = _node.inspect(p, check_mode, probe_follows=True)  # each engine detected in full beside the host layer
+    inspected = _inspect.inspect(p, check_mode, probe_follows=True)  # each engine detected in full beside the host layer
     records = inspected["records"]
     own_spec = bool(inspected["spec"]) and not p["cdi_spec"] and not check_mode
     out = {"records": records, "spec": inspected["spec"], "probes": []}
-    plan = [(engine,) + _node.engine_gate(records, engine, p["mode"]) for engine in _node.probe_engines(records.get("cdi"), p["runtime"])]
+    plan = [(engine,) + _gate.engine_gate(records, engine, p["mode"]) for engine in _gate.probe_engines(records.get("cdi"), p["runtime"])]
     runnable = [index for index, (_engine, _own, gate) in enumerate(plan) if not gate]
     for index, (engine, own, gate) in enumerate(plan):
         name = engine.get("name")
         if gate:
-            out["probes"].append({"runtime": name, "ran": False, "records": _node.gated(gate)})
+            out["probes"].append({"runtime": name, "ran": False, "records": _gate.gated(gate)})
             continue
         # the last probe removes the spec (and, interrupted, removes it before it returns)
         remove = own_spec and index == runnable[-1]

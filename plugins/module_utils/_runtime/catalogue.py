@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-# re-exported: the engines reached through the CRI
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import CRI_ENGINES, VERSION_RE, error_line  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import VERSION_RE, error_line  # noqa: F401 pylint: disable=unused-import
 
 
 LABEL = "gpuprobe.run"
@@ -34,12 +33,6 @@ def probe_in_container():
     return "/gpuprobe-%s/probe.py" % os.urandom(8).hex()
 
 
-RUNTIMES = ("auto", "podman", "docker", "containerd", "crio")
-
-
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-
-
 # CDI deviceNode types the CDI library accepts ("" = the host node's type) -> the file type the probe reports:
 # 'u' is an unbuffered character device, which is a character device ('c') for mknod and stat
 NODE_TYPES = {"c": "c", "u": "c", "b": "b", "p": "fifo"}
@@ -54,6 +47,13 @@ CHECKS = {
         "title": "a supported container runtime with CDI support is installed; its version is recorded",
         "fail": "the runtime is missing, or (docker) its CDI support is not enabled",
         "next": "install podman >= 4.1, or enable CDI in docker (daemon.json features.cdi)",
+    },
+    "runtime.engine.handler": {
+        "title": "the runtime handler the probe ran with (the option, the GPU Pods' RuntimeClass, else the engine's "
+                 "default), its OCI runtime binary and who injects the CDI devices, from the running engine's configuration",
+        "fail": "(recorded, PASS: what the probe went through; a handler the engine does not know fails the start: "
+                "runtime.start.unknown_handler)",
+        "next": "crictl info (containerd's live runtimes), the RuntimeClasses (kubectl get runtimeclasses)",
     },
     "runtime.engine.version": {
         "title": "the runtime's version string is understood (recorded; a string that is not a version is 'unknown')",
@@ -171,6 +171,13 @@ SIGNATURES = {
         "meaning": "the container did not report within the timeout; it was killed and removed",
         "next": "the runtime's health (podman info), storage locks, a hung hook",
     },
+    "runtime.start.unknown_handler": {
+        "points_to": "runtime",
+        "meaning": "the engine has no runtime handler of the name the probe ran with (the option, or the GPU Pods' "
+                   "RuntimeClass): RunPodSandbox refused it",
+        "next": "the engine's words in the check; crictl info (containerd: containerd.runtimes) or crio status config; "
+                "verify_probe_runtime_handler, the RuntimeClass's handler",
+    },
     "runtime.start.failed": {
         "points_to": "runtime",
         "meaning": "the container did not start, for a reason not classified above",
@@ -213,6 +220,9 @@ SIGNATURES = {
 # Runtime messages -> start signature, first match wins (order matters: runc appends a misleading
 # "OCI runtime attempted to invoke a command that was not found" to stat failures).
 START_PATTERNS = (
+    # containerd's RunPodSandbox for a handler it does not have (pkg/cri/server: "no runtime for %q is configured"),
+    # CRI-O's ("failed to find runtime handler ... from runtime list")
+    ("runtime.start.unknown_handler", re.compile(r"no runtime for \".*\" is configured|failed to find runtime handler", re.I)),
     ("runtime.start.cdi_unresolvable", re.compile(r"unresolvable CDI devices|CDI device.*not found|unknown CDI device|"
                                                   r"could not resolve CDI|CDI.*not resolv", re.I)),
     ("runtime.start.hostpath_missing", re.compile(r"failed to stat CDI host device|stat [^:]+: no such file or directory|"

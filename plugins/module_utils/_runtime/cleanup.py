@@ -16,7 +16,8 @@ import time
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import which
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import CRI_ENGINES, RUN_ID_RE
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES, SELF_BUILT_SPEC_DIR, check_run_id
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import cri_info
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter
 # registers the CRI adapter (containerd, CRI-O) with engines.adapter: nothing else imports it since __init__ re-exports
@@ -79,7 +80,7 @@ def remove_own_spec(params):
     return "this run's spec %s was removed" % out["path"] if out["changed"] else "this run had no spec in %s" % spec_dir
 
 
-def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, check_mode=False, timeout=30,
+def cleanup(run_id=None, runtime="auto", spec_dir=SELF_BUILT_SPEC_DIR, specs=True, check_mode=False, timeout=30,
             max_age=_owner.DEFAULT_MAX_AGE, tmp_dir=None, endpoint=None, descriptor=None):
     """Remove what is provably ours and belongs to a run that is over (_owner.is_over): probe containers
     (labelled gpuprobe.run) and self-built specs (gpuprobe-<run_id>.yaml of our kind). With ``run_id``, that
@@ -92,15 +93,15 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
     runtime is looked in when its socket (CONTAINER_RUNTIME_ENDPOINT or the default) exists."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec  # pylint: disable=import-outside-toplevel
 
-    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
-        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
+    if run_id is not None:
+        check_run_id(run_id)
     _owner.check_max_age(max_age)
     check_timeout(timeout)
     check_absolute(spec_dir, "spec_dir")
     out = {"changed": False, "containers": [], "specs": [], "probe_dirs": [], "live": [], "errors": [], "not_listed": []}
     engines = []
     auto = runtime in (None, "auto")
-    candidates = ("podman", "docker") + CRI_ENGINES if auto else (runtime,)
+    candidates = ENGINES if auto else (runtime,)
     for name in candidates:
         if name in CRI_ENGINES:
             info = cri_info(name, None if auto else endpoint, timeout, descriptor)
@@ -112,9 +113,16 @@ def cleanup(run_id=None, runtime="auto", spec_dir="/var/run/cdi", specs=True, ch
                 out["not_listed"].append(info["reason"])
             continue
         path = which(name)
-        if path:
-            env = {"DOCKER_HOST": endpoint} if endpoint and name == "docker" and not auto else {}
-            engines.append(adapter({"name": name, "path": path, "env": env}))
+        if path and name == "docker":
+            # the daemon the run's docker calls went to: the endpoint given, else the one the docker CLI really uses
+            # (DOCKER_HOST, else its current context); a context that is another machine's is not swept
+            ctx = {"endpoint": endpoint, "refused": None} if endpoint and not auto else docker_context.resolve()
+            if ctx["refused"]:
+                (out["not_listed"] if auto else out["errors"]).append(ctx["refused"])
+                continue
+            engines.append(adapter({"name": name, "path": path, "env": {"DOCKER_HOST": ctx["endpoint"]}}))
+        elif path:
+            engines.append(adapter({"name": name, "path": path, "env": {}}))
     now = time.time()
     caller = _owner.resolve(None, fallback_pid=os.getpid()) if run_id else None
     for engine in engines:

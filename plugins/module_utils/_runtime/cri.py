@@ -29,8 +29,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import cont
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import capture_pieces
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CREATED_LABEL, LABEL, OWNER_LABEL, RUN_ID_RE, probe_in_container,
+    CREATED_LABEL, LABEL, OWNER_LABEL, probe_in_container,
 )
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import register
 # the detection lives beside the CLI engines' (an inspect stage loads neither this package nor grpc)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import endpoint_of
@@ -100,8 +101,12 @@ class CriEngine(object):
             in_container, json.dumps(request["config"], sort_keys=True)]
         log_dir = os.path.join(os.path.dirname(request["probe_path"]), "cri-log")
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
+        # the runtime handler the GPU Pods use (_runtime.handler.choose): "" is the engine's default, as the kubelet sends
+        # it for a Pod without runtimeClassName
+        handler = request.get("runtime_handler") or ""
         summary = {"endpoint": self.info.get("endpoint"), "sandbox": {"name": request["name"], "namespace": NAMESPACE,
-                                                                      "network": "NODE", "labels": labels},
+                                                                      "network": "NODE", "labels": labels,
+                                                                      "runtime_handler": handler},
                    "container": {"image": request["image"], "command": command, "cdi_devices_field": devices,
                                  "annotations": _cri.cdi_annotations(devices),
                                  "mounts": [{"host_path": request["probe_path"], "container_path": in_container,
@@ -120,7 +125,7 @@ class CriEngine(object):
                 calls("pull_image", request["image"])
             config = client.sandbox_config(request["name"], str(uuidlib.uuid4()), namespace=NAMESPACE, labels=labels,
                                            log_directory=log_dir)
-            sandbox = calls("run_pod_sandbox", config)
+            sandbox = calls("run_pod_sandbox", config, runtime_handler=handler)
             self._sandboxes[request["name"]] = summary["sandbox_id"] = sandbox
             cid = calls("create_container", sandbox, config, CONTAINER, request["image"], command, cdi_devices=devices,
                         labels=labels, log_path=LOG_NAME, mounts=[(request["probe_path"], in_container)], user=user)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE (runtime layer): the runtime record: one probe container started with the requested CDI devices,
-its inventory compared with the expected edits (``runtime_facts``)."""
+its inventory compared with the expected edits (``record``, the layer's entry)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,16 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image, check_timeout, check_user
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
-    CHECKS, RUN_ID_RE, SIGNATURES, classify_start_error, error_line, probe_in_container,
+    CHECKS, SIGNATURES, classify_start_error, error_line, probe_in_container,
 )
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import check_run_id
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.cleanup import probe_parent_dir
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.compare import build_observed, clean_path, observed_checks, resolve_request
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.engines import adapter, container_name
+# registers the CRI adapter (containerd, CRI-O) with engines.adapter: nothing else imports it since __init__ re-exports
+# nothing (issue 33)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as _handler
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, engine_label, parse_runtime_option, select_runtimes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import ControllerWatch, deferred_signals, interruptible
 
@@ -50,9 +55,7 @@ def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
 
 def check_params(params):
     """ValueError with one clear message for options that cannot work (before any container exists)."""
-    run_id = params.get("run_id")
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
-        raise ValueError("run_id %r: use 1-63 letters, digits, '_', '.', '-'" % (run_id,))
+    check_run_id(params.get("run_id"))
     if params.get("timeout") is not None:
         check_timeout(params["timeout"])
     devices = params.get("cdi_devices") or []
@@ -78,12 +81,12 @@ def check_params(params):
     check_endpoint(params.get("runtime_endpoint"))
 
 
-def runtime_facts(params, check_mode=False):
+def record(params, check_mode=False):
     """Returns (runtime record, probe dict or None). ``params``: the module's options."""
     check_params(params)
     if params.get("isolation") == "per_device" and params.get("compute") and not check_mode \
             and len(params.get("cdi_devices") or []) > 1:
-        return _runtime_facts_per_device(params)
+        return _record_per_device(params)
     run_id = params.get("run_id") or ""
     devices = list(params.get("cdi_devices") or [])
     expected = params.get("expected_edits") or {}
@@ -122,6 +125,11 @@ def runtime_facts(params, check_mode=False):
                 observed="%s (%s; %s; CDI library %s); selected because %s" % (
                     versions["runtime"], info.get("oci_runtime"), info.get("cdi"), library or "unknown",
                     info.get("selected_because") or "named"))
+    handler = info.get("runtime_handler")
+    if handler:
+        notes = "".join("; %s" % n for n in handler.get("notes") or [])
+        builder.add("runtime.engine.handler", PASS, subject=engine_label(info), expected="the handler GPU Pods use",
+                    observed="%s; selected because %s%s" % (_handler.summary(handler), handler.get("why"), notes))
     if info.get("version") == "unknown":
         builder.add("runtime.engine.version", NOT_RUN, subject=info["name"], expected="a version string",
                     observed="not understood: %r (recorded as unknown, not trusted)" % info.get("version_text"))
@@ -141,7 +149,8 @@ def runtime_facts(params, check_mode=False):
         config = _probe_config(expected, params.get("compute"), plan, params.get("resolve_paths"))
         request = {"name": name, "run_id": run_id, "image": params["image"], "devices": devices,
                    "probe_path": probe_path, "in_container": probe_in_container(), "config": config, "user": params.get("user"),
-                   "pull": params.get("pull") or "never", "owner": owner, "timeout": timeout}
+                   "pull": params.get("pull") or "never", "owner": owner, "timeout": timeout,
+                   "runtime_handler": (handler or {}).get("request") or ""}
         result = {"rc": None, "stdout": "", "stderr": "", "duration_ms": 0, "timed_out": False, "error": None}
         try:
             result = engine.run_probe(request)
@@ -194,27 +203,27 @@ def runtime_facts(params, check_mode=False):
     return build_observed(builder, inventory, loader_points_to), probe
 
 
-def _runtime_facts_per_device(params):
+def _record_per_device(params):
     """isolation=per_device: the runtime layer from one container with every device (no compute), then one
     compute container per requested CDI device (each sees exactly its GPU). The probe dict is the shared
     container's with ``containers``: one probe per device, in order (a stub with executed false and the runtime's
     reason when that device's container did not run)."""
-    record, probe = runtime_facts(dict(params, isolation="shared", compute=False))
+    shared, probe = record(dict(params, isolation="shared", compute=False))
     if probe is None:
-        return record, None
+        return shared, None
     containers = []
     # the engine the shared container ran through, detected once: each device's container reuses it
-    engine = (record.get("evidence") or {}).get("engine") or params.get("engine")
+    engine = (shared.get("evidence") or {}).get("engine") or params.get("engine")
     for device in params["cdi_devices"]:
-        sub_record, sub_probe = runtime_facts(dict(params, engine=engine, isolation="shared", cdi_devices=[device],
-                                                   expected_edits={}))
+        sub_record, sub_probe = record(dict(params, engine=engine, isolation="shared", cdi_devices=[device],
+                                            expected_edits={}))
         if sub_probe is None:
             sub_probe = {"executed": False, "cdi_devices": [], "requested_devices": [device],
                          "reason": "%s %s: %s" % (sub_record["status"], sub_record.get("signature") or "", sub_record["reason"])}
         sub_probe["requested_devices"] = [device]
         containers.append(sub_probe)
     probe = dict(probe, containers=containers, isolation="per_device", compute_requested=True)
-    record["evidence"]["isolation"] = {"mode": "per_device", "containers": [
+    shared["evidence"]["isolation"] = {"mode": "per_device", "containers": [
         {"device": c["requested_devices"][0], "name": c.get("container_name"), "executed": c["executed"],
          "reason": c.get("reason")} for c in containers]}
-    return record, probe
+    return shared, probe

@@ -4,52 +4,45 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: which runtime(s) a verdict speaks for. Not public API.
 
-Outside the ``_runtime`` package on purpose: the inspect stage (host, cdi) selects the runtimes and judges their
-CDI configuration, and must not carry the probe's code (a module's imports are shipped and compiled on the node).
+The inspect stage (host, cdi) selects the runtimes and judges their CDI configuration: this module and the discovery
+it uses (``layouts``, ``kubelet``, ``daemons``, ``systemd``, ``nodefs``, ``docker_context``, ``why``) import none of
+the probe's code (a module's imports are shipped and compiled on the node).
 
-``runtime: auto`` takes the runtime the node's workloads use:
+``runtime: auto`` takes the runtime the node's Pods use (``_runtime.layouts.discover``, the running system first):
 
-1. a kubelet is installed (its binary on PATH, its systemd unit or drop-ins, /var/lib/kubelet/config.yaml or
-   kubeadm-flags.env): the CRI endpoint
-   the kubelet is configured with. The kubelet's own precedence: the ``--container-runtime-endpoint`` flag (from
-   kubeadm's /var/lib/kubelet/kubeadm-flags.env, /etc/default/kubelet or /etc/sysconfig/kubelet KUBELET_EXTRA_ARGS,
-   or an ExecStart/Environment line of the kubelet unit and its kubelet.service.d drop-ins) over the
-   KubeletConfiguration's ``containerRuntimeEndpoint`` (the ``--config`` file, kubeadm's /var/lib/kubelet/config.yaml)
-   over the KubeletConfiguration default ``unix:///run/containerd/containerd.sock`` (kubernetes
-   pkg/kubelet/apis/config/v1beta1/defaults.go). Which engine serves it (containerd or CRI-O) is the runtime name the
-   CRI ``Version`` call answers, not the socket's name;
-2. else a running docker daemon (``docker info`` answers), whatever its CDI state: a docker host's workloads run
-   through docker, so CDI off there is a cdi FAIL for docker, not a reason to verify another engine;
+1. a kubelet runs or is installed (the running kubelet, ``hyperkube kubelet`` or MicroK8s' ``kubelite`` in /proc;
+   the kubelet inside ``k3s``/``rke2 server|agent``; else the ``kubelet.service`` unit with its drop-ins and
+   environment files, kubeadm's files, k3s/RKE2's configuration, MicroK8s' args): the CRI endpoint that kubelet
+   uses, in the kubelet's own precedence (the ``--container-runtime-endpoint`` flag, over the ``--config-dir``
+   drop-ins, over the ``--config`` file, over the KubeletConfiguration default
+   ``unix:///run/containerd/containerd.sock``). The endpoint is compared with the running containerd and CRI-O
+   processes by socket identity (``nodefs.same_socket``): the daemon serving it is named, and the others that run
+   are said. Which engine serves it is what the CRI ``Version`` call answers, not the socket's name;
+2. else a running docker daemon (``docker info`` answers at the endpoint the docker CLI really uses:
+   ``DOCKER_HOST``, else its current context, ``_runtime.docker_context``; a context that is not a local unix
+   socket is refused, never asked), whatever its CDI state: a docker host's workloads run through docker, so CDI
+   off there is a cdi FAIL for docker, not a reason to verify another engine;
 3. else podman.
 
 A list of names verifies through each of them (per-runtime records); ``auto`` cannot be part of a list. Every
-selected engine's dict says why it was chosen (``selected_because``); the cdi layer adds which CDI library the compat
-table gives its release (``_cdi.engine.describe``).
+selected engine's dict says why it was chosen in one sentence (``selected_because``, ``_runtime.why``; the kubelet's
+path also as ``selection``); the cdi layer adds which CDI library the compat table gives its release
+(``_cdi.engine.describe``).
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import posixpath
 import re
 import json
-import shlex
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
-
-ENGINES = ("podman", "docker", "containerd", "crio")
-CRI_ENGINES = ("containerd", "crio")   # reached through the CRI (_runtime.cri)
-KUBELET_DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context, nodefs, why
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layouts import discover
 # the runtime's own socket when neither the option nor CONTAINER_RUNTIME_ENDPOINT names one (the kubelet's defaults)
 DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}
 ENDPOINT_ENV = "CONTAINER_RUNTIME_ENDPOINT"
-KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
-KUBELET_ENV_FILES = ("/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet")
-KUBELET_UNITS = ("/usr/lib/systemd/system/kubelet.service", "/lib/systemd/system/kubelet.service",
-                 "/etc/systemd/system/kubelet.service")
-KUBELET_DROPINS = ("/usr/lib/systemd/system/kubelet.service.d/*.conf", "/lib/systemd/system/kubelet.service.d/*.conf",
-                   "/etc/systemd/system/kubelet.service.d/*.conf")
 # CRI Version.runtime_name -> engine
 CRI_RUNTIME_NAMES = {"containerd": "containerd", "cri-o": "crio", "crio": "crio"}
 VERSION_RE = re.compile(r"^v?\d+(\.\d+){0,3}([-+~][0-9A-Za-z.+~-]*)?$")
@@ -100,149 +93,11 @@ def check_endpoint(endpoint):
     return text
 
 
-def _under(root, path):
-    return path if root in ("", "/") else posixpath.join(root, path.lstrip("/"))
-
-
-def _read(path, limit=256 * 1024):
-    try:
-        with open(path, "r") as fh:
-            return fh.read(limit)
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _env_values(text):
-    """The values of KEY=value / KEY="value" lines of an environment file (systemd EnvironmentFile syntax)."""
-    out = []
-    for line in (text or "").splitlines():
-        m = re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=(.*)$", line)
-        if m:
-            value = m.group(1).strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            out.append(value)
-    return out
-
-
-def _unit_values(text):
-    """The ExecStart= and Environment= values of a systemd unit or drop-in."""
-    out = []
-    for line in (text or "").splitlines():
-        m = re.match(r"^\s*(ExecStart|Environment)\s*=\s*(.*)$", line)
-        if not m:
-            continue
-        value = m.group(2).strip()
-        if m.group(1) == "Environment":
-            try:
-                parts = shlex.split(value)
-            except ValueError:
-                parts = [value]
-            out.extend(p.split("=", 1)[1] for p in parts if "=" in p)
-        else:
-            out.append(value)
-    return out
-
-
-def flag_value(argv, *names):
-    """The value of the last ``--name value`` / ``--name=value`` / ``-n value`` among argv, or None."""
-    found = None
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                found = argv[i + 1]
-            elif arg.startswith(name + "="):
-                found = arg[len(name) + 1:]
-    return found
-
-
-def _words(value):
-    try:
-        return shlex.split(value)
-    except ValueError:
-        return value.split()
-
-
-def _config_endpoint(text):
-    """containerRuntimeEndpoint of a KubeletConfiguration (YAML), '' when not set, None when not understood."""
-    try:
-        import yaml  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        yaml = None
-    if yaml is not None:
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return None
-        if not isinstance(doc, dict):
-            return None
-        value = doc.get("containerRuntimeEndpoint")
-        return "" if value is None else str(value)
-    m = re.search(r"^containerRuntimeEndpoint:\s*['\"]?([^'\"#\s]+)", text, re.M)
-    return m.group(1) if m else ""
-
-
-def normalize_endpoint(value):
-    """A kubelet endpoint value as unix://path (the kubelet takes a bare path as a unix socket, with a warning)."""
-    value = str(value or "").strip()
-    return "unix://" + value if value.startswith("/") else value
-
-
-def kubelet_endpoint(root="/"):
-    """Whether a kubelet is installed and the CRI endpoint it is configured with:
-    dict installed (bool), evidence (what showed it), endpoint, source (where the endpoint came from), errors."""
-    evidence = []
-    binary = which("kubelet") if root in ("", "/") else None
-    if binary:
-        evidence.append("kubelet binary %s" % binary)
-    units = [u for u in KUBELET_UNITS if os.path.isfile(_under(root, u))]
-    dropins = []
-    for pattern in KUBELET_DROPINS:
-        dropins.extend(sorted(glob.glob(_under(root, pattern))))
-    evidence += ["unit %s" % u for u in units]
-    evidence += ["drop-in %s" % d[len(root.rstrip("/")):] if root not in ("", "/") else "drop-in %s" % d for d in dropins]
-    config_default = os.path.isfile(_under(root, KUBELET_CONFIG))
-    if config_default:
-        evidence.append(KUBELET_CONFIG)
-    if os.path.isfile(_under(root, KUBELET_ENV_FILES[0])):
-        evidence.append(KUBELET_ENV_FILES[0])
-    out = {"installed": bool(evidence), "evidence": evidence, "endpoint": None, "source": None, "errors": []}
-    if not evidence:
-        return out
-    flag_sources = []
-    for path in [_under(root, u) for u in units] + dropins:
-        flag_sources += [(path, v) for v in _unit_values(_read(path))]
-    for env in KUBELET_ENV_FILES:
-        path = _under(root, env)
-        if os.path.isfile(path):
-            flag_sources += [(path, v) for v in _env_values(_read(path))]
-    endpoint = config = None
-    for path, value in flag_sources:
-        words = _words(value)
-        found = flag_value(words, "--container-runtime-endpoint")
-        if found:
-            endpoint = (found, "--container-runtime-endpoint in %s" % path)
-        found = flag_value(words, "--config")
-        if found and not found.startswith("$"):
-            config = found
-    if endpoint:
-        out.update(endpoint=normalize_endpoint(endpoint[0]), source=endpoint[1])
-        return out
-    config = config or (KUBELET_CONFIG if config_default else None)
-    if config:
-        text = _read(_under(root, config))
-        value = _config_endpoint(text) if text is not None else None
-        if text is None:
-            out["errors"].append("kubelet config %s not readable" % config)
-        elif value is None:
-            out["errors"].append("kubelet config %s not understood (YAML)" % config)
-        elif value:
-            out.update(endpoint=normalize_endpoint(value), source="containerRuntimeEndpoint in %s" % config)
-            return out
-    out.update(endpoint=KUBELET_DEFAULT_ENDPOINT,
-               source="the KubeletConfiguration default (no --container-runtime-endpoint flag%s)" % (
-                   ", no containerRuntimeEndpoint in %s" % config if config else ", no config file"))
-    return out
+def kubelet_endpoint(root="/", procs=None):
+    """Whether a kubelet runs or is installed and the CRI endpoint it uses (``_runtime.layouts.discover``): dict
+    installed (bool), evidence (what showed it), endpoint, source (where the endpoint comes from), errors, and the
+    discovery's layout, kubelet, socket, daemons, serving, notes."""
+    return discover(root, which_kubelet=which("kubelet") if root in ("", "/") else None, procs=procs)
 
 
 # ---- the CLI engines' detection (the inspect stage runs it: here, not in the _runtime package) ----------
@@ -251,17 +106,19 @@ PODMAN_NOT_ASKED = ("podman info not run in the inspect stage (its version is fr
                     "runtime, cgroups, whether podman answers) runs in the probe stage, before the probe container")
 
 
-def cli_info(name, timeout=30, endpoint=None, inspect=False):
-    """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket
-    (else DOCKER_HOST, else docker's default). ``inspect``: for the inspect stage, which needs podman's version only
-    (the CDI library its release vendors, its containers.conf): ``podman --version``, not ``podman info`` (0.3-0.5 s;
-    docs/performance.md), and ``usable`` None, so that the probe stage detects it in full before starting a container."""
+def cli_info(name, timeout=30, endpoint=None, inspect=False, root="/", environ=None):
+    """The detection dict of a CLI engine (podman, docker) found on PATH; docker's ``endpoint``: its daemon's socket,
+    else the endpoint the docker CLI really uses (``_runtime.docker_context``: DOCKER_HOST, else its current context;
+    ``root``, ``environ``: where its configuration is read). ``inspect``: for the inspect stage, which needs podman's
+    version only (the CDI library its release vendors, its containers.conf): ``podman --version``, not ``podman info``
+    (0.3-0.5 s; docs/performance.md), and ``usable`` None, so that the probe stage detects it in full before starting a
+    container."""
     path = which(name)
     if not path:
         return {"name": name, "usable": False, "path": None, "reason": "%s not found" % name}
     if name == "podman":
         return _podman_version(path, timeout) if inspect else _podman_info(path, timeout)
-    return _docker_info(path, timeout, endpoint)
+    return _docker_info(path, timeout, endpoint, root, environ)
 
 
 def _podman_version(path, timeout):
@@ -271,12 +128,13 @@ def _podman_version(path, timeout):
         return {"name": "podman", "path": path, "usable": False,
                 "reason": "podman --version failed: %s" % (error_line(r["stderr"]) or r["error"])}
     return {"name": "podman", "path": path, "usable": None, "reason": PODMAN_NOT_ASKED,
-            "version": parse_version(text[len("podman version "):] if text.startswith("podman version ") else text),
+            "version": version_or_unknown(text[len("podman version "):] if text.startswith("podman version ") else text),
             "version_text": text[:200], "cdi": "native (--device vendor/class=name)"}
 
 
-def parse_version(text):
-    """A runtime's version string when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else "unknown"."""
+def version_or_unknown(text):
+    """A runtime's version string as it said it, when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else
+    "unknown" (the record keeps what can be shown; _cdi.compat.parse_version reads a version into numbers)."""
     text = str(text or "").strip()
     return text if VERSION_RE.match(text) else "unknown"
 
@@ -291,7 +149,7 @@ def _podman_info(path, timeout):
     parts = r["stdout"].strip().split("|")
     while len(parts) < 4:
         parts.append("")
-    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parse_version(parts[0]),
+    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": version_or_unknown(parts[0]),
             "version_text": parts[0][:200],
             "oci_runtime": "%s %s" % (parts[1], first_line(parts[2]).replace("%s version " % parts[1], "")),
             "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
@@ -302,9 +160,20 @@ def _env(info):
     return dict(os.environ, **info["env"]) if info.get("env") else None
 
 
-def _docker_info(path, timeout, endpoint=None):
-    env = {"DOCKER_HOST": endpoint} if endpoint else {}
-    where = {"endpoint": endpoint or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", "env": env}
+def _docker_info(path, timeout, endpoint=None, root="/", environ=None):
+    """docker's detection through ``docker info``, at ``endpoint`` (given), else at the endpoint the docker CLI really
+    uses, pinned as DOCKER_HOST for this call and for every later docker call of the run (``env``). A context that is
+    not a local unix socket is refused: ``docker info`` is not run (usable False, ``refused`` says why)."""
+    if endpoint:
+        ctx = {"endpoint": endpoint, "context": None, "source": "the endpoint given", "refused": None}
+    else:
+        ctx = docker_context.resolve(environ, root)
+    where = {"endpoint": ctx["endpoint"], "env": {"DOCKER_HOST": ctx["endpoint"]} if ctx["endpoint"] else {},
+             "docker_context": ctx.get("context"), "endpoint_source": ctx.get("source")}
+    if ctx.get("refused"):
+        return dict(where, name="docker", path=path, usable=False, daemon_running=None, refused=ctx["refused"],
+                    reason=ctx["refused"])
+    env = where["env"]
     r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=_env(where))
     if r["rc"] != 0:
         return dict(where, name="docker", path=path, usable=False, daemon_running=False,
@@ -313,11 +182,20 @@ def _docker_info(path, timeout, endpoint=None):
         info = json.loads(r["stdout"])
     except ValueError:
         info = {}
+    info = info if isinstance(info, dict) else {}
+    if info.get("ServerErrors") or not info.get("ServerVersion"):
+        # docker 26 prints its client's info and exits 0 when no daemon answers: the daemon's errors say it
+        errors = [str(e) for e in info.get("ServerErrors") or []]
+        return dict(where, name="docker", path=path, usable=False, daemon_running=False,
+                    reason="docker info failed: %s" % ((errors[:1] or [error_line(r["stderr"])])[0] or "no server version in its answer"))
     spec_dirs = info.get("CDISpecDirs")
     base = {"name": "docker", "path": path, "endpoint": where["endpoint"], "env": env, "daemon_running": True,
+            "docker_context": where["docker_context"], "endpoint_source": where["endpoint_source"],
             # what _cdi.engine.read_docker judges, from this same call: the daemon is not asked twice
-            "daemon_info": dict((k, info[k]) for k in ("ServerVersion", "CDISpecDirs") if k in info),
-            "version": parse_version(info.get("ServerVersion")),
+            "daemon_info": dict(dict((k, info[k]) for k in ("ServerVersion", "CDISpecDirs", "DefaultRuntime") if k in info),
+                                Runtimes=dict((n, {"path": (r or {}).get("path")}) for n, r in (info.get("Runtimes") or {}).items()
+                                              if isinstance(r, dict))),
+            "version": version_or_unknown(info.get("ServerVersion")),
             "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
     if not spec_dirs:
@@ -390,7 +268,7 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     finally:
         client.close()
     said = CRI_RUNTIME_NAMES.get(str(v.get("runtime_name") or "").lower())
-    info.update(version=parse_version(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
+    info.update(version=version_or_unknown(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
                 runtime_name=v.get("runtime_name"), runtime_api_version=v.get("runtime_api_version"))
     if said is None:
         info["reason"] = "the CRI at %s is %s %s, neither containerd nor CRI-O" % (
@@ -408,6 +286,9 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     if "enableCDI" in config:
         cdi += "; enable_cdi %s, cdi_spec_dirs %s" % (str(config["enableCDI"]).lower(), ", ".join(config.get("cdiSpecDirs") or []))
     info.update(usable=True, reason=None, cdi=cdi, sandbox_image=config.get("sandboxImage"))
+    # what the running daemon does (the cdi layer judges it over the file: _cdi.engine_live), its CDI and handlers only
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import trim_cri_config  # pylint: disable=import-outside-toplevel
+    info["cri_config"] = trim_cri_config(config)
     return info
 
 
@@ -433,35 +314,54 @@ def engine_label(info):
     return "%s (%s)" % (text, where) if where else text
 
 
-def _describe(info, why):
+def _describe(info, because):
     info = dict(info)
-    info["selected_because"] = why
+    info["selected_because"] = because
     return info
 
 
-def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None, inspect=False):
+def _dial(endpoint, root):
+    """The endpoint as this process reaches it: the node's own on /, else the socket's real path under the root."""
+    path = nodefs.socket_path(endpoint)
+    if root in ("", "/") or path is None:
+        return endpoint
+    return "unix://" + nodefs.resolve(root, path)[1]
+
+
+def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None, inspect=False, root="/"):
     """The detection dict of one named engine (not auto). CRI engines are reached at ``endpoint``, else the kubelet's
-    endpoint when the kubelet's engine guess is this one, else the engine's default socket."""
+    endpoint when the engine serving it (or, none found, the socket's name) is this one, else the engine's default
+    socket."""
     if name in CRI_ENGINES:
-        if not endpoint and kubelet and kubelet.get("endpoint") and _guess_cri(kubelet["endpoint"]) == name:
-            endpoint = kubelet["endpoint"]
+        if not endpoint and kubelet and kubelet.get("endpoint"):
+            serving = (kubelet.get("serving") or {}).get("engine") or _guess_cri(kubelet["endpoint"])
+            if serving == name:
+                endpoint = _dial(kubelet["endpoint"], root)
         # no endpoint: _runtime.cri reads CONTAINER_RUNTIME_ENDPOINT (crictl's variable), else the default socket
         return _cri_info(name, endpoint, timeout, descriptor)
-    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None, inspect=inspect)
+    return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None, inspect=inspect, root=root)
 
 
-def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None, inspect=False):
+def _docker_because(docker):
+    """'unix:///run/user/1000/docker.sock (context rootless (currentContext rootless in ...; ...))'."""
+    where = docker.get("endpoint") or "no endpoint"
+    return "%s (%s)" % (where, docker["endpoint_source"]) if docker.get("endpoint_source") else where
+
+
+def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None, inspect=False, procs=None):
     """The engines a run verifies through: a list of detection dicts (name, version, path or endpoint, usable,
     reason, ...) each with ``selected_because``. ``auto`` gives exactly one (name None when no
     runtime is found); a list gives one per name, in order. ValueError for a bad option. ``inspect``: the inspect
-    stage's detection (``cli_info``): podman's version only, podman info left to the probe stage."""
+    stage's detection (``cli_info``): podman's version only, podman info left to the probe stage. ``root``: the node's
+    files and /proc are read under it (a fixture tree; its sockets are dialled there); ``procs``: the processes to
+    consider (default: all)."""
     names = parse_runtime_option(requested)
     endpoint = check_endpoint(endpoint)
-    kubelet = kubelet_endpoint(root) if (names == ["auto"] or set(names) & set(CRI_ENGINES)) and not endpoint else None
+    kubelet = kubelet_endpoint(root, procs) if (names == ["auto"] or set(names) & set(CRI_ENGINES)) and not endpoint else None
     if names != ["auto"]:
         # the endpoint is a CRI engine's socket, or docker's when docker alone is named
         return [_describe(detect_one(n, timeout, endpoint if n in CRI_ENGINES or names == ["docker"] else None, kubelet,
-                                     descriptor, inspect), "named in the runtime option%s" % (
+                                     descriptor, inspect, root), "named in the runtime option%s" % (
             " (endpoint %s)" % endpoint if endpoint and (n in CRI_ENGINES or names == ["docker"]) else "")) for n in names]
     if endpoint:
         info = _cri_info(_guess_cri(endpoint), endpoint, timeout, descriptor)
@@ -469,21 +369,22 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
         return [_describe(info, "runtime_endpoint %s was given; the CRI Version call there answered %s" % (
             endpoint, "%s %s" % (answered, info.get("version")) if answered else "nothing (%s)" % info.get("reason")))]
     if kubelet["installed"]:
-        info = _cri_info(_guess_cri(kubelet["endpoint"]), kubelet["endpoint"], timeout, descriptor)
-        answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
-        why = "a kubelet is installed (%s): its workloads run through its CRI endpoint %s (%s); %s" % (
-            ", ".join(kubelet["evidence"]), kubelet["endpoint"], kubelet["source"],
-            "the CRI Version call there answered %s %s" % (answered, info.get("version")) if answered else
-            "the engine there did not answer the CRI Version call (%s)" % info.get("reason"))
-        if kubelet["errors"]:
-            why += "; %s" % "; ".join(kubelet["errors"])
-        return [_describe(info, why)]
-    tried = ["no kubelet installed (no kubelet binary, unit or %s)" % KUBELET_CONFIG]
-    docker = cli_info("docker", timeout=timeout) if which("docker") else None
+        serving = (kubelet.get("serving") or {}).get("engine")
+        info = _cri_info(serving or _guess_cri(kubelet["endpoint"]), _dial(kubelet["endpoint"], root), timeout, descriptor)
+        selection = why.kubelet_selection(kubelet, info, kubelet["endpoint"])
+        info["selection"] = selection
+        return [_describe(info, selection["sentence"])]
+    tried = [why.NO_KUBELET]
+    docker = cli_info("docker", timeout=timeout, root=root) if which("docker") else None
+    local = [d for d in kubelet["daemons"] if d["engine"] == "dockerd"]
     if docker is not None and docker.get("daemon_running"):
-        return [_describe(docker, "%s; a docker daemon is running (docker info answered): a docker host's workloads run "
-                                  "through docker" % tried[0])]
-    tried.append("no running docker daemon (%s)" % (docker["reason"] if docker else "no docker CLI"))
+        return [_describe(docker, "docker %s at %s, %s; a docker daemon is running (docker info answered there): a docker "
+                                  "host's workloads run through docker" % (docker.get("version"), _docker_because(docker), tried[0]))]
+    if docker is not None and docker.get("refused") and local:
+        return [_describe(docker, "docker, %s; a docker daemon runs here (%s) but %s" % (
+            tried[0], ", ".join("pid %d" % d["pid"] for d in local), docker["refused"]))]
+    tried.append("docker not asked: %s" % docker["refused"] if docker and docker.get("refused") else
+                 "no running docker daemon (%s)" % (docker["reason"] if docker else "no docker CLI"))
     podman = cli_info("podman", timeout=timeout, inspect=inspect)
     if podman.get("path"):
         return [_describe(podman, "%s; podman %s is installed" % ("; ".join(tried), podman.get("version") or ""))]

@@ -356,7 +356,8 @@ ENGINE_KEYS = ("name", "version", "endpoint", "path", "label", "cdi_library", "s
 def runtime_identity(records):
     """The runtime a set of records speaks for: the runtime record's engine (evidence.engine), else the first engine
     the cdi layer selected (evidence.engines); dict name, version, endpoint or path, label, cdi_library,
-    selected_because (the keys known), or None when no record names one."""
+    selected_because, handler (the runtime handler: name, source, binary, injector) (the keys known), or None when no
+    record names one."""
     engine = (((records.get("runtime") or {}).get("evidence") or {}).get("engine")) or {}
     if not engine.get("name"):
         engines = (((records.get("cdi") or {}).get("evidence") or {}).get("engines")) or []
@@ -364,6 +365,12 @@ def runtime_identity(records):
     if not engine.get("name"):
         return None
     out = dict((k, engine.get(k)) for k in ENGINE_KEYS if engine.get(k) is not None)
+    handler = engine.get("runtime_handler")
+    if isinstance(handler, dict):
+        # the handler the probe ran with, its OCI runtime binary and who injected the CDI devices (_runtime.handler)
+        injector = handler.get("injector")
+        out["handler"] = {"name": handler.get("name"), "source": handler.get("source"), "binary": handler.get("binary"),
+                          "injector": injector.get("what") if isinstance(injector, dict) else None}
     if "label" not in out:
         where = out.get("endpoint") or out.get("path")
         out["label"] = ("%s %s" % (out["name"], out.get("version") or "")).strip() + (" (%s)" % where if where else "")

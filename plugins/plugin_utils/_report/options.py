@@ -25,8 +25,9 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import options as _options
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VARIANTS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_MAX, VARIANTS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import check_handler
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, parse_runtime_option
 
 PREFIXES = ("gpuprobe", "verify")
@@ -58,9 +59,9 @@ SET_BY_PLAYBOOK = {"verify_mode": "gpuprobe_mode", "verify_cdi_source": "gpuprob
 SELF_BUILT_ONLY = {"verify_cdi_spec": ({}, None, ""), "verify_self_built_variant": ("full", None, ""),
                    "verify_stub_libcuda": ("", None)}
 
-# a run id names the probe container, the self-built spec file and its CDI class: empty (generated) or 1-63 of
-# a-z, 0-9 and '-', starting with a letter or digit (what _runtime and _cdi_spec accept, lower case)
-RUN_ID = re.compile(r"^([a-z0-9][a-z0-9-]{0,62})?$")
+# a run id names the probe container, the self-built spec file and its CDI class: empty (generated) or the lower-case
+# part of the node's rule (_common.vocab.RUN_ID_RE): 1 to RUN_ID_MAX of a-z, 0-9 and '-', starting with a letter or digit
+RUN_ID = re.compile(r"^([a-z0-9][a-z0-9-]{0,%d})?$" % (RUN_ID_MAX - 1))
 ETC_CDI = re.compile(r"^/etc/cdi(/|$)")
 
 
@@ -209,7 +210,7 @@ def _spec_dir(value):
 
 def _run_id(value):
     if not isinstance(value, str) or not RUN_ID.match(value):
-        return "only a-z, 0-9 and '-' (at most 63, starting with a letter or digit)"
+        return "only a-z, 0-9 and '-' (at most %d, starting with a letter or digit)" % RUN_ID_MAX
     return None
 
 
@@ -228,10 +229,11 @@ def _cdi_spec(value):
 
 
 def _health():
-    """The health layer's thresholds and dcgmi timeouts, imported only when a run sets those options (the host layer's
-    health code is not needed to check the options of every other run; controller time, docs/performance.md)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as health  # pylint: disable=import-outside-toplevel
-    return health
+    """The health layer's thresholds and dcgmi timeouts (_host/health/limits.py), imported only when a run sets those
+    options (the host layer's health code is not needed to check the options of every other run; controller time,
+    docs/performance.md)."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits  # pylint: disable=import-outside-toplevel
+    return limits
 
 
 def _pins(value):
@@ -291,6 +293,7 @@ VERIFY_DOMAINS = {
     "probe_image": _raises(_options.check_image, "probe_image"),
     "probe_runtime": _raises(parse_runtime_option),
     "probe_runtime_endpoint": lambda v: None if v in ("", None) else _raises(check_endpoint)(v),
+    "probe_runtime_handler": _raises(check_handler),
     "probe_user": _raises(_options.check_user, "probe_user"),
     "probe_environment": _raises(_options.check_environment, "probe_environment"),
     "cri_descriptor": _abs(empty_ok=True),

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the thresholds of the host.health.* checks (``THRESHOLDS``), each set against DCGM's default for the same
-reading, and the PCIe replay judgement of DCGM's health watch. Not public API.
+reading, ``check_thresholds`` (the option ``health_thresholds`` over them), the time each dcgmi diag run level may
+take (``DCGM_TIMEOUTS``), and the PCIe replay judgement of DCGM's health watch. Not public API.
 
 DCGM is cited at NVIDIA/DCGM tag v4.6.0: ``modules/health/DcgmHealthWatch.cpp`` (the health watches),
 ``common/DcgmGPUHardwareLimits.h`` (its limits), ``nvvs/src/Software.cpp`` (the diagnostic's level-1 software checks)
@@ -76,6 +77,30 @@ THRESHOLDS = {
         "uncorrectable volatile error FAILs (%s DcgmHealthWatch.cpp:1735)" % DCGM),
 }
 DEFAULT_THRESHOLDS = dict((name, entry["default"]) for name, entry in THRESHOLDS.items())
+
+# dcgmi diag: the run level the user asks for (1: seconds, software and deployment checks, no load on the GPU;
+# 2-4 load the GPU for minutes to hours) and how long each level may take
+DCGM_TIMEOUTS = {1: 120.0, 2: 900.0, 3: 3600.0, 4: 14400.0}
+
+
+def check_thresholds(value, name="health_thresholds"):
+    """The thresholds in force: THRESHOLDS' defaults with ``value`` (a dict of name -> int >= minimum, or null to
+    record without judging) over them. ValueError naming the option for an unknown name or a bad value."""
+    if value in (None, {}):
+        return dict(DEFAULT_THRESHOLDS)
+    if not isinstance(value, dict):
+        raise ValueError("%s must be a dict of threshold name -> number (got %s)" % (name, type(value).__name__))
+    out = dict(DEFAULT_THRESHOLDS)
+    for key in sorted(value, key=str):
+        if key not in THRESHOLDS:
+            raise ValueError("%s: unknown threshold %r (known: %s)" % (name, key, ", ".join(sorted(THRESHOLDS))))
+        v = value[key]
+        minimum = THRESHOLDS[key]["minimum"]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < minimum):
+            raise ValueError("%s.%s must be a whole number >= %d, or null to record without judging (got %r)" % (
+                name, key, minimum, v))
+        out[key] = v
+    return out
 
 
 def replay_rate_limit(generation, width):

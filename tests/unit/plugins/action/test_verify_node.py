@@ -1,5 +1,5 @@
 """The verify_node action plugin: what the controller decides between the node-side calls. The node side is
-_node.inspect/_node.probe run for real in this process on synthetic node trees; what is replaced is only the
+_inspect.inspect/_node.probe run for real in this process on synthetic node trees; what is replaced is only the
 transport (ActionBase._execute_module), to inject what a real fleet does to it: a failed module, a node that
 goes away between the two calls. The same plugin runs over real ansible-playbook in tests/integration and on
 the GPU host (scripts/gpu-e2e.sh)."""
@@ -12,10 +12,13 @@ from actionlab import make_action
 from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.action import verify_node as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _selection
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import verify as _node_verify
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 
 def _action(args, check_mode=False):
@@ -23,7 +26,7 @@ def _action(args, check_mode=False):
 
 
 class Node(object):
-    """The node side: node_layers and node_verify run _node.inspect and _node_verify.verify in this process;
+    """The node side: node_layers and node_verify run _inspect.inspect and _node_verify.verify in this process;
     ``fail`` maps a call (inspect, verify, probe_cleanup, cdi_spec) to what goes wrong, or "probe" to "interrupted"
     (the probe stage inside node_verify stopped by a signal); ``probe_records`` replaces what the probe stage returns.
     ``calls`` lists the node-side calls, ``probes`` the probe stages node_verify ran (with their options)."""
@@ -43,12 +46,12 @@ class Node(object):
         if what == "failed":
             return {"failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "module_stderr": "/usr/bin/python3: not found"}
         if call == "inspect":
-            return _node.inspect(_with_defaults(_node.NODE_LAYERS_ARGSPEC, module_args))
+            return _inspect.inspect(_with_defaults(_args.NODE_LAYERS_ARGSPEC, module_args))
         if call == "verify":
             real = _node_verify.probe
             _node_verify.probe = self._probe
             try:
-                out = _node_verify.verify(_with_defaults(_node_verify.NODE_VERIFY_ARGSPEC, module_args))
+                out = _node_verify.verify(_with_defaults(_args.NODE_VERIFY_ARGSPEC, module_args))
             finally:
                 _node_verify.probe = real
             if out.get("interrupted"):  # as node_verify's fail_json
@@ -57,7 +60,7 @@ class Node(object):
         return {"changed": True}
 
     def _probe(self, p, check_mode=False):
-        self.probes.append(dict((k, p[k]) for k in _node_probe.NODE_PROBE_ARGSPEC))
+        self.probes.append(dict((k, p[k]) for k in _args.NODE_PROBE_ARGSPEC))
         if self.fail.get("probe") == "interrupted":
             return {"interrupted": "interrupted by signal 15: the probe container and the host control were stopped and removed"}
         if self.probe_records is not None:
@@ -110,14 +113,14 @@ def test_full_with_a_blocking_failure_makes_no_probe_call(tree):
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "cdi_spec_dirs": ["/etc/cdi"]}), node)
     assert [c[0] for c in node.calls] == ["verify"] and node.probes == []  # the gate ran on the node
     assert result["records"]["runtime"]["reason"] == "blocked by cdi FAIL"
-    assert result["records"]["k8s"]["reason"] == _node.K8S_DISABLED
+    assert result["records"]["k8s"]["reason"] == _selection.K8S_DISABLED
 
 
 def test_tags_select_the_layers_of_the_call(tree):
     node = Node()
     result = run(_action({"root": tree, "nvml": False}), node, tags=["host"])
     assert node.calls[0][1]["layers"] == ["host"] and result["layers"] == ["host"]
-    assert result["records"]["cdi"]["reason"] == _node.NOT_SELECTED
+    assert result["records"]["cdi"]["reason"] == _selection.NOT_SELECTED
 
 
 def test_a_failed_inspect_call_fails_the_task_with_every_layer_not_run(tree):
@@ -148,7 +151,7 @@ def test_a_node_gone_during_the_call_is_unreachable_with_no_further_call(tree):
 
 
 def test_an_interrupted_probe_fails_the_task_keeps_the_inspect_records_and_its_container_is_swept(tree, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode: "")
     node = Node(fail={"probe": "interrupted"})
     env = {"CONTAINERS_CONF": "/etc/gpuprobe/containers.conf"}
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": "podman", "probe_environment": env}), node)
@@ -165,7 +168,7 @@ def test_an_interrupted_probe_fails_the_task_keeps_the_inspect_records_and_its_c
 
 
 def test_per_device_probes_are_always_swept_and_a_failed_sweep_fails_the_task(tree, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode: "")
     node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")}, fail={"probe_cleanup": "failed"})
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_isolation": "per_device"}), node)
     assert [c[0] for c in node.calls] == ["verify", "probe_cleanup"] and node.probes[0]["isolation"] == "per_device"
@@ -173,7 +176,7 @@ def test_per_device_probes_are_always_swept_and_a_failed_sweep_fails_the_task(tr
 
 
 def test_a_probe_that_removed_its_container_costs_no_cleanup_call(tree, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode: "")
     runtime = _passing("runtime", container={"cleanup": {"rc": 0, "removed": True}})
     node = Node(probe_records={"runtime": runtime, "compute": _passing("compute")})
     result = run(_action({"root": tree, "nvml": False, "k8s": False}), node)
@@ -189,7 +192,7 @@ def _self_built(tmp_path, tree):
 
 
 def test_a_self_built_spec_blocked_before_the_probe_is_removed_by_the_node_call(tree, tmp_path, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "blocked by cdi FAIL")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode: "blocked by cdi FAIL")
     node = Node()
     args = _self_built(tmp_path, tree)
     result = run(_action(args), node)
@@ -208,7 +211,7 @@ def test_a_self_built_spec_left_by_a_failed_call_is_removed_by_the_controller(tr
 
 
 def test_a_self_built_spec_the_probe_removed_costs_no_call(tree, tmp_path, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode: "")
     node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")})
     result = run(_action(_self_built(tmp_path, tree)), node)
     assert [c[0] for c in node.calls] == ["verify"] and node.probes[0]["remove_spec"] is True
@@ -216,7 +219,7 @@ def test_a_self_built_spec_the_probe_removed_costs_no_call(tree, tmp_path, monke
 
 
 def test_a_spec_given_by_the_caller_is_left_to_the_caller(tree, tmp_path, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "blocked by cdi FAIL")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode: "blocked by cdi FAIL")
     args = _self_built(tmp_path, tree)
     given = {"path": os.path.join(args["self_built_spec_dir"], "gpuprobe-t-9.yaml"), "kind": "gpuprobe.local/gpu-t-9",
              "devices": ["gpuprobe.local/gpu-t-9=0"]}
@@ -246,7 +249,7 @@ def test_invalid_options_stop_before_any_call(args, text):
 def test_a_verified_probe_without_the_cdi_layer_is_inconclusive(tree, monkeypatch):
     """Issue 18 item 4: runtime + compute records that would verify the node do not, when the cdi layer did not
     run, whoever calls the verdict; this plugin is the verify role's caller."""
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode: "")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode: "")
     row = {"index": 0, "uuid": "GPU-a", "model": None, "expected": True, "seen_in_container": True, "ordinal": 0,
            "status": PASS, "signature": None, "reason": None}
     b = LayerBuilder("compute")
@@ -256,13 +259,13 @@ def test_a_verified_probe_without_the_cdi_layer_is_inconclusive(tree, monkeypatc
     runtime = LayerBuilder("runtime")
     runtime.add("runtime.mount.present", PASS, observed="x")
     node = Node(probe_records={"runtime": runtime.build(), "compute": b.build()})
-    inspect = _node.inspect
+    inspect = _inspect.inspect
 
     def cdi_did_not_run(params, check_mode=False, probe_follows=False):  # the node side's cdi layer returned no record (it crashed there)
         out = inspect(params, check_mode, probe_follows)
         out["records"]["cdi"] = not_run("cdi", "the cdi layer did not return a record: OSError: boom")
         return out
-    monkeypatch.setattr(_node, "inspect", cdi_did_not_run)
+    monkeypatch.setattr(_inspect, "inspect", cdi_did_not_run)
     result = run(_action({"root": tree, "nvml": False, "k8s": False}), node)
     assert result["records"]["cdi"]["status"] == NOT_RUN
     assert result["verdict"]["verdict"] == "INCONCLUSIVE"
@@ -294,14 +297,14 @@ def test_several_runtimes_probe_once_each_gated_on_the_cdi_record_as_it_speaks_f
          "cdi_config": {"engine": "docker", "enabled": False, "spec_dirs": [], "source": "docker info",
                         "reason": "CDISpecDirs is empty"}}]
     seen = {}
-    monkeypatch.setattr(_node, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
+    monkeypatch.setattr(_inspect, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
 
     def gate(records, mode):
         own = [c for c in records["cdi"]["checks"] if c.get("runtime")]
         seen.setdefault("runtimes", []).append(sorted(set(c["runtime"] for c in own)))
         return "blocked by cdi FAIL" if any(c["status"] == "FAIL" for c in own) else ""
 
-    monkeypatch.setattr(_node, "layer_gate", gate)
+    monkeypatch.setattr(_gate, "layer_gate", gate)
     node = Node(probe_records={"runtime": _passing("runtime"), "compute": _passing("compute")})
     result = run(_action({"root": tree, "nvml": False, "k8s": False, "probe_runtime": ["podman", "docker"]}), node)
     assert seen["runtimes"] == [["podman"], ["docker"]]  # each gate saw only its own runtime's checks

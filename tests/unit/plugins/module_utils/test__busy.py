@@ -8,7 +8,7 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as _busy
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import nvml as _nvml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
@@ -123,8 +123,8 @@ def test_busy_or_unknown_mig_instance_is_never_touched_nor_idle(host, untouched)
     plan = _busy.busy_plan(host)
     lib = fakecuda.FakeCuda([A, B])
     calls = []
-    record = _compute_record.compute_record(fakecuda.container_probe(lib, {"idle_uuids": plan["idle_uuids"]}), host_record=host,
-                                            host_runner=_runner(calls), expected_gpus=_expected(A, B))
+    record = _compute_layer.record(fakecuda.container_probe(lib, {"idle_uuids": plan["idle_uuids"]}), host_record=host,
+                                   host_runner=_runner(calls), expected_gpus=_expected(A, B))
     assert validate_record(record) == []
     assert lib.touched() == [i for i, u in enumerate([A, B]) if u not in untouched]
     rows = dict((r["uuid"], r["status"]) for r in record["evidence"]["gpus"])

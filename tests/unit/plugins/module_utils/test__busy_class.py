@@ -36,7 +36,7 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as _busy
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import nvml as _nvml
@@ -94,7 +94,7 @@ def _runner(calls):
 
 def _compute_on(host, lib):
     plan = _busy.busy_plan(host)
-    record = _compute_record.compute_record(_container(lib, plan), host_record=host, host_runner=_runner([]))
+    record = _compute_layer.record(_container(lib, plan), host_record=host, host_runner=_runner([]))
     assert validate_record(record) == []
     return plan, record
 
@@ -260,7 +260,7 @@ def test_nvml_that_did_not_count_the_gpus_leaves_the_node_unknown(tmp_path):
     def count():
         raise nv.NVMLError(nv.NVML_ERROR_UNKNOWN)
     fake.nvmlDeviceGetCount = count
-    host = _host.collect_host(root=root, pynvml_module=fake)
+    host = _host.record(root=root, pynvml_module=fake)
     assert [row["source"] for row in host["evidence"]["gpus"]] == ["procfs", "procfs"]
     lib = fakecuda.FakeCuda([PARENT, GPU1])
     plan, record = _compute_on(host, lib)
@@ -270,7 +270,7 @@ def test_nvml_that_did_not_count_the_gpus_leaves_the_node_unknown(tmp_path):
 
 def test_a_gpu_the_driver_lists_and_nvml_does_not_is_never_touched(tmp_path):
     root = hf.build_node(tmp_path, gpus=2, procfs=True)
-    host = _host.collect_host(root=root, pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
+    host = _host.record(root=root, pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
     lib = fakecuda.FakeCuda([PARENT, GPU1])
     plan, record = _compute_on(host, lib)
     assert plan["idle_uuids"] == [PARENT] and plan["skip_reason"] is None
@@ -333,8 +333,8 @@ def test_only_a_device_nvml_reported_idle_is_touched(case):
     plan = _busy.busy_plan(host)
     expected = [{"uuid": PARENT if u in (A, B, C, D) else u, "index": 0, "minor": 0, "name": "NVIDIA H200",
                  "mig_uuid": u if u in (A, B, C, D) else None} for u in seen if u]
-    record = _compute_record.compute_record(_container(lib, plan), host_record=host, host_runner=_runner([]),
-                                            expected_gpus=expected)
+    record = _compute_layer.record(_container(lib, plan), host_record=host, host_runner=_runner([]),
+                                   expected_gpus=expected)
     assert validate_record(record) == []
     assert lib.touched() == [i for i, u in enumerate(seen) if why[u] is None]
     rows = dict((_key(r["uuid"], r["ordinal"]), r) for r in record["evidence"]["gpus"])
@@ -375,7 +375,7 @@ def test_the_opt_in_to_busy_gpus_touches_every_device_and_says_which_were_not_kn
     lib = _Lib(seen)
     plan = _busy.busy_plan(host, allow_busy_gpu=True)
     assert "idle_uuids" not in _probe_config({}, True, plan)
-    record = _compute_record.compute_record(_container(lib, plan), host_record=host, host_runner=_runner([]), allow_busy_gpu=True)
+    record = _compute_layer.record(_container(lib, plan), host_record=host, host_runner=_runner([]), allow_busy_gpu=True)
     assert lib.touched() == list(range(len(seen)))
     statuses = [c["status"] for c in record["checks"] if c["id"] == "compute.gpu.idle"]
     assert sorted(statuses) == sorted("PASS" if w is None else "WARN" for w in why.values())
@@ -385,7 +385,7 @@ def test_the_host_control_runs_only_on_the_devices_nvml_reported_idle():
     calls = []
     host = _mig_host()
     plan = _busy.busy_plan(host)
-    _compute_record.compute_record(_container(_Lib([A, D]), plan), host_record=host, host_runner=_runner(calls))
+    _compute_layer.record(_container(_Lib([A, D]), plan), host_record=host, host_runner=_runner(calls))
     assert [[_on(u) for u in c["only_uuids"]] for c in calls] == [[_on(A)]] and calls[0]["idle_uuids"] == plan["idle_uuids"]
     assert D not in plan["idle_uuids"] and A in plan["idle_uuids"]
 

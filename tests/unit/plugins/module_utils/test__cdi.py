@@ -112,7 +112,7 @@ def test_one_bad_file_never_hides_the_good_ones(tmp_path):
     (d / "ignored.txt").write_text("x")
     (d / "sub").mkdir()
     (d / "sub" / "c.yaml").write_text(_nvidia_spec("/dev/nvidia0"))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False)
     files = dict((os.path.basename(f["path"]), f) for f in rec["evidence"]["files"])
     assert set(files) == {"a.yaml", "b.yaml"}
     assert not files["a.yaml"]["ok"] and files["a.yaml"]["error"].startswith("failed to unmarshal")
@@ -135,7 +135,7 @@ def test_symlinked_spec_is_reported(tmp_path):
     d = tmp_path / "cdi"
     d.mkdir()
     os.symlink(str(target), str(d / "link.yaml"))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False)
     assert rec["evidence"]["files"][0]["symlink"] == str(target)
     assert any(c["id"] == "cdi.spec.symlink" and c["status"] == WARN for c in rec["checks"])
 
@@ -164,8 +164,8 @@ def test_higher_priority_dir_overrides(tmp_path):
     low = _write(tmp_path / "etc", "a.yaml", _spec("v.com/cc", ["x", "y"]))
     high = _write(tmp_path / "run", "a.yaml", _spec("v.com/cc", ["x"], version="0.5.0").replace("v.com/cc\n", "v.com/cc\n", 1)
                   .replace("DEV_X=v.com/cc", "DEV_X=high"))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "etc"), str(tmp_path / "run")], discover_runtime_dirs_=False,
-                               devices=["v.com/cc=x", "v.com/cc=y"])
+    rec = _cdi_layer.record(spec_dirs=[str(tmp_path / "etc"), str(tmp_path / "run")], discover_runtime_dirs_=False,
+                            devices=["v.com/cc=x", "v.com/cc=y"])
     ev = rec["evidence"]
     assert ev["device_sources"] == {"v.com/cc=x": high, "v.com/cc=y": low}
     assert ev["overrides"] == [{"device": "v.com/cc=x", "winner": high, "overridden": low}]
@@ -175,7 +175,7 @@ def test_higher_priority_dir_overrides(tmp_path):
 def test_same_priority_conflict_is_dropped_from_both_files(tmp_path):
     a = _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "y"]))
     b = _write(tmp_path / "cdi", "b.yaml", _spec("v.com/cc", ["x", "z"]))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=x"])
+    rec = _cdi_layer.record(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=x"])
     ev = rec["evidence"]
     assert ev["all_devices"] == ["v.com/cc=y", "v.com/cc=z"]
     assert ev["conflicts"] == [{"device": "v.com/cc=x", "files": [a, b]}]
@@ -189,14 +189,14 @@ def test_same_priority_conflict_is_dropped_from_both_files(tmp_path):
 def test_conflict_of_an_unrequested_device_is_a_warning(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "y"]))
     _write(tmp_path / "cdi", "b.yaml", _spec("v.com/cc", ["x"]))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=y"])
+    rec = _cdi_layer.record(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=y"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.conflict"] == [WARN]
 
 
 def test_vendor_class_all_literal_device_and_expansion(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("v.com/cc", ["x", "all"]))
     _write(tmp_path / "cdi", "b.yaml", _spec("w.com/cc", ["p", "q"]))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=all", "w.com/cc=all"])
+    rec = _cdi_layer.record(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=all", "w.com/cc=all"])
     ev = rec["evidence"]
     assert ev["requested_devices"] == ["v.com/cc=all", "w.com/cc=p", "w.com/cc=q"]
     assert ev["expanded"] == [{"request": "w.com/cc=all", "devices": ["w.com/cc=p", "w.com/cc=q"]}]
@@ -206,7 +206,7 @@ def test_vendor_class_all_literal_device_and_expansion(tmp_path):
 def test_default_kinds_request_every_device_of_the_kind(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("nvidia.com/gpu", ["1", "0"]))
     _write(tmp_path / "cdi", "b.yaml", _spec("other.com/x", ["a"]))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
     assert rec["evidence"]["requested_devices"] == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]
 
 
@@ -215,7 +215,7 @@ def test_no_spec_for_the_kind_fails_never_passes(tmp_path, dirs_exist):
     d = tmp_path / "cdi"
     if dirs_exist:
         _write(d, "other.yaml", _spec("other.com/x", ["a"]))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False)
     assert rec["status"] == FAIL
     kind = [c for c in rec["checks"] if c["id"] == "cdi.resolve.kind"][0]
     assert kind["status"] == FAIL and kind["observed"] == "no CDI spec provides nvidia.com/gpu"
@@ -224,7 +224,7 @@ def test_no_spec_for_the_kind_fails_never_passes(tmp_path, dirs_exist):
 
 def test_invalid_spec_of_the_requested_kind_fails(tmp_path):
     _write(tmp_path / "cdi", "a.yaml", _spec("nvidia.com/gpu", ["0"], version="0.4.0"))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False)
     version = [c for c in rec["checks"] if c["id"] == "cdi.spec.version"][0]
     assert version["status"] == FAIL and "at least v0.5.0" in version["observed"]
     assert rec["signature"] == "cdi.spec.version"
@@ -251,7 +251,7 @@ devices:
     hooks: [{hookName: createContainer, path: /bin/true, args: [true]}]
 """.replace("cdiVersion: 0.5.0", "cdiVersion: 0.7.0")
     _write(tmp_path / "cdi", "a.yaml", spec_a)
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=d1", "v.com/cc=d2"])
+    rec = _cdi_layer.record(spec_dirs=[str(tmp_path / "cdi")], discover_runtime_dirs_=False, devices=["v.com/cc=d1", "v.com/cc=d2"])
     e = rec["evidence"]["expected_edits"]
     assert e["env"] == ["A=d1", "B=d2", "C=d1"]
     assert [(n["path"], n["permissions"]) for n in e["deviceNodes"]] == [("/dev/zero", "rwm"), ("/dev/null", "rw")]
@@ -310,7 +310,7 @@ def gpu_host(tmp_path):
 def _run(root, spec_text, **kw):
     _write(root / "etc/cdi", "nvidia.yaml", spec_text)
     kw.setdefault("discover_runtime_dirs_", False)
-    return _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), **kw)
+    return _cdi_layer.record(spec_dirs=["/etc/cdi"], root=str(root), **kw)
 
 
 def _status(rec, check_id):
@@ -443,7 +443,7 @@ def test_hook_checks(gpu_host):
 def test_world_writable_spec_file_or_dir(gpu_host, file_mode, dir_mode, file_status, dir_status):
     path = _write(gpu_host / "etc/cdi", "nvidia.yaml", _nvidia_spec(), mode=file_mode)
     os.chmod(os.path.dirname(path), dir_mode)
-    rec = _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
     assert _status(rec, "cdi.security.spec_file_writable") == [file_status]
     assert _status(rec, "cdi.security.spec_dir_writable") == [dir_status]
 
@@ -451,7 +451,7 @@ def test_world_writable_spec_file_or_dir(gpu_host, file_mode, dir_mode, file_sta
 def test_non_root_owned_spec_file_fails(gpu_host):
     path = _write(gpu_host / "etc/cdi", "nvidia.yaml", _nvidia_spec())
     os.chown(path, 1000, 1000)
-    rec = _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False)
     c = [c for c in rec["checks"] if c["id"] == "cdi.security.spec_file_writable"][0]
     assert c["status"] == FAIL and "uid 1000" in c["observed"]
 
@@ -472,7 +472,7 @@ def test_sensitive_mount_of_another_device_in_the_spec_is_a_warning(gpu_host, de
     evil = "- name: evil\n  containerEdits:\n    mounts: [{hostPath: /, containerPath: /host}]\n"
     text = _nvidia_spec().replace("containerEdits:\n  deviceNodes", evil + "containerEdits:\n  deviceNodes", 1)
     _write(gpu_host / "etc/cdi", "nvidia.yaml", text)
-    rec = _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False, devices=devices)
+    rec = _cdi_layer.record(spec_dirs=["/etc/cdi"], root=str(gpu_host), discover_runtime_dirs_=False, devices=devices)
     assert _status(rec, "cdi.security.sensitive_mount") == [status]
 
 
@@ -507,7 +507,7 @@ def test_runtime_dirs_are_discovered_and_appended(tmp_path):
     conf.mkdir(parents=True)
     (conf / "config.toml").write_text('cdi_spec_dirs = ["/etc/cdi", "/opt/cdi"]\n')
     _write(root / "opt/cdi", "x.yaml", _spec("nvidia.com/gpu", ["a"]))
-    rec = _cdi_layer.cdi_layer(root=str(root), environ={})
+    rec = _cdi_layer.record(root=str(root), environ={})
     ev = rec["evidence"]
     assert ev["runtime_spec_dirs"]["containerd"]["spec_dirs"] == ["/etc/cdi", "/opt/cdi"]
     assert ev["spec_dirs"][-1] == str(root / "opt/cdi")

@@ -42,7 +42,7 @@ def _in_child(fn, *args, timeout=20):
 
 
 def _parse_errors(spec_dir):
-    rec = _cdi_layer.cdi_layer(spec_dirs=[spec_dir], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
+    rec = _cdi_layer.record(spec_dirs=[spec_dir], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
     return rec["status"], dict((os.path.basename(c["subject"]), (c["status"], c["observed"]))
                                for c in rec["checks"] if c["id"] == "cdi.spec.parse")
 
@@ -154,13 +154,13 @@ def test_the_layer_enforces_its_own_time_limit(tmp_path):
     d = _dir(tmp_path)
     for i in range(3):
         (d / ("b%d.yaml" % i)).write_text(GOOD.replace("name: x", "name: y%d" % i))
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], timeout=0)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], timeout=0)
     (limit,) = [c for c in rec["checks"] if c["id"] == "cdi.discovery.time_limit"]
     assert limit["status"] == FAIL and limit["observed"].startswith("timeout: 0 file(s) read") and "4 not read" in limit["observed"]
     (device,) = [c for c in rec["checks"] if c["id"] == "cdi.resolve.device"]
     assert device["status"] == NOT_RUN and "not read" in device["observed"]
     assert rec["status"] == FAIL
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.discovery.time_limit"] == [PASS]
 
 
@@ -182,16 +182,16 @@ def test_many_spec_files_are_bounded_per_dir(tmp_path):
     for i in range(12):
         (d / ("claim-%02d.yaml" % i)).write_text(GOOD.replace("v.com/cc", "k.com/claim").replace("name: x", "name: c%d" % i))
     (d / "a-good.yaml").write_text(GOOD)
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], max_spec_files=5)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"], max_spec_files=5)
     (count,) = [c for c in rec["checks"] if c["id"] == "cdi.discovery.spec_file_count"]
     assert count["status"] == WARN and "13 spec files: the last 8 in name order (from claim-04.yaml) were not read" in count["observed"]
     assert len(rec["evidence"]["files"]) == 5 and rec["evidence"]["requested_devices"] == ["v.com/cc=x"]
     assert rec["status"] == WARN
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=5)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=5)
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.device"] == [NOT_RUN]
     assert rec["status"] == WARN
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=1)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["k.com/claim=c11"], kinds=["k.com/claim"], max_spec_files=1)
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.resolve.kind"] == [NOT_RUN]  # its specs are all past the limit
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x"], kinds=["v.com/cc"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.discovery.spec_file_count"] == [PASS]
     assert len(rec["evidence"]["files"]) == 13

@@ -8,6 +8,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import catalo
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _cdi_compat
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import ENGINES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder
 
 KIND = "nvidia.com/gpu"
@@ -28,7 +29,7 @@ def write_spec(root, directory, name, version):
 
 def cdi_record(root, dirs=(ETC, RUN)):
     """The cdi layer's own file records and device sources for the node under ``root``."""
-    record = _cdi_layer.cdi_layer(spec_dirs=list(dirs), discover_runtime_dirs_=False, devices=[DEVICE], root=str(root))
+    record = _cdi_layer.record(spec_dirs=list(dirs), discover_runtime_dirs_=False, devices=[DEVICE], root=str(root))
     ev = record["evidence"]
     return ev["files"], ev["device_sources"]
 
@@ -41,7 +42,7 @@ def host_with(tools):
 
 def judge(root, host, runtime="auto", configured=None):
     files, sources = cdi_record(root, [ETC, RUN] + list(configured or []))
-    names = [n for n in _cdi_compat.AUTO_ORDER if n in ((host or {}).get("evidence") or {}).get("tools", {})]
+    names = [n for n in ENGINES if n in ((host or {}).get("evidence") or {}).get("tools", {})]
     runtime_dirs = dict((n, {"spec_dirs": list(configured)}) for n in names) if configured else None
     checks, evidence = _cdi_compat.spec_compat(files, sources, host, runtime=runtime, runtime_dirs=runtime_dirs,
                                                root=str(root))
@@ -191,7 +192,7 @@ def test_the_cdi_layer_judges_for_the_runtime_the_probe_will_use(tmp_path):
     host = host_with({"podman": "5.2.0", "docker": "25.0.0"})
     statuses = {}
     for runtime in ("auto", "docker"):
-        record = _cdi_layer.cdi_layer(spec_dirs=[ETC, RUN], discover_runtime_dirs_=False, devices=[DEVICE], root=str(tmp_path),
-                                      host=host, runtime=runtime)
+        record = _cdi_layer.record(spec_dirs=[ETC, RUN], discover_runtime_dirs_=False, devices=[DEVICE], root=str(tmp_path),
+                                   host=host, runtime=runtime)
         statuses[runtime] = [c["status"] for c in record["checks"] if c["id"] == "cdi.runtime.spec_version"]
     assert statuses == {"auto": [PASS], "docker": [FAIL]}, statuses

@@ -33,7 +33,7 @@ def _host(tmp_path):
 
 def _layer(root, spec, devices=("v.com/cc=d",)):
     (root / "etc/cdi/v.yaml").write_text(spec)
-    return _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=list(devices), kinds=["v.com/cc"])
+    return _cdi_layer.record(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=list(devices), kinds=["v.com/cc"])
 
 
 def _spec(spec_nodes, device_nodes, version="0.5.0", second=None):

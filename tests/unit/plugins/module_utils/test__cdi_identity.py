@@ -32,7 +32,7 @@ def node(tmp_path, gpus, caps=()):
 
 def host(root, gpus, nvml=True):
     fake = hf.fake_pynvml([hf.gpu(i) for i in range(gpus)]) if nvml else None
-    return _host.collect_host(root=root, pynvml_module=fake, use_nvml=nvml)
+    return _host.record(root=root, pynvml_module=fake, use_nvml=nvml)
 
 
 def dev(name, *paths):
@@ -207,7 +207,7 @@ def test_nvml_absent_identity_from_minors_only(tmp_path):
 def test_gpu_whose_minor_nvml_could_not_read_is_not_run_never_fail_or_pass(tmp_path):
     root = node(tmp_path, 2)
     fake = hf.fake_pynvml([hf.gpu(0), hf.gpu(1)], fail={(1, "nvmlDeviceGetMinorNumber"): hf.real_pynvml.NVML_ERROR_UNKNOWN})
-    record = _host.collect_host(root=root, pynvml_module=fake)
+    record = _host.record(root=root, pynvml_module=fake)
     devices = devices_of(tmp_path, root, [dev("0", "/dev/nvidia0"), dev("1", "/dev/nvidia1"), dev("all", "/dev/nvidia0")])
     checks, _unused = run(devices, [KIND + "=1", KIND + "=all"], record)
     assert status(checks, "cdi.identity.index", KIND + "=0") == PASS

@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN
 
 CHECK = "cdi.inject.probe_integrity"
@@ -33,8 +33,8 @@ def _checks(tmp_path, device_edits, spec_edits=None, files=()):
             "devices": [{"name": "0", "containerEdits": dict({"env": ["X=1"]}, **device_edits)}],
             "containerEdits": spec_edits or {"mounts": [LIBCUDA]}}
     (root / "cdi" / "lab.yaml").write_text(json.dumps(spec))
-    record = _cdi_layer.cdi_layer(spec_dirs=["/cdi"], discover_runtime_dirs_=False, devices=[DEVICE], kinds=["lab.example/gpu"],
-                                  root=str(root))
+    record = _cdi_layer.record(spec_dirs=["/cdi"], discover_runtime_dirs_=False, devices=[DEVICE], kinds=["lab.example/gpu"],
+                               root=str(root))
     return record, [c for c in record["checks"] if c["id"] == CHECK]
 
 
@@ -234,7 +234,7 @@ def test_every_requested_device_is_judged_on_its_own_edits(tmp_path):
             "devices": [{"name": "0", "containerEdits": {"env": ["X=1"]}},
                         {"name": "1", "containerEdits": {"mounts": [_mount("/usr/bin/python3")]}}]}
     (root / "cdi" / "lab.yaml").write_text(json.dumps(spec))
-    record = _cdi_layer.cdi_layer(spec_dirs=["/cdi"], discover_runtime_dirs_=False, kinds=["lab.example/gpu"], root=str(root),
-                                  devices=["lab.example/gpu=0", "lab.example/gpu=1"])
+    record = _cdi_layer.record(spec_dirs=["/cdi"], discover_runtime_dirs_=False, kinds=["lab.example/gpu"], root=str(root),
+                               devices=["lab.example/gpu=0", "lab.example/gpu=1"])
     rows = [(c["subject"], c["status"]) for c in record["checks"] if c["id"] == CHECK]
     assert rows == [("lab.example/gpu=0", PASS), ("lab.example/gpu=1", FAIL)], rows

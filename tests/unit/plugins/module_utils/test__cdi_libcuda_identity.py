@@ -45,8 +45,8 @@ def _identity(root, host_path, host):
         "cdiVersion: 0.5.0\nkind: lab.example/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    env: [X=1]\n"
         "containerEdits:\n  mounts:\n  - {hostPath: %s, containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.1, "
         "options: [ro, nosuid, nodev, bind]}\n" % host_path)
-    record = _cdi_layer.cdi_layer(spec_dirs=["/cdi"], discover_runtime_dirs_=False, devices=["lab.example/gpu=0"],
-                                  kinds=["lab.example/gpu"], host=host, root=str(root))
+    record = _cdi_layer.record(spec_dirs=["/cdi"], discover_runtime_dirs_=False, devices=["lab.example/gpu=0"],
+                               kinds=["lab.example/gpu"], host=host, root=str(root))
     return [c for c in record["checks"] if c["id"] == "cdi.host.libcuda_identity"]
 
 

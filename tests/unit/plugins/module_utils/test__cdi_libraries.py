@@ -92,8 +92,8 @@ class Tree(object):
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "nvidia.yaml"), "w") as f:
             yaml.safe_dump(spec, f)
-        record = _cdi_layer.cdi_layer(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"],
-                                      host=self.host if host else None, root=self.root)
+        record = _cdi_layer.record(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"],
+                                   host=self.host if host else None, root=self.root)
         assert validate_record(record) == []
         return record
 

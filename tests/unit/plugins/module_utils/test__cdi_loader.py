@@ -120,8 +120,8 @@ def _layer(tmp_path, nodes_yaml, devices=None):
     spec = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    deviceNodes: %s\n" % nodes_yaml
     (root / "etc/cdi").mkdir(parents=True)
     (root / "etc/cdi/v.yaml").write_text(spec)
-    return _cdi_layer.cdi_layer(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=devices or ["v.com/cc=d"],
-                                kinds=["v.com/cc"])
+    return _cdi_layer.record(spec_dirs=["/etc/cdi"], root=str(root), discover_runtime_dirs_=False, devices=devices or ["v.com/cc=d"],
+                             kinds=["v.com/cc"])
 
 
 def _inject(rec):
@@ -159,7 +159,7 @@ def _statuses_as_nobody(spec_dir, conn):
         if os.geteuid() == 0:
             os.setgid(65534)
             os.setuid(65534)
-        rec = _cdi_layer.cdi_layer(spec_dirs=[spec_dir], discover_runtime_dirs_=False)
+        rec = _cdi_layer.record(spec_dirs=[spec_dir], discover_runtime_dirs_=False)
         conn.send([c["status"] for c in rec["checks"] if c["id"] == "cdi.discovery.spec_dir_readable"])
     finally:
         conn.close()
@@ -219,5 +219,5 @@ def test_version_check_sees_only_the_last_device_like_the_library(tmp_path):
     d = tmp_path / "cdi"
     d.mkdir()
     (d / "s.yaml").write_text(first)
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, kinds=["ab/cd"])
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, kinds=["ab/cd"])
     assert [c["status"] for c in rec["checks"] if c["id"] == "cdi.spec.version_aliasing"] == [WARN]

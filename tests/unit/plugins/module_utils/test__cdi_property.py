@@ -74,7 +74,7 @@ def _jsonable(tree):
 def test_files_on_disk_always_get_a_record(tmp_path_factory, data):
     d = tmp_path_factory.mktemp("cdi")
     (d / "x.yaml").write_bytes(data)
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False)
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False)
     files = rec["evidence"]["files"]
     assert len(files) == 1 and (files[0]["ok"] or files[0]["errors"])
     assert rec["status"] == "FAIL"  # random bytes never provide nvidia.com/gpu with real device nodes

@@ -79,8 +79,8 @@ def _layer(tmp_path, text, tools, device, engines=None):
     d = tmp_path / "var/run/cdi"
     d.mkdir(parents=True, exist_ok=True)
     (d / "member.yaml").write_text(text)
-    return _cdi_layer.cdi_layer(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=[device], root=str(tmp_path),
-                                host=_host(tools), engines=engines)
+    return _cdi_layer.record(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=[device], root=str(tmp_path),
+                             host=_host(tools), engines=engines)
 
 
 def _status(record, check_id, subject=None):

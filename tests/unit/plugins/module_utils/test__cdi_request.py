@@ -45,7 +45,7 @@ def _checks(rec, check_id):
 
 
 def _layer(dirs, devices, kinds=("v.com/cc",)):
-    return _cdi_layer.cdi_layer(spec_dirs=[str(d) for d in dirs], discover_runtime_dirs_=False, devices=devices, kinds=list(kinds))
+    return _cdi_layer.record(spec_dirs=[str(d) for d in dirs], discover_runtime_dirs_=False, devices=devices, kinds=list(kinds))
 
 
 @pytest.mark.parametrize("check, text", INVALID)
@@ -142,8 +142,8 @@ def test_a_sensitive_mount_fails_only_in_the_requested_devices_edits(tmp_path, h
     rec = _layer([d], ["v.com/cc=x"])
     (c,) = _checks(rec, "cdi.security.sensitive_mount")
     assert c["status"] == WARN and foreign in c["subject"] and rec["status"] != FAIL
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x", "foreign.example.com/xx=yy"],
-                               kinds=["v.com/cc"])
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=["v.com/cc=x", "foreign.example.com/xx=yy"],
+                            kinds=["v.com/cc"])
     (c,) = _checks(rec, "cdi.security.sensitive_mount")
     assert c["status"] == FAIL and rec["status"] == FAIL
 

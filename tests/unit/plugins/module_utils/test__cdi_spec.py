@@ -102,8 +102,8 @@ def test_missing_library_is_an_error(host_root):
 def _check(host_root, spec, tmp_path, devices=("gpuprobe.local/gpu-t1=0",)):
     d = tmp_path / "spec-dir"
     path = _cdi_spec.write_spec(spec, str(d), "t1")
-    rec = _cdi_layer.cdi_layer(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
-                               host={"evidence": {"nvml": {"driver_version": DRIVER}}})
+    rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
+                            host={"evidence": {"nvml": {"driver_version": DRIVER}}})
     assert validate_record(rec) == []
     return rec, path
 
@@ -241,11 +241,9 @@ def test_cdi_spec_module_refuses_etc_cdi(host_root, capsys):
 
 
 def test_module_variant_choices_are_the_catalogue():
-    import ast
-    import inspect
-    source = inspect.getsource(cdi_spec)
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import VARIANTS  # the module's choices
     doc = __import__("yaml").safe_load(cdi_spec.DOCUMENTATION)
-    assert doc["options"]["variant"]["choices"] == list(ast.literal_eval(source.split("choices=[", 2)[2].split("]")[0].join("[]")))
+    assert doc["options"]["variant"]["choices"] == list(VARIANTS)
     assert sorted(doc["options"]["variant"]["choices"]) == sorted(_cdi_spec.VARIANTS)
 
 

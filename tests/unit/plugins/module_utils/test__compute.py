@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import assess as _compute_assess
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import catalogue as _compute_catalogue
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control as _compute_host_control
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import rows as _compute_rows
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as busy_mod
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as probe_mod
@@ -84,8 +84,8 @@ def test_assess(parsed, timed_out, status, signature):
 
 @pytest.mark.parametrize("host_status,points_to", [("PASS", "runtime"), ("FAIL", "host"), ("NOT_RUN", "compute")])
 def test_container_failure_points_by_host_control(host_status, points_to):
-    record = _compute_record.compute_record(_probe([_fail("cuModuleLoadData", 221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND")]),
-                                            host_record=IDLE_HOST, host_runner=_host(host_status))
+    record = _compute_layer.record(_probe([_fail("cuModuleLoadData", 221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND")]),
+                                   host_record=IDLE_HOST, host_runner=_host(host_status))
     assert validate_record(record) == []
     assert record["status"] == "FAIL" and record["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
     assert record["points_to"] == points_to
@@ -94,8 +94,8 @@ def test_container_failure_points_by_host_control(host_status, points_to):
 def test_pass_in_cdi_container_beside_a_host_control_fail_is_never_silent():
     """The container verified its kernel, the same probe on the host FAILed: the record is WARN, saying so (the
     verdict makes the node INCONCLUSIVE on it), never a silent PASS."""
-    record = _compute_record.compute_record(fakecuda.container_probe(fakecuda.FakeCuda([U0])), host_record=IDLE_HOST,
-                                            host_runner=_host("FAIL"))
+    record = _compute_layer.record(fakecuda.container_probe(fakecuda.FakeCuda([U0])), host_record=IDLE_HOST,
+                                   host_runner=_host("FAIL"))
     assert validate_record(record) == []
     assert record["status"] == "WARN"
     assert "the container passed but the host control FAILed" in record["reason"]
@@ -105,7 +105,7 @@ def test_pass_in_cdi_container_beside_a_host_control_fail_is_never_silent():
 
 def test_container_never_ran_is_not_run_with_the_runtime_reason():
     runtime = {"status": "FAIL", "signature": "runtime.start.hostpath_missing", "reason": "stat x"}
-    record = _compute_record.compute_record(None, runtime, host_control=False)
+    record = _compute_layer.record(None, runtime, host_control=False)
     assert record["status"] == "NOT_RUN" and "runtime.start.hostpath_missing" in record["reason"]
     assert record["evidence"]["container"]["executed"] is False
 
@@ -214,8 +214,8 @@ def _checks(record, check_id, status=None):
 
 def _record(lib, expected=None, host=None, config=None, host_status="PASS", calls=None, **kw):
     probe = fakecuda.container_probe(lib, config)
-    record = _compute_record.compute_record(probe, host_record=host if host is not None else _idle(U0, U1, U9),
-                                            host_runner=_host(host_status, calls), expected_gpus=expected, **kw)
+    record = _compute_layer.record(probe, host_record=host if host is not None else _idle(U0, U1, U9),
+                                   host_runner=_host(host_status, calls), expected_gpus=expected, **kw)
     assert validate_record(record) == []
     assert all(sorted(r) == sorted(_compute_rows.ROW_KEYS) for r in record["evidence"]["gpus"])
     return record
@@ -348,14 +348,14 @@ def test_unknown_busy_state_is_not_run_unless_allowed():
     calls = []
     probe = fakecuda.container_probe(fakecuda.FakeCuda([U0]))
     for host in (None, {"evidence": {"nvml": {"ok": False}}}):
-        record = _compute_record.compute_record(probe, host_record=host, host_runner=_host("PASS", calls),
-                                                expected_gpus=_expected(U0))
+        record = _compute_layer.record(probe, host_record=host, host_runner=_host("PASS", calls),
+                                       expected_gpus=_expected(U0))
         assert validate_record(record) == []
         assert record["status"] == "NOT_RUN" and record["reason"].startswith("cannot tell whether the GPU is in use")
         assert [r["status"] for r in record["evidence"]["gpus"]] == ["NOT_RUN"]
     assert calls == []  # not even the host control touched a GPU
-    allowed = _compute_record.compute_record(probe, host_record=None, allow_busy_gpu=True, host_runner=_host("PASS", calls),
-                                             expected_gpus=_expected(U0))
+    allowed = _compute_layer.record(probe, host_record=None, allow_busy_gpu=True, host_runner=_host("PASS", calls),
+                                    expected_gpus=_expected(U0))
     assert allowed["status"] == "PASS"
     assert [c["status"] for c in _checks(allowed, "compute.gpu.idle")] == ["NOT_RUN"]
 
@@ -378,10 +378,10 @@ def test_busy_plan(host, allow, touch_only, skip_reason):
 def test_cdi_devices_are_the_observed_ones_never_the_requested():
     runtime = {"status": "FAIL", "signature": "runtime.start.cdi_unresolvable", "reason": "x",
                "evidence": {"requested_devices": ["nvidia.com/gpu=0"]}}
-    record = _compute_record.compute_record(None, runtime, host_record=_idle(U0), host_control=False)
+    record = _compute_layer.record(None, runtime, host_record=_idle(U0), host_control=False)
     assert record["status"] == "NOT_RUN" and record["evidence"]["container"]["cdi_devices"] == []
     never_ran = {"executed": False, "cdi_devices": ["nvidia.com/gpu=0"]}
-    assert _compute_record.container_evidence(never_ran, runtime)["cdi_devices"] == []
+    assert _compute_layer.container_evidence(never_ran, runtime)["cdi_devices"] == []
 
 
 def test_per_device_isolation_gives_one_record_with_rows_from_every_container():
@@ -391,8 +391,8 @@ def test_per_device_isolation_gives_one_record_with_rows_from_every_container():
               {"executed": False, "cdi_devices": [], "requested_devices": ["k/gpu=2"], "reason": "FAIL x: y"}]
     shared = {"executed": True, "cdi_devices": ["k/gpu=0", "k/gpu=1", "k/gpu=2"], "compute_requested": True,
               "containers": probes}
-    record = _compute_record.compute_record(shared, host_record=_idle(U0, U1, U9), host_runner=_host("PASS"),
-                                            expected_gpus=_expected(U0, U1, U9))
+    record = _compute_layer.record(shared, host_record=_idle(U0, U1, U9), host_runner=_host("PASS"),
+                                   expected_gpus=_expected(U0, U1, U9))
     assert validate_record(record) == []
     rows = _rows(record)
     assert (rows[U0]["status"], rows[U1]["status"], rows[U9]["status"]) == ("PASS", "FAIL", "FAIL")
@@ -435,8 +435,8 @@ def test_per_device_containers_that_all_failed_to_start_say_why():
     shared = {"executed": True, "cdi_devices": ["k/gpu=0"], "compute_requested": True, "containers": [
         {"executed": False, "cdi_devices": [], "requested_devices": ["k/gpu=0"],
          "reason": "FAIL runtime.start.oci_error: runc create failed"}]}
-    record = _compute_record.compute_record(shared, {"status": "PASS"}, host_record=_idle(U0), host_control=False,
-                                            expected_gpus=_expected(U0))
+    record = _compute_layer.record(shared, {"status": "PASS"}, host_record=_idle(U0), host_control=False,
+                                   expected_gpus=_expected(U0))
     assert validate_record(record) == []
     assert record["status"] == "NOT_RUN" and record["reason"].startswith("no per-device compute container ran: k/gpu=0")
     assert record["evidence"]["container"]["cdi_devices"] == []
@@ -445,7 +445,7 @@ def test_per_device_containers_that_all_failed_to_start_say_why():
 def test_cuinit_unknown_without_uvm_keeps_the_uvm_hint_in_the_reason():
     probe = fakecuda.container_probe(fakecuda.FakeCuda([U0], fail={("cuInit", None): 999}))
     probe["inventory"]["nodes"] = {"/dev/nvidia-uvm": {"present": False}}
-    record = _compute_record.compute_record(probe, host_record=_idle(U0), host_runner=_host("PASS"))
+    record = _compute_layer.record(probe, host_record=_idle(U0), host_runner=_host("PASS"))
     assert record["signature"] == "compute.cuda.CUDA_ERROR_UNKNOWN" and record["points_to"] == "runtime"
     assert "/dev/nvidia-uvm absent" in record["reason"]
     assert record["evidence"]["gpus"] == []  # nothing expected, nothing listed

@@ -95,7 +95,7 @@ import json, sys
 if sys.argv[1] == "no-grpc":
     sys.modules["grpc"] = None  # an interpreter without grpcio: 'import grpc' raises ImportError, as on such a node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layer as _runtime_layer
-record, probe = _runtime_layer.runtime_facts(json.loads(sys.argv[2]))
+record, probe = _runtime_layer.record(json.loads(sys.argv[2]))
 print(json.dumps({"status": record["status"], "reason": record["reason"], "probe": probe,
                   "engine": record["evidence"].get("engine")}))
 """

@@ -125,14 +125,14 @@ def test_every_variable_the_playbooks_and_roles_use_is_known():
 def test_every_option_has_a_domain():
     """issue 19.7: every option of the playbooks, of the verify role and of verify_node is checked against its
     whole domain before any node runs (a new option without a domain fails here)."""
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
     assert set(opts.VERIFY_DOMAINS) == set(VERIFY_NODE_ARGSPEC)
     assert set(n[len("verify_"):] for n in ROLE) <= set(opts.VERIFY_DOMAINS)
     assert set(opts.PLAYBOOK_DOMAINS) == set(opts.PLAYBOOK_OPTIONS)
 
 
 def test_the_defaults_are_in_their_domains():
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import VERIFY_NODE_ARGSPEC
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
     defaults = dict((n, spec.get("default")) for n, spec in VERIFY_NODE_ARGSPEC.items())
     assert opts.verify_value_errors(defaults) == []
     role_defaults = dict((n, o.get("default")) for n, o in ROLE.items() if n not in opts.SET_BY_PLAYBOOK)

@@ -9,10 +9,16 @@ from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as _health
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import catalogue as _catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import evaluate as _host_evaluate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import dcgm as _dcgm
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import judge as _judge
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import readers as _readers
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import xid as _xid
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 nv = hf.real_pynvml
 
@@ -33,8 +39,8 @@ def host(root, gpus, kernel_log=None, **fake_kw):
     if kernel_log is not None:
         lines = kernel_log.splitlines()
         evidence["health"]["kernel_log"] = {"source": "journalctl -k -b --no-pager -q -o cat", "error": None,
-                                            "events": _health.parse_xids(kernel_log), "lines": len(lines)}
-    record = _host.evaluate(evidence)
+                                            "events": _xid.parse_xids(kernel_log), "lines": len(lines)}
+    record = _host_evaluate.evaluate(evidence)
     assert validate_record(record) == []
     return record
 
@@ -88,7 +94,7 @@ def test_evidence_holds_the_raw_readings_per_gpu_once(h200):
     assert g["row_remap_histogram"] == {"max": 64, "high": 0, "partial": 0, "low": 0, "none": 0}
     assert g["nvlink"]["links"] == {} and list(g["nvlink"]["errors"].values()) == [list(range(nv.NVML_NVLINK_MAX_LINKS))]
     assert g["mig"] == []
-    assert health["thresholds"] == _health.DEFAULT_THRESHOLDS
+    assert health["thresholds"] == _health_limits.DEFAULT_THRESHOLDS
     assert health["dcgm_diag"] == {"asked": 0, "ran": False, "why": "not asked (dcgm_diag: 0)", "tests": []}
     assert "NVML_ERROR_NOT_SUPPORTED" in g["errors"]["retired_pages_pending"]
     assert all("health" not in gpu for gpu in record["evidence"]["nvml"]["gpus"])  # kept once, under evidence.health
@@ -229,7 +235,7 @@ def test_fabric_health_fields_are_nvml_h():
     names = {"degraded bandwidth": "DEGRADED_BW", "route recovery": "ROUTE_RECOVERY", "route unhealthy": "ROUTE_UNHEALTHY",
              "access timeout recovery": "ACCESS_TIMEOUT_RECOVERY", "incorrect configuration": "INCORRECT_CONFIGURATION",
              "partition assigned": "PARTITION_ASSIGNED", "fabric manager": "GFM_STATE"}
-    for name, shift, width, _values in _health.FABRIC_HEALTH_FIELDS:
+    for name, shift, width, _values in _judge.FABRIC_HEALTH_FIELDS:
         assert (shift, width) == (getattr(nv, "NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_" + names[name]),
                                   getattr(nv, "NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_" + names[name])), name
 
@@ -272,7 +278,7 @@ def test_without_nvml_every_gpu_reading_is_not_run(h200, nvml_kw, observed):
     record = host(h200, [hf.gpu(0)], **nvml_kw)
     for check in health_checks(record):
         assert check["status"] == NOT_RUN, check
-        if check["id"] in _health.PER_GPU_CHECKS:
+        if check["id"] in _judge.PER_GPU_CHECKS:
             assert check["observed"].startswith(observed), check
 
 
@@ -280,15 +286,15 @@ def test_a_gpu_without_handle_has_every_reading_not_run_with_the_handle_error(tm
     root = hf.build_node(tmp_path, gpus=2)
     record = host(root, [hf.gpu(0), hf.gpu(1)], fail={(1, "nvmlDeviceGetHandleByIndex"): nv.NVML_ERROR_GPU_IS_LOST})
     lost = [c for c in health_checks(record) if c["subject"] == "GPU 1"]
-    assert sorted(c["id"] for c in lost) == sorted(_health.PER_GPU_CHECKS)
+    assert sorted(c["id"] for c in lost) == sorted(_judge.PER_GPU_CHECKS)
     assert all(c["status"] == NOT_RUN and "NVML_ERROR_GPU_IS_LOST" in c["observed"] for c in lost), lost
     assert [(c["subject"], c["status"]) for c in health_checks(record, "host.health.ecc_mode")] == [
         ("GPU 0 %s" % hf.gpu(0)["uuid"], PASS), ("GPU 1", NOT_RUN)]
 
 
 def test_nvml_disabled_by_option(h200):
-    record = _host.collect_host(root=str(h200), use_nvml=False)
-    assert {c["observed"] for c in health_checks(record) if c["id"] in _health.PER_GPU_CHECKS} == {"disabled by option (nvml: false)"}
+    record = _host.record(root=str(h200), use_nvml=False)
+    assert {c["observed"] for c in health_checks(record) if c["id"] in _judge.PER_GPU_CHECKS} == {"disabled by option (nvml: false)"}
 
 
 def test_every_gpu_of_eight_is_judged_by_uuid(tmp_path):
@@ -324,15 +330,15 @@ XID_LINES = [
 
 @pytest.mark.parametrize("line,pci,xid,detail", XID_LINES)
 def test_parse_xid_lines(line, pci, xid, detail):
-    (event,) = _health.parse_xids("NVRM: loading NVIDIA UNIX Open Kernel Module\n" + line + "\nusb 1-1: new device\n")
+    (event,) = _xid.parse_xids("NVRM: loading NVIDIA UNIX Open Kernel Module\n" + line + "\nusb 1-1: new device\n")
     assert (event["pci"], event["xid"]) == (pci, xid) and detail in event["detail"]
-    assert event["meaning"] == _health.XID_MEANINGS[xid]
+    assert event["meaning"] == _xid.XID_MEANINGS[xid]
 
 
 @pytest.mark.parametrize("text", ["", "NVRM: GPU at PCI:0000:06:00: GPU-6b1d...\n", "NVRM: Xid (PCI:zz): 79\n",
                                   "nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver\n"])
 def test_lines_that_are_no_xid(text):
-    assert _health.parse_xids(text) == []
+    assert _xid.parse_xids(text) == []
 
 
 @pytest.mark.parametrize("xid,status", [(79, FAIL), (48, FAIL), (94, FAIL), (95, FAIL), (63, FAIL), (64, FAIL),
@@ -372,7 +378,7 @@ def test_kernel_log_from_the_journal(tmp_path, monkeypatch):
     _program(tmp_path, "journalctl", 'echo "Linux version 6.1.0"; echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=x, '
                                      'GPU has fallen off the bus."; echo "$*" > %s/args' % tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))
-    log = _health.read_kernel_xids("/")
+    log = _xid.read_kernel_xids("/")
     assert log["source"] == "journalctl -k -b --no-pager -q -o cat" and log["error"] is None and log["lines"] == 2
     assert [(e["pci"], e["xid"]) for e in log["events"]] == [("0000:3b:00", 79)]
     assert open(os.path.join(str(tmp_path), "args")).read().split() == ["-k", "-b", "--no-pager", "-q", "-o", "cat"]
@@ -382,19 +388,19 @@ def test_an_empty_journal_falls_back_to_dmesg(tmp_path, monkeypatch):
     _program(tmp_path, "journalctl", "exit 0")   # no journal for this boot: nothing printed
     _program(tmp_path, "dmesg", 'echo "NVRM: loading"; echo "NVRM: Xid (PCI:0000:06:00): 13, pid=1, name=x, y"')
     monkeypatch.setenv("PATH", str(tmp_path))
-    log = _health.read_kernel_xids("/")
+    log = _xid.read_kernel_xids("/")
     assert log["source"] == "dmesg --notime" and [e["xid"] for e in log["events"]] == [13]
 
 
 def test_no_readable_kernel_log_is_not_run_with_each_reason(tmp_path, monkeypatch, h200):
     _program(tmp_path, "dmesg", 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2; exit 1')
     monkeypatch.setenv("PATH", str(tmp_path))
-    log = _health.read_kernel_xids("/")
+    log = _xid.read_kernel_xids("/")
     assert log["source"] is None and log["events"] == []
     assert log["error"] == "journalctl: not installed; dmesg --notime: rc 1: dmesg: read kernel buffer failed: Operation not permitted"
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([hf.gpu(0)]))
     evidence["health"]["kernel_log"] = log
-    check = one(_host.evaluate(evidence), "host.health.xid")
+    check = one(_host_evaluate.evaluate(evidence), "host.health.xid")
     assert check["status"] == NOT_RUN and check["observed"] == "kernel log not read: " + log["error"]
 
 
@@ -402,7 +408,7 @@ def test_a_hung_kernel_log_reader_is_killed(tmp_path, monkeypatch):
     _program(tmp_path, "journalctl", "sleep 30")
     _program(tmp_path, "dmesg", 'echo "NVRM: Xid (PCI:0000:06:00): 45, pid=1, name=x, y"')
     monkeypatch.setenv("PATH", str(tmp_path))
-    log = _health.read_kernel_xids("/", timeout=0.5)
+    log = _xid.read_kernel_xids("/", timeout=0.5)
     assert log["source"] == "dmesg --notime" and [e["xid"] for e in log["events"]] == [45]
 
 
@@ -413,14 +419,14 @@ def test_a_hung_kernel_log_reader_is_killed(tmp_path, monkeypatch):
 def test_xids_without_any_gpu_inventory_are_still_judged(tmp_path, log, status, observed):
     root = hf.build_node(tmp_path, gpus=0)
     evidence = _host.collect_evidence(root=str(root), pynvml_module=hf.fake_pynvml([], init_error=nv.NVML_ERROR_GPU_IS_LOST))
-    evidence["health"]["kernel_log"] = {"source": "dmesg --notime", "error": None, "events": _health.parse_xids(log), "lines": 1}
-    check = one(_host.evaluate(evidence), "host.health.xid")
+    evidence["health"]["kernel_log"] = {"source": "dmesg --notime", "error": None, "events": _xid.parse_xids(log), "lines": 1}
+    check = one(_host_evaluate.evaluate(evidence), "host.health.xid")
     assert (check["subject"], check["status"], check["observed"]) == ("kernel log (no GPU inventory)", status, observed)
 
 
 def test_every_health_check_is_catalogued_with_its_thresholds():
-    for cid, entry in _health.CHECKS.items():
-        assert cid.startswith("host.health.") and cid in _host.CHECKS
+    for cid, entry in _catalogue.HEALTH_CHECKS.items():
+        assert cid.startswith("host.health.") and cid in _catalogue.CHECKS
         assert entry["title"] and entry["fail"] and entry["next"]
 
 
@@ -485,7 +491,7 @@ def test_fabric_falls_back_to_the_first_call_on_a_driver_without_the_versioned_o
     g = evidence["health"]["gpus"][0]
     # read by the first call: no health mask (that structure has none), no error left from the versioned one
     assert g["fabric"]["state"] == 3 and g["fabric"]["health_mask"] is None and "fabric" not in g["errors"]
-    check = one(_host.evaluate(evidence), "host.health.fabric")
+    check = one(_host_evaluate.evaluate(evidence), "host.health.fabric")
     assert check["status"] == PASS and "clique 3" in check["observed"]
 
 
@@ -493,8 +499,8 @@ def test_fabric_layout_is_nvml_h_not_a_pynvml_release_with_an_80_byte_uuid():
     """Some pynvml releases declared clusterUuid as 80 bytes: state then sat outside what NVML writes and always read 0
     ('not supported'). The structures here follow nvml.h: 16-byte UUID, state an unsigned char; v2 is 36 bytes."""
     import ctypes
-    assert ctypes.sizeof(_health._FabricInfoV2) == 0x24 and _health.FABRIC_INFO_V2 == 0x02000024
-    assert _health._FabricInfoV1.state.offset == 24 and _health._FabricInfoV2.healthMask.offset == 32
+    assert ctypes.sizeof(_readers._FabricInfoV2) == 0x24 and _readers.FABRIC_INFO_V2 == 0x02000024
+    assert _readers._FabricInfoV1.state.offset == 24 and _readers._FabricInfoV2.healthMask.offset == 32
 
 
 # ---- per MIG instance ---------------------------------------------------------------------------------------------
@@ -520,7 +526,7 @@ def test_mig_instances_get_their_own_uncorrected_sram_count(tmp_path):
 def test_xid_of_a_mig_gpu_names_its_gpu_instance(h200):
     # the MIG form of the line, from NVIDIA's GPU memory error management guide (Table 3)
     log = "NVRM: Xid (PCI:0000:06:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No\n"
-    (event,) = _health.parse_xids(log)
+    (event,) = _xid.parse_xids(log)
     assert (event["pci"], event["gpu_instance"], event["xid"]) == ("0000:06:00", 5, 94)
     check = one(host(h200, [hf.gpu(0)], kernel_log=log), "host.health.xid")
     assert check["status"] == FAIL and check["observed"].endswith("; on GPU instance(s) 5"), check
@@ -548,7 +554,7 @@ def test_thresholds_can_be_set(h200, thresholds, over, check_id, status):
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([hf.gpu(0, **over)]),
                                       health_thresholds=thresholds)
     assert dict((k, evidence["health"]["thresholds"][k]) for k in thresholds) == thresholds
-    record = _host.evaluate(evidence)
+    record = _host_evaluate.evaluate(evidence)
     assert one(record, check_id)["status"] == status, one(record, check_id)
 
 
@@ -563,15 +569,15 @@ def test_thresholds_can_be_set(h200, thresholds, over, check_id, status):
 def test_bad_thresholds_are_refused_before_anything_is_read(h200, value, message):
     fake = hf.fake_pynvml([hf.gpu(0)])
     with pytest.raises(ValueError) as err:
-        _host.collect_host(root=str(h200), pynvml_module=fake, health_thresholds=value)
+        _host.record(root=str(h200), pynvml_module=fake, health_thresholds=value)
     assert str(err.value).startswith(message), str(err.value)
     assert fake.calls == []
 
 
 def test_every_threshold_is_documented_and_used():
-    source = open(_health.__file__).read() + open(_health_limits.__file__).read()   # the pcie_replay judge is there
-    for name, entry in _health.THRESHOLDS.items():
-        assert entry["applies"].split()[0] in _health.CHECKS and entry["why"], name
+    source = open(_judge.__file__).read() + open(_health_limits.__file__).read()   # the pcie_replay judge is there
+    for name, entry in _health_limits.THRESHOLDS.items():
+        assert entry["applies"].split()[0] in _catalogue.HEALTH_CHECKS and entry["why"], name
         assert source.count('t["%s"]' % name) >= 1, name
 
 
@@ -601,14 +607,14 @@ def _nvml(gpus):
 def _dcgm_record(h200, diag, gpus):
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml(gpus))
     evidence["health"]["dcgm_diag"] = diag
-    return _host.evaluate(evidence)
+    return _host_evaluate.evaluate(evidence)
 
 
 def test_dcgm_level_1_pass_is_a_check_per_test_and_gpu(tmp_path, monkeypatch, h200):
     _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
     monkeypatch.setenv("PATH", str(tmp_path))
     gpus = [hf.gpu(0), hf.gpu(1)]
-    diag = _health.read_dcgm_diag(1, _nvml(gpus))
+    diag = _dcgm.read_dcgm_diag(1, _nvml(gpus))
     assert open(os.path.join(str(tmp_path), "dcgmi.args")).read().split() == ["diag", "-r", "1", "-j"]
     assert diag["ran"] and diag["rc"] == 0 and diag["version"] == "4.2.3"
     assert [(t["category"], t["test"], t["entity"], t["status"]) for t in diag["tests"]] == [
@@ -623,7 +629,7 @@ def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     gpus = [hf.gpu(0), hf.gpu(1)]
     root = hf.build_node(tmp_path / "node", gpus=2)
-    record = _dcgm_record(root, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
+    record = _dcgm_record(root, _dcgm.read_dcgm_diag(1, _nvml(gpus)), gpus)
     rows = dict((c["subject"], c) for c in health_checks(record, "host.health.dcgm_diag"))
     failed = rows[BY_ID % (1, hf.gpu(1)["uuid"], 1)]
     assert failed["status"] == FAIL
@@ -635,9 +641,9 @@ def test_dcgm_failure_fails_the_host_with_dcgms_words(tmp_path, monkeypatch):
 def test_dcgm_3_shape_is_read_too(tmp_path, monkeypatch):
     _fake_dcgmi(tmp_path, "dcgm3-r1.json")
     monkeypatch.setenv("PATH", str(tmp_path))
-    diag = _health.read_dcgm_diag(1, _nvml([hf.gpu(0), hf.gpu(1)]))
+    diag = _dcgm.read_dcgm_diag(1, _nvml([hf.gpu(0), hf.gpu(1)]))
     assert diag["version"] == "3.3.9" and len(diag["tests"]) == 20   # 10 tests of GPUs 0 and 1
-    persistence = [(t["entity"], _health.DCGM_STATUSES[t["status"].lower()], t["warnings"]) for t in diag["tests"]
+    persistence = [(t["entity"], _dcgm.DCGM_STATUSES[t["status"].lower()], t["warnings"]) for t in diag["tests"]
                    if t["test"] == "Persistence Mode"]
     assert persistence == [(1, WARN, ["Persistence mode for GPU 1 is disabled."]), (0, PASS, [])]
     assert [t["status"] for t in diag["tests"] if t["test"] == "Inforom"] == ["SKIP", "SKIP"]
@@ -655,7 +661,7 @@ def test_dcgm_is_not_run_with_the_reason(tmp_path, monkeypatch, h200, setup, lev
     if setup == "fake":
         _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
     monkeypatch.setenv("PATH", str(tmp_path))
-    diag = _health.read_dcgm_diag(level, _nvml(gpus))
+    diag = _dcgm.read_dcgm_diag(level, _nvml(gpus))
     assert (diag["ran"], diag["why"]) == (False, why)
     assert not os.path.exists(os.path.join(str(tmp_path), "dcgmi.args"))   # never started
     check = one(_dcgm_record(h200, diag, gpus), "host.health.dcgm_diag")
@@ -665,7 +671,7 @@ def test_dcgm_is_not_run_with_the_reason(tmp_path, monkeypatch, h200, setup, lev
 def test_dcgm_without_nvml_is_not_run(tmp_path, monkeypatch):
     _fake_dcgmi(tmp_path, "dcgm4-r1-pass.json")
     monkeypatch.setenv("PATH", str(tmp_path))
-    diag = _health.read_dcgm_diag(1, {"ok": False, "error": "pynvml cannot be imported: x"})
+    diag = _dcgm.read_dcgm_diag(1, {"ok": False, "error": "pynvml cannot be imported: x"})
     assert diag["why"] == "NVML unavailable, so whether a GPU is busy is unknown: pynvml cannot be imported: x"
 
 
@@ -680,9 +686,9 @@ def test_dcgm_that_gives_no_result_warns_with_why(tmp_path, monkeypatch, h200, b
     _fake_dcgmi(tmp_path, body=body)
     monkeypatch.setenv("PATH", str(tmp_path))
     if timeout:
-        monkeypatch.setitem(_health.DCGM_TIMEOUTS, 1, timeout)
+        monkeypatch.setitem(_health_limits.DCGM_TIMEOUTS, 1, timeout)
     gpus = [hf.gpu(0)]
-    check = one(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
+    check = one(_dcgm_record(h200, _dcgm.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
     assert check["status"] == status and check["observed"].startswith(observed), check
 
 
@@ -705,12 +711,12 @@ def test_dcgm_odd_json_is_a_value_error_and_a_warn_never_a_crash(tmp_path, monke
     text = json.dumps(doc)
     if isinstance(doc, dict):
         with pytest.raises(ValueError):
-            _health.parse_dcgm_diag(text)
+            _dcgm.parse_dcgm_diag(text)
     (tmp_path / "out.json").write_text(text)
     _fake_dcgmi(tmp_path, body='%s "%s"' % (CAT, tmp_path / "out.json"))
     monkeypatch.setenv("PATH", str(tmp_path))
     gpus = [hf.gpu(0)]
-    record = _dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus)
+    record = _dcgm_record(h200, _dcgm.read_dcgm_diag(1, _nvml(gpus)), gpus)
     check = one(record, "host.health.dcgm_diag")
     assert check["status"] == WARN and check["observed"].startswith("no result: dcgmi diag output not understood (rc 0): "), check
 
@@ -719,15 +725,15 @@ def test_dcgm_odd_values_inside_a_known_shape_are_read_as_text():
     """Warnings as one string, a status that is a number, info objects: read as text, not a crash."""
     test = {"name": "software", "results": [{"entity_group": "GPU", "entity_id": "0", "status": 3,
                                              "warnings": "one string", "info": [{"info": "x"}]}]}
-    tests = _health.parse_dcgm_diag(json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": 1, "tests": [test]}]}}))["tests"]
+    tests = _dcgm.parse_dcgm_diag(json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": 1, "tests": [test]}]}}))["tests"]
     assert [(t["entity"], t["status"], t["warnings"], t["info"]) for t in tests] == [(0, "3", ["one string"], ["x"])]
 
 
 def test_dcgm_level_above_1_only_when_asked_and_never_above_4():
-    assert _health.check_dcgm_level(0) == 0 and _health.check_dcgm_level(3) == 3
+    assert _dcgm.check_dcgm_level(0) == 0 and _dcgm.check_dcgm_level(3) == 3
     for bad in (5, -1, True, "1"):
         with pytest.raises(ValueError):
-            _health.check_dcgm_level(bad)
+            _dcgm.check_dcgm_level(bad)
 
 
 def test_dcgm_summary_error_of_no_single_gpu_is_kept():
@@ -737,10 +743,10 @@ def test_dcgm_summary_error_of_no_single_gpu_is_kept():
             "test_summary": {"status": "Fail", "warnings": [warning]}}
     text = json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [test]}]},
                        "metadata": {"version": "4.2.3"}})
-    tests = _health.parse_dcgm_diag(text)["tests"]
+    tests = _dcgm.parse_dcgm_diag(text)["tests"]
     assert [(t["entity"], t["status"], t["warnings"]) for t in tests] == [
         (0, "Pass", []), (None, "Fail", ["Fabric Manager is not running"])]
-    same = _health.parse_dcgm_diag(open(os.path.join(DCGM_FIXTURES, "dcgm4-r1-fail.json")).read())["tests"]
+    same = _dcgm.parse_dcgm_diag(open(os.path.join(DCGM_FIXTURES, "dcgm4-r1-fail.json")).read())["tests"]
     assert [t["entity"] for t in same] == [0, 1]     # a summary no worse than a GPU's result adds nothing
 
 
@@ -755,7 +761,7 @@ def _evaluate_with(h200, gpu, change):
     only in part cannot be made with the fake, which fails a whole function)."""
     evidence = _host.collect_evidence(root=str(h200), pynvml_module=hf.fake_pynvml([gpu]))
     change(evidence["health"]["gpus"][0])
-    return _host.evaluate(evidence)
+    return _host_evaluate.evaluate(evidence)
 
 
 def _ecc_volatile_unread(g):
@@ -827,20 +833,20 @@ def test_dcgm_levels_that_load_the_gpu_are_not_run_in_check_or_audit_mode(tmp_pa
     gpus = [hf.gpu(0)]
     for why in ("check mode", "audit mode"):
         for level in (2, 3, 4):
-            diag = _health.read_dcgm_diag(level, _nvml(gpus), no_gpu_load=why)
+            diag = _dcgm.read_dcgm_diag(level, _nvml(gpus), no_gpu_load=why)
             assert (diag["ran"], diag["why"]) == (False, "%s: dcgmi diag -r %d loads the GPU, not run (level 1 does not)" % (why, level))
     assert not os.path.exists(os.path.join(str(tmp_path), "dcgmi.args"))   # never started
-    assert _health.read_dcgm_diag(1, _nvml(gpus), no_gpu_load="check mode")["ran"] is True
+    assert _dcgm.read_dcgm_diag(1, _nvml(gpus), no_gpu_load="check mode")["ran"] is True
 
 
 def test_node_inspect_passes_check_and_audit_mode_to_dcgm(tmp_path, monkeypatch):
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
     seen = []
-    monkeypatch.setattr(_host, "collect_host", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
-    base = dict((k, v.get("default")) for k, v in _node.NODE_LAYERS_ARGSPEC.items())
+    monkeypatch.setattr(_host, "record", lambda **kw: seen.append(kw["no_gpu_load"]) or {"layer": "host"})
+    base = dict((k, v.get("default")) for k, v in _args.NODE_LAYERS_ARGSPEC.items())
     base.update(layers=["host"], root="/")
     for mode, check_mode, why in (("full", False, None), ("full", True, "check mode"), ("audit", False, "audit mode")):
-        _node.inspect(dict(base, mode=mode), check_mode=check_mode)
+        _inspect.inspect(dict(base, mode=mode), check_mode=check_mode)
     assert seen == [None, "check mode", "audit mode"]
 
 
@@ -848,7 +854,7 @@ def test_dcgm_non_zero_exit_with_every_test_passing_warns(tmp_path, monkeypatch,
     _fake_dcgmi(tmp_path, body='%s "%s"; echo "something went wrong" >&2; exit 3' % (CAT, os.path.join(DCGM_FIXTURES, "dcgm4-r1-pass.json")))
     monkeypatch.setenv("PATH", str(tmp_path))
     gpus = [hf.gpu(0)]
-    rows = health_checks(_dcgm_record(h200, _health.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
+    rows = health_checks(_dcgm_record(h200, _dcgm.read_dcgm_diag(1, _nvml(gpus)), gpus), "host.health.dcgm_diag")
     extra = [c for c in rows if c["subject"] == "dcgmi diag"]
     assert [(c["status"], c["observed"]) for c in extra] == [
         (WARN, "dcgmi exited with rc 3 although no test failed or warned: something went wrong")]

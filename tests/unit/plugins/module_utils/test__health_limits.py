@@ -6,9 +6,9 @@ import pytest
 
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import checks as _health
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import evaluate as _host_evaluate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, WARN
 
 
@@ -16,7 +16,7 @@ def replay_check(root, **pcie):
     readings = dict(hf.healthy()["pcie"])
     readings.update(pcie)
     evidence = _host.collect_evidence(root=str(root), pynvml_module=hf.fake_pynvml([hf.gpu(0, pcie=readings)]))
-    record = _host.evaluate(evidence)
+    record = _host_evaluate.evaluate(evidence)
     (check,) = [c for c in record["checks"] if c["id"] == "host.health.pcie_replay"]
     return check, evidence["health"]["gpus"][0]["pcie"]
 
@@ -69,7 +69,7 @@ def test_a_second_reading_that_fails_leaves_the_count_judged_and_says_so(tmp_pat
             raise hf.real_pynvml.NVMLError(hf.real_pynvml.NVML_ERROR_GPU_IS_LOST)
         return first(handle)
     fake.nvmlDeviceGetPcieReplayCounter = once
-    record = _host.evaluate(_host.collect_evidence(root=str(hf.build_node(tmp_path)), pynvml_module=fake))
+    record = _host_evaluate.evaluate(_host.collect_evidence(root=str(hf.build_node(tmp_path)), pynvml_module=fake))
     (check,) = [c for c in record["checks"] if c["id"] == "host.health.pcie_replay"]
     assert check["status"] == PASS and "rate not measured (no second reading)" in check["observed"], check
     assert "NVML_ERROR_GPU_IS_LOST" in record["evidence"]["health"]["gpus"][0]["pcie"]["replay_end_error"]
@@ -87,7 +87,7 @@ def test_a_second_reading_that_fails_leaves_the_count_judged_and_says_so(tmp_pat
 ])
 def test_replay_judgement_over_longer_intervals_and_thresholds(readings, thresholds, status):
     pcie = dict(readings, generation_current=5, width_current=16)
-    t = dict(_health.DEFAULT_THRESHOLDS, **thresholds)
+    t = dict(_health_limits.DEFAULT_THRESHOLDS, **thresholds)
     assert _health_limits.judge_replays(pcie, t)[0] == status
 
 
@@ -95,7 +95,7 @@ def test_an_unread_counter_is_not_run(tmp_path):
     over = dict(hf.healthy()["nvml_errors"], **{REPLAYS: hf.real_pynvml.NVML_ERROR_NOT_SUPPORTED})
     evidence = _host.collect_evidence(root=str(hf.build_node(tmp_path)),
                                       pynvml_module=hf.fake_pynvml([hf.gpu(0, nvml_errors=over)]))
-    (check,) = [c for c in _host.evaluate(evidence)["checks"] if c["id"] == "host.health.pcie_replay"]
+    (check,) = [c for c in _host_evaluate.evaluate(evidence)["checks"] if c["id"] == "host.health.pcie_replay"]
     assert check["status"] == NOT_RUN and "NVML_ERROR_NOT_SUPPORTED" in check["observed"]
 
 
@@ -116,7 +116,7 @@ DCGM_DEFAULTS = {
 @pytest.mark.parametrize("name", sorted(_health_limits.THRESHOLDS))
 def test_every_threshold_is_set_against_dcgm_and_cites_it(name):
     default, citation = DCGM_DEFAULTS[name]
-    entry = _health.THRESHOLDS[name]
+    entry = _health_limits.THRESHOLDS[name]
     assert entry["default"] == default and citation in entry["why"], entry
     assert citation == "Ours" or "DCGM v4.6.0" in entry["why"]
 

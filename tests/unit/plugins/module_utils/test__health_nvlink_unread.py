@@ -8,6 +8,7 @@ import pytest
 import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import evaluate as _host_evaluate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS
 
 nv = hf.real_pynvml
@@ -47,7 +48,7 @@ def record_of(root, gpu, fail=None, change=None):
     fake = hf.fake_pynvml([gpu], fail=dict(((0, name), code) for name, code in (fail or {}).items()))
     if change:
         change(fake)
-    return _host.evaluate(_host.collect_evidence(root=str(root), pynvml_module=fake))
+    return _host_evaluate.evaluate(_host.collect_evidence(root=str(root), pynvml_module=fake))
 
 
 def check(record, check_id):

@@ -9,6 +9,8 @@ import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on s
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import busy as _busy
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import catalogue as _catalogue
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host import procfs as _procfs
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 nv = hf.real_pynvml
@@ -26,7 +28,7 @@ def one(record, check_id, subject=None):
 
 def host(root, gpus=1, **kw):
     fake = kw.pop("fake", None) or hf.fake_pynvml([hf.gpu(i) for i in range(gpus)])
-    record = _host.collect_host(root=str(root), pynvml_module=fake, **kw)
+    record = _host.record(root=str(root), pynvml_module=fake, **kw)
     assert validate_record(record) == []
     return record
 
@@ -145,7 +147,7 @@ def test_driver_library_version_mismatch_at_nvml_init_keeps_other_checks(tmp_pat
 
 def test_pynvml_missing_fails_nvml_checks_with_import_error(h200, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    record = _host.collect_host(root=str(h200))
+    record = _host.record(root=str(h200))
     init = one(record, "host.nvml.init")
     assert init["status"] == FAIL and init["observed"].startswith("pynvml cannot be imported: ModuleNotFoundError: import of pynvml halted")
     assert one(record, "host.nvml.gpu")["status"] == FAIL
@@ -234,7 +236,7 @@ def test_unreadable_identity_fails_the_gpu(h200):
 
 
 def test_nvml_disabled_by_option(h200):
-    record = _host.collect_host(root=str(h200), use_nvml=False)
+    record = _host.record(root=str(h200), use_nvml=False)
     for cid in ("host.nvml.init", "host.nvml.gpu"):
         c = one(record, cid)
         assert c["status"] == NOT_RUN and c["observed"] == "disabled by option (nvml: false)"
@@ -303,7 +305,7 @@ def test_gpu_compute_processes(h200):
         {"gpu_index": 0, "gpu_uuid": hf.gpu(0)["uuid"], "pid": 4242, "used_gpu_memory_bytes": 1 << 20}]
     failing = hf.fake_pynvml([hf.gpu()], fail={(0, "nvmlDeviceGetComputeRunningProcesses"): nv.NVML_ERROR_NOT_SUPPORTED})
     assert _busy.gpu_compute_processes(host(h200, fake=failing)) is None
-    assert _busy.gpu_compute_processes(_host.collect_host(root=str(h200), use_nvml=False)) is None
+    assert _busy.gpu_compute_processes(_host.record(root=str(h200), use_nvml=False)) is None
 
 
 @pytest.mark.parametrize("text,version", [
@@ -314,7 +316,7 @@ def test_gpu_compute_processes(h200):
     (None, None),
 ])
 def test_parse_proc_driver_version(text, version):
-    assert _host.parse_proc_driver_version(text) == version
+    assert _procfs.parse_proc_driver_version(text) == version
 
 
 @pytest.mark.parametrize("text,version", [
@@ -331,7 +333,7 @@ def test_parse_tool_version(text, version):
 
 def test_parse_proc_devices_reads_only_character_devices():
     text = "Character devices:\n  1 mem\n195 nvidia-frontend\n238 nvidia-uvm\n\nBlock devices:\n  7 loop\n195 notachar\n"
-    assert _host.parse_proc_devices(text) == {"mem": 1, "nvidia-frontend": 195, "nvidia-uvm": 238}
+    assert _procfs.parse_proc_devices(text) == {"mem": 1, "nvidia-frontend": 195, "nvidia-uvm": 238}
 
 
 _HAS_GPU = os.path.exists("/dev/nvidiactl") or os.environ.get("GPUPROBE_GPU") == "1"
@@ -340,7 +342,7 @@ _HAS_GPU = os.path.exists("/dev/nvidiactl") or os.environ.get("GPUPROBE_GPU") ==
 @pytest.mark.skipif(_HAS_GPU, reason="this machine has an NVIDIA device: tests/gpu/test_host_gpu.py covers it")
 def test_real_node_without_gpu_fails_honestly():
     """The same code path as on the H200, on this machine (no driver): FAIL with the exact evidence, no traceback."""
-    record = _host.collect_host(root="/")
+    record = _host.record(root="/")
     assert validate_record(record) == []
     assert record["status"] == FAIL and record["signature"] == "host.driver.present"
     assert record["reason"].startswith("no NVIDIA driver / device nodes: ")
@@ -350,7 +352,7 @@ def test_real_node_without_gpu_fails_honestly():
     assert error and one(record, "host.nvml.init")["observed"] == error
     assert error in record["reason"]
     assert record["evidence"]["tools_probed"] is True
-    assert set(record["evidence"]["tools"]) == set(_host.TOOLS)
+    assert set(record["evidence"]["tools"]) == set(_catalogue.TOOLS)
     for name, info in record["evidence"]["tools"].items():
         status = one(record, "host.tool.%s" % name)["status"]
         assert status == (NOT_RUN if info is None else PASS if info["version"] else WARN)
@@ -367,7 +369,7 @@ def test_hung_nvml_is_killed_and_reported(h200):
     fake = hf.fake_pynvml([hf.gpu()])
     fake.nvmlInit = lambda: time.sleep(60)
     t0 = time.monotonic()
-    record = _host.collect_host(root=str(h200), pynvml_module=fake, nvml_timeout=1)
+    record = _host.record(root=str(h200), pynvml_module=fake, nvml_timeout=1)
     assert time.monotonic() - t0 < 20
     init = one(record, "host.nvml.init")
     assert init["status"] == FAIL and init["observed"].startswith("timeout after 1s: NVML did not answer")
@@ -405,9 +407,9 @@ def test_without_nvml_the_rows_come_from_procfs(tmp_path, monkeypatch, how):
         record = host(root, fake=hf.fake_pynvml(hf.node_gpus(4), init_error=nv.NVML_ERROR_DRIVER_NOT_LOADED))
     elif how == "import_error":
         monkeypatch.setitem(sys.modules, "pynvml", None)
-        record = _host.collect_host(root=str(root))
+        record = _host.record(root=str(root))
     else:
-        record = _host.collect_host(root=str(root), use_nvml=False)
+        record = _host.record(root=str(root), use_nvml=False)
     assert validate_record(record) == []
     rows = record["evidence"]["gpus"]
     assert [(r["index"], r["minor"], r["uuid"], r["pci_bus_id"], r["name"], r["device_node"], r["source"]) for r in rows] == [
@@ -547,7 +549,7 @@ def test_mig_without_mig_minors_cannot_tell_the_caps_nodes(tmp_path):
 
 def test_mig_instances_from_procfs_when_nvml_is_absent(tmp_path):
     root, gpus = mig_node(tmp_path, count=2, mig={1: [hf.mig_device(1, gi=3, ci=0)]})
-    record = _host.collect_host(root=str(root), use_nvml=False)
+    record = _host.record(root=str(root), use_nvml=False)
     table = hf.mig_minors_table(2)
     assert record["evidence"]["gpus"][1]["mig"] == {"mode_current": None, "mode_pending": None, "instances": [
         {"uuid": None, "gi": 3, "ci": 0, "profile": None,
@@ -591,7 +593,7 @@ def test_compute_processes_per_row(h200):
     (None, None),
 ])
 def test_normalize_bus_id(text, bus):
-    assert _host.normalize_bus_id(text) == bus
+    assert _procfs.normalize_bus_id(text) == bus
 
 
 @pytest.mark.parametrize("text,fields", [
@@ -602,12 +604,12 @@ def test_normalize_bus_id(text, bus):
      {"Model": "Tesla V100-SXM2-16GB", "Bus Location": "0000:1a:00.0", "Device Minor": "2", "Blacklisted": "No"}),
 ])
 def test_parse_gpu_information(text, fields):
-    parsed = _host.parse_gpu_information(text)
+    parsed = _procfs.parse_gpu_information(text)
     assert dict((k, parsed.get(k)) for k in fields) == fields
 
 
 def test_parse_mig_minors():
-    assert _host.parse_mig_minors("config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\n\ngarbage\n") == {
+    assert _procfs.parse_mig_minors("config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\n\ngarbage\n") == {
         "config": 1, "monitor": 2, "gpu0/gi0/access": 3, "gpu0/gi0/ci0/access": 4}
 
 
@@ -616,7 +618,7 @@ def test_procfs_gpu_instance_without_compute_instance_warns(tmp_path):
     ci_dir = os.path.join(root, "proc/driver/nvidia/capabilities/gpu0/mig/gi4/ci0")
     os.unlink(os.path.join(ci_dir, "access"))
     os.rmdir(ci_dir)
-    record = _host.collect_host(root=str(root), use_nvml=False)
+    record = _host.record(root=str(root), use_nvml=False)
     assert record["evidence"]["gpus"][0]["mig"]["instances"] == [
         {"uuid": None, "gi": 4, "ci": None, "profile": None, "caps_minors": {"gi": hf.mig_minors_table(1)["gpu0/gi4/access"], "ci": None},
          "compute_processes": None}]

@@ -1,4 +1,4 @@
-"""k8s layer: the pure analysis over kubectl JSON fixtures, and collect_k8s through a stand-in kubectl executable
+"""k8s layer: the pure analysis over kubectl JSON fixtures, and record() through a stand-in kubectl executable
 (a Kubernetes API cannot exist here; the kubectl boundary is the only thing replaced). Real kubectl is used for the
 'no kubeconfig' and 'unreachable cluster' cases."""
 import json
@@ -9,7 +9,9 @@ import pytest
 from kubectlfixture import argv_log, stand_in
 from kubectlfixture import one as by
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import kubectl as _k8s_kubectl
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import nodes as _k8s_nodes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s")
@@ -116,10 +118,10 @@ def test_pods_not_listed_is_not_run():
 
 @pytest.mark.parametrize("value,count", [("8", 8), (2, 2), ("0", 0), (None, None), ("100m", None)])
 def test_quantity(value, count):
-    assert _k8s.quantity(value) == count
+    assert _k8s_nodes.quantity(value) == count
 
 
-# ---- collect_k8s: real subprocesses through _run.run ----
+# ---- record(): real subprocesses through _run.run ----
 
 FAKE_KUBECTL = r'''fixtures = %(fixtures)r
 if args[:2] == ["version", "--client"]:
@@ -140,7 +142,7 @@ def fake_kubectl(tmp_path):
 
 def test_collect_through_kubectl(fake_kubectl):
     path, kubeconfig, tmp = fake_kubectl
-    r = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig, context="lab", timeout=7)
+    r = _k8s.record(kubectl=path, kubeconfig=kubeconfig, context="lab", timeout=7)
     assert validate_record(r) == [] and r["status"] == FAIL
     assert by(r, "k8s.cluster.reachable")["status"] == PASS
     assert by(r, "k8s.node.allocatable", "gpu-b")["status"] == FAIL
@@ -153,7 +155,7 @@ def test_collect_through_kubectl(fake_kubectl):
 
 def test_collect_per_namespace(fake_kubectl):
     path, kubeconfig, tmp = fake_kubectl
-    r = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig, namespaces=["ml", "batch"])
+    r = _k8s.record(kubectl=path, kubeconfig=kubeconfig, namespaces=["ml", "batch"])
     assert [c[-4:-2] for c in argv_log(tmp) if "pods" in c] == [["-n", "ml"], ["-n", "batch"]]
     assert {p["namespace"] for p in r["evidence"]["gpu_pods"]} == {"ml", "batch"}
 
@@ -161,7 +163,7 @@ def test_collect_per_namespace(fake_kubectl):
 def test_unreachable_cluster_is_not_run_with_the_exact_error(fake_kubectl, monkeypatch):
     path, kubeconfig, _tmp = fake_kubectl
     monkeypatch.setenv("FAKE_KUBECTL_DOWN", "1")
-    r = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig)
+    r = _k8s.record(kubectl=path, kubeconfig=kubeconfig)
     assert r["status"] == NOT_RUN and validate_record(r) == []
     assert r["reason"] == ("cluster not reachable: kubectl get nodes: The connection to the server 10.0.0.1:6443 was refused"
                            " - did you specify the right host or port?")
@@ -170,24 +172,24 @@ def test_unreachable_cluster_is_not_run_with_the_exact_error(fake_kubectl, monke
 def test_forbidden_pods_leave_node_checks(fake_kubectl, monkeypatch):
     path, kubeconfig, _tmp = fake_kubectl
     monkeypatch.setenv("FAKE_KUBECTL_FORBID_PODS", "1")
-    r = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig)
+    r = _k8s.record(kubectl=path, kubeconfig=kubeconfig)
     assert by(r, "k8s.node.allocatable", "gpu-b")["status"] == FAIL
     assert by(r, "k8s.pod.pending")["status"] == NOT_RUN and "Forbidden" in by(r, "k8s.pod.pending")["observed"]
 
 
 def test_kubectl_missing_is_not_run():
-    r = _k8s.collect_k8s(kubectl="gpuprobe-no-such-kubectl")
+    r = _k8s.record(kubectl="gpuprobe-no-such-kubectl")
     assert r["status"] == NOT_RUN and r["reason"] == "kubectl not found: gpuprobe-no-such-kubectl"
 
 
 def test_kubeconfig_reason(tmp_path):
     env = {}
-    assert _k8s.kubeconfig_reason(None, env, str(tmp_path)).startswith("no kubeconfig: option kubeconfig not given, KUBECONFIG unset")
-    assert _k8s.kubeconfig_reason(str(tmp_path / "nope"), env, str(tmp_path)) == "kubeconfig %s does not exist" % (tmp_path / "nope")
-    assert _k8s.kubeconfig_reason(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, str(tmp_path)) is None
+    assert _k8s_kubectl.kubeconfig_reason(None, env, str(tmp_path)).startswith("no kubeconfig: option kubeconfig not given, KUBECONFIG unset")
+    assert _k8s_kubectl.kubeconfig_reason(str(tmp_path / "nope"), env, str(tmp_path)) == "kubeconfig %s does not exist" % (tmp_path / "nope")
+    assert _k8s_kubectl.kubeconfig_reason(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, str(tmp_path)) is None
     (tmp_path / ".kube").mkdir()
     (tmp_path / ".kube" / "config").write_text("{}")
-    assert _k8s.kubeconfig_reason(None, env, str(tmp_path)) is None
+    assert _k8s_kubectl.kubeconfig_reason(None, env, str(tmp_path)) is None
 
 
 REAL_KUBECTL = shutil.which("kubectl")
@@ -199,7 +201,7 @@ def test_real_kubectl_against_a_closed_port_is_not_run(tmp_path):
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n"
         "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n")
-    r = _k8s.collect_k8s(kubectl=REAL_KUBECTL, kubeconfig=str(kubeconfig), timeout=5)
+    r = _k8s.record(kubectl=REAL_KUBECTL, kubeconfig=str(kubeconfig), timeout=5)
     assert r["status"] == NOT_RUN and r["reason"].startswith("cluster not reachable: kubectl get nodes: ")
     assert r["reason"].endswith("The connection to the server 127.0.0.1:1 was refused - did you specify the right host or port?")
 

@@ -1,7 +1,7 @@
 """k8s layer, Dynamic Resource Allocation: the GPU path of each node, the DRA evidence, why a DRA Pod is Pending,
 the node's DRA devices against its host record, and the verdict cross-check. Fixtures: tests/unit/fixtures/k8s/dra
 (README.md there cites the source of every shape and message); the same cluster in resource.k8s.io v1, v1beta2
-and v1beta1 must give the same record. collect_k8s runs through a stand-in kubectl executable (no kube-apiserver
+and v1beta1 must give the same record. record() runs through a stand-in kubectl executable (no kube-apiserver
 can exist here)."""
 import json
 import os
@@ -12,8 +12,11 @@ from kubectlfixture import argv_log as kubectl_calls
 from kubectlfixture import checks, one, stand_in
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import layer as _k8s
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import nodes as _k8s_nodes
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import pods as _k8s_pods
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import dra as _k8s_dra
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s", "dra"))
 VERSIONS = ("v1", "v1beta2", "v1beta1")
@@ -150,7 +153,7 @@ def test_pending_pods_are_mapped_to_a_cause(version, pod, cause, message):
     assert c["status"] == FAIL
     assert c["observed"].startswith("Pending: " + message), c["observed"]
     assert "-> cause (%s): " % cause in c["observed"]
-    entry = next(e for e in _k8s.PENDING_CAUSES if e["id"] == cause)
+    entry = next(e for e in _k8s_pods.PENDING_CAUSES if e["id"] == cause)
     assert c["hint"] == entry["next"]
 
 
@@ -187,7 +190,7 @@ def test_failed_prepare_is_mapped_to_a_cause(pod, cause):
     ("Failed to prepare dynamic resources: something new", None),
 ])
 def test_prepare_causes(message, cause):
-    assert _k8s.explain(message, _k8s.PREPARE_CAUSES)[0] == cause
+    assert _k8s_pods.explain(message, _k8s_pods.PREPARE_CAUSES)[0] == cause
 
 
 # ---- the node's DRA devices against its host record ----
@@ -223,7 +226,7 @@ def test_host_match_fails_on_a_gpu_or_driver_the_node_does_not_have(gpus, driver
     (["gpu-a"], {}, "", None, None),
 ])
 def test_match_node(names, labels, hostname, name, how):
-    found = _k8s.match_node(names, hostname, labels)
+    found = _k8s_nodes.match_node(names, hostname, labels)
     assert found.get("name") == name and found.get("matched_by") == how
     if name is None:
         assert found["reason"]
@@ -236,7 +239,7 @@ def _gpu_device(name, attributes, api="resource.k8s.io/v1beta1"):
     sl = {"apiVersion": api, "metadata": {"name": "s"}, "spec": {
         "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
         "devices": [dev]}}
-    return [_k8s.device_summary(d) for d in _k8s_dra.current_devices([_k8s_dra.slice_summary(sl)])]
+    return [_k8s_nodes.device_summary(d) for d in _k8s_dra.current_devices([_k8s_dra.slice_summary(sl)])]
 
 
 # NVIDIA/k8s-dra-driver (cmd/nvidia-dra-plugin/deviceinfo.go): gpu-<index>, int attributes minor and index;
@@ -262,7 +265,7 @@ def test_host_match_names_gpus_by_minor_or_index(name, attributes, host, status,
     for api in ("resource.k8s.io/v1beta1", "resource.k8s.io/v1"):
         devices = _gpu_device(name, attributes, api)
         gpu = dict(host, uuid=GPU0, pci_bus_id="0000:1b:00.0")
-        rows = _k8s.host_match({"name": "n1", "dra": {"devices": devices}}, host_record([gpu]))
+        rows = _k8s_nodes.host_match({"name": "n1", "dra": {"devices": devices}}, host_record([gpu]))
         assert [(r[0], r[3]) for r in rows] == [(status, observed)]
 
 
@@ -298,14 +301,14 @@ BARE_MIG_HOST = [{"index": 0, "uuid": GPU0, "minor": 0, "pci_bus_id": "0000:1b:0
      "not compared: the device publishes no parentUUID; the host record lists no MIG instance UUID"),
 ])
 def test_host_match_says_what_was_compared(dev, gpus, status, observed):
-    rows = _k8s.host_match({"name": "n1", "dra": {"devices": [dev]}}, host_record(gpus))
+    rows = _k8s_nodes.host_match({"name": "n1", "dra": {"devices": [dev]}}, host_record(gpus))
     assert (rows[0][0], rows[0][3]) == (status, observed)
 
 
 def test_version_keys_that_are_not_numbers_are_never_equal():
     assert _k8s_dra.version_key("580.159.4-rc.1") is None and _k8s_dra.version_key("garbage") is None
-    rows = _k8s.host_match({"name": "n1", "dra": {"devices": [_dev("gpu-0", "gpu", uuid=GPU0, driver="garbage")]}},
-                           host_record(MIG_HOST, driver="also garbage"))
+    rows = _k8s_nodes.host_match({"name": "n1", "dra": {"devices": [_dev("gpu-0", "gpu", uuid=GPU0, driver="garbage")]}},
+                                 host_record(MIG_HOST, driver="also garbage"))
     assert rows[0][0] == PASS and "driverVersion garbage against loaded driver also garbage not compared" in rows[0][3]
     assert "driver also garbage," not in rows[0][3]
 
@@ -383,7 +386,7 @@ def test_slices_refused_never_infers_a_path():
     ("both-0", "FAILED_AT_RUNTIME", [("allocatable_on_unverified_node", FAIL), ("dra_devices_on_unverified_node", FAIL)]),
 ])
 def test_advertising_findings(node, verdict, found):
-    findings = _k8s.advertising_findings("h1", verdict, nodes(analyse())[node])
+    findings = _k8s_nodes.advertising_findings("h1", verdict, nodes(analyse())[node])
     assert [(f["finding"], f["severity"]) for f in findings] == found
     for f in findings:
         assert f["host"] == "h1" and f["k8s_node"] == node and f["observed"] and f["message"]
@@ -418,7 +421,7 @@ def test_fully_qualified_attribute_names_are_the_drivers_own():
     assert s["devices"][0]["attributes"] == {"uuid": "GPU-1"}
 
 
-# ---- collect_k8s through a stand-in kubectl ----
+# ---- record() through a stand-in kubectl ----
 
 FAKE_KUBECTL = r'''if args[:2] == ["version", "--client"]:
     print(json.dumps({"clientVersion": {"gitVersion": "v1.34.1"}})); sys.exit(0)
@@ -451,7 +454,7 @@ def argv_log(tmp_path):
 def test_collect_reads_the_dra_objects(fake_kubectl, monkeypatch, version):
     path, kubeconfig, tmp = fake_kubectl
     monkeypatch.setenv("FAKE_DRA_VERSION", version)
-    record = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig, host_record=host_record(), hostname="dra-0")
+    record = _k8s.record(kubectl=path, kubeconfig=kubeconfig, host_record=host_record(), hostname="dra-0")
     assert validate_record(record) == []
     assert argv_log(tmp) == [
         ["get", "nodes", "-o", "json"],
@@ -463,8 +466,9 @@ def test_collect_reads_the_dra_objects(fake_kubectl, monkeypatch, version):
         ["get", "resourceclaimtemplates", "--all-namespaces", "-o", "json"],
         ["get", "events", "--field-selector", "reason=FailedPrepareDynamicResources", "--all-namespaces", "-o", "json"],
         ["get", "events", "--field-selector", "reason=FailedResourceClaimCreation", "--all-namespaces", "-o", "json"],
+        ["get", "runtimeclasses", "-o", "json"],   # the GPU Pods' runtime handlers (_k8s/handlers.py), after the DRA reads
     ]
-    # one code path: what collect_k8s gives is what analyse gives on the same documents
+    # one code path: what record() gives is what analyse gives on the same documents
     direct = analyse(version, host_record=host_record(), hostname="dra-0")
     assert [(c["id"], c["status"], c["subject"], c["observed"]) for c in record["checks"]] == \
         [(c["id"], c["status"], c["subject"], c["observed"]) for c in direct["checks"]]
@@ -474,8 +478,8 @@ def test_collect_reads_the_dra_objects(fake_kubectl, monkeypatch, version):
 def test_collect_on_a_cluster_without_dra_stops_after_the_first_read(fake_kubectl, monkeypatch):
     path, kubeconfig, tmp = fake_kubectl
     monkeypatch.setenv("FAKE_DRA_VERSION", "none")
-    record = _k8s.collect_k8s(kubectl=path, kubeconfig=kubeconfig)
-    assert [a[:2] for a in argv_log(tmp)][-1] == ["get", "resourceslices"]
+    record = _k8s.record(kubectl=path, kubeconfig=kubeconfig)
+    assert [a[:2] for a in argv_log(tmp) if a[1] != "runtimeclasses"][-1] == ["get", "resourceslices"]
     assert one(record, "k8s.dra.api")["observed"] == NOT_SERVED
     assert one(record, "k8s.dra.api")["status"] == NOT_RUN
 
@@ -509,7 +513,7 @@ print(json.dumps(docs.get(what, {"apiVersion": "v1", "kind": "List", "items": []
 def test_inspect_gives_the_k8s_layer_this_nodes_host_record(tmp_path, monkeypatch):
     import socket  # pylint: disable=import-outside-toplevel
     from hostfixture import build_node  # pylint: disable=import-outside-toplevel,import-error
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect  # pylint: disable=import-outside-toplevel
 
     build_node(str(tmp_path / "node"), gpus=2, procfs=True)  # GPUs ...-000000000000 (minor 0, 0000:06:00.0) and ...-01
     me = socket.gethostname()
@@ -531,9 +535,9 @@ def test_inspect_gives_the_k8s_layer_this_nodes_host_record(tmp_path, monkeypatc
     (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
     monkeypatch.setenv("PATH", "%s%s%s" % (bindir, os.pathsep, os.environ["PATH"]))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     p.update(nvml=False, root=str(tmp_path / "node"), layers=["host", "k8s"])
-    record = _node.inspect(p)["records"]["k8s"]
+    record = _inspect.inspect(p)["records"]["k8s"]
     assert validate_record(record) == []
     rows = [(c["status"], c["subject"], c["observed"]) for c in checks(record, "k8s.dra.host_match")]
     assert rows == [

@@ -9,8 +9,9 @@ from kubectlfixture import argv_log, stand_in
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import publish as _k8s_publish
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import check_allowed
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.allowlist import check_allowed
 from ansible_collections.gpuprobe.layers.plugins.modules import k8s_publish
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import module as _module
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "k8s", "dra"))
 NOW = "2026-12-03T10:00:00Z"
@@ -225,7 +226,7 @@ def test_module_fails_and_warns_on_a_verdict_it_could_not_publish(fake_kubectl, 
     path, kubeconfig, _tmp = fake_kubectl
     warned = []
     # in a test process the warning goes to the controller's display, not the result: collect it where it is made
-    monkeypatch.setattr(k8s_publish.AnsibleModule, "warn", lambda self, text, **kw: warned.append(text))
+    monkeypatch.setattr(_module.AnsibleModule, "warn", lambda self, text, **kw: warned.append(text))
     code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig,
                                     "verdicts": {"dra-0": "COMPUTE_VERIFIED", "gpu-x": "FAILED_AT_HOST"}})
     assert code == 1 and out["failed"] is True

@@ -1,4 +1,4 @@
-"""_node: the layer selection from tags, the gate between the two node-side calls, and the two stages run for
+"""_node: the layer selection from tags (plugin_utils._selection), the gate (_node.gate), and the two stages run for
 real on synthetic node trees (hostfixture.build_node: real files and mknod devices; NVML off)."""
 import os
 
@@ -7,20 +7,23 @@ import pytest
 from hostfixture import build_node
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _selection
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import probe as _node_probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 
 def params(**over):
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     p.update(nvml=False)
     p.update(over)
     return p
 
 
 def probe_params(**over):
-    p = dict((name, spec.get("default")) for name, spec in _node_probe.NODE_PROBE_ARGSPEC.items())
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_PROBE_ARGSPEC.items())
     p.update(over)
     return p
 
@@ -42,7 +45,7 @@ def probe_params(**over):
     (["unrelated"], [], True, []),
 ])
 def test_selected_layers_follow_the_tags_the_role_tasks_carried(run, skip, k8s, expected):
-    assert _node.selected_layers(run, skip, k8s) == expected
+    assert _selection.selected_layers(run, skip, k8s) == expected
 
 
 @pytest.mark.parametrize("given,expected", [
@@ -53,7 +56,7 @@ def test_selected_layers_follow_the_tags_the_role_tasks_carried(run, skip, k8s, 
     ([], []),
 ])
 def test_needed_layers_add_what_a_layer_needs(given, expected):
-    assert _node.needed_layers(given) == expected
+    assert _selection.needed_layers(given) == expected
 
 
 def _record(layer, status, **evidence):
@@ -93,12 +96,12 @@ CDI_OK = _record("cdi", PASS, requested_devices=["nvidia.com/gpu=0"])
     ({"host": _host_with("host.health.fabric"), "cdi": _record("cdi", FAIL)}, "full", "blocked by cdi FAIL"),
 ])
 def test_layer_gate(records, mode, expected):
-    assert _node.layer_gate(records, mode) == expected
+    assert _gate.layer_gate(records, mode) == expected
 
 
 def test_inspect_runs_host_and_cdi_in_one_call_on_a_node_tree(tmp_path):
     build_node(str(tmp_path / "node"), gpus=2, procfs=True)
-    out = _node.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
+    out = _inspect.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
     assert sorted(out["records"]) == ["cdi", "host"] and out["spec"] is None
     for record in out["records"].values():
         assert validate_record(record) == []
@@ -109,7 +112,7 @@ def test_inspect_runs_host_and_cdi_in_one_call_on_a_node_tree(tmp_path):
 
 def test_inspect_runs_only_the_layers_asked_for(tmp_path):
     build_node(str(tmp_path / "node"))
-    out = _node.inspect(params(root=str(tmp_path / "node"), layers=["cdi"]))
+    out = _inspect.inspect(params(root=str(tmp_path / "node"), layers=["cdi"]))
     assert sorted(out["records"]) == ["cdi"]
 
 
@@ -118,9 +121,9 @@ def test_a_layer_that_raises_is_not_run_with_the_error_and_the_next_layers_run(t
 
     def broken(**_kwargs):
         raise KeyError("driver_version")
-    monkeypatch.setattr(_host, "collect_host", broken)
+    monkeypatch.setattr(_host, "record", broken)
     build_node(str(tmp_path / "node"))
-    out = _node.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
+    out = _inspect.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
     host = out["records"]["host"]
     assert host["status"] == NOT_RUN and host["reason"] == "the host layer did not return a record: KeyError: 'driver_version'"
     assert validate_record(host) == []
@@ -141,10 +144,10 @@ def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_c
     def select(p, probe_follows=False):
         started.set()
         raise RuntimeError("no engine today")
-    monkeypatch.setattr(_host, "collect_host", host)
-    monkeypatch.setattr(_node, "selected_engines", select)
+    monkeypatch.setattr(_host, "record", host)
+    monkeypatch.setattr(_inspect, "selected_engines", select)
     build_node(str(tmp_path / "node"))
-    out = _node.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
+    out = _inspect.inspect(params(root=str(tmp_path / "node"), cdi_spec_dirs=["/etc/cdi"]))
     assert out["records"]["host"]["reason"] == "stub host layer"
     assert out["records"]["cdi"]["status"] == NOT_RUN and "RuntimeError: no engine today" in out["records"]["cdi"]["reason"]
 
@@ -165,30 +168,36 @@ def test_the_engines_are_detected_in_full_beside_the_host_layer_only_when_the_pr
         return [{"name": None, "usable": False, "path": None, "version": None, "reason": "no runtime in this test"}]
     monkeypatch.setattr(_runtime_select, "select_runtimes", select)
     monkeypatch.setattr(engine, "read_engine_config", lambda info: {})
-    monkeypatch.setattr(_host, "collect_host", lambda **kw: not_run("host", "stub host layer"))
-    _node.inspect(params(root="/", k8s=False, cdi_spec_dirs=[str(tmp_path)]), check_mode, probe_follows=probe_follows)
+    monkeypatch.setattr(_host, "record", lambda **kw: not_run("host", "stub host layer"))
+    _inspect.inspect(params(root="/", k8s=False, cdi_spec_dirs=[str(tmp_path)]), check_mode, probe_follows=probe_follows)
     assert asked == [version_only]
 
 
+# the runtime selection and the discovery it reads the node with (no probe code, no grpc)
+SELECTION_MODULES = ("select", "layouts", "kubelet", "daemons", "systemd", "nodefs", "why", "docker_context", "handler")
+
+
 def test_the_inspect_stage_imports_no_probe_code():
-    # the inspect stage selects the runtimes (_runtime/select.py) but loads no other module of the runtime room (the
-    # CRI adapter and grpc: ~0.4 s on each node-side call, docs/performance.md); run at / in a fresh interpreter
+    # the inspect stage selects the runtimes (_runtime/select.py and the discovery it uses) and their handler
+    # (_runtime/handler.py) but loads no other module of the runtime room (the CRI adapter and grpc: ~0.4 s on each
+    # node-side call, docs/performance.md); run at / in a fresh interpreter
     import subprocess
     import sys
     code = ("import sys\n"
-            "from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node\n"
-            "p = {k: v.get('default') for k, v in _node.NODE_LAYERS_ARGSPEC.items()}\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args\n"
+            "from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect\n"
+            "p = {k: v.get('default') for k, v in _args.NODE_LAYERS_ARGSPEC.items()}\n"
             "p.update(nvml=False, k8s=False)\n"
-            "_node.inspect(p)\n"
+            "_inspect.inspect(p)\n"
             "print(sorted(m for m in sys.modules if m.startswith('grpc') or ('.module_utils._runtime.' in m "
-            "and not m.endswith('module_utils._runtime.select'))))\n")
+            "and m.rsplit('.', 1)[-1] not in %r)))\n" % (SELECTION_MODULES,))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_inspect_refuses_a_root_that_is_not_a_directory(tmp_path):
     with pytest.raises(ValueError, match="is not a directory"):
-        _node.inspect(params(root=str(tmp_path / "absent")))
+        _inspect.inspect(params(root=str(tmp_path / "absent")))
 
 
 def test_self_built_spec_is_written_read_and_removed_by_the_probe_stage(tmp_path):
@@ -196,7 +205,7 @@ def test_self_built_spec_is_written_read_and_removed_by_the_probe_stage(tmp_path
     spec_dir = str(tmp_path / "run-cdi")
     os.makedirs(spec_dir)
     common = dict(root=str(tmp_path / "node"), cdi_source="self-built", self_built_spec_dir=spec_dir, run_id="t-1")
-    out = _node.inspect(params(**common))
+    out = _inspect.inspect(params(**common))
     spec = out["spec"]
     assert spec["path"] == os.path.join(spec_dir, _cdi_spec.spec_file_name("t-1")) and os.path.exists(spec["path"])
     cdi = out["records"]["cdi"]
@@ -253,7 +262,7 @@ def _self_built(tmp_path, run_id):
     spec_dir = str(tmp_path / "run-cdi")
     os.makedirs(spec_dir)
     common = dict(root=str(tmp_path / "node"), cdi_source="self-built", self_built_spec_dir=spec_dir, run_id=run_id)
-    out = _node.inspect(params(**common))
+    out = _inspect.inspect(params(**common))
     return out, spec_dir
 
 
@@ -291,7 +300,7 @@ def test_a_spec_changed_while_the_probe_ran_discards_the_records(tmp_path, monke
         _rewrite(path)
         return _record("runtime", PASS), {"executed": True, "steps": []}
 
-    monkeypatch.setattr(_node_probe, "runtime_facts", runtime_that_sees_a_rewrite)
+    monkeypatch.setattr(_node_probe, "runtime_record", runtime_that_sees_a_rewrite)
     probed = _node_probe.probe(probe_params(records=out["records"], run_id="t-11", self_built_spec_dir=spec_dir,
                                             host_control=False))
     runtime = probed["records"]["runtime"]
@@ -313,6 +322,6 @@ def test_health_fail_keeps_failed_at_host_with_its_signature(check_id):
     from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
     records = {"host": _host_with(check_id), "cdi": CDI_OK, "runtime": _record("runtime", WARN), "compute": _record("compute", PASS)}
-    assert _node.layer_gate(records) == ""
+    assert _gate.layer_gate(records) == ""
     verdict = node_verdict(records)
     assert (verdict["verdict"], verdict["layer"], verdict["signature"], verdict["points_to"]) == ("FAILED_AT_HOST", "host", check_id, "host")

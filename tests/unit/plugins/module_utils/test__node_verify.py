@@ -1,6 +1,6 @@
 """_node_verify.verify: the whole node in one process on a synthetic node tree (hostfixture.build_node: real files,
 mknod devices, NVML off), a self-built spec written and removed for real. Replaced: the engines the node has
-(_node.selected_engines: which runtimes exist is this machine's), the gate's verdict on the records (to reach the
+(_inspect.selected_engines: which runtimes exist is this machine's), the gate's verdict on the records (to reach the
 probe on a tree without a GPU) and the probe stage itself (it runs for real through podman in tests/integration and
 on the GPU host), whose calls are recorded."""
 import os
@@ -9,9 +9,11 @@ import pytest
 
 from hostfixture import build_node
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import verify as _node_verify
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN, PASS, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 
 def _passing(layer):
@@ -42,15 +44,15 @@ def _node_fixture(tmp_path, monkeypatch):
     monkeypatch.setattr(_node_verify, "probe", probe)
     engines = [{"name": "podman", "version": "4.3.1", "endpoint": None},
                {"name": "docker", "version": "26.1.5", "endpoint": "unix:///run/docker.sock"}]
-    monkeypatch.setattr(_node, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
-    params = dict((name, spec.get("default")) for name, spec in _node_verify.NODE_VERIFY_ARGSPEC.items())
+    monkeypatch.setattr(_inspect, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
+    params = dict((name, spec.get("default")) for name, spec in _args.NODE_VERIFY_ARGSPEC.items())
     params.update(root=tree, nvml=False, cdi_source="self-built", self_built_spec_dir=spec_dir, run_id="t-7",
                   runtime=["podman", "docker"])
     return {"params": params, "probes": probes, "interrupt": interrupt, "spec_dir": spec_dir}
 
 
 def test_every_runtime_the_gate_lets_run_is_probed_and_the_last_removes_the_spec(node, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode="full": "")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode="full": "")
     out = _node_verify.verify(node["params"])
     assert [(p["runtime"], p["remove_spec"]) for p in node["probes"]] == [("podman", False), ("docker", True)]
     assert node["probes"][1]["endpoint"] == "unix:///run/docker.sock"
@@ -61,7 +63,7 @@ def test_every_runtime_the_gate_lets_run_is_probed_and_the_last_removes_the_spec
 
 
 def test_a_gated_runtime_gets_the_gates_records_and_the_spec_is_removed_by_the_last_probe_that_ran(node, monkeypatch):
-    monkeypatch.setattr(_node, "engine_gate", lambda records, engine, mode, blocked=None: (
+    monkeypatch.setattr(_gate, "engine_gate", lambda records, engine, mode, blocked=None: (
         records, "blocked by cdi FAIL" if engine["name"] == "docker" else ""))
     out = _node_verify.verify(node["params"])
     assert [(p["runtime"], p["remove_spec"]) for p in node["probes"]] == [("podman", True)]
@@ -72,7 +74,7 @@ def test_a_gated_runtime_gets_the_gates_records_and_the_spec_is_removed_by_the_l
 
 
 def test_no_probe_runs_when_every_runtime_is_blocked_and_the_spec_is_still_removed(node, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode="full": "blocked by host FAIL")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode="full": "blocked by host FAIL")
     out = _node_verify.verify(node["params"])
     assert node["probes"] == [] and [p["ran"] for p in out["probes"]] == [False, False]
     assert all(p["records"]["runtime"]["status"] == NOT_RUN for p in out["probes"])
@@ -80,7 +82,7 @@ def test_no_probe_runs_when_every_runtime_is_blocked_and_the_spec_is_still_remov
 
 
 def test_an_interrupted_probe_stops_the_run_and_leaves_no_spec(node, monkeypatch):
-    monkeypatch.setattr(_node, "layer_gate", lambda records, mode="full": "")
+    monkeypatch.setattr(_gate, "layer_gate", lambda records, mode="full": "")
     node["interrupt"].add("podman")
     out = _node_verify.verify(node["params"])
     assert [p["runtime"] for p in node["probes"]] == ["podman"]  # docker is never started after the interrupt

@@ -86,8 +86,8 @@ def test_build_argv_labels_run_owner_and_creation_time():
                                        ["gpuprobe.local/gpu-r1=0"], "/tmp/d/gpuprobe_probe.py", {}, owner=owner, created=99)
     labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
     assert labels == ["gpuprobe.run=r1", "gpuprobe.owner=h1:12:34", "gpuprobe.created=99"]
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
-    assert _run.check_allowed(argv) == "engine run probe"
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common import allowlist as _allowlist
+    assert _allowlist.check_allowed(argv) == "engine run probe"
 
 
 def test_ps_rows_of_podman_and_docker():
@@ -107,7 +107,7 @@ def test_ps_rows_of_podman_and_docker():
                                           ("v1.1.5", "v1.1.5"), ("garbage; rm -rf /", "unknown"), ("", "unknown"),
                                           (None, "unknown"), ("4.3.1\n<script>", "unknown")])
 def test_runtime_version_is_parsed_or_unknown(text, parsed):
-    assert _runtime_select.parse_version(text) == parsed
+    assert _runtime_select.version_or_unknown(text) == parsed
 
 
 @pytest.mark.parametrize("params, msg", [
@@ -123,7 +123,7 @@ def test_runtime_options_are_checked_before_anything_runs(params, msg):
     base = {"run_id": "r1", "image": "i", "cdi_devices": ["k.example/c=0"], "timeout": 60}
     base.update(params)
     with pytest.raises(ValueError, match=msg.replace("[", r"\[").replace("(", r"\(")):
-        _runtime_layer.runtime_facts(base)
+        _runtime_layer.record(base)
 
 
 def _main(module, args, capsys):

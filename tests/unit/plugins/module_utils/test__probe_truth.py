@@ -18,10 +18,11 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common import dig
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import assess as _compute_assess
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import catalogue as _compute_catalogue
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import host_control as _compute_host_control
-from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import record as _compute_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "cuda"))
 import fakecuda  # noqa: E402  pylint: disable=wrong-import-position
@@ -72,8 +73,8 @@ def _container(text, token=TOKEN, kernel=None, **extra):
 
 
 def _record(probe, host=None, expected=(U0,), control="PASS", **kw):
-    record = _compute_record.compute_record(probe, host_record=host or _idle(U0, U1), host_runner=_control(control),
-                                            expected_gpus=_expected(*expected), **kw)
+    record = _compute_layer.record(probe, host_record=host or _idle(U0, U1), host_runner=_control(control),
+                                   expected_gpus=_expected(*expected), **kw)
     assert validate_record(record) == []
     return record
 
@@ -406,8 +407,8 @@ def test_compute_record_carries_the_controls_gpus_and_failed_step():
     record = _record(_container(_with_token(fakecuda.FakeCuda([U0]))))
     control = record["evidence"]["host_control"]
     assert "gpus" in control and "failed_step" in control
-    off = _compute_record.compute_record(_container(_with_token(fakecuda.FakeCuda([U0]))), host_record=_idle(U0),
-                                         host_control=False, expected_gpus=_expected(U0))
+    off = _compute_layer.record(_container(_with_token(fakecuda.FakeCuda([U0]))), host_record=_idle(U0),
+                                host_control=False, expected_gpus=_expected(U0))
     assert off["evidence"]["host_control"]["gpus"] == [] and off["evidence"]["host_control"]["failed_step"] is None
 
 
@@ -484,8 +485,8 @@ def test_the_probe_records_which_symbol_gave_the_uuid():
 ], ids=["v2", "v1-parent-uuid", "v1-mig-uuid"])
 def test_a_mig_row_is_proven_only_by_the_v2_symbol(lib, proven):
     expected = _mig_expected(MIG_A)
-    record = _compute_record.compute_record(_container(_with_token(lib())), host_record=_idle(U0), host_runner=_control(),
-                                            expected_gpus=expected)
+    record = _compute_layer.record(_container(_with_token(lib())), host_record=_idle(U0), host_runner=_control(),
+                                   expected_gpus=expected)
     row = [r for r in record["evidence"]["gpus"] if r["expected"]][0]
     assert (row["status"] == "PASS") is proven
     if not proven:
@@ -495,8 +496,8 @@ def test_a_mig_row_is_proven_only_by_the_v2_symbol(lib, proven):
 @pytest.mark.parametrize("migs", [[MIG_A, MIG_B], [MIG_A, MIG_B, "MIG-0c0c0c0c-0000-4000-8000-00000000000c"]],
                          ids=["two", "three"])
 def test_mig_instances_in_one_shared_container_are_not_run_never_missing(migs):
-    record = _compute_record.compute_record(_container(_with_token(fakecuda.FakeCuda([MIG_A]))), host_record=_idle(U0),
-                                            host_runner=_control(), expected_gpus=_mig_expected(*migs))
+    record = _compute_layer.record(_container(_with_token(fakecuda.FakeCuda([MIG_A]))), host_record=_idle(U0),
+                                   host_runner=_control(), expected_gpus=_mig_expected(*migs))
     rows = [r for r in record["evidence"]["gpus"] if r["expected"]]
     assert rows[0]["status"] == "PASS"
     assert all(r["status"] == "NOT_RUN" and r["signature"] is None and "per_device" in r["reason"] for r in rows[1:])
@@ -507,8 +508,8 @@ def test_per_device_containers_prove_each_mig_instance():
     probes = [_container(_with_token(fakecuda.FakeCuda([m]))) for m in (MIG_A, MIG_B)]
     for p, m in zip(probes, (MIG_A, MIG_B)):
         p.update(requested_devices=["k/mig=%s" % m], compute_requested=True)
-    record = _compute_record.compute_record({"executed": True, "containers": probes, "compute_requested": True},
-                                            host_record=_idle(U0), host_runner=_control(), expected_gpus=_mig_expected(MIG_A, MIG_B))
+    record = _compute_layer.record({"executed": True, "containers": probes, "compute_requested": True},
+                                   host_record=_idle(U0), host_runner=_control(), expected_gpus=_mig_expected(MIG_A, MIG_B))
     assert [r["status"] for r in record["evidence"]["gpus"] if r["expected"]] == ["PASS", "PASS"]
     assert len(_checks(record, "compute.driver.binding")) == 2  # one per container run
 
@@ -557,8 +558,8 @@ def test_the_node_probe_runs_mig_devices_per_device(monkeypatch, tmp_path):
     def runtime_facts(params, check_mode=False):  # pylint: disable=unused-argument
         seen.update(params)
         return not_run("runtime", "not under test"), None
-    monkeypatch.setattr(_node_probe, "runtime_facts", runtime_facts)
-    p = dict((k, v.get("default")) for k, v in _node_probe.NODE_PROBE_ARGSPEC.items())
+    monkeypatch.setattr(_node_probe, "runtime_record", runtime_facts)
+    p = dict((k, v.get("default")) for k, v in _args.NODE_PROBE_ARGSPEC.items())
     spec = tmp_path / "k.yaml"  # the spec the cdi layer read, unchanged since (the probe call rechecks it)
     spec.write_text("cdiVersion: 0.5.0\nkind: k/mig\n")
     digest = hashlib.sha256(spec.read_bytes()).hexdigest()

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import allowlist as _allowlist
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import run as _run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,8 +38,8 @@ def test_run_python_probe_shape(tmp_path):
 
 @pytest.mark.parametrize("flags", [[], ["-I"], ["-S"], ["-S", "-I"], ["-E", "-S"]])
 def test_the_host_probe_runs_only_isolated(flags):
-    with pytest.raises(_run.ForbiddenCommand):
-        _run.check_allowed([sys.executable] + flags + ["/tmp/d/gpuprobe_probe.py", "{}"])
+    with pytest.raises(_allowlist.ForbiddenCommand):
+        _allowlist.check_allowed([sys.executable] + flags + ["/tmp/d/gpuprobe_probe.py", "{}"])
 
 
 def test_execute_kills_hung_process_group_including_children(tmp_path):
@@ -174,12 +175,12 @@ def _dead(pid):
     ["nvidia-smi", "-r"], ["nvidia-smi", "--persistence-mode", "1"], [sys.executable, "-c", "print(1)"],
 ])
 def test_forbidden_programs_are_refused(argv):
-    with pytest.raises(_run.ForbiddenCommand, match="not an allowed command shape"):
+    with pytest.raises(_allowlist.ForbiddenCommand, match="not an allowed command shape"):
         _run.run(argv)
 
 
 def test_read_only_nvidia_smi_query_allowed():
-    assert _run.check_allowed(["nvidia-smi", "--query-gpu=name", "--format=csv"]) == "nvidia-smi query"
+    assert _allowlist.check_allowed(["nvidia-smi", "--query-gpu=name", "--format=csv"]) == "nvidia-smi query"
 
 
 # issue 19 (also-check): the probe's JSON lines in the middle of more than 2 x MAX_CAPTURE of other output were

@@ -193,23 +193,23 @@ def test_the_probe_path_in_the_container_is_drawn_per_run_and_refused_to_specs()
 @pytest.mark.parametrize("requested", ["containerd", "crio"])
 def test_cri_runtime_without_an_engine_is_not_run(requested, tmp_path):
     # nothing serves the socket (or the CRI adapter is not there): NOT_RUN with the reason, no container
-    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested,
-                                                  "runtime_endpoint": "unix://%s/none.sock" % tmp_path})
+    record, probe = _runtime_layer.record({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": requested,
+                                           "runtime_endpoint": "unix://%s/none.sock" % tmp_path})
     assert record["status"] == "NOT_RUN" and record["reason"] and probe is None
     assert record["evidence"]["engine"]["name"] == requested
 
 
 def test_check_mode_and_no_device_start_nothing():
-    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"]}, check_mode=True)
+    record, probe = _runtime_layer.record({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"]}, check_mode=True)
     assert record["status"] == "NOT_RUN" and record["reason"].startswith("check mode") and probe is None
-    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": []})
+    record, probe = _runtime_layer.record({"run_id": "r1", "image": "i", "cdi_devices": []})
     assert record["status"] == "NOT_RUN" and "no CDI device" in record["reason"]
 
 
 @pytest.mark.parametrize("run_id", ["", "../x", "a b", "x" * 64])
 def test_bad_run_id(run_id):
     with pytest.raises(ValueError):
-        _runtime_layer.runtime_facts({"run_id": run_id, "image": "i", "cdi_devices": ["k/c=0"]})
+        _runtime_layer.record({"run_id": run_id, "image": "i", "cdi_devices": ["k/c=0"]})
 
 
 @pytest.mark.parametrize("host,allow,expect", [
@@ -347,7 +347,7 @@ def test_only_qualified_cdi_names_reach_the_runtimes_argv(device):
     with pytest.raises(ValueError, match="fully qualified CDI device name"):
         _runtime_engines.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["nvidia.com/gpu=0", device], "/tmp/p.py", {})
     with pytest.raises(ValueError, match="fully qualified CDI device name"):
-        _runtime_layer.runtime_facts({"run_id": "r1", "image": "img:1", "cdi_devices": [device], "runtime": "podman"})
+        _runtime_layer.record({"run_id": "r1", "image": "img:1", "cdi_devices": [device], "runtime": "podman"})
 
 
 @pytest.mark.parametrize("device", GOOD_DEVICES)
@@ -488,8 +488,8 @@ def test_a_podman_the_inspect_stage_read_the_version_of_is_detected_in_full_befo
     chosen = {"name": "podman", "path": podman, "usable": None, "version": "4.3.1",
               "reason": "podman info not run in the inspect stage", "selected_because": "no kubelet; podman 4.3.1 is installed",
               "cdi_config": {"engine": "podman", "enabled": True}}
-    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
-                                                  "engine": chosen})
+    record, probe = _runtime_layer.record({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
+                                           "engine": chosen})
     assert (tmp_path / "calls").read_text().splitlines() == ["info --format {{.Version.Version}}|{{.Host.OCIRuntime.Name}}|"
                                                              "{{.Host.OCIRuntime.Version}}|{{.Host.CgroupsVersion}}"]
     assert record["status"] == "NOT_RUN" and record["reason"] == "podman info failed: Error: no storage" and probe is None
@@ -501,7 +501,7 @@ def test_an_engine_the_inspect_stage_detected_in_full_is_never_asked_again_usabl
     # not run a second time before the container (a hung one would cost its timeout twice); the record says why
     chosen = {"name": "podman", "path": _failing_podman(tmp_path, monkeypatch), "usable": False, "version": None,
               "reason": "podman info failed: timeout after 30s", "selected_because": "no kubelet; podman is installed"}
-    record, probe = _runtime_layer.runtime_facts({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
-                                                  "engine": chosen})
+    record, probe = _runtime_layer.record({"run_id": "r1", "image": "i", "cdi_devices": ["k/c=0"], "runtime": "podman",
+                                           "engine": chosen})
     assert not (tmp_path / "calls").exists()
     assert record["status"] == "NOT_RUN" and record["reason"] == "podman info failed: timeout after 30s" and probe is None

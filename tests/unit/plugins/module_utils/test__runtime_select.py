@@ -8,6 +8,7 @@ import sys
 import pytest
 from fakebin import write_exe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import kubelet as _kubelet
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as sel
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "engines")
@@ -86,7 +87,8 @@ def test_kubeadm_flag_wins_over_the_config_file(tmp_path):
     _put(tmp_path, "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", fixture("kubelet-10-kubeadm.conf"))
     out = sel.kubelet_endpoint(str(tmp_path))
     assert out["endpoint"] == "unix:///run/k3s/containerd/containerd.sock"
-    assert out["source"].startswith("--container-runtime-endpoint in ") and out["source"].endswith("kubeadm-flags.env")
+    assert out["source"].startswith("--container-runtime-endpoint=unix:///run/k3s/containerd/containerd.sock on kubelet.service's "
+                                    "command line (ExecStart= of kubelet.service in ") and out["source"].endswith("kubeadm-flags.env)")
 
 
 def test_dropin_config_flag_names_the_config_file(tmp_path):
@@ -95,7 +97,7 @@ def test_dropin_config_flag_names_the_config_file(tmp_path):
     _put(tmp_path, "/etc/kubernetes/kubelet.yaml", fixture("kubelet-config-crio.yaml"))
     out = sel.kubelet_endpoint(str(tmp_path))
     assert out["endpoint"] == "unix:///var/run/crio/crio.sock"
-    assert out["source"] == "containerRuntimeEndpoint in /etc/kubernetes/kubelet.yaml"
+    assert out["source"] == "containerRuntimeEndpoint in /etc/kubernetes/kubelet.yaml (kubelet.service's --config)"
 
 
 def test_execstart_bare_path_is_a_unix_socket(tmp_path):
@@ -108,7 +110,7 @@ def test_execstart_bare_path_is_a_unix_socket(tmp_path):
 def test_unreadable_kubelet_config_is_said(tmp_path):
     _put(tmp_path, "/var/lib/kubelet/config.yaml", "kind: [unclosed\n")
     out = sel.kubelet_endpoint(str(tmp_path))
-    assert out["endpoint"] == sel.KUBELET_DEFAULT_ENDPOINT and "not understood" in out["errors"][0]
+    assert out["endpoint"] == _kubelet.DEFAULT_ENDPOINT and "not understood" in out["errors"][0]
 
 
 # ---- auto, with fake engines on PATH --------------------------------------------------------------------------
@@ -130,12 +132,14 @@ def _podman(bindir):
 
 
 @pytest.fixture()
-def fake_cri(monkeypatch):
-    """The CRI adapter's detection: what a containerd or CRI-O would answer to Version at an endpoint."""
+def fake_cri(monkeypatch, tmp_path):
+    """The CRI adapter's detection: what a containerd or CRI-O would answer to Version at an endpoint (a node's
+    endpoint: one dialled under the test's root, tmp_path, is that node endpoint)."""
     answers = {}
 
     def cri_info(name, endpoint, timeout, descriptor=None):  # pylint: disable=unused-argument
-        answer = answers.get(endpoint)
+        node = "unix://" + endpoint[len("unix://") + len(str(tmp_path)):] if (endpoint or "").startswith("unix://%s/" % tmp_path) else endpoint
+        answer = answers.get(node)
         if answer is None:
             return {"name": name, "endpoint": endpoint, "usable": False, "version": None,
                     "reason": "connection refused at %s" % endpoint}
@@ -153,7 +157,9 @@ def test_auto_kubelet_containerd(tmp_path, bindir, fake_cri):
     fake_cri["unix:///run/containerd/containerd.sock"] = ("containerd", "1.7.24")
     [info] = sel.select_runtimes("auto", root=str(tmp_path))
     assert info["name"] == "containerd" and info["usable"] and info["version"] == "1.7.24"
-    assert info["endpoint"] == "unix:///run/containerd/containerd.sock"
+    # the node's endpoint; dialled under the test's root (the node's /)
+    assert info["selection"]["endpoint"] == "unix:///run/containerd/containerd.sock"
+    assert info["endpoint"] == "unix://%s/run/containerd/containerd.sock" % tmp_path
     why = info["selected_because"]
     assert "a kubelet is installed" in why and "KubeletConfiguration default" in why and "answered containerd 1.7.24" in why
 
@@ -188,6 +194,17 @@ def test_auto_running_docker_without_cdi_is_docker(tmp_path, bindir):
     _podman(bindir)
     [info] = sel.select_runtimes("auto", root=str(tmp_path))
     assert info["name"] == "docker" and info["usable"] is False and "CDI disabled" in info["reason"]
+
+
+def test_auto_docker_cli_whose_info_exits_0_without_a_daemon_gives_podman(tmp_path, bindir):
+    # docker 26's docker info --format '{{json .}}' exits 0 with ServerErrors when no daemon answers (recorded)
+    shutil.copy(os.path.join(FIX, "docker-26.1.5-info-nodaemon.recorded.json"), str(bindir / "info.json"))
+    _exe(bindir, "docker", '/bin/cat "%s"\necho "Cannot connect to the Docker daemon" >&2\n' % (bindir / "info.json"))
+    _podman(bindir)
+    [info] = sel.select_runtimes("auto", root=str(tmp_path))
+    assert info["name"] == "podman"
+    assert "no running docker daemon (docker info failed: Cannot connect to the Docker daemon at " \
+           "unix:///nonexistent/docker.sock. Is the docker daemon running?)" in info["selected_because"]
 
 
 def test_auto_docker_cli_without_daemon_gives_podman(tmp_path, bindir):

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node import stages as _node
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _inspect
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as cdi_engine
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 
 layer_mod = importlib.import_module("ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layer")
 
@@ -84,18 +85,18 @@ def test_the_runtime_selection_asks_every_engine_with_the_runtime_timeout(record
     p = {"root": "/", "runtime": runtime, "runtime_endpoint": endpoint, "cri_descriptor": "/x.desc",
          "runtime_timeout": TIMEOUT}
     recorder.answer = "cri-o" if "crio" in runtime else "containerd"
-    engines = _node.selected_engines(p, probe_follows=probe_follows)
+    engines = _inspect.selected_engines(p, probe_follows=probe_follows)
     assert [e["name"] for e in engines] == runtime
     assert recorder.calls, "no engine was asked"
     assert [c for c in recorder.calls if c[1] != TIMEOUT] == [], recorder.calls
 
 
 def test_the_runtime_timeout_is_an_option_of_the_inspect_stage_and_checked():
-    assert _node.NODE_LAYERS_ARGSPEC["runtime_timeout"] == {"type": "int", "default": 120}
-    assert "runtime_timeout" not in _node.VERIFY_NODE_ARGSPEC  # verify_node passes its probe_timeout
-    p = dict((name, spec.get("default")) for name, spec in _node.NODE_LAYERS_ARGSPEC.items())
+    assert _args.NODE_LAYERS_ARGSPEC["runtime_timeout"] == {"type": "int", "default": 120}
+    assert "runtime_timeout" not in _args.VERIFY_NODE_ARGSPEC  # verify_node passes its probe_timeout
+    p = dict((name, spec.get("default")) for name, spec in _args.NODE_LAYERS_ARGSPEC.items())
     with pytest.raises(ValueError, match="runtime_timeout must be a number of seconds > 0"):
-        _node.inspect(dict(p, layers=[], runtime_timeout=-1))
+        _inspect.inspect(dict(p, layers=[], runtime_timeout=-1))
 
 
 def test_the_runtime_layer_detects_with_the_probe_timeout(monkeypatch):
@@ -105,6 +106,6 @@ def test_the_runtime_layer_detects_with_the_probe_timeout(monkeypatch):
         asked.append(timeout)
         return [{"name": "podman", "usable": False, "path": None, "reason": "not here"}]
     monkeypatch.setattr(layer_mod, "select_runtimes", select)
-    record, probe = layer_mod.runtime_facts({"run_id": "t1", "image": "localhost/gpuprobe-probe:local", "runtime": "podman",
-                                             "cdi_devices": ["nvidia.com/gpu=0"], "timeout": TIMEOUT})
+    record, probe = layer_mod.record({"run_id": "t1", "image": "localhost/gpuprobe-probe:local", "runtime": "podman",
+                                      "cdi_devices": ["nvidia.com/gpu=0"], "timeout": TIMEOUT})
     assert asked == [TIMEOUT] and record["status"] == "NOT_RUN" and probe is None

@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuprobe.layers contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE: the k8s layer's kubectl: finding kubectl and a kubeconfig, the argv every call starts with, and the reads
+(nodes, Pods, events, the DRA objects) as JSON through the one runner (``_common.run.run``, with a timeout). Not
+public API.
+
+Every read is ``kubectl [--kubeconfig F] [--context C] --request-timeout Ns get ... -o json``, a shape the command
+allowlist (_common/allowlist.py, "kubectl read") admits. A failed read returns kubectl's own error (its last
+stderr line: kubectl logs klog lines first) for the record to keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue import DEFAULT_TIMEOUT, DRA_EVENT_REASONS, SCHEDULING_REASON
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
+
+
+# kubectl's words when the server does not serve a resource type at all (a cluster without resource.k8s.io)
+NOT_SERVED = re.compile(r"doesn't have a resource type|the server could not find the requested resource", re.I)
+
+
+def _items(doc):
+    return list((doc or {}).get("items") or [])
+
+
+def kubeconfig_reason(kubeconfig, environ=None, home=None):
+    """Why there is no cluster to talk to (None when a kubeconfig or an in-cluster service account exists)."""
+    environ = os.environ if environ is None else environ
+    if kubeconfig:
+        return None if os.path.isfile(kubeconfig) else "kubeconfig %s does not exist" % kubeconfig
+    paths = [p for p in (environ.get("KUBECONFIG") or "").split(os.pathsep) if p]
+    if any(os.path.isfile(p) for p in paths):
+        return None
+    default = os.path.join(home or os.path.expanduser("~"), ".kube", "config")
+    if os.path.isfile(default) or environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return "no kubeconfig: option kubeconfig not given, KUBECONFIG %s, %s absent, not running in a Pod" % (
+        "lists no existing file (%s)" % environ["KUBECONFIG"] if paths else "unset", default)
+
+
+def _last_line(text):
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _kubectl_json(base, args, timeout):
+    res = run(base + args + ["-o", "json"], timeout=timeout + 5)
+    if res["rc"] == 0:
+        try:
+            return json.loads(res["stdout"]), None
+        except ValueError as exc:
+            return None, "%s: output is not JSON: %s" % (" ".join(args), exc)
+    # kubectl logs klog lines first; its own error message is the last line
+    detail = res["error"] or _last_line(res["stderr"]) or first_line(res["stdout"]) or "rc %s" % res["rc"]
+    return None, "kubectl %s: %s" % (" ".join(args), detail)
+
+
+def _merge(docs):
+    return {"items": [item for doc in docs for item in _items(doc)]}
+
+
+def kubectl_base(path, kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT):
+    """The argv prefix of every kubectl call: the program, its kubeconfig and context, the request timeout."""
+    return [path] + (["--kubeconfig", kubeconfig] if kubeconfig else []) + (["--context", context] if context else []) \
+        + ["--request-timeout", "%ds" % timeout]
+
+
+def resolve_kubectl(kubectl, kubeconfig):
+    """(path of kubectl or None, why there is no cluster to talk to or None)."""
+    path = kubectl if os.path.sep in kubectl else which(kubectl)
+    if not path or not os.path.isfile(path):
+        return None, "kubectl not found: %s" % kubectl
+    return path, kubeconfig_reason(kubeconfig)
+
+
+def collect_dra(base, scopes, timeout):
+    """The DRA documents for ``analyse``: ResourceSlices and DeviceClasses (cluster-wide), ResourceClaims, their
+    templates and the DRA events of the Pods' namespaces. A cluster that serves no resource.k8s.io (or refuses the
+    ResourceSlices) stops after the first read; the error is kept for the record."""
+    docs = {"errors": {}}
+    for kind in ("resourceslices", "deviceclasses"):
+        docs[kind], err = _kubectl_json(base, ["get", kind], timeout)
+        if err:
+            docs["errors"][kind] = err
+            if kind == "resourceslices":
+                return docs, None
+    per_scope = {"resourceclaims": [], "resourceclaimtemplates": []}
+    events = []
+    for scope in scopes:
+        for kind in per_scope:
+            if kind in docs["errors"]:
+                continue
+            doc, err = _kubectl_json(base, ["get", kind] + scope, timeout)
+            if err:
+                docs["errors"][kind] = err
+            else:
+                per_scope[kind].append(doc)
+        for reason in DRA_EVENT_REASONS:
+            doc, err = _kubectl_json(base, ["get", "events", "--field-selector", "reason=%s" % reason] + scope, timeout)
+            if err:
+                docs["errors"].setdefault("events", []).append(err)
+            else:
+                events.append(doc)
+    for kind, found in per_scope.items():
+        docs[kind] = None if kind in docs["errors"] else _merge(found)
+    return docs, _merge(events)
+
+
+def collect_pods(base, scopes, timeout):
+    """The Pods of each scope (``-n NS`` or ``--all-namespaces``) and their FailedScheduling events: (Pod documents,
+    event documents (None for a scope whose events could not be read), the error that stopped the Pod reads or
+    None, the event read errors). The reads stop at the first scope whose Pods cannot be listed."""
+    pod_docs, event_docs, pods_error, events_errors = [], [], None, []
+    for scope in scopes:
+        doc, err = _kubectl_json(base, ["get", "pods"] + scope, timeout)
+        if err:
+            pods_error = err
+            break
+        pod_docs.append(doc)
+        doc, err = _kubectl_json(base, ["get", "events", "--field-selector", "reason=%s" % SCHEDULING_REASON] + scope, timeout)
+        event_docs.append(doc if not err else None)
+        if err:
+            events_errors.append(err)
+    return pod_docs, event_docs, pods_error, events_errors

@@ -1,0 +1,109 @@
+"""The docker endpoint a verdict names is the one the docker CLI really uses (issue 35 item 5), with the REAL docker CLI
+26.1.5 and dockerd 26.1.5 of the engines lab (scripts/engines.sh start dockerd, on its private socket).
+
+The contexts are made by the real CLI (``docker context create`` / ``use``) in a private DOCKER_CONFIG. With no
+DOCKER_HOST:
+
+- a context naming the lab daemon's socket: the selection names that endpoint (``unix://.../docker.sock``, not
+  /var/run/docker.sock), pins it as DOCKER_HOST, and the daemon it asked is the one the bare CLI talks to (the same
+  daemon ID); ``docker context show`` names the context the resolution took;
+- an ``ssh://`` context: the selection refuses it with the reason and never asks it, and neither does probe_cleanup: the
+  ``ssh`` the docker CLI would start (a stand-in on PATH that records its calls) is never run by them, while the bare
+  CLI does run it.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cleanup as _cleanup
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as sel
+
+pytestmark = pytest.mark.integration
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENGINES = os.path.realpath(os.environ.get("GPUPROBE_ENGINES_DIR", os.path.join(ROOT, ".build", "engines")))
+SCRIPT = os.path.join(ROOT, "scripts", "engines.sh")
+DOCKER_BIN = os.path.join(ENGINES, "docker-cli", "usr", "bin")
+LAB_HOST = "unix://" + os.path.join(ENGINES, "run", "dockerd", "docker.sock")
+
+
+def _sh(*args, timeout=300):
+    return subprocess.run(["bash", SCRIPT] + list(args), capture_output=True, text=True, timeout=timeout, check=False,
+                          env=dict(os.environ, PYTHON=sys.executable, GPUPROBE_ENGINES_NO_PROBE_IMAGE="1"))
+
+
+@pytest.fixture(scope="module")
+def dockerd(request):
+    if os.geteuid() != 0:
+        pytest.skip("needs root (dockerd)")
+    if not os.path.isfile(os.path.join(ENGINES, "docker.io", ".deb")):
+        pytest.skip("engines not fetched (docker.io): run scripts/engines.sh fetch")
+    r = _sh("start", "dockerd")
+    assert r.returncode == 0, r.stderr
+    if "already running" not in r.stderr + r.stdout:
+        request.config.add_cleanup(lambda: _sh("stop", "dockerd", timeout=120))
+    return LAB_HOST
+
+
+@pytest.fixture()
+def cli(tmp_path, monkeypatch):
+    """PATH: the lab's docker CLI and a stand-in ssh that records its calls; a private DOCKER_CONFIG; no DOCKER_HOST."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "ssh.calls"
+    (bindir / "ssh").write_text('#!/bin/sh\necho "$*" >> "%s"\nexit 255\n' % calls)
+    (bindir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s:/usr/bin:/bin" % (bindir, DOCKER_BIN))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
+    for var in ("DOCKER_HOST", "DOCKER_CONTEXT"):
+        monkeypatch.delenv(var, raising=False)
+
+    def docker(*args, env=None):
+        return subprocess.run([os.path.join(DOCKER_BIN, "docker")] + list(args), capture_output=True, text=True, timeout=60,
+                              check=False, env=dict(os.environ, **(env or {})))
+
+    return docker, calls
+
+
+def test_the_current_context_is_the_endpoint_named_and_asked(dockerd, cli):  # pylint: disable=redefined-outer-name
+    docker, _calls = cli
+    assert docker("context", "create", "lab", "--docker", "host=%s" % dockerd).returncode == 0
+    assert docker("context", "use", "lab").returncode == 0
+    assert docker("context", "show").stdout.strip() == "lab"
+    [info] = sel.select_runtimes("docker")
+    assert (info["name"], info["endpoint"], info["env"], info["docker_context"]) == ("docker", dockerd, {"DOCKER_HOST": dockerd}, "lab")
+    assert info["daemon_running"] and info["version"] == "26.1.5+dfsg1" and info["usable"], info
+    assert info["endpoint_source"].startswith("context lab: currentContext lab in %s/config.json" % os.environ["DOCKER_CONFIG"])
+    # the daemon the selection asked (DOCKER_HOST pinned) is the one the bare CLI talks to through its context
+    bare = json.loads(docker("info", "--format", "{{json .}}").stdout)
+    pinned = json.loads(docker("info", "--format", "{{json .}}", env={"DOCKER_HOST": info["endpoint"]}).stdout)
+    assert bare["ID"] == pinned["ID"] and bare["CDISpecDirs"] == info["daemon_info"]["CDISpecDirs"]
+    # DOCKER_CONTEXT names another context: it wins over currentContext, as for the CLI
+    assert docker("context", "create", "other", "--docker", "host=unix:///nonexistent/docker.sock").returncode == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_CONTEXT", "other")
+        [other] = sel.select_runtimes("docker")
+        assert docker("context", "show").stdout.strip() == "other"
+    assert other["endpoint"] == "unix:///nonexistent/docker.sock" and other["daemon_running"] is False
+    # the real CLI exits 0 there: its answer's ServerErrors say no daemon answered
+    assert other["reason"] == "docker info failed: Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock. " \
+                              "Is the docker daemon running?"
+
+
+def test_an_ssh_context_is_refused_and_never_asked(cli):
+    docker, calls = cli
+    assert docker("context", "create", "remote", "--docker", "host=ssh://gpu@192.0.2.10").returncode == 0
+    assert docker("context", "use", "remote").returncode == 0
+    [info] = sel.select_runtimes("docker")
+    assert info["usable"] is False and info["endpoint"] == "ssh://gpu@192.0.2.10" and info["docker_context"] == "remote"
+    assert info["reason"].startswith("the docker CLI would talk to ssh://gpu@192.0.2.10 (context remote: currentContext remote")
+    assert "the node's verdict must be about this node" in info["reason"]
+    out = _cleanup.cleanup(runtime="docker", specs=False)
+    assert out["containers"] == [] and out["errors"] == [info["reason"]]
+    assert not calls.exists(), calls.read_text()
+    # the bare CLI would have gone to that machine: it starts ssh
+    docker("info")
+    assert "192.0.2.10" in calls.read_text()
