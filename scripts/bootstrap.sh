@@ -23,6 +23,9 @@ if [ "${1:-}" = "--test" ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   command -v gcc >/dev/null || missing+=(gcc)
   [ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
+  # the metrics tests (tests/integration/test_metrics.py): promtool checks the files, node_exporter serves them
+  command -v promtool >/dev/null || missing+=(prometheus)
+  [ -x /usr/bin/prometheus-node-exporter ] || missing+=(prometheus-node-exporter)
 fi
 # a bare Debian python3 has no venv/ensurepip until python3-venv is installed
 py=${PYTHON:-python3}
@@ -31,7 +34,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: installing ${missing[*]} with apt-get" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" uidmap >/dev/null
+    # no package's service is started by the install (prometheus, node_exporter: the tests run the binaries
+    # themselves on loopback ports): a policy-rc.d that denies every start, only while installing, when none is there
+    policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      policy=/usr/sbin/policy-rc.d
+      printf '#!/bin/sh\n# scripts/bootstrap.sh, while it installs packages: no service is started\nexit 101\n' > "$policy"
+      chmod 755 "$policy"
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" uidmap >/dev/null \
+      || { [ -z "$policy" ] || rm -f "$policy"; exit 1; }
+    [ -z "$policy" ] || rm -f "$policy"
   else
     echo "bootstrap: ${missing[*]} missing and not installable here (not root or no apt-get);" \
          "the runtime and compute layers will report NOT_RUN" >&2

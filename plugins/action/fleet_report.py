@@ -37,6 +37,8 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape imp
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import RENDERERS
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.files import write_atomic, write_report_set
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import metrics as _metrics
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import status as _status
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
 LOST = "the node became unreachable or failed during the verify play (see the play output for that host)"
@@ -50,7 +52,7 @@ def _plain(value):
 
 
 def write_status(path, status):
-    """The run's status file (gpuprobe_status_file): whether the report was written, and which nodes could not be verified."""
+    """The run's status file (gpuprobe_status_file): the gate (plugin_utils/_report/status.py), one list of hosts per case."""
     if not path:
         return
     write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
@@ -170,16 +172,38 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     @staticmethod
-    def _status(args, status):
-        try:
-            write_status(args.get("status_file"), status)
-        except OSError as exc:
-            raise AnsibleActionFail("cannot write the status file %s: %s" % (args.get("status_file"), exc))
+    def _status(args, report, state, files=None, error=None):
+        """The gate in the status file, and the hosts to run again in the retry file (each when asked for); the gate."""
+        status = _status.gate(report["hosts"], (args["run"] or {}).get("mode"), args["require_verified"], state,
+                              failing=failing_hosts(report, args["require_verified"], (files or {}).get("html") or "the report"),
+                              error=error)
+        status.update(files=dict(files or {}), retry_file=args.get("retry_file"), metrics_file=args.get("metrics_file"))
+        for key, path, text in (("retry_file", args.get("retry_file"), _status.retry_text(status)),
+                                ("status_file", args.get("status_file"), None)):
+            if not path:
+                continue
+            try:
+                if key == "status_file":
+                    write_status(path, status)
+                else:
+                    write_atomic(path, text)
+            except OSError as exc:
+                raise AnsibleActionFail("cannot write the %s %s: %s" % (key.replace("_", " "), path, exc))
+        return status
 
-    def _not_written(self, args, exc, unverifiable):
+    def _not_written(self, args, exc, report):
         message = "%s: %s" % (REPORT_NOT_WRITTEN % args["report_dir"], exc)
-        self._status(args, {"report": "failed", "error": message, "unverifiable": unverifiable})
+        self._status(args, report, "failed", error=message)
         raise AnsibleActionFail(message)
+
+    @staticmethod
+    def _metrics(args, report, full, now):
+        """The fleet's OpenMetrics file (metrics_file), written atomically after the report; a file that cannot be written
+        fails the task (the report is written)."""
+        try:
+            write_atomic(args["metrics_file"], _metrics.fleet_text(report, full, (args["run"] or {}).get("mode"), now.timestamp()))
+        except OSError as exc:
+            raise AnsibleActionFail("the report is written, the metrics file %s is not: %s" % (args["metrics_file"], exc))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -224,7 +248,7 @@ class ActionModule(ActionBase):
             unverifiable = dict((name, entry["unverifiable"]) for name, entry in report["hosts"].items()
                                 if entry["unverifiable"])
             if failure is not None:
-                self._not_written(args, failure, unverifiable)
+                self._not_written(args, failure, report)
             if store is not None:
                 report_dir = args["report_dir"]
 
@@ -237,13 +261,13 @@ class ActionModule(ActionBase):
                     files = dict((fmt, written[RENDERERS[fmt][0]]) for fmt in args["formats"])
                 except Exception as exc:  # pylint: disable=broad-except  # whatever it is: the documented not-written path
                     self._not_written(args, exc if isinstance(exc, OSError) else "%s: %s" % (type(exc).__name__, exc),
-                                      unverifiable)
+                                      report)
+                if args["metrics_file"]:
+                    self._metrics(args, report, full, now)
         finally:
             if store is not None:
                 store.close()
-        self._status(args, {"report": "written" if files else "not written (check mode)", "files": files,
-                            "unverifiable": unverifiable, "verdicts": dict((name, entry["verdict"]) for name, entry
-                                                                           in report["hosts"].items())})
+        gate = self._status(args, report, "written" if files else "not written (check mode)", files)
 
         result.update(
             changed=bool(files),
@@ -256,7 +280,9 @@ class ActionModule(ActionBase):
             signatures=dict((name, entry["signature"]) for name, entry in report["hosts"].items()),
             summary_lines=display_lines(_fleet.summary_lines(report)),  # printed by the playbook and the callbacks
             unverifiable=unverifiable,
-            failing=failing_hosts(report, args["require_verified"], files.get("html") or "the report"),
+            failing=gate["failing"],
+            gate=dict((k, gate[k]) for k in ("status", "exit_status")),
+            gate_lines=display_lines(_status.gate_lines(gate, args.get("retry_file"))),
         )
         if drills is not None:
             result["drills"] = drills

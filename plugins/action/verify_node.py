@@ -26,6 +26,9 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.options import verify_value_errors
+# imported with this action (the strategy loads it in ansible-playbook's main process), so that each forked worker finds
+# it loaded: the option check of every node reads the health thresholds' rules (docs/performance.md)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import limits as _health_limits  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import limits_of
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import cdi_for_runtime
@@ -34,12 +37,15 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import int
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import Slot
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import spool
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import metrics as _metrics
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _model
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _selection
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import args as _args
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import INSPECT_LAYERS, PROBE_LAYERS, RUNTIMES
 
 INSPECT_MODULE = "gpuprobe.layers.node_layers"
 VERIFY_MODULE = "gpuprobe.layers.node_verify"
+METRICS_MODULE = "gpuprobe.layers.node_metrics"
 
 
 def new_run_id(now=None):
@@ -73,6 +79,9 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
+        started = time.time()
+        if self._task.args.get("vars_prefix"):
+            self._task.args = self._options_from_vars(self._task.args, task_vars)
         # a copy: the validation fills record_limits' default with its suboptions in place (_common.module)
         _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(_args.VERIFY_NODE_ARGSPEC))
         errors = option_errors(args)
@@ -171,11 +180,47 @@ class ActionModule(ActionBase):
         if problems and not result.get("unreachable"):
             # printed as the task's failure: the node's words on one line, their control characters visible
             result.update(failed=True, msg=display_text("; ".join(problems)))
+        if args["metrics_dir"] and not result.get("unreachable"):
+            self._write_metrics(args, task_vars, records, per_runtime, started, calls, result)
         if args["spool"]:
-            why = spool(result, task_vars.get("inventory_hostname"), run_id)
+            why = spool(result, task_vars.get("inventory_hostname"), run_id, brief=bool(result.get("unreachable")))
             if why:
                 result.setdefault("warnings", []).append("spool: %s" % why)
         return result
+
+    def _options_from_vars(self, given, task_vars):
+        """The options with every one not given read from the host's variable <vars_prefix><option>, templated here: one
+        task argument instead of one template per option, each of which Ansible compiles anew in every forked worker
+        (about 30 ms of controller CPU per node for the verify role's 33; docs/performance.md)."""
+        prefix = given["vars_prefix"]
+        args = dict(given)
+        for name in _args.VERIFY_NODE_ARGSPEC:
+            if name in args or name == "vars_prefix" or prefix + name not in task_vars:
+                continue
+            value = self._templar.template(task_vars[prefix + name])
+            if name in _args.EMPTY_IS_UNSET and value in ("", None):
+                continue
+            args[name] = value
+        return args
+
+    def _write_metrics(self, args, task_vars, records, per_runtime, started, calls, result):  # pylint: disable=too-many-arguments
+        """The node's metrics file (metrics_dir): its series rendered here from its records and verdict, written on the
+        node by node_metrics. A file that cannot be written is a warning: the verdict stands."""
+        if self._task.check_mode:
+            return
+        name = str(task_vars.get("inventory_hostname") or "")
+        entry = _model.host_entry(name, records, error=result.get("msg") if result.get("failed") else None,
+                                  runtimes=per_runtime if len(per_runtime) > 1 else None)
+        now = time.time()
+        text = _metrics.node_text(entry, args["mode"], now, now - started)
+        try:
+            out = self._call(METRICS_MODULE, {"dir": args["metrics_dir"], "name": _metrics.NODE_FILE % args["mode"],
+                                              "content": text}, task_vars, calls)
+        except AnsibleConnectionFailure as exc:
+            out = {"failed": True, "msg": str(exc)}
+        calls[-1]["result"] = dict((k, out.get(k)) for k in ("path", "bytes", "msg") if out.get(k)) if calls else None
+        if out.get("failed"):
+            result.setdefault("warnings", []).append("metrics not written: %s" % display_text(_message(out)))
 
     def _probe_runtimes(self, args, run_id, records, out, task_vars, calls, problems, per_runtime):  # pylint: disable=too-many-arguments
         """The runtime and compute layers once per runtime the cdi layer selected (its evidence.engines; the option's

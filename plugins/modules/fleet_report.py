@@ -93,9 +93,26 @@ options:
     default: {}
   status_file:
     description:
-      - When set, a JSON file (written atomically) saying whether the report was written (key C(report) is
-        C(written) or C(failed), with C(error)), its files, the verdicts, and the hosts that could not be
-        verified. scripts/verify.sh reads it to give a report that could not be written its own exit status.
+      - >-
+        When set, a JSON file (written atomically, also in check mode and when the report is not written): the run's
+        gate - C(status) and C(exit_status) (C(passed) 0, C(not_verified) 1, C(not_checked) 2, C(report_not_written)
+        3), C(report) (C(written), C(failed) with C(error), C(not written (check mode))), C(files), and one list of
+        hosts per case - C(verified), C(not_verified), C(unreachable), C(run_failed) - with C(verdicts) (the hosts
+        that were checked), C(unverifiable) and C(failing). The README documents the schema (version 1);
+        scripts/verify.sh exits with its C(exit_status).
+    type: path
+  retry_file:
+    description:
+      - >-
+        When set, a file (written atomically) with the hosts to run again, one per line, for C(--limit @FILE) - the
+        hosts of RV(failing) (could not be checked; with O(require_verified), not C(COMPUTE_VERIFIED)); empty when there
+        is none.
+    type: path
+  metrics_file:
+    description:
+      - When set, an OpenMetrics file (written atomically after the report) of every host's verdict, state, failing
+        layer and signature, layer statuses, per-GPU verification and health findings, and the fleet's counts, each
+        host labelled C(host) (docs/usage.md, "Metrics"). Not written in check mode.
     type: path
   group_by:
     description:
@@ -183,6 +200,16 @@ failing:
   returned: always
   type: dict
   sample: {node07: "node07 is FAILED_AT_CDI (cdi.resolve.kind), not COMPUTE_VERIFIED; see /srv/reports/gpuprobe-report-20261203T101500Z.html"}
+gate:
+  description: The run's gate (O(status_file)'s C(status) and C(exit_status)).
+  returned: always
+  type: dict
+  sample: {status: not_checked, exit_status: 2}
+gate_lines:
+  description: What the playbook's summary says about the gate, and why the play recap counts a host failed.
+  returned: always
+  type: list
+  elements: str
 summary_lines:
   description: A short fixed-width table (host, verdict, signature, drift) for the end of the run.
   returned: always

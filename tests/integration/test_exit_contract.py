@@ -107,14 +107,23 @@ CASES = [
 ]
 
 
+# the gate's status (README, "Exit statuses") of each case that writes the status file; the others: invalid_invocation
+GATE = {"audit-ok": "passed", "limit-within-pattern": "passed", "postcheck-not-verified": "not_verified",
+        "unreachable-audit": "not_checked", "unreachable-full": "not_checked", "unreachable-postcheck": "not_checked",
+        "report-dir-not-creatable": "report_not_written", "junit-latest-is-a-dir": "report_not_written"}
+EXIT = {"passed": 0, "not_verified": 1, "not_checked": 2, "report_not_written": 3, "invalid_invocation": 5}
+
+
 @pytest.mark.parametrize("name,extra,limit,status,text,setup", CASES, ids=[c[0] for c in CASES])
 def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     reports = tmp_path / ("not-a-dir/reports" if setup is _report_dir_cannot_be_created else "reports")
     if setup:
         setup(reports)
     status_file = tmp_path / "status.json"
+    retry_file = tmp_path / "retry.txt"
     argv = ["ansible-playbook", "-i", str(lab / "hosts.yml"), PLAYBOOK] + (["--limit", limit] if limit else []) + [
-        "-e", "gpuprobe_report_dir=%s" % reports, "-e", "gpuprobe_status_file=%s" % status_file]
+        "-e", "gpuprobe_report_dir=%s" % reports, "-e", "gpuprobe_status_file=%s" % status_file,
+        "-e", "gpuprobe_retry_file=%s" % retry_file]
     for item in extra:
         argv += ["-e", item]
     env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
@@ -123,13 +132,27 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     output = r.stdout + r.stderr
     assert (r.returncode, text in output) == (status, True), output[-4000:]
 
-    if status != 0 and not setup and not name.startswith(("unreachable", "postcheck-not-verified")):
-        # stopped before any node ran: no node task, no report, no status file
+    if status != 0 and name not in GATE:
+        # stopped before any node ran: no node task, no report; the status file says invalid_invocation (the preflight
+        # wrote it), except when Ansible itself stopped before any play (a --limit that matches no host)
         assert STOPPED in output or NO_NODE in output or NO_TARGET in output
         assert "Verify the GPU layers of this node" not in output
-        assert not reports.exists() and not status_file.exists()
+        assert not reports.exists() and not retry_file.exists()
+        if NO_TARGET in output:
+            assert not status_file.exists()
+        else:
+            state = json.loads(status_file.read_text())
+            assert (state["status"], state["exit_status"], state["report"], state["hosts"]) == (
+                "invalid_invocation", 5, "not written", 0)
+            assert text in state["error"]
         return
     state = json.loads(status_file.read_text())
+    assert (state["status"], state["exit_status"]) == (GATE[name], EXIT[GATE[name]]), state
+    failing = sorted(state["failing"])
+    assert retry_file.read_text().split() == failing
+    # the last play fails exactly the hosts the status file names, each with one line
+    for host in failing:
+        assert "fatal: [%s]: FAILED! => {\"changed\": false, \"msg\": \"%s" % (host, state["failing"][host][:40]) in output
     if setup:
         assert state["report"] == "failed" and "gpuprobe report not written" in state["error"]
         # nothing of this run was kept, no temporary file left; the previous latest.* are untouched
@@ -147,6 +170,16 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     junit = (reports / "gpuprobe-report-latest.junit.xml").read_text()
     unverifiable = sorted(state["unverifiable"])
     assert unverifiable == sorted(h for h in limit.split(",") if h not in ("node", "canary"))
+    # one list per case: an unreachable host is not INCONCLUSIVE in the status file, it has no verdict there
+    assert sorted(state["unreachable"]) == (["gone"] if "gone" in limit else [])
+    assert sorted(state["run_failed"]) == (["nopython"] if "nopython" in limit else [])
+    assert sorted(state["verdicts"]) == sorted(set(state["verified"]) | set(state["not_verified"]))
+    assert not set(state["verdicts"]) & set(unverifiable)
+    if "gone" in limit:
+        # the screen (issue 36.6): the unreachable node's result is short with Ansible's default callback
+        (line,) = [ln for ln in output.splitlines() if ln.startswith("fatal: [gone]: UNREACHABLE!")]
+        assert len(line) < 700, line
+        assert "the play recap counts" in output and "failed=1 by the final gate" in output
     for host in unverifiable:
         # a node that could not be verified is an <error> in JUnit, in every mode: once (issue 22.4), of the type of its
         # state (unreachable, or its verify run failed), its layers that could not run skipped

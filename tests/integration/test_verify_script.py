@@ -1,7 +1,9 @@
-"""scripts/verify.sh over real runs (docs/usage.md, "Exit statuses", its column): ansible-playbook's own status
+"""scripts/verify.sh over real runs (README and docs/usage.md, "Exit statuses"): ansible-playbook's own status
 for what runs no play (--help, --list-hosts, --syntax-check), the inventory Ansible is configured with used
 instead of the default inventory/localhost.yml, no false "collections path ... will not be picked up" warning,
-and the statuses of real runs (0, 1, 2, 3) over a synthetic node reached through the local connection."""
+and the gate's statuses of real runs (0 passed, 1 not_verified, 2 not_checked, 3 report_not_written, 5
+invalid_invocation) over a synthetic node reached through the local connection and a host whose SSH port is closed,
+with the retry file of the hosts to run again."""
 import os
 import subprocess
 import sys
@@ -43,7 +45,10 @@ def lab(tmp_path_factory):
         "vars": {"verify_root": str(base / "node"), "verify_nvml": False, "verify_k8s": False,
                  "verify_cdi_spec_dirs": ["/etc/cdi"]},
         "hosts": {"cfgnode": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-                  "other": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}
+                  "other": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
+        "children": {"closed": {"hosts": {"gone": {
+            "ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,
+            "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes"}}}}}}
     (base / "hosts.yml").write_text(yaml.safe_dump(inventory))
     return base
 
@@ -96,24 +101,43 @@ def test_the_configured_inventory_is_used(lab, tmp_path, source):
     # the hosts of the verify play (the first play, the selection check, also lists localhost)
     verify_play = output.split("Verify GPU-in-container readiness", 1)[1].split("hosts (", 1)[1].split("play #", 1)[0]
     listed = sorted(line.strip() for line in verify_play.splitlines()[1:] if line.strip())
-    want = ["localhost"] if source == "none" else ["cfgnode", "other"]
+    want = ["localhost"] if source == "none" else ["cfgnode", "gone", "other"]
     assert (rc, listed) == (0, want), output[-3000:]
 
 
+INVALID = "verify.sh: gate invalid_invocation (exit 5)"
 RUNS = [
-    # id, arguments after -i <lab>, status, text the output must hold
-    ("verified", ["-e", "gpuprobe_mode=audit", "--limit", "cfgnode", "-e", "gpuprobe_report_dir={reports}"], 0, "1 host: "),
-    ("limit-matches-nothing", ["-e", "gpuprobe_mode=postcheck", "--limit", "nosuch"], 1, "leaves us with no hosts to target"),
-    ("pattern-and-limit-disjoint", ["-e", "gpuprobe_mode=postcheck", "-e", "gpuprobe_hosts=other", "--limit", "cfgnode"], 2,
-     "gpuprobe_hosts 'other' and --limit 'cfgnode' have no host in common: no node would be verified"),
+    # id, arguments after -i <lab>, status, text the output must hold, the retry file's hosts (None: not written)
+    ("passed", ["-e", "gpuprobe_mode=audit", "--limit", "cfgnode"], 0, "1 host: ", []),
+    ("not-verified", ["-e", "gpuprobe_mode=postcheck", "--limit", "cfgnode"], 1,
+     "verify.sh: gate not_verified (exit 1)", ["cfgnode"]),
+    ("not-checked", ["-e", "gpuprobe_mode=audit", "--limit", "cfgnode,gone"], 2, "verify.sh: gate not_checked (exit 2)", ["gone"]),
+    # a post-check with a broken node and an unreachable one: the proven failure is the status, both are to run again
+    ("not-verified-and-not-checked", ["-e", "gpuprobe_mode=postcheck", "--limit", "cfgnode,gone"], 1,
+     "verify.sh: gate not_verified (exit 1)", ["cfgnode", "gone"]),
+    ("limit-matches-nothing", ["-e", "gpuprobe_mode=postcheck", "--limit", "nosuch"], 5, "leaves us with no hosts to target", None),
+    ("pattern-and-limit-disjoint", ["-e", "gpuprobe_mode=postcheck", "-e", "gpuprobe_hosts=other", "--limit", "cfgnode"], 5,
+     "gpuprobe_hosts 'other' and --limit 'cfgnode' have no host in common: no node would be verified", None),
+    ("misspelt-option", ["-e", "gpuprobe_mdoe=audit", "--limit", "cfgnode"], 5,
+     "unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode?", None),
+    ("unknown-command-line-option", ["--no-such-option"], 5, "usage: ansible-playbook", None),
     ("report-not-written", ["-e", "gpuprobe_mode=audit", "--limit", "cfgnode", "-e", "gpuprobe_report_dir={file}/reports"], 3,
-     "verify.sh: the report could not be written (exit 3)"),
+     "verify.sh: the report could not be written (exit 3)", []),
 ]
 
 
-@pytest.mark.parametrize("name,args,status,text", RUNS, ids=[r[0] for r in RUNS])
-def test_exit_status(lab, tmp_path, name, args, status, text):
+@pytest.mark.parametrize("name,args,status,text,retry", RUNS, ids=[r[0] for r in RUNS])
+def test_exit_status(lab, tmp_path, name, args, status, text, retry):
     (tmp_path / "file").write_text("")  # a report dir whose parent is a regular file cannot be created (even by root)
     args = [a.format(reports=tmp_path / "reports", file=tmp_path / "file") for a in args]
-    rc, output = _verify(["-i", str(lab / "hosts.yml")] + args, tmp_path)
+    if "{file}" not in " ".join(RUNS[[r[0] for r in RUNS].index(name)][1]):
+        args += ["-e", "gpuprobe_report_dir=%s" % (tmp_path / "reports")]
+    retry_file = tmp_path / "retry.txt"
+    rc, output = _verify(["-i", str(lab / "hosts.yml")] + args + ["-e", "gpuprobe_retry_file=%s" % retry_file], tmp_path)
     assert (rc, text in output, NO_HOST_MESSAGE in output) == (status, True, False), output[-3000:]
+    if status == 5:
+        assert INVALID in output and "Verify the GPU layers of this node" not in output
+    if retry is None:
+        assert not retry_file.exists()
+    else:
+        assert retry_file.read_text().split() == retry

@@ -103,7 +103,13 @@ VERIFY_NODE_ARGSPEC = dict(
     k8s=dict(type="bool", default=True),
     spool=dict(type="bool", default=False),
     record_limits=RECORD_LIMITS_SPEC,
+    # node_exporter's textfile directory on the node: the node's metrics file is written there (node_metrics); "": none
+    metrics_dir=dict(type="path", default=""),
+    # every option not given is read from the host's variable <prefix><option> (the verify role passes verify_)
+    vars_prefix=dict(type="str"),
 )
+# options whose empty value means "not set" when read from the variables (the verify role's default(omit, true))
+EMPTY_IS_UNSET = ("driver_root", "stub_libcuda", "probe_runtime_endpoint", "probe_runtime_handler")
 
 # the renderings a fleet report has (plugin_utils/_report/render.py gives each its suffix and function)
 FORMATS = ("json", "markdown", "html", "junit")
@@ -122,6 +128,8 @@ FLEET_REPORT_ARGSPEC = dict(
     drills_var=dict(type="str"),
     run=dict(type="dict", default={}),
     status_file=dict(type="path"),
+    retry_file=dict(type="path"),
+    metrics_file=dict(type="path"),
     record_limits=RECORD_LIMITS_SPEC,
     group_by=dict(type="list", elements="str"),
 )

@@ -38,7 +38,7 @@ CDI_SOURCES = ("node", "self-built")
 # options of playbooks/verify-gpu.yml (and of fault-drills.yml, which may share group_vars with it)
 PLAYBOOK_OPTIONS = (
     "gpuprobe_mode", "gpuprobe_hosts", "gpuprobe_cdi_source", "gpuprobe_report_dir", "gpuprobe_pins",
-    "gpuprobe_status_file", "gpuprobe_dedicated_node", "gpuprobe_drill_variants",
+    "gpuprobe_status_file", "gpuprobe_retry_file", "gpuprobe_metrics_file", "gpuprobe_dedicated_node", "gpuprobe_drill_variants",
     "gpuprobe_k8s_publish", "gpuprobe_k8s_publish_label", "gpuprobe_k8s_condition_type", "gpuprobe_k8s_kubeconfig",
     "gpuprobe_k8s_context", "gpuprobe_k8s_node_names", "gpuprobe_report_group_by",
 )
@@ -273,6 +273,12 @@ def _record_limits(value):
     return None
 
 
+def _not_etc_cdi(value):
+    """A directory the collection may write a file in: never /etc/cdi or under it (docs/safety.md)."""
+    path = posixpath.normpath(str(value or "")) if value else ""
+    return "must not be /etc/cdi or under it" if path == "/etc/cdi" or path.startswith("/etc/cdi/") else None
+
+
 # the verify options (role option verify_<name>, verify_node option <name>) -> domain; every option has one
 VERIFY_DOMAINS = {
     "mode": _one_of(("full", "audit")),
@@ -306,6 +312,8 @@ VERIFY_DOMAINS = {
     "record_limits": _record_limits,
     "health_thresholds": lambda v: _raises(_health().check_thresholds, "health_thresholds")(v),  # pylint: disable=unnecessary-lambda
     "dcgm_diag": _one_of((0, 1, 2, 3, 4)),
+    "metrics_dir": lambda v: _abs(empty_ok=True)(v) or _not_etc_cdi(v),
+    "vars_prefix": lambda v: None if v in (None, "verify_") else "must be verify_ (the verify role's variables)",
 }
 
 
@@ -324,6 +332,8 @@ PLAYBOOK_DOMAINS = {
     "gpuprobe_report_dir": _text,
     "gpuprobe_status_file": _text,
     "gpuprobe_report_group_by": _list_of(_variable_name, non_empty=False),
+    "gpuprobe_retry_file": _text,
+    "gpuprobe_metrics_file": _text,
     "gpuprobe_pins": _pins,
     "gpuprobe_dedicated_node": _flag,
     "gpuprobe_drill_variants": _list_of(_one_of(VARIANTS)),

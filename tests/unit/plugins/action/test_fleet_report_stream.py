@@ -126,7 +126,11 @@ def test_the_action_writes_the_golden_files_one_host_at_a_time(monkeypatch, tmp_
                            for n, why in want["failing"].items())
     assert dict((k, result[k]) for k in want) == want
     status = json.loads(open(str(tmp_path / "status.json")).read())
-    assert status["unverifiable"] == want["unverifiable"] and status["verdicts"] == want["verdicts"]
+    assert status["unverifiable"] == want["unverifiable"]
+    # the status file's verdicts are of the hosts that were checked (issue 36.3: a host that could not be is in its own list)
+    assert status["verdicts"] == dict((n, v) for n, v in want["verdicts"].items() if n not in want["unverifiable"])
+    assert dict(status["unreachable"], **status["run_failed"]) == want["unverifiable"]
+    assert all(why.startswith("host unreachable") for why in status["unreachable"].values())
     # nothing of the report's own temporary file is left in the run's temp dir (only the spooled records)
     assert os.listdir(str(tmp_path / "run-tmp")) == [_spool.SUBDIR]
 
