@@ -92,26 +92,26 @@ def _write_new(path, text):
         raise
 
 
-def write_atomic(path, text):
-    """Write ``text`` to ``path`` through a hidden temporary file in the same directory and os.replace()."""
+def _replace_with(path, make):
+    """``make(tmp)`` creates a hidden temporary entry beside ``path``, then os.replace() puts it there in one step; the
+    temporary entry is removed when either fails or is interrupted."""
     tmp = _hidden(os.path.dirname(path), os.path.basename(path))
-    _write_new(tmp, text)
     try:
+        make(tmp)
         os.replace(tmp, path)
     except BaseException:
         _unlink(tmp)
         raise
+
+
+def write_atomic(path, text):
+    """Write ``text`` to ``path`` through a hidden temporary file in the same directory and os.replace()."""
+    _replace_with(path, lambda tmp: _write_new(tmp, text))
 
 
 def _link_atomic(target, path):
     """Make ``path`` a symlink to ``target`` in one step: a new hidden symlink renamed over ``path``."""
-    tmp = _hidden(os.path.dirname(path), os.path.basename(path))
-    os.symlink(target, tmp)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
+    _replace_with(path, lambda tmp: os.symlink(target, tmp))
 
 
 def _points_at(link, directory):
