@@ -8,7 +8,8 @@ Used after ansible.builtin.action_common_attributes (the attributes' description
 in full and states only the details of what check mode does there. ``diff_mode`` is ``none`` here: a module that
 returns a ``diff`` (cdi_spec, k8s_publish) states ``full`` and what its diff shows
 (tests/unit/plugins/modules/test_diff_mode.py holds the two to it). FACTS (a facts module) and ACTION (an action
-plugin, with ansible.builtin.action_common_attributes.flow) are DOCUMENTATION and what such a module adds.
+plugin, with ansible.builtin.action_common_attributes.flow) are what such a module adds: it extends
+gpuprobe.layers._attributes and one of them (Ansible merges the attributes of every fragment).
 """
 
 
@@ -27,13 +28,17 @@ attributes:
 """
 
     # a facts module: its record is an C(ansible_facts) entry
-    FACTS = DOCUMENTATION + r"""  facts:
+    FACTS = r"""
+attributes:
+  facts:
     description: The module returns an C(ansible_facts) dictionary that updates the host's facts.
     support: full
 """
 
     # an action plugin's module file (the work runs on the controller)
-    ACTION = DOCUMENTATION + r"""  action:
+    ACTION = r"""
+attributes:
+  action:
     support: full
   async:
     support: none

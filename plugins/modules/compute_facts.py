@@ -35,6 +35,7 @@ description:
     without compute, the busy state is unknown, or no expected GPU could be verified because all were busy.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:

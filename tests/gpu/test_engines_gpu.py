@@ -34,7 +34,7 @@ OPTIONS = {
 def engine(request):
     options = dict((k, v) for k, v in OPTIONS[request.param].items() if v)
     info = _runtime_adapters.detect_runtime(options["runtime"], endpoint=options.get("runtime_endpoint"),
-                                           descriptor=options.get("cri_descriptor"))
+                                            descriptor=options.get("cri_descriptor"))
     if not info["usable"]:
         pytest.skip("%s is not usable here: %s" % (request.param, info["reason"]))
     return options

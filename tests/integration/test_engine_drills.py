@@ -79,7 +79,7 @@ class Engine(object):
     def adapter(self):
         with self.only():
             info = _runtime_adapters.detect_runtime(self.name, endpoint=self.params.get("runtime_endpoint"),
-                                                   descriptor=self.params.get("cri_descriptor"))
+                                                    descriptor=self.params.get("cri_descriptor"))
         assert info["usable"], info
         return _runtime_adapters.adapter(info)
 

@@ -123,8 +123,7 @@ def host_order(report):
     """The hosts in the order of the table: by cause (the report's groups: failures first, the largest cause first),
     then by name."""
     for g in report.get("groups") or []:
-        for name in g["hosts"]:
-            yield name
+        yield from g["hosts"]
 
 
 def findings(report):

@@ -83,7 +83,7 @@ def test_controller_is_found_among_ancestors(tmp_path):
 def test_build_argv_labels_run_owner_and_creation_time():
     owner = {"host": "h1", "pid": 12, "started": 34}
     argv = _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
-                                       ["gpuprobe.local/gpu-r1=0"], "/tmp/d/gpuprobe_probe.py", {}, owner=owner, created=99)
+                                        ["gpuprobe.local/gpu-r1=0"], "/tmp/d/gpuprobe_probe.py", {}, owner=owner, created=99)
     labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
     assert labels == ["gpuprobe.run=r1", "gpuprobe.owner=h1:12:34", "gpuprobe.created=99"]
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common import allowlist as _allowlist

@@ -164,7 +164,7 @@ def test_compare_mounts_and_env():
 
 def test_build_argv_isolates_and_labels():
     argv = _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1",
-                                       ["gpuprobe.local/gpu=0"], "/tmp/p.py", {"compute": True}, user="1000:1000")
+                                        ["gpuprobe.local/gpu=0"], "/tmp/p.py", {"compute": True}, user="1000:1000")
     assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
     inside = argv[-2]
     assert _runtime_catalogue.PROBE_CONTAINER_DIR_RE.match(posixpath.dirname(inside)) and inside.endswith("/probe.py"), inside
@@ -186,7 +186,7 @@ def test_the_probe_path_in_the_container_is_drawn_per_run_and_refused_to_specs()
     for path in paths | {"/gpuprobe/probe.py"}:
         assert integrity.reaches(path) and integrity.reaches(posixpath.dirname(path)), path
     fixed = _runtime_adapters.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {},
-                                        in_container="/gpuprobe-0123456789abcdef/probe.py")
+                                         in_container="/gpuprobe-0123456789abcdef/probe.py")
     assert fixed[-2] == "/gpuprobe-0123456789abcdef/probe.py" and "/tmp/p.py:/gpuprobe-0123456789abcdef/probe.py:ro" in fixed
 
 
@@ -353,7 +353,7 @@ def test_only_qualified_cdi_names_reach_the_runtimes_argv(device):
 @pytest.mark.parametrize("device", GOOD_DEVICES)
 def test_qualified_cdi_names_are_passed_as_they_are(device):
     argv = _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", "img:1", [device],
-                                       "/tmp/p.py", {})
+                                        "/tmp/p.py", {})
     assert argv[argv.index("--device") + 1] == device
 
 
@@ -373,7 +373,7 @@ def test_the_runtimes_name_rule_is_the_cdi_layers(device):
 def test_an_image_that_is_not_an_image_reference_never_reaches_the_argv(image):
     with pytest.raises(ValueError, match="is not an image reference"):
         _runtime_adapters.build_argv({"name": "podman", "path": "/usr/bin/podman"}, "gpuprobe-r1-abc", "r1", image,
-                                    ["nvidia.com/gpu=0"], "/tmp/p.py", {})
+                                     ["nvidia.com/gpu=0"], "/tmp/p.py", {})
 
 
 @pytest.mark.parametrize("spelling,observed,status", [

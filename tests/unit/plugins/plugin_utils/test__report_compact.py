@@ -113,11 +113,11 @@ def test_swapping_in_the_json_text_is_swapping_in_every_string():
     \\uXXXX, overlapping tokens)."""
     rng = random.Random(36)
     parts = ["a", "b", "n", "u", "0", "e", "9", "x", "-", "\\", '"', "\n", "\t", "\u00e9", "\x1b", "GPU-ab", "ab9e", "/"]
-    for _ in range(3000):
-        old = ["".join(rng.choice("abnu0e9x-1") for _ in range(rng.randint(6, 8))) for _ in range(2)]
+    for _n in range(3000):
+        old = ["".join(rng.choice("abnu0e9x-1") for _n in range(rng.randint(6, 8))) for _n in range(2)]
         if len(set(old)) < 2:
             continue
-        strings = ["".join(rng.choice(parts + old) for _ in range(rng.randint(0, 14))) for _ in range(3)]
+        strings = ["".join(rng.choice(parts + old) for _n in range(rng.randint(0, 14))) for _n in range(3)]
         doc = {strings[0]: [strings[1], {"k": strings[2]}]}
         new = ["TOKEN-%d-zz" % i for i in range(2)]
         assert json.loads(C._swap(json.dumps(doc, sort_keys=True), old, new)) == C.swap_strings(doc, old, new), (doc, old)
@@ -133,9 +133,9 @@ def test_diff_and_apply_are_each_other_s_inverse():
         if kind in (1, 2, 3):
             return rng.choice(["", "x", "a/b", "~0", "GPU-1"])
         if kind == 4:
-            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
-        return dict((rng.choice(["a", "b", "c/d", "e~f"]), value(depth + 1)) for _ in range(rng.randint(0, 3)))
-    for _ in range(2000):
+            return [value(depth + 1) for _n in range(rng.randint(0, 3))]
+        return dict((rng.choice(["a", "b", "c/d", "e~f"]), value(depth + 1)) for _n in range(rng.randint(0, 3)))
+    for _n in range(2000):
         a, b = value(), value()
         patch = C.diff(a, b)
         assert json.dumps(C.apply(copy.deepcopy(a), json.loads(json.dumps(patch))), sort_keys=True) == json.dumps(b, sort_keys=True)
