@@ -4,7 +4,7 @@
   ansible-test units does: otherwise a test that initialises the plugin loader later changes how
   ``ansible_collections.gpuprobe.layers`` imports for every test after it.
 - ``hostfixture`` (node-tree builders) and ``kubectlfixture`` (the stand-in kubectl) are importable by every test.
-- The suite must leave /etc/cdi exactly as it found it (DESIGN.md safety rules).
+- The suite must leave /etc/cdi exactly as it found it (docs/safety.md).
 - The suite leaves nothing of its own outside the checkout (issue 22.8): Ansible's controller and module temporary
   directories of every ansible-playbook it starts (also one interrupted on purpose, whose payload a killed worker
   cannot remove) go under .build/test-tmp/<pid>, removed at the end; /var/run/cdi, when the suite created it, is

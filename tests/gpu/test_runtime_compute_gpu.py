@@ -1,9 +1,9 @@
 """Runtime + compute layers on a real GPU (the lead runs this on the H200: GPUPROBE_GPU=1).
 
-For each self-built spec variant of DESIGN.md's table: write the spec under /var/run/cdi, run the cdi
-layer for the expected edits, start the probe container through podman with the CDI device (compute
+For each self-built spec variant (``_cdi.spec.VARIANTS``, the fault drills of docs/usage.md): write the spec under
+/var/run/cdi, run the cdi layer for the expected edits, start the probe container through podman with the CDI device (compute
 steps included), build the compute record with the host control, and compute the node verdict. Each
-variant must land in the layer and signature that DESIGN.md's table predicts. The records are written,
+variant must land in the layer and signature that the variant's entry predicts. The records are written,
 untouched, as JSON to $GPUPROBE_EVIDENCE_DIR/<variant>.json when that is set.
 
 Environment: GPUPROBE_GPU=1 (else skipped), GPUPROBE_PROBE_IMAGE (default localhost/gpuprobe-probe:local, the
@@ -166,7 +166,7 @@ def test_stub_libcuda(host_record):
 
 
 def test_file_mode_0000_as_uid_1000(host_record):
-    """DESIGN.md's row: compute passes. Seen on the H200 (2026-12-02): podman+runc DID apply fileMode 0000
+    """The variant's prediction: compute passes. Seen on the H200 (2026-12-02): podman+runc DID apply fileMode 0000
     (open() as uid 1000 -> EACCES), and CUDA still initialised and ran the kernel. The runtime layer reports the
     denied open as a WARN (the spec asked for that mode), so the node is COMPUTE_VERIFIED with a runtime WARN."""
     records, _probe, verdict = run_variant("file_mode_0000", host_record, user="1000:1000")

@@ -93,7 +93,7 @@ def control_status(outcome, gpus):
 
 
 def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=None, idle_uuids=None, cancel=None):  # pylint: disable=too-many-arguments
-    """The same probe on the host, outside any container, through _run.run with a timeout, in an isolated
+    """The same probe on the host, outside any container, through _common.run.run with a timeout, in an isolated
     interpreter (-I -S), without the CUDA_* enumeration variables; on the GPUs in ``only_uuids`` when given (the
     container's), and only on those in ``idle_uuids`` when given (_busy.touch_only: the ones NVML reported idle).
     An interrupt (SIGINT/SIGTERM/SIGHUP) kills its process group, removes its temp dir (named after this process, so
@@ -116,7 +116,7 @@ def run_host_control(host_record, timeout, uuid=None, python=None, only_uuids=No
             result = run([python or sys.executable or "python3"] + list(_probe_contract.ISOLATED_FLAGS) + [path, json.dumps(config)],
                          timeout=timeout, env=env, keep_prefix=_probe_contract.LINE_PREFIX, cancel=cancel)
         finally:
-            # also on an interrupt: _run.run killed the probe's process group before the exception got here
+            # also on an interrupt: _common.run.run killed the probe's process group before the exception got here
             with deferred_signals():
                 shutil.rmtree(d, ignore_errors=True)
     parsed = _probe_contract.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))

@@ -10,7 +10,7 @@ strategic merge patch (``kubectl patch node N --subresource=status --type=strate
 merges by ``type`` (patchMergeKey), so the patch replaces this one condition and leaves the kubelet's (Ready,
 MemoryPressure, ...) and other writers' conditions alone, the way node-problem-detector writes its own. The label
 is a merge patch of ``metadata.labels`` with one key. Nothing else is written: no Pod, no taint, no spec (the
-command allowlist in _run.py refuses any other patch). ``plan`` is pure; ``publish`` reads the Nodes once, plans,
+command allowlist in _common/allowlist.py refuses any other patch). ``plan`` is pure; ``publish`` reads the Nodes once, plans,
 and writes (or, in check mode, only returns what it would write), a few Nodes at a time within an overall deadline
 and stopping after consecutive timeouts. A write that fails, or is not made, is returned as an error. With
 ``diff``, ``publish`` also returns Ansible's diff: per Node written (or, in check mode, to be written), the condition

@@ -45,7 +45,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._probe.script impo
 # The interpreter flags of every probe run: -I (isolated: no PYTHON* env, no user site, no script dir on
 # sys.path) and -S (no site: no sitecustomize, usercustomize or .pth file of the image runs).
 ISOLATED_FLAGS = ("-I", "-S")
-# Every line the probe prints is one JSON object (_probe.emit): _run.run keeps such lines whole even from the
+# Every line the probe prints is one JSON object (_probe.script emit): _common.run.run keeps such lines whole even from the
 # dropped middle of a flood of other output (keep_prefix)
 LINE_PREFIX = b'{"'
 

@@ -397,7 +397,7 @@ def file_identity(path, chunk=1 << 20):
 
 
 def ldconfig_lookup(names):
-    # This script runs alone inside the container (standard library only, no _run.py there), so it calls
+    # This script runs alone inside the container (standard library only, no _common/run.py there), so it calls
     # subprocess itself, with a timeout like every external call of the collection.
     for prog in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "/sbin/ldconfig.real"):
         if os.path.exists(prog):

@@ -126,7 +126,7 @@ class CliAdapter(object):
 
     - ``info``: the detection dict (name, path or endpoint, version, oci_runtime, cgroups, cdi, usable, reason);
     - ``run_probe(request)``: start the probe container with the request's CDI devices, wait for it to end,
-      return ``_run.run``'s result dict (rc, stdout, stderr, duration_ms, timed_out, error, stdout_bytes,
+      return ``_common.run.run``'s result dict (rc, stdout, stderr, duration_ms, timed_out, error, stdout_bytes,
       stderr_bytes, truncated) plus ``request``: what was asked of the engine, for the record (argv here);
     - ``remove(name, timeout)``: remove that container (dict rc, removed, error), also after an interrupt;
     - ``list_ours(run_id, timeout)``: our containers (probe_containers' rows), RuntimeError when not listable.

@@ -152,7 +152,7 @@ class CriAdapter(object):
 
     @staticmethod
     def _read_log(path):
-        """The container's CRI log read into stdout/stderr with ``_run.run``'s bounds and probe-line keeping."""
+        """The container's CRI log read into stdout/stderr with ``_common.run.run``'s bounds and probe-line keeping."""
         try:
             with open(path, "rb") as f:
                 lines = iter(lambda: f.readline(LOG_LIMIT), b"")
