@@ -8,8 +8,8 @@ Used after ansible.builtin.action_common_attributes (the attributes' description
 in full and states only the details of what check mode does there. ``diff_mode`` is ``none`` here: a module that
 returns a ``diff`` (cdi_spec, k8s_publish) states ``full`` and what its diff shows
 (tests/unit/plugins/modules/test_diff_mode.py holds the two to it). FACTS (a facts module) and ACTION (an action
-plugin, with ansible.builtin.action_common_attributes.flow) are what such a module adds: it extends
-gpuprobe.layers._attributes and one of them (Ansible merges the attributes of every fragment).
+plugin, with ansible.builtin.action_common_attributes.flow) are DOCUMENTATION and what such a module adds, written out
+whole (ansible-test's yamllint reads each fragment as one string literal).
 """
 
 
@@ -29,7 +29,15 @@ attributes:
 
     # a facts module: its record is an C(ansible_facts) entry
     FACTS = r"""
+author:
+  - gpuprobe.layers contributors (!UNKNOWN)
 attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
   facts:
     description: The module returns an C(ansible_facts) dictionary that updates the host's facts.
     support: full
@@ -37,7 +45,15 @@ attributes:
 
     # an action plugin's module file (the work runs on the controller)
     ACTION = r"""
+author:
+  - gpuprobe.layers contributors (!UNKNOWN)
 attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
   action:
     support: full
   async:

@@ -56,7 +56,6 @@ description:
     because its device nodes are absent. Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:

@@ -35,7 +35,6 @@ description:
     without compute, the busy state is unknown, or no expected GPU could be verified because all were busy.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:

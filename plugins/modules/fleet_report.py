@@ -128,7 +128,6 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._record_limits
   - ansible.builtin.action_common_attributes.flow
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.action
 attributes:
   check_mode:

@@ -32,7 +32,6 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   action_group:

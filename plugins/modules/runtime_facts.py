@@ -37,7 +37,6 @@ description:
     NOT_RUN), never trusted.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - gpuprobe.layers._attributes
   - gpuprobe.layers._attributes.facts
 attributes:
   check_mode:
