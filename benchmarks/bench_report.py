@@ -51,7 +51,8 @@ from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 with open(sys.argv[2], "rb") as f:
     hostvars = pickle.load(f)
 args = {"hosts": sorted(hostvars), "report_dir": sys.argv[4], "run": {"mode": "full", "cdi_source": "node"}}
-if "group_by" in A.ARGSPEC:
+# the option list: the action's ARGSPEC in older checkouts, FLEET_REPORT_ARGSPEC (imported from _common.args) since
+if "group_by" in (getattr(A, "ARGSPEC", None) or getattr(A, "FLEET_REPORT_ARGSPEC", None) or {}):
     args["group_by"] = ["rack", "zone"]
 action = make_action(A, "gpuprobe.layers.fleet_report", args)
 t0 = time.perf_counter()

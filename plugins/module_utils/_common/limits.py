@@ -46,29 +46,56 @@ def limits_of(option=None):
 
 def measure(value):
     """{bytes, checks, string} of ``value`` (a node's records as Ansible parsed them): about the size of its compact
-    JSON (characters), the most checks one record holds, the longest string. One walk, nothing copied, any depth."""
+    JSON (characters), the most checks one record holds, the longest string. One walk, nothing copied, any depth.
+    The exact built-in types are told apart by ``type()`` (the common case, about twice as fast as ``isinstance``
+    chains over an 8-GPU node's records); their subclasses (Ansible's tagged strings and containers) by ``_other``."""
     size = checks = longest = 0
     stack = [value]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        item = stack.pop()
-        if isinstance(item, str):
+        item = pop()
+        kind = type(item)
+        if kind is str:
             size += len(item) + 2
-            longest = max(longest, len(item))
-        elif isinstance(item, dict):
+            if len(item) > longest:
+                longest = len(item)
+        elif kind is dict:
             size += 2 + 2 * len(item)
-            if isinstance(item.get("checks"), list) and "layer" in item:
-                checks = max(checks, len(item["checks"]))
+            found = item.get("checks")
+            if type(found) is list and "layer" in item and len(found) > checks:  # pylint: disable=unidiomatic-typecheck
+                checks = len(found)
             for key, sub in item.items():
-                stack.append(key if isinstance(key, str) else str(key))
-                stack.append(sub)
-        elif isinstance(item, (list, tuple)):
+                push(key if type(key) is str else str(key))  # pylint: disable=unidiomatic-typecheck
+                push(sub)
+        elif kind is list or kind is tuple:
             size += 2 + len(item)
-            stack.extend(item)
-        elif item is None or isinstance(item, bool):
+            extend(item)
+        elif item is None or kind is bool:
             size += 5
+        elif kind is int or kind is float:
+            size += len(str(item))
         else:
-            size += len(str(item)) if isinstance(item, (int, float)) else 8
+            size, checks, longest = _other(item, size, checks, longest, push, extend)
     return {"bytes": size, "checks": checks, "string": longest}
+
+
+def _other(item, size, checks, longest, push, extend):
+    """``measure``'s step for an item of another type than the exact built-ins: a subclass of one, or anything else."""
+    if isinstance(item, str):
+        return size + len(item) + 2, checks, max(longest, len(item))
+    if isinstance(item, dict):
+        if isinstance(item.get("checks"), list) and "layer" in item:
+            checks = max(checks, len(item["checks"]))
+        for key, sub in item.items():
+            push(key if isinstance(key, str) else str(key))
+            push(sub)
+        return size + 2 + 2 * len(item), checks, longest
+    if isinstance(item, (list, tuple)):
+        extend(item)
+        return size + 2 + len(item), checks, longest
+    if isinstance(item, bool):
+        return size + 5, checks, longest
+    return size + (len(str(item)) if isinstance(item, (int, float)) else 8), checks, longest
 
 
 def over_limits(value, limits=None):
