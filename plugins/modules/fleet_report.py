@@ -112,7 +112,7 @@ options:
     description:
       - When set, an OpenMetrics file (written atomically after the report) of every host's verdict, state, failing
         layer and signature, layer statuses, per-GPU verification and health findings, and the fleet's counts, each
-        host labelled C(host) (docs/usage.md, "Metrics"). Not written in check mode.
+        host labelled C(host) (L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md), "Metrics"). Not written in check mode.
     type: path
   group_by:
     description:

@@ -26,18 +26,16 @@ FRAGMENTS = {
     "gpuprobe.layers._node.probe": node_fragment.ModuleDocFragment.PROBE,
     "gpuprobe.layers._record_limits": limits_fragment.ModuleDocFragment.DOCUMENTATION,
 }
-# the options a role's task passes as omit when the role's value is empty (roles/verify/tasks/main.yml:
-# "{{ verify_x | default(omit, true) }}"): the role says "" of type str where the action has no default
+# the options whose empty value the action reads as "not set" when it reads them from the role's verify_* variables
+# (vars_prefix): the role says "" of type str where the action has no default
+OMITTED_WHEN_EMPTY = _args.EMPTY_IS_UNSET
 
 
-def _omitted_when_empty():
-    """The role options its tasks pass as ``verify_X | default(omit, true)``: an empty string is the action's None."""
-    import re  # pylint: disable=import-outside-toplevel
+def test_the_role_hands_its_options_over_by_prefix():
     with open(os.path.join(ROOT, "roles", "verify", "tasks", "main.yml"), encoding="utf-8") as f:
-        return tuple(sorted(set(re.findall(r"\{\{\s*verify_(\w+)\s*\|\s*default\(omit,\s*true\)\s*\}\}", f.read()))))
-
-
-OMITTED_WHEN_EMPTY = _omitted_when_empty()
+        tasks = yaml.safe_load(f)
+    calls = [t["gpuprobe.layers.verify_node"] for t in tasks if "gpuprobe.layers.verify_node" in t]
+    assert calls == [{"vars_prefix": "verify_"}]
 
 
 def _options(text):
@@ -112,9 +110,10 @@ def test_the_verify_roles_options_are_verify_nodes():
     spec = _args.VERIFY_NODE_ARGSPEC
     names = dict((n[len("verify_"):], o) for n, o in role.items() if n.startswith("verify_"))
     assert sorted(n for n in role if not n.startswith("verify_")) == []
-    # every role option is an action option; the action's 'layers' is chosen by tags in the role (docs/usage.md)
+    # every role option is an action option; the action's 'layers' is chosen by tags in the role (docs/usage.md), and
+    # 'vars_prefix' is how the role hands the others over (verify_: each read from the host's verify_* variable)
     assert sorted(set(names) - set(spec)) == []
-    assert sorted(set(spec) - set(names)) == ["layers"]
+    assert sorted(set(spec) - set(names)) == ["layers", "vars_prefix"]
     bad = []
     for name, option in sorted(names.items()):
         want = _norm_spec(spec[name])
