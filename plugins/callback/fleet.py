@@ -18,7 +18,8 @@ description:
     verify task (ok, failed, or unreachable) is one progress line
     (C(gpuprobe [4/500] node08: UNREACHABLE name does not resolve (DNS))) instead of C(ok:), C(fatal:) or the
     C(UNREACHABLE!) JSON of the whole result; the final gate (a node that could not be verified, or is not
-    C(COMPUTE_VERIFIED) in a post-check) adds no line for a node already reported, one line at the end instead that
+    C(COMPUTE_VERIFIED) in a post-check) adds no line for a node already reported (neither when it is put in the gate's
+    group nor when it is failed), one line at the end instead that
     says how many could not be verified and how many are not C(COMPUTE_VERIFIED) in the post-check (only in one).
     At the end, the hosts grouped by state and cause,
     and the report files.
@@ -42,6 +43,8 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences 
 
 # the action of the verify play's last task, which fails each node that could not be verified (playbooks/verify-gpu.yml)
 GATE_ACTIONS = ("fail", "ansible.builtin.fail", "ansible.legacy.fail")
+# the action of the report play's task that puts the hosts the run fails into the gate's group, one loop item each
+GROUP_ACTIONS = ("add_host", "ansible.builtin.add_host", "ansible.legacy.add_host")
 
 
 class CallbackModule(DefaultCallback):
@@ -73,6 +76,14 @@ class CallbackModule(DefaultCallback):
             self.gated.append(host)
             return
         super(CallbackModule, self).v2_runner_on_failed(result, ignore_errors)
+
+    def v2_runner_item_on_ok(self, result):
+        # the gate's group: no line per host already reported by its progress line (the gate says it once at the end)
+        task = _task(result)
+        item = (getattr(result, "_result", None) or {}).get("item")
+        if getattr(task, "action", None) in GROUP_ACTIONS and isinstance(item, str) and item in self.progress.done:
+            return
+        super(CallbackModule, self).v2_runner_item_on_ok(result)
 
     def v2_runner_on_unreachable(self, result):
         if not self.progress.seen(result, unreachable=True):
