@@ -214,7 +214,8 @@ options:
     description:
       - node_exporter's textfile collector directory on the node (for example C(/var/lib/prometheus/node-exporter)).
         After the verdict, the node's series (verdict, failing layer, signature, layer statuses, run time, per-GPU
-        verification and health findings; L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md), "Metrics") are rendered on the controller and written there as
+        verification and health findings;
+        L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md), "Metrics") are rendered on the controller and written there as
         C(gpuprobe-<mode>.prom) by M(gpuprobe.layers.node_metrics) (one more node-side call). Not for an unreachable
         node, nor in check mode. A file that cannot be written is a warning, not a failure of the node.
       - Empty (the default) writes nothing.
@@ -225,7 +226,8 @@ options:
       - Read every option that is not given from the host's variable C(<vars_prefix><option>), templated by the action
         (the P(gpuprobe.layers.verify#role) role passes C(verify_)); only V(verify_).
       - One task argument instead of one template per option - Ansible compiles every template anew in each forked
-        worker, about 30 ms of controller CPU per node for the role's options (L(docs/performance.md,https://github.com/gpuprobe/layers/blob/main/docs/performance.md)).
+        worker, about 30 ms of controller CPU per node for the role's options
+        (L(docs/performance.md,https://github.com/gpuprobe/layers/blob/main/docs/performance.md)).
     type: str
   spool:
     description:
