@@ -48,7 +48,8 @@ stage ee-check bash scripts/ee-check.sh
 stage smoke bash scripts/smoke.sh
 # tests/gpu is collected too: without a GPU its tests are skipped, and pytest's summary says how many
 # ("SKIPPED [N] tests/gpu/...: needs a real NVIDIA GPU"); scripts/gpu-e2e.sh runs them on a GPU host
-stage pytest python -m pytest -p no:cacheprovider tests/unit tests/integration tests/gpu
+# the 25 slowest tests are listed at the end: where the suite's time goes (CI should stay well under 20 minutes)
+stage pytest python -m pytest -p no:cacheprovider --durations=25 tests/unit tests/integration tests/gpu
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED stages: ${failed[*]}" >&2
   exit 1
