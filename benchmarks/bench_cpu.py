@@ -20,7 +20,7 @@ import time
 import yaml
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as _fleet
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import loader as _cdi_loader
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, LayerBuilder, not_run
@@ -98,7 +98,7 @@ def main():
                       "median_ms": dict((k, median_ms(v)) for k, v in t.items()),
                       "ratio_to_yaml_safe_load": dict((k, round(statistics.median(v) / base, 2)) for k, v in t.items())}
     hosts = synthetic_hosts()
-    report = _report.build_report(hosts, "2026-12-02T00:00:00Z")
+    report = _fleet.build_report(hosts, "2026-12-02T00:00:00Z")
     renderers = {"json.dumps": json.dumps, "markdown": _report_render.render_markdown,
                  "html": _report_render.render_html, "junit": _report_render.render_junit}
     t = dict((k, []) for k in renderers)

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "host"))
 from fleetfixture import synthetic_fleet  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render  # noqa: E402  pylint: disable=wrong-import-position
 
 WIDTH = 1360
@@ -39,7 +39,7 @@ def real_one_host_report():
     hosts = [{"name": name, "records": entry["layers"], "pins": entry.get("pins") or {},
               "unreachable": None if entry.get("reachable", True) else entry.get("unverifiable"), "error": entry.get("error")}
              for name, entry in old["hosts"].items()]
-    return _report.build_report(hosts, old["generated_at"], run=old.get("run")), os.path.relpath(path, ROOT)
+    return F.build_report(hosts, old["generated_at"], run=old.get("run")), os.path.relpath(path, ROOT)
 
 
 def chromium_binary(given):
@@ -69,7 +69,7 @@ def main():
     chromium = chromium_binary(args.chromium)
     os.makedirs(args.out, exist_ok=True)
     one, source = real_one_host_report()
-    many = _report.build_report(synthetic_fleet(args.hosts), "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
+    many = F.build_report(synthetic_fleet(args.hosts), "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
     with tempfile.TemporaryDirectory() as tmp:
         pages = {}
         for name, report in (("report-1-host", one), ("report-%d-hosts" % args.hosts, many)):

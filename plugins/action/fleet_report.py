@@ -5,13 +5,13 @@
 """Action plugin gpuprobe.layers.fleet_report: the one place where the fleet is aggregated.
 
 Runs on the controller, reads the layer records of every host from hostvars, builds the report with
-plugin_utils/_report/model.py (verdicts from _verdict.node_verdict), renders it with
+plugin_utils/_report/model.py and fleet.py (verdicts from _verdict.node_verdict), renders it with
 plugin_utils/_report/render.py (Jinja2 templates shipped in plugin_utils/_report/templates/) and writes its files as one set: all of them
 or none, <basename>-latest switched to it in one atomic step. Documentation:
 plugins/modules/fleet_report.py.
 
 Its memory grows by a brief entry per host, not by the hosts' records (issue 24): one host at a time, its records
-are read (from the file verify_node spooled them to), its full entry is made, counted in the fleet (_report.Fleet)
+are read (from the file verify_node spooled them to), its full entry is made, counted in the fleet (_report.fleet.Fleet)
 and kept in a temporary file (_spool.EntrySpool); every rendering is then written to its file as it is made,
 each host's part from its full entry read back then."""
 
@@ -28,6 +28,7 @@ from ansible.plugins.action import ActionBase
 
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as _fleet
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import FLEET_REPORT_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits import DEFAULT_LIMITS, limits_of
@@ -92,7 +93,7 @@ def _from_result(result, host=None, limits=None):
 
 
 def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None, limits=None):  # pylint: disable=too-many-arguments
-    """The per-host inputs of _report.build_report, read from hostvars one host at a time (a generator).
+    """The per-host inputs of _report.fleet.build_report, read from hostvars one host at a time (a generator).
 
     Each host's registered verify_node result (``result_var``) gives its records, or why it has none
     (unreachable, failed); a host without one may have records in ``records_var`` (the drills). A host that is
@@ -131,7 +132,7 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
 
 
 def entry_of(item):
-    """The host's report entry (``_report.entry_of``). Records that passed ``_intake.admit`` and that the report still
+    """The host's report entry (``_report.model.entry_of``). Records that passed ``_intake.admit`` and that the report still
     cannot read (a field the intake does not know of) make this host RUN_FAILED, never the report fail."""
     try:
         return _report.entry_of(item)
@@ -180,6 +181,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
+        # a copy: the validation fills record_limits' default with its suboptions in place (_common.module)
         _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(FLEET_REPORT_ARGSPEC))
         try:
             limits = limits_of(args["record_limits"])
@@ -203,7 +205,7 @@ class ActionModule(ActionBase):
         try:
             # one host at a time, in the report's (name) order: its full entry goes to the fleet's figures and the
             # store, and only its brief entry stays
-            fleet = _report.Fleet()
+            fleet = _fleet.Fleet()
             for item in collect_hosts(hostvars, sorted(names), args["result_var"], args["records_var"], args["pins_var"],
                                       active, limits):
                 entry = entry_of(item)
@@ -249,7 +251,7 @@ class ActionModule(ActionBase):
             drift=report["drift"],
             verdicts=dict((name, entry["verdict"]) for name, entry in report["hosts"].items()),
             signatures=dict((name, entry["signature"]) for name, entry in report["hosts"].items()),
-            summary_lines=display_lines(_report.summary_lines(report)),  # printed by the playbook and the callbacks
+            summary_lines=display_lines(_fleet.summary_lines(report)),  # printed by the playbook and the callbacks
             unverifiable=unverifiable,
             failing=failing_hosts(report, args["require_verified"], files.get("html") or "the report"),
         )

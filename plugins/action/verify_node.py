@@ -73,7 +73,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
-        # a copy: Ansible's validator fills a dict option's default (record_limits {}) with its suboptions in place
+        # a copy: the validation fills record_limits' default with its suboptions in place (_common.module)
         _validation, args = self.validate_argument_spec(argument_spec=copy.deepcopy(_args.VERIFY_NODE_ARGSPEC))
         errors = option_errors(args)
         if errors:

@@ -33,7 +33,7 @@ from ansible.plugins.callback import CallbackBase
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._selection import PROGRESS_KEY
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import (
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import (
     RUN_FAILED, RUN_FAILED_CAUSES, UNREACHABLE, UNREACHABLE_CAUSES, classify,
 )
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import display_text

@@ -13,7 +13,8 @@ from ansible.errors import AnsibleFilterError
 # first: the collection code imported below is compiled once, not on every run (plugin_utils/_code_cache)
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _code_cache  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import gate as _gate
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import diff_reports, drill_row
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.diff import diff_reports
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import drill_row
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import render_diff_markdown
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict

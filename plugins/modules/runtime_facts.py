@@ -55,7 +55,7 @@ options:
         CRI-O process serving it by socket identity; else a running docker daemon at the endpoint the docker CLI
         really uses (C(DOCKER_HOST), else its current context; a context that is not a local unix socket is
         refused); else podman
-        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use)).
+        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
       - V(containerd) and V(crio) are reached through the CRI at O(runtime_endpoint) (else the kubelet's endpoint, else
         the engine's default socket). A runtime that cannot be used (docker with CDI off, no CRI adapter or
         nothing on the socket) gives a C(NOT_RUN) record with the reason.

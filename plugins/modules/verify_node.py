@@ -153,7 +153,8 @@ options:
         daemon serving it found by socket identity), else a running docker daemon at the endpoint the docker CLI
         uses (C(DOCKER_HOST), else its current context; a remote context is refused; CDI off there is a cdi FAIL for
         docker), else podman. Why, in one sentence, is in C(records.cdi.evidence.engines[].selected_because) and
-        C(verdict.runtime.selected_because) (docs/runtimes.md).
+        C(verdict.runtime.selected_because)
+        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
       - A list verifies through each runtime in turn - the runtime and compute layers run once per runtime
         (C(runtimes)), and the node is C(COMPUTE_VERIFIED) only when every one of them proved it.
     type: raw

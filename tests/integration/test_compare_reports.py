@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import jsonfile as J
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import not_run
 
 pytestmark = pytest.mark.integration
@@ -19,7 +20,7 @@ SAID = "the two runs were not made the same way"
 def _report(path, mode, generated_at):
     # the same node, the same records: only the runs differ
     records = dict((layer, not_run(layer, "not selected in this run (tags)")) for layer in ("host", "cdi", "runtime", "compute"))
-    path.write_text(R.render_json(R.build_report([{"name": "gpu-1", "records": records}], generated_at,
+    path.write_text(J.render_json(F.build_report([{"name": "gpu-1", "records": records}], generated_at,
                                                  run={"mode": mode, "cdi_source": "node", "hosts_pattern": "all"})))
     return str(path)
 

@@ -87,7 +87,7 @@ def _probe(one, engine):
     record, _probe_out = _runtime.record(params)
     assert validate_record(record) == []
     with _cri_client(engine) as client:
-        assert [s for s in client.list_pod_sandboxes({"gpuprobe.run": one.run_id})] == [], "the probe's sandbox was left"
+        assert list(client.list_pod_sandboxes({"gpuprobe.run": one.run_id})) == [], "the probe's sandbox was left"
     return record
 
 
@@ -130,6 +130,7 @@ def test_the_probe_runs_with_the_handler_the_option_names(daemon, synthetic):
     before = {n: len(_runc_creates(b)) for n, b in daemon.bins.items()}
     [engine] = _engines(daemon, "gpuprobe-second")
     assert (engine["runtime_handler"]["request"], engine["runtime_handler"]["source"]) == ("gpuprobe-second", "option")
+    assert engine["selected_because"].endswith("; the probe's handler: gpuprobe-second (verify_probe_runtime_handler)")
     cdi = _cdi_record(synthetic, [engine])
     [config] = _check(cdi, "cdi.engine.config")[:1]
     assert config["status"] == "PASS", config

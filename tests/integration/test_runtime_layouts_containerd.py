@@ -5,10 +5,11 @@ short temporary directory: a unix socket path has 108 bytes), killed at the end;
 
 - kubeadm's endpoint spelling ``unix://<dir>/var/run/containerd/containerd.sock``, where ``<dir>/var/run`` links to
   ``<dir>/run`` and containerd listens at ``<dir>/run/containerd/containerd.sock`` (a node's /var/run -> /run), with
-  ``enable_cdi = false`` (containerd 1.7's default): cdi.engine.config reads the configuration of the containerd
-  serving that endpoint, FAILs, the node gate blocks the probe and the node is FAILED_AT_CDI pointing at cdi, not
-  runtime (issue 35 item 3: compared as strings the two spellings matched no containerd, cdi.engine.config was
-  NOT_RUN and the node failed later at the runtime);
+  ``enable_cdi = false`` (containerd 1.7's default): cdi.engine.config reads the running daemon's configuration (its
+  CRI Status) and the file of the containerd serving that endpoint (found by the socket's identity), FAILs, the node
+  gate blocks the probe and the node is FAILED_AT_CDI pointing at cdi, not runtime (issue 35 item 3: compared as
+  strings the two spellings matched no containerd, cdi.engine.config was NOT_RUN and the node failed later at the
+  runtime);
 - the same socket found from the running system: a process named kubelet with kubeadm's flags (a stand-in: only its
   argv matters) is the running kubelet, the containerd process is found where it really listens (its open socket,
   /proc/net/unix) and by the socket's identity, the CRI Version call answers, and the sentence says all of it;
@@ -31,7 +32,7 @@ import layoutfixture  # tests/conftest.py puts tests/unit/fixtures/layouts on sy
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record as cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS, LayerBuilder
-from ansible_collections.gpuprobe.layers.plugins.module_utils._node.stages import gated, layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import gated, layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as sel
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
@@ -147,9 +148,12 @@ def test_kubeadm_var_run_endpoint_with_cdi_off_is_failed_at_cdi(lab, tmp_path): 
     assert (info["name"], info["version"], info["usable"]) == ("containerd", "1.7.24~ds1", True), info
     engine = describe(info)
     engine["cdi_config"] = read_engine_config(engine)
-    # the configuration of the containerd serving kubeadm's /var/run endpoint, read with the real config dump
-    assert (engine["cdi_config"]["enabled"], engine["cdi_config"]["source"]) == (
-        False, "%s/containerd --config %s config dump" % (os.path.realpath(BIN), config)), engine["cdi_config"]
+    # the running daemon's own configuration (its CRI Status) says CDI is off, and the file of the containerd serving
+    # kubeadm's /var/run endpoint (found by the socket's identity, read with the real config dump) agrees
+    cfg = engine["cdi_config"]
+    assert (cfg["enabled"], cfg["source"]) == (False, "CRI Status (verbose) at %s" % endpoint), cfg
+    assert (cfg["file"]["enabled"], cfg["file"]["source"], cfg["disagreements"]) == (
+        False, "%s/containerd --config %s config dump" % (os.path.realpath(BIN), config), []), cfg
     spec_dir = tmp_path / "cdi"
     spec_dir.mkdir()
     (spec_dir / "gpu.yaml").write_text('cdiVersion: "0.5.0"\nkind: "k.example.com/gpu"\ndevices:\n- name: "0"\n'

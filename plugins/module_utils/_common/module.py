@@ -11,6 +11,8 @@ plugins share it) and one function that does its work: ``run_layer_module(spec, 
 
 from __future__ import annotations
 
+import copy
+
 from ansible.module_utils.basic import AnsibleModule
 
 
@@ -22,8 +24,9 @@ def run_layer_module(spec, fn, diff=False):
     A ValueError from ``fn`` (options that cannot work, said in one clear message) fails the module with that message
     and no record: a malformed option is the caller's error, never a node's. A result with ``failed`` true (an
     interrupted probe, an incomplete cleanup) fails the module with its ``msg`` and the rest of the result; each of
-    its ``warnings`` is a warning of the task."""
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    its ``warnings`` is a warning of the task. The validation gets a copy of ``spec``: Ansible fills a dict option's
+    default with its suboptions in place, and a shared spec (_common.args) must stay as written."""
+    module = AnsibleModule(argument_spec=copy.deepcopy(spec), supports_check_mode=True)
     try:
         out = dict(fn(module.params, module.check_mode, module._diff) if diff else fn(module.params, module.check_mode))
     except ValueError as exc:
@@ -38,5 +41,5 @@ def run_layer_module(spec, fn, diff=False):
 
 def documentation_only(spec, name):
     """The body of a module file that only documents an action plugin: run on a node, it says so and fails."""
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=copy.deepcopy(spec), supports_check_mode=True)
     module.fail_json(msg="gpuprobe.layers.%s runs on the controller as an action plugin; this module file only documents it" % name)

@@ -60,14 +60,14 @@ def selected_engines(p, probe_follows=False, k8s=None):
     timeout = p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT
     engines = [describe(info) for info in select_runtimes(p["runtime"], timeout=timeout, endpoint=p.get("runtime_endpoint"),
                                                           descriptor=p.get("cri_descriptor"), inspect=not probe_follows)]
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import choose  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import attach  # pylint: disable=import-outside-toplevel
     runtime_handlers = k8s_handlers(k8s)
     for info in engines:
         info["cdi_config"] = read_engine_config(info, timeout=timeout)
         info.pop("cri_config", None)   # read into cdi_config; the record keeps what was judged, not the daemon's dump
         if info.get("name"):
             # the handler the probe runs with, its binary and who injects (from the running engine's configuration)
-            info["runtime_handler"] = choose(info, p.get("runtime_handler"), runtime_handlers)
+            attach(info, p.get("runtime_handler"), runtime_handlers)
     return engines
 
 
@@ -99,10 +99,10 @@ class _Selection(object):
         """The selected engines with the handler chosen from the k8s record (which the thread could not wait for)."""
         engines = self.result()
         if engines and isinstance(k8s, dict):
-            from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import choose  # pylint: disable=import-outside-toplevel
+            from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import attach  # pylint: disable=import-outside-toplevel
             for info in engines:
                 if info.get("name"):
-                    info["runtime_handler"] = choose(info, p.get("runtime_handler"), k8s_handlers(k8s))
+                    attach(info, p.get("runtime_handler"), k8s_handlers(k8s))
         return engines
 
 

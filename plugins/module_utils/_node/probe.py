@@ -8,14 +8,13 @@ _node.inspect, the gate before this stage _node.gate, the options _common.args.N
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_plan, touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.host_control import EarlyControl, concurrent_scope
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.layer import record as compute_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.binding import prefetch_host_driver_facts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import NotRegularFile, file_sha256
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_environment, check_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import Interrupted, interruptible
@@ -27,26 +26,13 @@ SPEC_CHANGED = "spec changed since the cdi layer read it"
 
 
 def _file_sha256(path):
-    """sha256 of a regular file (never blocks on a FIFO or a device; bounded), or why it cannot be read."""
+    """sha256 of a spec file, bounded (a longer file is changed, whatever it holds), or why it cannot be read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        return None, "cannot be opened (%s)" % (exc.strerror or exc)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, "is no longer a regular file"
-        chunks, size = [], 0
-        while size < MAX_SPEC_READ:
-            data = os.read(fd, min(65536, MAX_SPEC_READ - size))
-            if not data:
-                break
-            chunks.append(data)
-            size += len(data)
-        return hashlib.sha256(b"".join(chunks)).hexdigest(), None
+        return file_sha256(path, MAX_SPEC_READ), None
+    except NotRegularFile:
+        return None, "is no longer a regular file"
     except OSError as exc:
         return None, "cannot be read (%s)" % (exc.strerror or exc)
-    finally:
-        os.close(fd)
 
 
 def spec_changes(cdi_evidence):

@@ -185,7 +185,8 @@ def running(root="/", procs=None):
             elif containerd_address(loaded["doc"]):
                 d.update(socket=containerd_address(loaded["doc"]), socket_from="the gRPC address in %s" % ", ".join(loaded["files"]))
             else:
-                d.update(socket=CONTAINERD_ADDRESS, socket_from="containerd's default (no --address, no gRPC address in its configuration)")
+                d.update(socket=CONTAINERD_ADDRESS, socket_from="containerd's default (no --address, no gRPC address in %s)" % (
+                    ", ".join(loaded["files"]) if loaded["files"] else "a configuration that could be read: %s" % "; ".join(loaded["errors"])))
         elif name == "crio":
             env = nodefs.proc_environ(root, pid)
             config = flag_value(argv[1:], "--config", "-c") or env.get("CONTAINER_CONFIG") or CRIO_CONFIG

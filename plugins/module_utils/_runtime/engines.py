@@ -19,9 +19,9 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue
     CREATED_LABEL, LABEL, OWNER_LABEL, error_line, probe_in_container,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import RUN_ID_RE
-# the CLI engines' detection lives with the selection, outside this package: the inspect stage runs it and must not
-# import the probe's code (this package's __init__ loads the CRI adapter and grpc: ~0.4 s on a node, docs/performance.md)
-from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import _env, cli_info, parse_version  # noqa: F401 pylint: disable=unused-import
+# the CLI engines' detection lives with the selection (_runtime.select), which the inspect stage runs without loading
+# this module or the CRI adapter and grpc (~0.4 s on a node, docs/performance.md)
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import _env
 
 
 def detect_runtime(requested="auto", timeout=30, endpoint=None, descriptor=None):

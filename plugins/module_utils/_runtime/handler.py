@@ -40,6 +40,7 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import why as _why
 
 NVIDIA_RUNTIMES = {"nvidia-container-runtime": None, "nvidia-container-runtime.cdi": "cdi",
                    "nvidia-container-runtime.legacy": "legacy"}
@@ -258,3 +259,28 @@ def summary(handler):
         handler.get("name") or "(default)", handler.get("source"), handler.get("binary") or "unknown",
         inj["what"] if inj else "nothing (no injector for this request)",
         " and %s" % "; ".join(i["what"] for i in handler["injectors"][1:]) if len(handler.get("injectors") or []) > 1 else "")
+
+
+SOURCES = {"option": "verify_probe_runtime_handler", "k8s": "the GPU Pods' RuntimeClass on this node",
+           "default": "the engine's default"}
+HANDLER_CLAUSE = "; the probe's handler: "
+
+
+def attach(info, option=None, k8s=None, engine_env=None, root="/"):
+    """``choose`` for the selected engine ``info``, kept as ``info['runtime_handler']``, and named in the selection's
+    one sentence (``_runtime.why``: '<engine> <version> at <endpoint>, handler <name> (<why this one>), ...'; an engine
+    selected otherwise than through the kubelet gets the clause at the end of ``selected_because``). CRI engines only:
+    docker and podman take no handler in the request. Called again (the k8s record arrived), it replaces the clause."""
+    handler = choose(info, option, k8s, engine_env, root)
+    info["runtime_handler"] = handler
+    if info.get("name") not in ("containerd", "crio"):
+        return handler
+    clause = "%s (%s)" % (handler.get("name") or "(the default)", SOURCES.get(handler.get("source"), handler.get("source")))
+    selection = info.get("selection")
+    if isinstance(selection, dict) and selection.get("runtime"):
+        selection["handler"] = clause
+        selection["sentence"] = _why.sentence(selection)
+        info["selected_because"] = selection["sentence"]
+    elif info.get("selected_because"):
+        info["selected_because"] = info["selected_because"].split(HANDLER_CLAUSE)[0] + HANDLER_CLAUSE + clause
+    return handler

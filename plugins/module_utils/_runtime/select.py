@@ -128,12 +128,13 @@ def _podman_version(path, timeout):
         return {"name": "podman", "path": path, "usable": False,
                 "reason": "podman --version failed: %s" % (error_line(r["stderr"]) or r["error"])}
     return {"name": "podman", "path": path, "usable": None, "reason": PODMAN_NOT_ASKED,
-            "version": parse_version(text[len("podman version "):] if text.startswith("podman version ") else text),
+            "version": version_or_unknown(text[len("podman version "):] if text.startswith("podman version ") else text),
             "version_text": text[:200], "cdi": "native (--device vendor/class=name)"}
 
 
-def parse_version(text):
-    """A runtime's version string when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else "unknown"."""
+def version_or_unknown(text):
+    """A runtime's version string as it said it, when it looks like one (4.3.1, 24.0.7, v1.1.5, 4.9.3-dev), else
+    "unknown" (the record keeps what can be shown; _cdi.compat.parse_version reads a version into numbers)."""
     text = str(text or "").strip()
     return text if VERSION_RE.match(text) else "unknown"
 
@@ -148,7 +149,7 @@ def _podman_info(path, timeout):
     parts = r["stdout"].strip().split("|")
     while len(parts) < 4:
         parts.append("")
-    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": parse_version(parts[0]),
+    return {"name": "podman", "path": path, "usable": True, "reason": None, "version": version_or_unknown(parts[0]),
             "version_text": parts[0][:200],
             "oci_runtime": "%s %s" % (parts[1], first_line(parts[2]).replace("%s version " % parts[1], "")),
             "cgroups": parts[3], "cdi": "native (--device vendor/class=name)"}
@@ -194,7 +195,7 @@ def _docker_info(path, timeout, endpoint=None, root="/", environ=None):
             "daemon_info": dict(dict((k, info[k]) for k in ("ServerVersion", "CDISpecDirs", "DefaultRuntime") if k in info),
                                 Runtimes=dict((n, {"path": (r or {}).get("path")}) for n, r in (info.get("Runtimes") or {}).items()
                                               if isinstance(r, dict))),
-            "version": parse_version(info.get("ServerVersion")),
+            "version": version_or_unknown(info.get("ServerVersion")),
             "version_text": str(info.get("ServerVersion"))[:200],
             "oci_runtime": info.get("DefaultRuntime"), "cgroups": info.get("CgroupVersion")}
     if not spec_dirs:
@@ -267,7 +268,7 @@ def cri_info(name, endpoint=None, timeout=30, descriptor=None):
     finally:
         client.close()
     said = CRI_RUNTIME_NAMES.get(str(v.get("runtime_name") or "").lower())
-    info.update(version=parse_version(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
+    info.update(version=version_or_unknown(v.get("runtime_version")), version_text=str(v.get("runtime_version"))[:200],
                 runtime_name=v.get("runtime_name"), runtime_api_version=v.get("runtime_api_version"))
     if said is None:
         info["reason"] = "the CRI at %s is %s %s, neither containerd nor CRI-O" % (

@@ -5,13 +5,13 @@
 """PRIVATE: rendering the fleet report (JSON, Markdown, HTML, JUnit) and the comparison of two reports.
 
 Not public API. Controller side only (the action plugin gpuprobe.layers.fleet_report and the filter plugins): the
-report's model is plugin_utils/_report/model.py (``build_report``: a dict whose JSON is the source of truth); HTML and
-Markdown are rendered from it by the Jinja2 templates shipped in ``_report_templates/`` next to this file (HTML with
+report's model is model.py and fleet.py (``build_report``: a dict whose JSON, jsonfile.py, is the source of truth); HTML
+and Markdown are rendered from it by the Jinja2 templates shipped in ``templates/`` next to this file (HTML with
 autoescape; Markdown with every value escaped by the environment's ``finalize``), through a small view (``view``)
 that only orders and words what the report holds. JUnit is built with ElementTree. Each rendering is made in pieces
 (``json_chunks``, ``markdown_chunks``, ``html_chunks``, ``junit_chunks``: what ``RENDERERS`` gives, written to the
 report's files as they come), each host's own part from its full entry given by name (``full``) when the report holds
-brief entries (``_report.Fleet``); ``render_*`` join the pieces.
+brief entries (``fleet.Fleet``); ``render_*`` join the pieces.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from markupsafe import Markup, escape
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.attribution import because_text
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.reasons import SHORT, not_read_lines, reason
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_lines, drift_text
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import (
-    BREAKDOWN, HEALTH_PREFIX, RUN_FAILED, STATES, UNREACHABLE, fleet_line, gpu_line, health_checks, health_line, json_chunks, plural,
-    state_words,
-)
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.fleet import BREAKDOWN, fleet_line
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.health import HEALTH_PREFIX, health_checks, health_line
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.jsonfile import json_chunks
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_lines, drift_text, gpu_line, plural
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, STATES, UNREACHABLE, state_words
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LAYERS, NOT_RUN, ORDERED_LAYERS, PASS, STATUSES, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED, INCONCLUSIVE
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import template_cache

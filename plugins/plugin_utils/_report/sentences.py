@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the fleet report's sentences about GPUs and pins, each said only where it is true of the run. Not public API.
 
-Pure functions of the report's figures (``_report.Fleet.report``); the end-of-run summary (``_report.summary_lines``),
+Pure functions of the report's figures (``fleet.Fleet.report``); the end-of-run summary (``fleet.summary_lines``),
 the dashboard (``_report_render.headlines``) and the JUnit properties say them in the same words. docs/usage.md
 ("Every sentence and when it is said") lists each sentence with the condition under which it is true.
 """

@@ -15,7 +15,8 @@ import pytest
 from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import jsonfile as J
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import files as W
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _spool
@@ -104,7 +105,7 @@ def _returned(report):
     return {"generated_at": report["generated_at"], "summary": report["summary"], "counts": report["counts"],
             "drift": report["drift"], "verdicts": dict((n, e["verdict"]) for n, e in report["hosts"].items()),
             "signatures": dict((n, e["signature"]) for n, e in report["hosts"].items()),
-            "summary_lines": R.summary_lines(report),
+            "summary_lines": F.summary_lines(report),
             "unverifiable": dict((n, e["unverifiable"]) for n, e in report["hosts"].items() if e["unverifiable"]),
             "failing": A.failing_hosts(report, False, os.path.join("X", "gpuprobe-report.html")), "drills": report["drills"]}
 
@@ -138,7 +139,7 @@ def test_an_unreadable_spool_file_is_said_as_before(monkeypatch, tmp_path):
     result = _run(monkeypatch, tmp_path, hostvars, names)
     assert result["unverifiable"][gone].startswith("verify run failed: the records of this node were kept in ")
     assert gone in result["failing"]
-    in_memory = R.build_report(A.collect_hosts(hostvars, names, "verify_result", None, "gpuprobe_pins"), "2026-12-03T12:00:00Z",
+    in_memory = F.build_report(A.collect_hosts(hostvars, names, "verify_result", None, "gpuprobe_pins"), "2026-12-03T12:00:00Z",
                                run=G.RUN, drills=A.collect_drills(hostvars, names, "drill_rows"))
     assert in_memory["hosts"][gone]["unverifiable"] == result["unverifiable"][gone]
     for fmt, text in G.renderings(in_memory).items():
@@ -183,7 +184,7 @@ def test_the_renderings_in_pieces_join_to_the_renderings():
     report = G.golden_report()
     for fmt, (_suffix, chunks) in V.RENDERERS.items():
         assert "".join(chunks(report)) == G.renderings(report)[fmt]
-    empty = R.build_report([], "t")
+    empty = F.build_report([], "t")
     assert V.render_junit(empty) == '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="gpuprobe fleet report t" ' \
                                     'tests="0" failures="0" errors="0" skipped="0" />\n'
-    assert R.render_json(empty).count('"hosts": {}') == 1
+    assert J.render_json(empty).count('"hosts": {}') == 1

@@ -29,6 +29,7 @@ FRAGMENTS = {
 # the options a role's task passes as omit when the role's value is empty (roles/verify/tasks/main.yml:
 # "{{ verify_x | default(omit, true) }}"): the role says "" of type str where the action has no default
 
+
 def _omitted_when_empty():
     """The role options its tasks pass as ``verify_X | default(omit, true)``: an empty string is the action's None."""
     import re  # pylint: disable=import-outside-toplevel

@@ -222,3 +222,24 @@ def test_docker_takes_no_handler_option():
                                                    "handlers": {"runc": {"binary": "runc"}}}}, option="nvidia")
     assert (h["name"], h["request"], h["source"]) == ("runc", "", "default")
     assert "applies to the CRI engines only" in h["why"] and h["injector"]["by"] == "engine"
+
+
+def test_the_selection_sentence_names_the_handler_and_why():
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import why  # pylint: disable=import-outside-toplevel
+    cfg = live("containerd-1.7.24-status-gpu-operator.json")
+    sel = {"runtime": "containerd 1.7.24 at unix:///run/containerd/containerd.sock", "handler": None,
+           "why": ["the CRI endpoint of the running kubelet (pid 1): --container-runtime-endpoint"]}
+    info = dict(engine(cfg), selection=dict(sel, sentence=why.sentence(sel)), selected_because=why.sentence(sel))
+    H.attach(info, "nvidia-cdi", root=OPERATOR_ROOT)
+    assert info["selected_because"] == info["selection"]["sentence"] == (
+        "containerd 1.7.24 at unix:///run/containerd/containerd.sock, handler nvidia-cdi (verify_probe_runtime_handler), "
+        "the CRI endpoint of the running kubelet (pid 1): --container-runtime-endpoint")
+    H.attach(info, None, {"gpu_pods": [{"on_this_node": True, "handler": "nvidia"}]}, root=OPERATOR_ROOT)   # chosen again
+    assert ", handler nvidia (the GPU Pods' RuntimeClass on this node), the CRI endpoint" in info["selected_because"]
+    named = dict(engine(cfg), selected_because="named in the runtime option")
+    H.attach(named, root=OPERATOR_ROOT)
+    H.attach(named, root=OPERATOR_ROOT)
+    assert named["selected_because"] == "named in the runtime option; the probe's handler: nvidia (the engine's default)"
+    docker = {"name": "docker", "selected_because": "a docker daemon is running", "cdi_config": {"enabled": True}}
+    H.attach(docker)
+    assert docker["selected_because"] == "a docker daemon is running"

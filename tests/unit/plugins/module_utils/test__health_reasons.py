@@ -12,7 +12,7 @@ import hostfixture as hf  # tests/conftest.py puts tests/unit/fixtures/host on s
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health import reasons as _health_reasons
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import evaluate as _host_evaluate
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import NOT_RUN
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render
 
@@ -136,7 +136,7 @@ def _renderings(report):
 def test_the_report_says_not_asked_of_what_was_not_asked_never_not_exposed(tmp_path):
     hosts = [{"name": "gpu-%02d" % i, "records": {"host": _record(hf.build_node(tmp_path / str(i)), _gpu(), {}, None)}}
              for i in range(3)]
-    report = _report.build_report(hosts, "2026-12-04T12:00:00Z")
+    report = F.build_report(hosts, "2026-12-04T12:00:00Z")
     why = dict((g["reason"], dict((c["check"], c) for c in g["checks"])) for g in report["health"]["not_read_why"])
     assert why["not_asked"]["host.health.dcgm_diag"] == {"check": "host.health.dcgm_diag", "gpus": 0, "hosts": 3}
     assert "host.health.dcgm_diag" not in why.get("not_exposed", {})

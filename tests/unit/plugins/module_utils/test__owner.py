@@ -107,7 +107,7 @@ def test_ps_rows_of_podman_and_docker():
                                           ("v1.1.5", "v1.1.5"), ("garbage; rm -rf /", "unknown"), ("", "unknown"),
                                           (None, "unknown"), ("4.3.1\n<script>", "unknown")])
 def test_runtime_version_is_parsed_or_unknown(text, parsed):
-    assert _runtime_select.parse_version(text) == parsed
+    assert _runtime_select.version_or_unknown(text) == parsed
 
 
 @pytest.mark.parametrize("params, msg", [

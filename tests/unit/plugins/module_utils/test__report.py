@@ -1,4 +1,5 @@
-"""Fleet report aggregation and rendering (plugins/plugin_utils/_report/model.py), on records built with the
+"""Fleet report aggregation and rendering (plugins/plugin_utils/_report/: model, fleet, states, gpus, health, crosscheck,
+diff, jsonfile), on records built with the
 real LayerBuilder / not_run of the result contract."""
 import json
 import xml.etree.ElementTree as ET
@@ -7,6 +8,12 @@ from html.parser import HTMLParser
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import crosscheck as K
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import diff as D
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import jsonfile as J
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import sentences as SN
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import states as ST
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     FAIL, LAYERS, NOT_RUN, PASS, WARN, LayerBuilder, make_check, not_run, validate_record,
@@ -82,7 +89,7 @@ def report():
         {"name": "gone", "records": None, "unreachable": "ssh: connect to host gone port 22: No route"},
         {"name": "crashed", "records": {"host": healthy()["host"]}, "error": "cdi_facts: MODULE FAILURE"},
     ]
-    return R.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full", "cdi_source": "node"})
+    return F.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full", "cdi_source": "node"})
 
 
 def test_every_host_has_every_layer_as_a_valid_record(report):
@@ -112,15 +119,15 @@ def test_unreachable_and_crashed_hosts_are_not_run_with_reason_never_missing_nev
     # issue 22.4: the host's message is said once (unverifiable), not again by each of its five NOT_RUN layers
     for record in gone["layers"].values():
         assert record["status"] == NOT_RUN
-        assert record["reason"] == R.UNREACHABLE_REASON
+        assert record["reason"] == ST.UNREACHABLE_REASON
     assert gone["unverifiable"] == "host unreachable: ssh: connect to host gone port 22: No route"
-    assert (gone["state"], gone["cause"], gone["drift"]) == (R.UNREACHABLE, "no route to host", [])
+    assert (gone["state"], gone["cause"], gone["drift"]) == (ST.UNREACHABLE, "no route to host", [])
     crashed = report["hosts"]["crashed"]
     assert crashed["layers"]["host"]["status"] == PASS
     assert crashed["layers"]["cdi"]["status"] == NOT_RUN
-    assert crashed["layers"]["cdi"]["reason"] == R.RUN_FAILED_REASON
+    assert crashed["layers"]["cdi"]["reason"] == ST.RUN_FAILED_REASON
     assert crashed["unverifiable"] == "verify run failed: cdi_facts: MODULE FAILURE"
-    assert (crashed["state"], crashed["cause"]) == (R.RUN_FAILED, "a node-side module failed (MODULE FAILURE)")
+    assert (crashed["state"], crashed["cause"]) == (ST.RUN_FAILED, "a node-side module failed (MODULE FAILURE)")
     assert "cdi: verify run failed before this layer" in crashed["reason"]
 
 
@@ -161,7 +168,7 @@ def test_host_drift(pins, expected):
 
 
 def test_json_roundtrip_and_schema_version(report):
-    text = R.render_json(report)
+    text = J.render_json(report)
     data = json.loads(text)
     assert data == json.loads(json.dumps(report))
     # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
@@ -181,7 +188,7 @@ def test_markdown_has_table_counts_drift_and_every_check(report):
 
 
 def test_markdown_escapes_pipes_and_html():
-    r = R.build_report([{"name": "n|1", "records": {"host": rec("host", FAIL, observed="<b>x|y</b>")}}], "t")
+    r = F.build_report([{"name": "n|1", "records": {"host": rec("host", FAIL, observed="<b>x|y</b>")}}], "t")
     md = V.render_markdown(r)
     assert "n\\|1" in md and "\\<b\\>x\\|y\\</b\\>" in md and "<b>" not in md
 
@@ -255,7 +262,7 @@ def test_junit_suite_per_host_case_per_layer(report):
 def test_none_is_never_rendered_as_python_none():
     host = rec("host", PASS, "host.sample", versions={"driver": None, "nvml": "12.5"})
     host["checks"][0].update(expected=None, observed={"minor": None, "paths": ["/dev/nvidia0", None]})
-    report = R.build_report([{"name": "n", "records": {"host": host}}], "2026-12-02T18:30:00Z", run={"mode": None})
+    report = F.build_report([{"name": "n", "records": {"host": host}}], "2026-12-02T18:30:00Z", run={"mode": None})
     html_text, md_text, junit = V.render_html(report), V.render_markdown(report), V.render_junit(report)
     for text in (html_text, md_text, junit):
         assert "None" not in text
@@ -266,7 +273,7 @@ def test_none_is_never_rendered_as_python_none():
 
 def test_summary_lines(report):
     # issue 22.4: the end-of-run summary is one line per group of hosts (state, count, cause), not per host
-    lines = R.summary_lines(report)
+    lines = F.summary_lines(report)
     assert lines[0] == "6 hosts: 1 failed at host, 1 failed at compute, 1 unreachable, 1 run failed, 2 verified"
     assert lines[1] == ("2 of 2 GPUs verified in a container; the GPUs of 4 hosts are unknown and not counted (1 not reached, "
                         "1 whose run failed, 2 whose host layer did not list them)")
@@ -302,7 +309,7 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
              {"name": "n8-busy", "records": _gpu_node(8, busy=(5,))},
              {"name": "n4-ok", "records": _gpu_node(4)},
              {"name": "cpu-only", "records": no_gpu()}]
-    report = R.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full"})
+    report = F.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full"})
     assert report["summary"]["gpus"] == {"total": 20, "verified": 18, "failed": 1, "not_run": 1, "hosts_with_failed_gpu": 1,
                                          "hosts_with_unknown_gpus": 1, "unknown_gpus_why": {"not_listed": 1}, "hosts_without_gpus": 0,
                                          "mig_gpus": 0, "mig_instances": NO_MIG}
@@ -310,7 +317,7 @@ def test_the_fleet_is_counted_in_gpus_as_well_as_nodes():
     assert report["hosts"]["n8-busy"]["verdict"] == "INCONCLUSIVE" and "GPU 5" in report["hosts"]["n8-busy"]["reason"]
     want = ("18 of 20 GPUs verified in a container; 1 failed (on 1 host); 1 not verified (busy, or compute did not reach "
             "them); the GPUs of 1 host are unknown and not counted (1 whose host layer did not list them)")
-    assert R.summary_lines(report)[1] == want
+    assert F.summary_lines(report)[1] == want
     md = V.render_markdown(report)
     assert "18 of 20 GPUs verified" in md and "| 3 | GPU-00000003-0000-4000-8000-000000000000 | NVIDIA H200 | true | FAIL |" in md
     assert "18 of 20 GPUs verified" in V.render_html(report)
@@ -322,9 +329,9 @@ def test_diff_reports(report):
         {"name": "gpu-jit", "records": jit_missing()},
         {"name": "new-node", "records": healthy()},
     ]
-    newer = R.build_report(hosts, "2026-12-03T00:00:00Z")
-    older = json.loads(R.render_json(report))
-    diff = R.diff_reports(older, newer)
+    newer = F.build_report(hosts, "2026-12-03T00:00:00Z")
+    older = json.loads(J.render_json(report))
+    diff = D.diff_reports(older, newer)
     assert diff["added"] == ["new-node"]
     assert diff["removed"] == ["cpu-only", "crashed", "gone", "old-driver"]
     assert diff["unchanged"] == 1
@@ -337,7 +344,7 @@ def test_diff_reports(report):
 
 
 def test_diff_of_identical_reports_is_empty(report):
-    diff = R.diff_reports(report, report)
+    diff = D.diff_reports(report, report)
     assert diff["changed"] == {} and diff["added"] == [] and diff["removed"] == []
     assert diff["unchanged"] == 6
     assert "No host changed." in V.render_diff_markdown(diff)
@@ -354,8 +361,8 @@ def test_diff_of_identical_reports_is_empty(report):
 ])
 def test_diff_says_when_the_runs_were_not_made_the_same_way(old_run, new_run, differ):
     hosts = [{"name": "gpu-ok", "records": healthy()}]
-    old = json.loads(R.render_json(R.build_report(hosts, "2026-12-01T00:00:00Z", run=old_run)))
-    diff = R.diff_reports(old, R.build_report(hosts, "2026-12-02T00:00:00Z", run=new_run))
+    old = json.loads(J.render_json(F.build_report(hosts, "2026-12-01T00:00:00Z", run=old_run)))
+    diff = D.diff_reports(old, F.build_report(hosts, "2026-12-02T00:00:00Z", run=new_run))
     assert [(f["field"], f["old"], f["new"]) for f in diff["runs_differ"]] == differ
     md = V.render_diff_markdown(diff)
     said = "the two runs were not made the same way" in md
@@ -390,7 +397,7 @@ def test_drill_row_without_prediction_never_matches():
 
 def test_report_with_drills_renders_table():
     row = R.drill_row("no_uvm_node", {"predicted_layer": "compute", "predicted_signature": "x"}, no_gpu(), host="n1")
-    r = R.build_report([{"name": "n1", "records": no_gpu()}], "t", drills=[row])
+    r = F.build_report([{"name": "n1", "records": no_gpu()}], "t", drills=[row])
     assert r["summary"]["drills"] == 1 and r["summary"]["drills_matched"] == 0
     md = V.render_markdown(r)
     assert "| n1 | no\\_uvm\\_node | compute | x | FAILED\\_AT\\_HOST | host.nvml.init | **no** |" in md
@@ -421,7 +428,7 @@ def k8s_report():
                           ("cpu-d", healthy()), ("elsewhere", healthy())):
         records = dict(records, k8s=k8s)
         hosts.append({"name": name, "records": records})
-    return R.build_report(hosts, "2026-12-02T18:30:00Z")
+    return F.build_report(hosts, "2026-12-02T18:30:00Z")
 
 
 def test_k8s_crosscheck_findings(k8s_report):
@@ -453,18 +460,18 @@ def test_k8s_crosscheck_a_verified_dra_node_is_advertised_and_a_failed_dra_gpu_i
     node = {"name": "gpu-a", "allocatable": {}, "path": "dra",
             "dra": {"devices": [{"name": "gpu-0", "type": "gpu", "uuid": uuid}]}}
     k8s = {"layer": "k8s", "status": PASS, "checks": [], "evidence": {"nodes": [node]}}
-    assert R.k8s_crosscheck({"gpu-a": "COMPUTE_VERIFIED"}, [k8s]) == []
+    assert K.k8s_crosscheck({"gpu-a": "COMPUTE_VERIFIED"}, [k8s]) == []
     failed = {"verdict": "FAILED_AT_COMPUTE", "gpus": [{"uuid": uuid, "status": FAIL}]}
-    findings = R.k8s_crosscheck({"gpu-a": failed}, [k8s])
+    findings = K.k8s_crosscheck({"gpu-a": failed}, [k8s])
     assert [(f["finding"], f["severity"]) for f in findings] == [("dra_device_compute_failed", FAIL)]
     assert uuid in findings[0]["observed"] or uuid in findings[0]["message"]
 
 
 def test_k8s_crosscheck_unverified_node_is_a_warning_and_not_run_k8s_says_nothing():
     k8s = _k8s_record()
-    findings = R.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [k8s])
+    findings = K.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [k8s])
     assert [(f["finding"], f["severity"]) for f in findings] == [("allocatable_on_unverified_node", WARN)]
-    assert R.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [not_run("k8s", "no kubeconfig")]) == []
+    assert K.k8s_crosscheck({"gpu-a": "INCONCLUSIVE"}, [not_run("k8s", "no kubeconfig")]) == []
 
 
 @pytest.mark.parametrize("labels,version", [
@@ -475,11 +482,11 @@ def test_k8s_crosscheck_unverified_node_is_a_warning_and_not_run_k8s_says_nothin
     ({}, None),
 ])
 def test_label_driver_version(labels, version):
-    assert R.label_driver_version(labels) == version
+    assert K.label_driver_version(labels) == version
 
 
 def test_because_is_rendered_for_a_spec_attributed_failure():
-    entry_report = R.build_report([{"name": "n", "records": healthy()}], "t")
+    entry_report = F.build_report([{"name": "n", "records": healthy()}], "t")
     entry = entry_report["hosts"]["n"]
     assert entry["because"] == [] and entry["gpus"] == [dict(GPU_ROW, mig=False, instances=[])]
     entry["because"] = [{"check": "cdi.nvidia.nvidiactl", "status": WARN, "subject": "/dev/nvidiactl",
@@ -548,7 +555,7 @@ def _counts(summary):
      (1, 1, 0, 0), (1, 1, 0, 0), PASS),
 ])
 def test_mig_instances_are_counted_under_their_physical_gpu(rows, inventory, identity, gpus, instances, parent_status):
-    report = R.build_report([{"name": "n", "records": _mig_node(rows, inventory, identity)}], "t")
+    report = F.build_report([{"name": "n", "records": _mig_node(rows, inventory, identity)}], "t")
     assert _counts(report["summary"]) == (gpus, instances)
     entry = report["hosts"]["n"]
     parent = [g for g in entry["gpus"] if g["mig"]]
@@ -556,15 +563,15 @@ def test_mig_instances_are_counted_under_their_physical_gpu(rows, inventory, ide
     assert parent[0]["status"] == parent_status
     assert [i["uuid"] for i in parent[0]["instances"]] == [r["uuid"] for r in rows if r["uuid"] != P1]
     assert not [g for g in entry["gpus"] if g["uuid"] and g["uuid"].upper().startswith("MIG-")]   # no instance at GPU level
-    line = R.summary_lines(report)[1]
-    assert line.startswith("%d of %s verified in a container" % (gpus[1], R.plural(gpus[0], "GPU")))
-    assert "MIG: %d of %s verified on 1 GPU" % (instances[1], R.plural(instances[0], "requested instance")) in line
+    line = F.summary_lines(report)[1]
+    assert line.startswith("%d of %s verified in a container" % (gpus[1], SN.plural(gpus[0], "GPU")))
+    assert "MIG: %d of %s verified on 1 GPU" % (instances[1], SN.plural(instances[0], "requested instance")) in line
 
 
 def test_mig_instances_are_listed_under_their_gpu_in_every_format():
     rows = [_inst_row(0, 1), _inst_row(0, 2, FAIL), dict(GPU_ROW, index=1, uuid=P1)]
-    report = R.build_report([{"name": "n", "records": _mig_node(rows, {0: [1, 2], 1: []})}], "t")
-    data = json.loads(R.render_json(report))
+    report = F.build_report([{"name": "n", "records": _mig_node(rows, {0: [1, 2], 1: []})}], "t")
+    data = json.loads(J.render_json(report))
     gpus = data["hosts"]["n"]["gpus"]
     assert [(g["index"], g["uuid"], g["mig"], [i["uuid"] for i in g["instances"]]) for g in gpus] == [
         (0, P0, True, [_mig(0, 1), _mig(0, 2)]), (1, P1, False, [])]
@@ -591,7 +598,7 @@ def test_junit_is_valid_xml_whatever_characters_a_node_reported():
     records = healthy()
     records["k8s"] = rec("k8s", FAIL, "k8s.dra.host_match", observed="advertises GPU GPU-\x1b[2J\x07evil\x00\ufffe")
     records["k8s"]["reason"] = "bad\x01 reason\ttab"
-    report = R.build_report([{"name": "n1\x0b", "records": records, "pins": {}}], "2026-12-03T00:00:00Z")
+    report = F.build_report([{"name": "n1\x0b", "records": records, "pins": {}}], "2026-12-03T00:00:00Z")
     text = V.render_junit(report)
     root = ET.fromstring(text.split("\n", 1)[1])
     failure = root.find(".//failure")

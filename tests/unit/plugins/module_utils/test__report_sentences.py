@@ -8,7 +8,7 @@ import pytest
 from test__report import GPU_ROW, bound, healthy, rec  # the records of the report's own tests (same directory)
 
 from ansible_collections.gpuprobe.layers.plugins.action.fleet_report import failing_hosts
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import gate_line
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN, LayerBuilder, not_run
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
@@ -80,12 +80,12 @@ def texts(run):
     """Everything the run prints: the terminal summary, the dashboard's sentences, Markdown, HTML, JUnit and the fleet
     callback's last line (the gate fails every host fleet_report lists as failing)."""
     mode, require_verified, hosts = RUNS[run]
-    report = R.build_report(hosts, "2026-12-04T12:00:00Z", run=dict(mode, cdi_source="node"))
+    report = F.build_report(hosts, "2026-12-04T12:00:00Z", run=dict(mode, cdi_source="node"))
     failing = failing_hosts(report, require_verified, "the report")
     result = {"unverifiable": dict((n, e["unverifiable"]) for n, e in report["hosts"].items() if e["unverifiable"]),
               "failing": failing}
     gate = [gate_line(sorted(failing), result)] if failing else []
-    return {"terminal": "\n".join(R.summary_lines(report) + gate), "headlines": "\n".join(V.headlines(report)),
+    return {"terminal": "\n".join(F.summary_lines(report) + gate), "headlines": "\n".join(V.headlines(report)),
             "markdown": V.render_markdown(report), "html": V.render_html(report), "junit": V.render_junit(report)}
 
 
@@ -157,7 +157,7 @@ def test_the_issue_s_two_runs_in_words():
 
 def test_drift_is_said_apart_in_the_json_summary():
     _mode, _rv, hosts = RUNS["mixed"]
-    s = R.build_report(hosts, "2026-12-04T12:00:00Z")["summary"]
+    s = F.build_report(hosts, "2026-12-04T12:00:00Z")["summary"]
     # gpu-old differs; localhost's driver was not observed (the unreachable host's pins are not drift)
     assert (s["drifted"], s["drift_differs"], s["drift_unknown"]) == (2, 1, 1)
 
@@ -169,6 +169,6 @@ def test_drift_is_said_apart_in_the_json_summary():
 def test_why_a_pinned_value_was_not_observed_is_said_as_it_is(pins, said, unsaid):
     r = verified()
     r["runtime"] = not_run("runtime", "not run in audit mode")
-    report = R.build_report([_host("gpu-a", r, pins=pins)], "2026-12-04T12:00:00Z")
-    lines = [line for line in R.summary_lines(report) + V.headlines(report) if "not observed" in line]
+    report = F.build_report([_host("gpu-a", r, pins=pins)], "2026-12-04T12:00:00Z")
+    lines = [line for line in F.summary_lines(report) + V.headlines(report) if "not observed" in line]
     assert len(lines) == 2 and all(said in line and unsaid not in line for line in lines), lines

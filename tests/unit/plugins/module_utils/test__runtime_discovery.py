@@ -264,7 +264,8 @@ def test_docker_context_env_over_current_context(tmp_path):
     env = dict(_contexts(tmp_path, "rootless", {"rootless": "unix:///run/user/1000/docker.sock", "other": "unix:///o.sock"}),
                DOCKER_CONTEXT="other")
     out = docker_context.resolve(env)
-    assert out["endpoint"] == "unix:///o.sock" and out["context"] == "other" and out["source"].startswith("context other: DOCKER_CONTEXT=other, Endpoints.docker.Host in ")
+    assert out["endpoint"] == "unix:///o.sock" and out["context"] == "other"
+    assert out["source"].startswith("context other: DOCKER_CONTEXT=other, Endpoints.docker.Host in ")
 
 
 def test_current_context_and_default(tmp_path):

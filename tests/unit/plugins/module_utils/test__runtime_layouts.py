@@ -43,130 +43,130 @@ CASES = {
 SENTENCES = {
     ('containerd2-imports', True): [
         'containerd 1.7.24 at unix:///run/containerd/containerd.sock, the CRI endpoint of the running kubelet (pid 2010, '
-         'kubelet.service) on this eks node: containerRuntimeEndpoint in /etc/kubernetes/kubelet/config.json (the running '
-         "kubelet's --config)",
+        'kubelet.service) on this eks node: containerRuntimeEndpoint in /etc/kubernetes/kubelet/config.json (the running '
+        "kubelet's --config)",
         'that is the socket /run/containerd/containerd.sock, served by containerd (pid 1733, containerd.service) at '
-         '/run/containerd/containerd.sock configured by /etc/containerd/config.toml, /etc/containerd/config.d/50-nvidia.toml',
+        '/run/containerd/containerd.sock configured by /etc/containerd/config.toml, /etc/containerd/config.d/50-nvidia.toml',
         'the CRI Version call there answered containerd 1.7.24'],
     ('containerd2-imports', False): [
         'containerd 1.7.24 at unix:///run/containerd/containerd.sock, the CRI endpoint of the kubelet, not running (a kubelet '
-         'is installed: unit /etc/systemd/system/kubelet.service) on this eks node: containerRuntimeEndpoint in '
-         "/etc/kubernetes/kubelet/config.json (kubelet.service's --config)",
+        'is installed: unit /etc/systemd/system/kubelet.service) on this eks node: containerRuntimeEndpoint in '
+        "/etc/kubernetes/kubelet/config.json (kubelet.service's --config)",
         'that is the socket /run/containerd/containerd.sock, and no containerd or CRI-O process was found',
         'the CRI Version call there answered containerd 1.7.24'],
     ('docker-context', False): [
         'docker 26.1.5+dfsg1 at unix:///run/user/1000/docker.sock (context rootless: currentContext rootless in '
-         '/root/.docker/config.json, Endpoints.docker.Host in '
-         '/root/.docker/contexts/meta/12b961af5feb3e9d39f93b2cefb9a1a944f18d02cca0cac2f04f5a982240605f/meta.json), no kubelet '
-         'installed or running (no kubelet, kubelite, k3s or rke2 process, no kubelet binary, kubelet.service unit, '
-         '/var/lib/kubelet/config.yaml, k3s/RKE2 configuration or MicroK8s args)',
+        '/root/.docker/config.json, Endpoints.docker.Host in '
+        '/root/.docker/contexts/meta/12b961af5feb3e9d39f93b2cefb9a1a944f18d02cca0cac2f04f5a982240605f/meta.json), no kubelet '
+        'installed or running (no kubelet, kubelite, k3s or rke2 process, no kubelet binary, kubelet.service unit, '
+        '/var/lib/kubelet/config.yaml, k3s/RKE2 configuration or MicroK8s args)',
         "a docker daemon is running (docker info answered there): a docker host's workloads run through docker"],
     ('docker-context-ssh', False): [
         'no kubelet installed or running (no kubelet, kubelite, k3s or rke2 process, no kubelet binary, kubelet.service unit, '
-         '/var/lib/kubelet/config.yaml, k3s/RKE2 configuration or MicroK8s args)',
+        '/var/lib/kubelet/config.yaml, k3s/RKE2 configuration or MicroK8s args)',
         'docker not asked: the docker CLI would talk to ssh://gpu@10.0.0.5 (context gpu-remote: currentContext gpu-remote in '
-         '/root/.docker/config.json, Endpoints.docker.Host in '
-         '/root/.docker/contexts/meta/d8e14b925017330d02fd9da4d57a6b1c410bc10bcf1549474406bfa299cd4ba1/meta.json), not a local '
-         "unix socket: that daemon may be another machine's and the node's verdict must be about this node (set "
-         "DOCKER_HOST=unix:///... or runtime_endpoint to this node's docker socket)",
+        '/root/.docker/config.json, Endpoints.docker.Host in '
+        '/root/.docker/contexts/meta/d8e14b925017330d02fd9da4d57a6b1c410bc10bcf1549474406bfa299cd4ba1/meta.json), not a local '
+        "unix socket: that daemon may be another machine's and the node's verdict must be about this node (set "
+        "DOCKER_HOST=unix:///... or runtime_endpoint to this node's docker socket)",
         'podman not found'],
     ('k3s', True): [
         'containerd 2.0.5-k3s1 at unix:///run/k3s/containerd/containerd.sock, the CRI endpoint of the kubelet inside k3s server'
-         ' (pid 812, whose arguments k3s erases from /proc: its options were read from ExecStart= of k3s.service in '
-         '/etc/systemd/system/k3s.service with /etc/systemd/system/k3s.service.env, /etc/rancher/k3s/config.yaml, '
-         '/etc/rancher/k3s/config.yaml.d/10-gpu.yaml) on this k3s node: containerRuntimeEndpoint in '
-         '/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf, in the kubelet configuration drop-ins k3s writes '
-         'at start (/var/lib/rancher/k3s/agent/etc/kubelet.conf.d)',
+        ' (pid 812, whose arguments k3s erases from /proc: its options were read from ExecStart= of k3s.service in '
+        '/etc/systemd/system/k3s.service with /etc/systemd/system/k3s.service.env, /etc/rancher/k3s/config.yaml, '
+        '/etc/rancher/k3s/config.yaml.d/10-gpu.yaml) on this k3s node: containerRuntimeEndpoint in '
+        '/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf, in the kubelet configuration drop-ins k3s writes '
+        'at start (/var/lib/rancher/k3s/agent/etc/kubelet.conf.d)',
         'that is the socket /run/k3s/containerd/containerd.sock, served by containerd (pid 866, started by k3s (pid 812)) at '
-         '/run/k3s/containerd/containerd.sock configured by /var/lib/rancher/k3s/agent/etc/containerd/config.toml (generated by '
-         'k3s, from /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl)',
+        '/run/k3s/containerd/containerd.sock configured by /var/lib/rancher/k3s/agent/etc/containerd/config.toml (generated by '
+        'k3s, from /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl)',
         'the CRI Version call there answered containerd 2.0.5-k3s1',
         "also running, not the kubelet's: containerd (pid 420, containerd.service) at /run/containerd/containerd.sock",
         'dockerd (pid 455, docker.service)'],
     ('k3s', False): [
         'containerd 2.0.5-k3s1 at unix:///run/k3s/containerd/containerd.sock, the CRI endpoint of the kubelet of k3s, installed'
-         ' but not running (its options: ExecStart= of k3s.service in /etc/systemd/system/k3s.service with '
-         '/etc/systemd/system/k3s.service.env, /etc/rancher/k3s/config.yaml, /etc/rancher/k3s/config.yaml.d/10-gpu.yaml) on this'
-         ' k3s node: containerRuntimeEndpoint in /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf, in the '
-         'kubelet configuration drop-ins k3s writes at start (/var/lib/rancher/k3s/agent/etc/kubelet.conf.d)',
+        ' but not running (its options: ExecStart= of k3s.service in /etc/systemd/system/k3s.service with '
+        '/etc/systemd/system/k3s.service.env, /etc/rancher/k3s/config.yaml, /etc/rancher/k3s/config.yaml.d/10-gpu.yaml) on this'
+        ' k3s node: containerRuntimeEndpoint in /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf, in the '
+        'kubelet configuration drop-ins k3s writes at start (/var/lib/rancher/k3s/agent/etc/kubelet.conf.d)',
         'that is the socket /run/k3s/containerd/containerd.sock, and no containerd or CRI-O process was found',
         'the CRI Version call there answered containerd 2.0.5-k3s1'],
     ('kubeadm-containerd17', True): [
         'containerd 1.7.24 at unix:///var/run/containerd/containerd.sock, the CRI endpoint of the running kubelet (pid 901, '
-         'kubelet.service) on this kubeadm node: --container-runtime-endpoint=unix:///var/run/containerd/containerd.sock on the '
-         "running kubelet's command line (/proc/901/cmdline)",
+        'kubelet.service) on this kubeadm node: --container-runtime-endpoint=unix:///var/run/containerd/containerd.sock on the '
+        "running kubelet's command line (/proc/901/cmdline)",
         'that is the socket /run/containerd/containerd.sock, served by containerd (pid 512, containerd.service) at '
-         '/run/containerd/containerd.sock configured by /etc/containerd/config.toml',
+        '/run/containerd/containerd.sock configured by /etc/containerd/config.toml',
         'the CRI Version call there answered containerd 1.7.24'],
     ('kubeadm-containerd17', False): [
         'containerd 1.7.24 at unix:///var/run/containerd/containerd.sock, the CRI endpoint of the kubelet, not running (a '
-         'kubelet is installed: unit /usr/lib/systemd/system/kubelet.service, drop-in '
-         '/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf, /var/lib/kubelet/config.yaml, '
-         '/var/lib/kubelet/kubeadm-flags.env) on this kubeadm node: '
-         "--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock on kubelet.service's command line (ExecStart= "
-         'of kubelet.service in /usr/lib/systemd/system/kubelet.service, '
-         '/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf with /var/lib/kubelet/kubeadm-flags.env)',
+        'kubelet is installed: unit /usr/lib/systemd/system/kubelet.service, drop-in '
+        '/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf, /var/lib/kubelet/config.yaml, '
+        '/var/lib/kubelet/kubeadm-flags.env) on this kubeadm node: '
+        "--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock on kubelet.service's command line (ExecStart= "
+        'of kubelet.service in /usr/lib/systemd/system/kubelet.service, '
+        '/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf with /var/lib/kubelet/kubeadm-flags.env)',
         'that is the socket /run/containerd/containerd.sock, and no containerd or CRI-O process was found',
         'the CRI Version call there answered containerd 1.7.24'],
     ('kubespray-crio', True): [
         'crio 1.31.3 at unix:///var/run/crio/crio.sock, the CRI endpoint of the running kubelet (pid 1024, kubelet.service) on '
-         "this kubespray node: --container-runtime-endpoint=unix:///var/run/crio/crio.sock on the running kubelet's command line"
-         ' (/proc/1024/cmdline)',
+        "this kubespray node: --container-runtime-endpoint=unix:///var/run/crio/crio.sock on the running kubelet's command line"
+        ' (/proc/1024/cmdline)',
         'that is the socket /run/crio/crio.sock, served by crio (pid 733, crio.service) at /var/run/crio/crio.sock configured '
-         'by /etc/crio/crio.conf',
+        'by /etc/crio/crio.conf',
         'the CRI Version call there answered cri-o 1.31.3'],
     ('kubespray-crio', False): [
         'crio 1.31.3 at unix:///var/run/crio/crio.sock, the CRI endpoint of the kubelet, not running (a kubelet is installed: '
-         'unit /etc/systemd/system/kubelet.service) on this kubespray node: '
-         "--container-runtime-endpoint=unix:///var/run/crio/crio.sock on kubelet.service's command line (ExecStart= of "
-         'kubelet.service in /etc/systemd/system/kubelet.service with /etc/kubernetes/kubelet.env)',
+        'unit /etc/systemd/system/kubelet.service) on this kubespray node: '
+        "--container-runtime-endpoint=unix:///var/run/crio/crio.sock on kubelet.service's command line (ExecStart= of "
+        'kubelet.service in /etc/systemd/system/kubelet.service with /etc/kubernetes/kubelet.env)',
         'that is the socket /run/crio/crio.sock, and no containerd or CRI-O process was found',
         'the CRI Version call there answered cri-o 1.31.3'],
     ('microk8s', True): [
         'containerd 1.7.27 at unix:///var/snap/microk8s/common/run/containerd.sock, the CRI endpoint of the running kubelite '
-         '(pid 1388, snap.microk8s.daemon-kubelite.service, --kubelet-args-file /var/snap/microk8s/7229/args/kubelet) on this '
-         "microk8s node: --container-runtime-endpoint=/var/snap/microk8s/common/run/containerd.sock on the running kubelite's "
-         'command line (its --kubelet-args-file /var/snap/microk8s/7229/args/kubelet)',
+        '(pid 1388, snap.microk8s.daemon-kubelite.service, --kubelet-args-file /var/snap/microk8s/7229/args/kubelet) on this '
+        "microk8s node: --container-runtime-endpoint=/var/snap/microk8s/common/run/containerd.sock on the running kubelite's "
+        'command line (its --kubelet-args-file /var/snap/microk8s/7229/args/kubelet)',
         'that is the socket /var/snap/microk8s/common/run/containerd.sock, served by containerd (pid 1301, '
-         'snap.microk8s.daemon-containerd.service) at /var/snap/microk8s/common/run/containerd.sock configured by '
-         '/var/snap/microk8s/7229/args/containerd.toml',
+        'snap.microk8s.daemon-containerd.service) at /var/snap/microk8s/common/run/containerd.sock configured by '
+        '/var/snap/microk8s/7229/args/containerd.toml',
         'the CRI Version call there answered containerd 1.7.27'],
     ('microk8s', False): [
         "containerd 1.7.27 at unix:///var/snap/microk8s/common/run/containerd.sock, the CRI endpoint of MicroK8s' kubelet, "
-         'kubelite not running (/var/snap/microk8s/current/args/kubelet) on this microk8s node: '
-         "--container-runtime-endpoint=/var/snap/microk8s/common/run/containerd.sock on kubelite's command line (its "
-         '--kubelet-args-file /var/snap/microk8s/current/args/kubelet, kubelite not running)',
+        'kubelite not running (/var/snap/microk8s/current/args/kubelet) on this microk8s node: '
+        "--container-runtime-endpoint=/var/snap/microk8s/common/run/containerd.sock on kubelite's command line (its "
+        '--kubelet-args-file /var/snap/microk8s/current/args/kubelet, kubelite not running)',
         'that is the socket /var/snap/microk8s/common/run/containerd.sock, and no containerd or CRI-O process was found',
         'the CRI Version call there answered containerd 1.7.27'],
     ('openshift-crio', True): [
         'crio 1.31.3 at unix:///var/run/crio/crio.sock, the CRI endpoint of the running hyperkube kubelet (pid 2399, '
-         "kubelet.service) on this openshift node: --container-runtime-endpoint=/var/run/crio/crio.sock on the running kubelet's"
-         ' command line (/proc/2399/cmdline)',
+        "kubelet.service) on this openshift node: --container-runtime-endpoint=/var/run/crio/crio.sock on the running kubelet's"
+        ' command line (/proc/2399/cmdline)',
         'that is the socket /run/crio/crio.sock, served by crio (pid 2210, crio.service) at /var/run/crio/crio.sock configured '
-         'by /etc/crio/crio.conf, /etc/crio/crio.conf.d/00-default',
+        'by /etc/crio/crio.conf, /etc/crio/crio.conf.d/00-default',
         'the CRI Version call there answered cri-o 1.31.3'],
     ('openshift-crio', False): [
         'crio 1.31.3 at unix:///var/run/crio/crio.sock, the CRI endpoint of the kubelet, not running (a kubelet is installed: '
-         'unit /etc/systemd/system/kubelet.service, drop-in /etc/systemd/system/kubelet.service.d/10-mco-default-madv.conf) on '
-         "this openshift node: --container-runtime-endpoint=/var/run/crio/crio.sock on kubelet.service's command line "
-         '(ExecStart= of kubelet.service in /etc/systemd/system/kubelet.service, '
-         '/etc/systemd/system/kubelet.service.d/10-mco-default-madv.conf with /etc/os-release)',
+        'unit /etc/systemd/system/kubelet.service, drop-in /etc/systemd/system/kubelet.service.d/10-mco-default-madv.conf) on '
+        "this openshift node: --container-runtime-endpoint=/var/run/crio/crio.sock on kubelet.service's command line "
+        '(ExecStart= of kubelet.service in /etc/systemd/system/kubelet.service, '
+        '/etc/systemd/system/kubelet.service.d/10-mco-default-madv.conf with /etc/os-release)',
         'that is the socket /run/crio/crio.sock, and no containerd or CRI-O process was found',
         'the CRI Version call there answered cri-o 1.31.3'],
     ('rke2', True): [
         'containerd 2.0.5-k3s1 at unix:///run/k3s/containerd/containerd.sock, the CRI endpoint of the running kubelet (pid '
-         '2057, rke2-server.service), started by rke2 server (pid 1594) on this rke2 node: containerRuntimeEndpoint in '
-         "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf (the running kubelet's --config-dir)",
+        '2057, rke2-server.service), started by rke2 server (pid 1594) on this rke2 node: containerRuntimeEndpoint in '
+        "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf (the running kubelet's --config-dir)",
         'that is the socket /run/k3s/containerd/containerd.sock, served by containerd (pid 1958, started by rke2 (pid 1594)) at'
-         ' /run/k3s/containerd/containerd.sock configured by /var/lib/rancher/rke2/agent/etc/containerd/config.toml (generated '
-         'by rke2, from its built-in template)',
+        ' /run/k3s/containerd/containerd.sock configured by /var/lib/rancher/rke2/agent/etc/containerd/config.toml (generated '
+        'by rke2, from its built-in template)',
         'the CRI Version call there answered containerd 2.0.5-k3s1'],
     ('rke2', False): [
         'containerd 2.0.5-k3s1 at unix:///run/k3s/containerd/containerd.sock, the CRI endpoint of the kubelet of rke2, '
-         'installed but not running (its options: ExecStart= of rke2-server.service in '
-         '/usr/local/lib/systemd/system/rke2-server.service, /etc/rancher/rke2/config.yaml) on this rke2 node: '
-         'containerRuntimeEndpoint in /var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf, in the kubelet '
-         'configuration drop-ins rke2 writes at start (/var/lib/rancher/rke2/agent/etc/kubelet.conf.d)',
+        'installed but not running (its options: ExecStart= of rke2-server.service in '
+        '/usr/local/lib/systemd/system/rke2-server.service, /etc/rancher/rke2/config.yaml) on this rke2 node: '
+        'containerRuntimeEndpoint in /var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf, in the kubelet '
+        'configuration drop-ins rke2 writes at start (/var/lib/rancher/rke2/agent/etc/kubelet.conf.d)',
         'that is the socket /run/k3s/containerd/containerd.sock, and no containerd or CRI-O process was found',
         'the CRI Version call there answered containerd 2.0.5-k3s1'],
 

@@ -99,7 +99,7 @@ def test_with_checks_keeps_a_record_whose_status_does_not_change(node):
 def test_the_fleet_report_speaks_for_every_runtime_of_a_node(node):
     """The report's host entry takes verify_node's per-runtime results: a node proven through podman but not through
     docker is not COMPUTE_VERIFIED in the report, and its rows and the runtime breakdown name both."""
-    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F  # pylint: disable=import-outside-toplevel
 
     a = verified(node, PODMAN)
     b = verified(node, DOCKER)
@@ -109,12 +109,12 @@ def test_the_fleet_report_speaks_for_every_runtime_of_a_node(node):
     runtimes = [{"runtime": "podman", "records": {"runtime": a["runtime"], "compute": a["compute"]}},
                 {"runtime": "docker", "records": {"runtime": b["runtime"], "compute": broken}}]
     records = dict(a)
-    report = _report.build_report([{"name": "n1", "records": records, "runtimes": runtimes}], "2026-12-03T00:00:00Z")
+    report = F.build_report([{"name": "n1", "records": records, "runtimes": runtimes}], "2026-12-03T00:00:00Z")
     entry = report["hosts"]["n1"]
     assert entry["verdict"] != COMPUTE_VERIFIED, entry["reason"]
     assert "podman" in entry["reason"] and "docker" in entry["reason"]
     assert [(r["runtime"], r["verdict"] == COMPUTE_VERIFIED) for r in entry["runtimes"]] == [("podman", True), ("docker", False)]
-    assert _report.host_profile(entry)["runtime"] == "podman + docker"
+    assert F.host_profile(entry)["runtime"] == "podman + docker"
     # the same records without the per-runtime results: the podman run alone, verified
-    alone = _report.build_report([{"name": "n1", "records": records}], "2026-12-03T00:00:00Z")["hosts"]["n1"]
+    alone = F.build_report([{"name": "n1", "records": records}], "2026-12-03T00:00:00Z")["hosts"]["n1"]
     assert alone["verdict"] == COMPUTE_VERIFIED

@@ -9,7 +9,11 @@ import pytest
 
 from fleetfixture import synthetic_fleet, synthetic_host
 
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import fleet as F
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import health as HL
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import jsonfile as J
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import sentences as SN
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import states as ST
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as V
 
 HOSTS = 1000
@@ -82,8 +86,8 @@ class Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def fleet():
-    report = R.build_report(synthetic_fleet(HOSTS), "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
-    data = json.loads(R.render_json(report))
+    report = F.build_report(synthetic_fleet(HOSTS), "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
+    data = json.loads(J.render_json(report))
     page = Page()
     page.feed(V.render_html(report))
     return data, page, V.render_markdown(report)
@@ -145,7 +149,7 @@ def test_failures_by_signature_and_groups_match_the_json(fleet):
     want = [(g["state"], g["count"], g["cause"], g["points_to"] or "") for g in data["groups"]]
     assert [(r[0], _n(r[1]), r[2], r[3]) for r in groups] == want
     for g in data["groups"]:
-        assert page.groups[g["id"]] == R.plural(g["count"], "host")
+        assert page.groups[g["id"]] == SN.plural(g["count"], "host")
     failing = Counter(e["failing_layer"] for e in data["hosts"].values() if e["failing_layer"])
     assert page.headlines[2] == "%d hosts failed: %s" % (sum(failing.values()), ", ".join(
         "%d at %s" % (failing[layer], layer) for layer in ("host", "cdi", "runtime", "compute") if failing[layer]))
@@ -168,7 +172,7 @@ def test_breakdown_tables_match_the_json(fleet, dim, read):
     for e in data["hosts"].values():
         value = read(e) if e["layers"]["host"]["status"] != "NOT_RUN" else "unknown"
         want[(value, "hosts")] += 1
-        want[(value, R.state_words(e["state"]))] += 1
+        want[(value, ST.state_words(e["state"]))] += 1
     got = Counter()
     for row in rows:
         for col, cell in zip(head[1:], row[1:]):
@@ -190,12 +194,12 @@ def test_health_findings_match_the_json(fleet):
     rows = page.tables["health"][1:]
     assert len(rows) == len(found)
     for (cid, status), (gpus, hosts) in found.items():
-        words = R.health_words(cid, status)
-        line = "%s with %s on %s" % (R.plural(len(gpus), "GPU"), words, R.plural(len(hosts), "host"))
+        words = HL.health_words(cid, status)
+        line = "%s with %s on %s" % (SN.plural(len(gpus), "GPU"), words, SN.plural(len(hosts), "host"))
         assert [line, status, str(len(gpus)), str(len(hosts))] in [r[:4] for r in rows]
         assert line in page.headlines and line in md
     # e.g. "N GPUs with pending row remaps on M hosts"
-    hosts = R.plural(len(found[("host.health.row_remap", "WARN")][1]), "host")
+    hosts = SN.plural(len(found[("host.health.row_remap", "WARN")][1]), "host")
     assert any(h.endswith("GPUs with pending row remaps or memory banks without a spare row on %s" % hosts) for h in page.headlines)
 
 
@@ -208,7 +212,7 @@ def test_markdown_says_the_same_sentences(fleet):
 def test_a_fleet_nobody_could_reach_says_so_in_words():
     """issue 22.5: no "0 of 0 GPUs verified; 0 failed on 0 host(s)" for a fleet whose GPUs nobody saw."""
     hosts = [synthetic_host(i, 500) for i in range(500) if synthetic_host(i, 500)["unreachable"]]
-    report = R.build_report(hosts, "2026-12-03T12:00:00Z", run={"mode": "full"})
+    report = F.build_report(hosts, "2026-12-03T12:00:00Z", run={"mode": "full"})
     page = Page()
     page.feed(V.render_html(report))
     n = len(hosts)
@@ -220,7 +224,7 @@ def test_a_fleet_nobody_could_reach_says_so_in_words():
 
 
 def test_one_host_report_reads_in_words():
-    report = R.build_report([synthetic_host(30, 1)], "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
+    report = F.build_report([synthetic_host(30, 1)], "2026-12-03T12:00:00Z", run={"mode": "full", "cdi_source": "node"})
     page = Page()
     page.feed(V.render_html(report))
     assert page.headlines[:2] == ["1 host: 1 verified", "8 of 8 GPUs verified in a container"]
