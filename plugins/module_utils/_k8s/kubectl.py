@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the k8s layer's kubectl: finding kubectl and a kubeconfig, the argv every call starts with, and the reads
-(nodes, Pods, events, the DRA objects) as JSON through the one runner (``_common.run.run``, with a timeout). Not
-public API.
+(nodes, Pods, events, the DRA objects; the layer reads RuntimeClasses with ``_kubectl_json`` too) as JSON through
+the one runner (``_common.run.run``, with a timeout). Not public API.
 
 Every read is ``kubectl [--kubeconfig F] [--context C] --request-timeout Ns get ... -o json``, a shape the command
 allowlist (_common/allowlist.py, "kubectl read") admits. A failed read returns kubectl's own error (its last

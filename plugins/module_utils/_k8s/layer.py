@@ -15,7 +15,12 @@ the layer also compares that node's published DRA devices with the GPUs and driv
 kubectl, no kubeconfig or an unreachable cluster make the record NOT_RUN with that exact reason: this layer is
 optional and says nothing about the node's driver.
 
-The room's other modules are listed in its ``__init__``.
+The room, by concern: ``catalogue`` (defaults, event reasons, GPU path names, CHECKS), ``kubectl`` (kubectl and the
+kubeconfig, the reads), ``nodes`` (what Nodes advertise, the node checks, ``match_node``, ``host_match``,
+``advertising_findings`` for the fleet report), ``pods`` (GPU Pods, why one is Pending), ``dra`` (resource.k8s.io
+objects in one shape), ``handlers`` (the runtime handler the GPU Pods use), ``publish`` (node verdicts to Nodes,
+module k8s_publish). Code outside the room imports ``layer``, ``catalogue``, ``nodes`` and ``publish`` only (DOORS
+in tests/unit/test_layout.py).
 """
 
 from __future__ import annotations
@@ -156,7 +161,8 @@ def record(kubectl="kubectl", kubeconfig=None, context=None, resources=DEFAULT_R
 
     ``host_record``: the host layer record of the node this runs on (its DRA devices are compared with it; the
     node is found by ``hostname``, the machine's own name by default). ``dra`` False skips the resource.k8s.io
-    reads (the DRA checks are then NOT_RUN, "not asked").
+    reads (the DRA checks are then NOT_RUN, "not asked"). ``evidence.runtime_handlers``: the runtime handlers
+    (RuntimeClasses) of the GPU Pods on this host's node (``handlers.runtime_handlers``), for the node's probe.
     """
     path, reason = resolve_kubectl(kubectl, kubeconfig)
     if reason:
