@@ -41,16 +41,9 @@ def _dead_pid():
 
 def synthetic_node(root):
     """A node tree: two 'GPUs' and the control nodes as harmless char devices, fake driver libraries."""
-    for path, mm in (("/dev/nvidia0", (1, 3)), ("/dev/nvidia1", (1, 5)), ("/dev/nvidiactl", (1, 7)),
-                     ("/dev/nvidia-uvm", (1, 8)), ("/dev/nvidia-uvm-tools", (1, 9))):
-        hostfixture.mknod_under(root, path, *mm)
-    lib = root / "usr/local/nvidia/lib64"
-    lib.mkdir(parents=True)
-    for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):
-        (lib / ("%s.so.%s" % (name, DRIVER))).write_text("not an ELF file\n")
-        os.symlink("%s.so.%s" % (name, DRIVER), str(lib / ("%s.so.1" % name)))
-    (root / "usr/local/nvidia/bin").mkdir(parents=True)
-    (root / "usr/local/nvidia/bin/nvidia-smi").write_text("#!/bin/sh\n")
+    hostfixture.spec_host_tree(root, (("/dev/nvidia0", 1, 3), ("/dev/nvidia1", 1, 5), ("/dev/nvidiactl", 1, 7),
+                                      ("/dev/nvidia-uvm", 1, 8), ("/dev/nvidia-uvm-tools", 1, 9)),
+                               content=b"not an ELF file\n", version=DRIVER)
     return root
 
 

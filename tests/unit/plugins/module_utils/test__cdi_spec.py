@@ -25,17 +25,9 @@ DRIVER = "580.159.04"
 
 @pytest.fixture
 def host_root(tmp_path):
-    root = tmp_path / "host"
-    for path, mm in (("/dev/nvidia0", (195, 0)), ("/dev/nvidia1", (195, 1)), ("/dev/nvidiactl", (195, 255)),
-                     ("/dev/nvidia-uvm", (238, 0)), ("/dev/nvidia-uvm-tools", (238, 1))):
-        hostfixture.mknod_under(root, path, *mm)
-    lib = root / "usr/local/nvidia/lib64"
-    lib.mkdir(parents=True)
-    for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):
-        (lib / ("%s.so.%s" % (name, DRIVER))).write_bytes(b"\x7fELF")
-        os.symlink("%s.so.%s" % (name, DRIVER), str(lib / ("%s.so.1" % name)))
-    (root / "usr/local/nvidia/bin").mkdir(parents=True)
-    (root / "usr/local/nvidia/bin/nvidia-smi").write_text("#!/bin/sh\n")
+    root = hostfixture.spec_host_tree(tmp_path / "host", (("/dev/nvidia0", 195, 0), ("/dev/nvidia1", 195, 1),
+                                                          ("/dev/nvidiactl", 195, 255), ("/dev/nvidia-uvm", 238, 0),
+                                                          ("/dev/nvidia-uvm-tools", 238, 1)), version=DRIVER)
     stub = root / "usr/local/cuda/targets/x86_64-linux/lib/stubs"
     stub.mkdir(parents=True)
     (stub / "libcuda.so").write_bytes(b"\x7fELF")

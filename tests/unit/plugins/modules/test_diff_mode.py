@@ -59,15 +59,8 @@ def test_diff_mode_is_documented_as_the_module_does_it(name):
 
 @pytest.fixture
 def host_root(tmp_path):
-    root = tmp_path / "host"
-    for path, mm in (("/dev/nvidia0", (195, 0)), ("/dev/nvidiactl", (195, 255)), ("/dev/nvidia-uvm", (238, 0))):
-        hostfixture.mknod_under(root, path, *mm)
-    lib = root / "usr/local/nvidia/lib64"
-    lib.mkdir(parents=True)
-    for name in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):
-        (lib / ("%s.so.%s" % (name, DRIVER))).write_bytes(b"\x7fELF")
-        os.symlink("%s.so.%s" % (name, DRIVER), str(lib / ("%s.so.1" % name)))
-    return root
+    return hostfixture.spec_host_tree(tmp_path / "host", (("/dev/nvidia0", 195, 0), ("/dev/nvidiactl", 195, 255),
+                                                          ("/dev/nvidia-uvm", 238, 0)), smi=False, version=DRIVER)
 
 
 def _spec_args(host_root, spec_dir, **extra):
