@@ -52,20 +52,23 @@ def _version_schema():
     return "%s/%s" % (crd["spec"]["group"], version["name"]), version["schema"]["openAPIV3Schema"]
 
 
+def _dicts(node):
+    """Every dict of a parsed YAML/JSON tree, each before what it holds (a caller may change it as it goes)."""
+    if isinstance(node, dict):
+        yield node
+        for value in list(node.values()):
+            yield from _dicts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _dicts(value)
+
+
 def _strict(schema):
     """The schema with unknown fields refused (additionalProperties false where the object lists its properties)."""
     schema = copy.deepcopy(schema)
-
-    def walk(node):
-        if isinstance(node, dict):
-            if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
-                node["additionalProperties"] = False
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(schema)
+    for node in _dicts(schema):
+        if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
+            node["additionalProperties"] = False
     return schema
 
 
@@ -208,16 +211,6 @@ def test_webhook_rules_for_bootstrap_only():
 
 def test_every_cel_rule_of_the_crd_is_known_or_a_transition_rule():
     _api, schema = _version_schema()
-    rules = set()
-
-    def walk(node):
-        if isinstance(node, dict):
-            rules.update(item["rule"] for item in node.get("x-kubernetes-validations") or [])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(schema)
+    rules = set(item["rule"] for node in _dicts(schema) for item in node.get("x-kubernetes-validations") or [])
     on_create = set(r for r in rules if "oldSelf" not in r)
     assert on_create == set(CEL_ON_CREATE)
