@@ -1,7 +1,7 @@
 """What one node-side call costs on its own, and where its time goes: the AnsiballZ file of verify_node's module
 (node_verify in full mode, node_layers in audit) run again and again by the node's Python, next to ping's.
 
-    python benchmarks/bench_node_call.py OUT_DIR [--mode full|audit] [--rounds 5] [--fixture] [-e EXTRA ...]
+    python benchmarks/bench_node_call.py OUT_DIR [--mode full|audit] [--rounds 5] [--fixture] [--keep] [-e EXTRA ...]
 
 It runs verify-gpu.yml twice on localhost (local connection) with Ansible's ANSIBLE_KEEP_REMOTE_FILES and a controller
 cache of its own: the first run builds the payload and keeps it, the second loads the kept one (with bytecode,
@@ -130,6 +130,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--fixture", action="store_true", help="audit of a synthetic node tree (no GPU)")
     ap.add_argument("-e", dest="extra", action="append", default=[], help="extra vars for the playbook runs")
+    ap.add_argument("--keep", action="store_true", help="copy the AnsiballZ files (ping.py, call.py ...) to OUT_DIR and keep the temporary tree they use")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gpuprobe-bench-node-call-")
@@ -209,8 +210,14 @@ def main():
         stats.sort_stats("tottime").print_stats(30)
         with open(os.path.join(args.out_dir, "profile.txt"), "w") as f:
             f.write(re.sub(re.escape(tmp), "<tmp>", text.getvalue()))
+        if args.keep:
+            for name in order:
+                shutil.copy(files[name], os.path.join(args.out_dir, "%s.py" % name))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:  # the calls' files name the fixture's node tree under it
+            print("kept %s (remove it when done)" % tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     med = dict((k, statistics.median(v)) for k, v in wall.items())
     medc = dict((k, statistics.median(v)) for k, v in cpu.items())
     result = {

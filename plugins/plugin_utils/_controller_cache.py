@@ -22,16 +22,18 @@ coverage extension is never kept or used.
 A payload is kept with its bytecode: next to each source file of the payload's zip, a ``.pyc`` of it compiled by
 the controller's Python (``with_bytecode``). The node imports a module from that zip (zipimport), which never writes
 bytecode, so without it every call compiles every module it imports (about 0.35 s of a node_verify call on the
-development machine, docs/performance.md). Each ``.pyc`` is hash-checked (PEP 552): zipimport uses it only when the
-node's Python has the same bytecode magic as the controller's and the source next to it in the same zip hashes to
-what it was compiled from; otherwise it compiles the source, as it always did. Nothing is written on the node. The
-payload that Ansible built in this run is replaced by the one with bytecode too, so the later nodes of a first run
-use it. Two differences where the bytecode is used: a module's ``__file__`` ends in ``.pyc`` and its code's file name is
-``ansiballz-payload/<path in the zip>`` (tracebacks say so; ansible-core's deprecation messages raised on the node can
-no longer name ansible-core as their source), and it is compiled at optimisation level 0, which zipimport uses also
-under ``python -O`` (the asserts of ansible-core's module_utils then run; this collection has none).
+development machine, docs/performance.md). Each ``.pyc`` is an unchecked hash-based one (PEP 552), stamped with the
+hash of the source beside it: zipimport uses it when the node's Python has the same bytecode magic as the
+controller's, without reading the source (the two are written together into one zip and never apart); otherwise it
+compiles the source, as it always did. Nothing is written on the node. The payload that Ansible built in this run is
+replaced by the one with bytecode too, so the later nodes of a first run use it. Three differences where the
+bytecode is used: a module's ``__file__`` ends in ``.pyc`` and its code's file name is ``ansiballz-payload/<path in
+the zip>`` (tracebacks say so; ansible-core's deprecation messages raised on the node can no longer name ansible-core
+as their source); the code has no docstrings (``__doc__`` is None: nothing on the node reads them, and they were a
+sixth of the bytecode); and it is compiled at optimisation level 0, which zipimport uses also under ``python -O``
+(the asserts of ansible-core's module_utils then run; this collection has none).
 ``GPUPROBE_PAYLOAD_BYTECODE=off`` keeps payloads without it (nodes whose Python is another version than the
-controller's gain nothing from it and would receive a payload about three times larger).
+controller's gain nothing from it and would receive a payload about 2.7 times larger).
 
 The report templates (plugin_utils/_report/templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
 bytecode cache keeps the compiled code, checked against each template's source.
@@ -47,6 +49,7 @@ reuse: the call goes on and Ansible builds the payload as it always does.
 
 from __future__ import annotations
 
+import ast
 import base64
 import dataclasses
 import fcntl
@@ -67,8 +70,11 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
 # "off" (or 0/false/no): payloads are kept without bytecode, for fleets whose nodes run another Python version than the
-# controller (their zipimport refuses the bytecode: it would only make each payload about three times larger)
+# controller (their zipimport refuses the bytecode: it would only make each payload about 2.7 times larger)
 BYTECODE_ENV = "GPUPROBE_PAYLOAD_BYTECODE"
+# the kept file's last part for a payload with bytecode, named for the bytecode's form (another form is another file:
+# "pyc" was checked against the source and kept docstrings)
+BYTECODE_KIND = "pyc2"
 # the file name compiled into each module's code (tracebacks): its place in the payload, under a name that says so (the
 # node's temp path of the payload is not known here)
 BYTECODE_PREFIX = "ansiballz-payload/"
@@ -201,7 +207,7 @@ class Slot(object):
             fqn = FQN_PREFIX + module.rsplit(".", 1)[-1]
             # the name ansible-core gives its per-run cache file (executor/module_common.py): fqn, compression, extensions
             self.run_file = os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache", "-".join((fqn, compression, "none")))
-            kind = "pyc" if self.bytecode else "src"
+            kind = BYTECODE_KIND if self.bytecode else "src"
             self.kept = os.path.join(directory, "%s-%s-%s-%s" % (fqn, compression, sources_key(root), kind))
         except Exception:  # pylint: disable=broad-except
             self.kept = self.run_file = None
@@ -280,20 +286,37 @@ def _try_lock(path):
     return fd
 
 
-def _pyc(source, name):
-    """A hash-checked .pyc (PEP 552) of ``source`` (bytes) for this Python, or None when this Python cannot compile it
-    (the node's may: it compiles the source then, as without bytecode)."""
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _code(source, name):
+    """The marshalled code of ``source`` (bytes) for this Python, without its docstrings (the node never reads them,
+    and they are about a sixth of the bytecode), or None when this Python cannot compile it (the node's may: it
+    compiles the source then, as without bytecode)."""
     try:
-        code = compile(source, BYTECODE_PREFIX + name, "exec", dont_inherit=True, optimize=0)
+        tree = ast.parse(source, BYTECODE_PREFIX + name)
+        for node in ast.walk(tree):
+            body = node.body if isinstance(node, _DOCUMENTED) else None
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.copy_location(ast.Pass(), body[0])]
+        return marshal.dumps(compile(tree, BYTECODE_PREFIX + name, "exec", dont_inherit=True, optimize=0))
     except (SyntaxError, ValueError):
         return None
-    flags = 0b11  # hash-based, check the source: zipimport compares it with the .py beside it in the same zip
-    return importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
+
+
+def _pyc(source, code):
+    """An unchecked hash-based .pyc (PEP 552) of ``code`` (marshalled), stamped with the hash of ``source`` (bytes):
+    zipimport loads it without reading the source when the node's Python has this bytecode magic, else compiles the
+    source beside it. Unchecked because the two are built together into one payload zip and never apart (checking
+    meant reading and hashing every imported source on every call, about 18 ms of a node_layers call)."""
+    flags = 0b01  # hash-based, not checked against the source
+    return importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(source) + code
 
 
 def with_bytecode(zip_bytes):
-    """The payload zip ``zip_bytes`` with a .pyc beside each .py (``_pyc``), every entry otherwise as it was (name,
-    date, compression, content). A zip that already has bytecode is returned as it is."""
+    """The payload zip ``zip_bytes`` with a .pyc beside each .py (``_code``, ``_pyc``), every entry otherwise as it
+    was (name, date, compression, content). A zip that already has bytecode is returned as it is."""
     src = zipfile.ZipFile(io.BytesIO(zip_bytes))
     names = set(src.namelist())
     if any(name.endswith(".pyc") for name in names):
@@ -305,12 +328,12 @@ def with_bytecode(zip_bytes):
             dst.writestr(info, body)
             if not info.filename.endswith(".py") or info.filename + "c" in names:
                 continue
-            pyc = _pyc(body, info.filename)
-            if pyc is not None:
+            code = _code(body, info.filename)
+            if code is not None:
                 entry = zipfile.ZipInfo(info.filename + "c", info.date_time)
                 entry.compress_type = info.compress_type
                 entry.external_attr = info.external_attr
-                dst.writestr(entry, pyc)
+                dst.writestr(entry, _pyc(body, code))
     return out.getvalue()
 
 

@@ -2,6 +2,7 @@
 source file, the directory must be this user's own, and a payload moves between the cache and the run's own place
 only whole. Real ansible-playbook runs reusing a payload: tests/integration/test_controller_cache.py."""
 import base64
+import importlib.util
 import io
 import json
 import os
@@ -196,19 +197,33 @@ def _rezip(zip_bytes, change):
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("case", ["other Python", "source changed"])
-def test_bytecode_that_does_not_match_the_node_is_never_used(tmp_path, case):
+def test_bytecode_of_another_python_is_never_used(tmp_path):
+    # another bytecode magic: the node compiles the source beside it, as without bytecode
     compiled = cc.with_bytecode(_zip(PAYLOAD))
-    if case == "other Python":  # another bytecode magic: the node compiles the source, as without bytecode
-        changed = _rezip(compiled, lambda name, body: b"\x00\x00\r\n" + body[4:] if name.endswith(".pyc") else body)
-        expected = "compiled once"
-    else:  # a .py that is not what its .pyc was compiled from: the source wins
-        changed = _rezip(compiled, lambda name, body: body.replace(b"compiled once", b"the source") if name == "pkg/mod.py" else body)
-        expected = "the source"
+    changed = _rezip(compiled, lambda name, body: b"\x00\x00\r\n" + body[4:] if name.endswith(".pyc") else body)
     zip_path = str(tmp_path / "payload.zip")
     with open(zip_path, "wb") as f:
         f.write(changed)
-    assert _import(zip_path, "pkg.mod") == {"pkg.mod": ["mod.py", expected, 2]}
+    assert _import(zip_path, "pkg.mod") == {"pkg.mod": ["mod.py", "compiled once", 2]}
+
+
+def test_the_bytecode_is_the_source_beside_it_without_docstrings_and_unchecked(tmp_path):
+    documented = {"pkg/__init__.py": "", "pkg/mod.py": (
+        '"""The module."""\nVALUE = "compiled once"\n\n\nclass K(object):\n    """A class."""\n\n'
+        '    def m(self):\n        """Only a docstring."""\n\n\ndef f(x):\n    """One more."""\n    return x + 1\n')}
+    compiled = zipfile.ZipFile(io.BytesIO(cc.with_bytecode(_zip(documented))))
+    for name, text in documented.items():
+        pyc = compiled.read(name + "c")
+        # PEP 552: the magic of this Python, hash-based and unchecked (0b01), stamped with the hash of the source beside it
+        assert pyc[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(pyc[4:8], "little") == 0b01
+        assert pyc[8:16] == importlib.util.source_hash(text.encode()) and compiled.read(name).decode() == text
+    zip_path = str(tmp_path / "payload.zip")
+    with open(zip_path, "wb") as f:
+        f.write(compiled.fp.getvalue())
+    code = ("import json, sys\nsys.path.insert(0, sys.argv[1])\nimport pkg.mod as m\n"
+            "print(json.dumps([m.__file__.rsplit('/', 1)[-1], m.__doc__, m.K.__doc__, m.K().m(), m.f.__doc__, m.f(1)]))\n")
+    r = subprocess.run([sys.executable, "-B", "-c", code, zip_path], capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout) == ["mod.pyc", None, None, None, None, 2]
 
 
 def test_bytecode_is_added_once_and_a_payload_it_cannot_read_is_kept_as_it_is(tmp_path, monkeypatch):
@@ -241,7 +256,7 @@ def test_payloads_can_be_kept_without_bytecode_and_one_kind_replaces_the_other(t
         assert slot.keep() is True and sorted(os.listdir(keep)) == [".lock-" + os.path.basename(slot.kept), os.path.basename(slot.kept)]
         names = zipfile.ZipFile(io.BytesIO(base64.b64decode(_CachedModule.load(slot.kept).zip_data))).namelist()
         kept[value] = (slot.kept.rsplit("-", 1)[1], any(name.endswith(".pyc") for name in names))
-    assert kept == {"off": ("src", False), "on": ("pyc", True), "no": ("src", False)}
+    assert kept == {"off": ("src", False), "on": (cc.BYTECODE_KIND, True), "no": ("src", False)}
     assert cc.bytecode_wanted({}) is True and cc.bytecode_wanted({cc.BYTECODE_ENV: "OFF"}) is False
 
 
