@@ -31,29 +31,12 @@ description:
     L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.actiongroups
+  - gpuprobe.layers._k8s
   - gpuprobe.layers._attributes.facts
 attributes:
-  action_group:
-    support: full
-    membership: [gpuprobe.layers.k8s]
-    details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
-      C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
     details: Only reads from the API server; the same facts are returned in check mode.
 options:
-  kubectl:
-    description: The kubectl program, a name looked up on PATH or a path.
-    type: str
-    default: kubectl
-  kubeconfig:
-    description:
-      - Path of the kubeconfig file. When omitted, kubectl's own defaults (C(KUBECONFIG), C(~/.kube/config),
-        in-cluster service account) apply; when none of those exist the record is C(NOT_RUN).
-    type: path
-  context:
-    description: The kubeconfig context to use.
-    type: str
   resources:
     description: The extended resource names that are GPUs.
     type: list
@@ -67,10 +50,6 @@ options:
     description: Only look at the Pods of these namespaces. All namespaces when omitted.
     type: list
     elements: str
-  timeout:
-    description: Seconds each kubectl call may take (C(--request-timeout)); the call is killed shortly after.
-    type: int
-    default: 30
   dra:
     description: Read the C(resource.k8s.io) objects (DRA). When false the DRA checks are C(NOT_RUN).
     type: bool

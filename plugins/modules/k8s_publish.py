@@ -29,14 +29,9 @@ description:
     patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.actiongroups
+  - gpuprobe.layers._k8s
   - gpuprobe.layers._attributes
 attributes:
-  action_group:
-    support: full
-    membership: [gpuprobe.layers.k8s]
-    details: Its kubectl options (O(kubectl), O(kubeconfig), O(context), O(timeout)) can be set for a play with
-      C(module_defaults) C(group/gpuprobe.layers.k8s).
   check_mode:
     details: Reads the Nodes and returns the condition and label that would be written, and the kubectl commands;
       writes nothing.
@@ -74,20 +69,6 @@ options:
   run_id:
     description: The run id to name in the condition message.
     type: str
-  kubectl:
-    description: The kubectl program, a name looked up on PATH or a path.
-    type: str
-    default: kubectl
-  kubeconfig:
-    description: Path of the kubeconfig file; kubectl's own defaults when omitted.
-    type: path
-  context:
-    description: The kubeconfig context to use.
-    type: str
-  timeout:
-    description: Seconds each kubectl call may take (C(--request-timeout)).
-    type: int
-    default: 30
   deadline:
     description:
       - Seconds the whole publish may take, from the start (reading the Nodes included). At the deadline the kubectl

@@ -120,9 +120,3 @@ class EntrySpool(object):
 
     def close(self):
         self._file.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

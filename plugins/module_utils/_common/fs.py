@@ -5,11 +5,12 @@
 """PRIVATE: paths of the node's filesystem as the layers see them; not public API.
 
 A layer reads the node under ``root`` (``/`` on a node; a fixture tree in tests): ``under_root`` is the one join of
-a node path under it.
+a node path under it. ``names_in`` lists a directory that may not be there.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 
 
@@ -17,3 +18,12 @@ def under_root(root, path):
     """``path`` (a path of the node) as this process reaches it under ``root`` (/ or empty: the node itself); no
     link is followed."""
     return posixpath.join(root or "/", str(path).lstrip("/"))
+
+
+def names_in(path):
+    """The entry names of the directory ``path``, in the order the OS gives them; [] when it cannot be listed (absent,
+    not a directory, not readable)."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []

@@ -19,7 +19,7 @@ import os
 import re
 import stat
 
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import names_in, under_root
 
 MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nouveau")
 FIXED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
@@ -120,19 +120,9 @@ def stat_node(root, path, users, groups):
 
 def list_nvidia_nodes(root):
     dev = under_root(root, "/dev")
-    found = []
-    try:
-        names = os.listdir(dev)
-    except OSError:
-        return found
-    for name in names:
-        if GPU_NODE.match(name) or name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
-            found.append("/dev/" + name)
-    try:
-        found.extend("/dev/nvidia-caps/" + n for n in os.listdir(os.path.join(dev, "nvidia-caps")))
-    except OSError:
-        pass
-    return found
+    found = ["/dev/" + name for name in names_in(dev)
+             if GPU_NODE.match(name) or name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")]
+    return found + ["/dev/nvidia-caps/" + n for n in names_in(os.path.join(dev, "nvidia-caps"))]
 
 
 def normalize_bus_id(text):

@@ -14,6 +14,7 @@ import tempfile
 import time
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import names_in
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_absolute, check_timeout
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES, SELF_BUILT_SPEC_DIR, check_run_id
@@ -44,11 +45,7 @@ def sweep_probe_dirs(tmp_dir=None, check_mode=False):
     """Remove probe temp dirs (gpuprobe-run-<pid>-<started>-*) whose process is gone; returns their paths."""
     tmp_dir = tmp_dir or tempfile.gettempdir()
     removed = []
-    try:
-        names = sorted(os.listdir(tmp_dir))
-    except OSError:
-        return removed
-    for name in names:
+    for name in sorted(names_in(tmp_dir)):
         m = PROBE_DIR_RE.match(name)
         path = os.path.join(tmp_dir, name)
         if not m or os.path.islink(path) or not os.path.isdir(path):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import names_in, under_root
 
 MAX_LINKS = 40          # as the kernel's path walk (ELOOP)
 READ_LIMIT = 256 * 1024
@@ -131,10 +131,7 @@ def is_dir(root, path):
 
 def list_dir(root, path):
     """The sorted entry names of a node directory ([] when it is not one)."""
-    try:
-        return sorted(os.listdir(resolve(root, path)[1]))
-    except OSError:
-        return []
+    return sorted(names_in(resolve(root, path)[1]))
 
 
 def _proc(root, pid, name):
@@ -216,11 +213,7 @@ def proc_sockets(root, pid, listeners):
     inode /proc/net/unix names with a path): where the daemon really listens, whatever its configuration says."""
     fd_dir = _proc(root, pid, "fd")
     out = []
-    try:
-        names = os.listdir(fd_dir)
-    except OSError:
-        return out
-    for name in names:
+    for name in names_in(fd_dir):
         try:
             target = os.readlink(posixpath.join(fd_dir, name))
         except OSError:

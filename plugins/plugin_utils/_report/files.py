@@ -19,6 +19,7 @@ import re
 import shutil
 import uuid
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import names_in
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.signals import interruptible
 
 
@@ -153,11 +154,7 @@ def sweep_temporaries(report_dir, basename):
     (a set not yet renamed into place, a symlink not yet swapped) whose process is gone, or is this one (an earlier,
     interrupted call). Returns the removed names."""
     removed = []
-    try:
-        names = os.listdir(report_dir)
-    except OSError:
-        return removed
-    for name in names:
+    for name in names_in(report_dir):
         match = _TEMP_NAME.match(name)
         pid = int(match.group("pid")) if match else None
         # this process's own are stale too: one process writes one set at a time
