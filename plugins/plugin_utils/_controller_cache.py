@@ -13,7 +13,7 @@ Ansible looks for it in this run, and Ansible loads it instead of building it; a
 built is kept for the next run.
 
 "Exactly the same sources": the key is a sha256 of every file of the collection's plugins/modules and
-plugins/module_utils and its meta/runtime.yml (path and content), ansible-core (version, location, and its
+plugins/module_utils, its meta/runtime.yml and this file (path and content), ansible-core (version, location, and its
 module_utils and payload builder by size and mtime), the module_utils directories Ansible searches, and the
 controller's Python. Any change to any of them is another key, and older payloads of the module are removed when a
 new one is kept. A kept payload that does not load is removed, never used. A payload built with a debugger or
@@ -72,9 +72,6 @@ FQN_PREFIX = "ansible_collections.gpuprobe.layers.plugins.modules."
 # "off" (or 0/false/no): payloads are kept without bytecode, for fleets whose nodes run another Python version than the
 # controller (their zipimport refuses the bytecode: it would only make each payload about 2.7 times larger)
 BYTECODE_ENV = "GPUPROBE_PAYLOAD_BYTECODE"
-# the kept file's last part for a payload with bytecode, named for the bytecode's form (another form is another file:
-# "pyc" was checked against the source and kept docstrings)
-BYTECODE_KIND = "pyc2"
 # the file name compiled into each module's code (tracebacks): its place in the payload, under a name that says so (the
 # node's temp path of the payload is not known here)
 BYTECODE_PREFIX = "ansiballz-payload/"
@@ -149,7 +146,7 @@ def _module_utils_paths():
 
 def sources_key(root=COLLECTION_ROOT):
     """sha256 of what goes into a node-side payload: the collection's module and module_utils sources and its
-    meta/runtime.yml (content), ansible-core (version, place, and its module_utils and payload builder by size and
+    meta/runtime.yml (content), this file (it makes the payload's bytecode), ansible-core (version, place, and its module_utils and payload builder by size and
     mtime), the module_utils directories Ansible searches, and the controller's Python."""
     if root in _KEYS:
         return _KEYS[root]
@@ -160,7 +157,7 @@ def sources_key(root=COLLECTION_ROOT):
     for part in (ansible_version, core, sys.version, _tree_manifest(os.path.join(core, "module_utils"), "*.py"),
                  _tree_manifest(os.path.join(core, "executor"), "module_common.py"), _module_utils_paths()):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
-    files = [os.path.join(root, "meta", "runtime.yml")]
+    files = [os.path.join(root, "meta", "runtime.yml"), os.path.abspath(__file__)]  # this file: how the bytecode is made
     for sub in ("modules", "module_utils"):
         files += glob.glob(os.path.join(root, "plugins", sub, "**", "*.py"), recursive=True)
     for path in sorted(files):
@@ -207,7 +204,7 @@ class Slot(object):
             fqn = FQN_PREFIX + module.rsplit(".", 1)[-1]
             # the name ansible-core gives its per-run cache file (executor/module_common.py): fqn, compression, extensions
             self.run_file = os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache", "-".join((fqn, compression, "none")))
-            kind = BYTECODE_KIND if self.bytecode else "src"
+            kind = "pyc" if self.bytecode else "src"
             self.kept = os.path.join(directory, "%s-%s-%s-%s" % (fqn, compression, sources_key(root), kind))
         except Exception:  # pylint: disable=broad-except
             self.kept = self.run_file = None

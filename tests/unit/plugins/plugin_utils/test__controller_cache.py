@@ -47,6 +47,20 @@ def test_the_key_changes_with_any_source_file(tree):
     assert cc.sources_key(tree) != before
 
 
+def test_the_key_changes_with_how_the_bytecode_is_made(tree, tmp_path, monkeypatch):
+    # the payload's bytecode is made by _controller_cache itself: a payload kept by another form of it is never used
+    builder = tmp_path / "_controller_cache.py"
+    shutil.copy(cc.__file__, str(builder))
+    monkeypatch.setattr(cc, "__file__", str(builder))
+    cc._KEYS.clear()  # pylint: disable=protected-access
+    before = cc.sources_key(tree)
+    with open(str(builder), "a") as f:
+        f.write("\n# another form of bytecode\n")
+    cc._KEYS.clear()  # pylint: disable=protected-access
+    assert cc.sources_key(tree) != before
+    cc._KEYS.clear()  # pylint: disable=protected-access
+
+
 def test_the_directory_is_this_users_own_or_none(tmp_path):
     assert cc.cache_dir("payloads", {cc.ENV: "off"}) is None
     where = cc.cache_dir("payloads", {cc.ENV: str(tmp_path / "c")})
@@ -256,7 +270,7 @@ def test_payloads_can_be_kept_without_bytecode_and_one_kind_replaces_the_other(t
         assert slot.keep() is True and sorted(os.listdir(keep)) == [".lock-" + os.path.basename(slot.kept), os.path.basename(slot.kept)]
         names = zipfile.ZipFile(io.BytesIO(base64.b64decode(_CachedModule.load(slot.kept).zip_data))).namelist()
         kept[value] = (slot.kept.rsplit("-", 1)[1], any(name.endswith(".pyc") for name in names))
-    assert kept == {"off": ("src", False), "on": (cc.BYTECODE_KIND, True), "no": ("src", False)}
+    assert kept == {"off": ("src", False), "on": ("pyc", True), "no": ("src", False)}
     assert cc.bytecode_wanted({}) is True and cc.bytecode_wanted({cc.BYTECODE_ENV: "OFF"}) is False
 
 
