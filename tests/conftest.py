@@ -27,6 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "uni
 # tests/unit/fixtures/report: the report's golden set, the fleet of real records replayed (replayfleet), the HTML page's
 # data read back as its script reads it (pagedata)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "report"))
+# tests/unit/fixtures/docs/moduledocs.py: a module's documentation with this collection's doc fragments merged in
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures", "docs"))
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -145,9 +145,10 @@ def _module_utils_paths():
 
 
 def sources_key(root=COLLECTION_ROOT):
-    """sha256 of what goes into a node-side payload: the collection's module and module_utils sources and its
-    meta/runtime.yml (content), this file (it makes the payload's bytecode), ansible-core (version, place, and its module_utils and payload builder by size and
-    mtime), the module_utils directories Ansible searches, and the controller's Python."""
+    """sha256 of what goes into a node-side payload: the collection's module and module_utils sources, its
+    meta/runtime.yml and this file (it makes the payload's bytecode) by content, ansible-core (version, place, and its
+    module_utils and payload builder by size and mtime), the module_utils directories Ansible searches, and the
+    controller's Python."""
     if root in _KEYS:
         return _KEYS[root]
     import ansible  # pylint: disable=import-outside-toplevel

@@ -8,10 +8,10 @@ import json
 import os
 
 import pytest
-import yaml
 
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from kubectlfixture import argv_log, stand_in
+from moduledocs import module_names, own_doc  # tests/conftest.py: fixtures/docs
 
 from ansible.module_utils.testing import patch_module_args
 
@@ -39,7 +39,7 @@ def _diff_support(name):
     FACTS and ACTION, which are it and more: none)."""
     with open(os.path.join(MODULES, name + ".py")) as f:
         text = f.read()
-    doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    doc = own_doc(name)
     own = ((doc.get("attributes") or {}).get("diff_mode") or {}).get("support")
     fragments = doc.get("extends_documentation_fragment", [])
     assert own or set(fragments) & {"gpuprobe.layers._attributes", "gpuprobe.layers._attributes.facts",
@@ -48,7 +48,7 @@ def _diff_support(name):
     return own or "none", "module._diff" in text or re.search(r"run_layer_module\([^#]*diff=True\)", text, re.S) is not None
 
 
-@pytest.mark.parametrize("name", sorted(f[:-3] for f in os.listdir(MODULES) if f.endswith(".py") and not f.startswith("_")))
+@pytest.mark.parametrize("name", module_names())
 def test_diff_mode_is_documented_as_the_module_does_it(name):
     support, reads_diff = _diff_support(name)
     expected = "full" if name in ("cdi_spec", "k8s_publish") else "none"
