@@ -145,7 +145,7 @@ def _write(spec_dir, specs):
     os.makedirs(spec_dir, exist_ok=True)
     for i, (fmt, spec) in enumerate(specs):
         path = os.path.join(spec_dir, "s%03d.%s" % (i, fmt))
-        with open(path, "w") as fh:
+        with open(path, "w", encoding="utf-8") as fh:
             if isinstance(spec, str):
                 fh.write(spec)
             elif fmt == "json":
@@ -235,6 +235,16 @@ CORPUS = [
              "- name: e\n  containerEdits: {<<: *e, deviceNodes: [{path: /dev/null, major: 1.0, minor: 3, type: c}]}\n"),
     ("yaml", "cdiVersion: 0.5.0\nkind: example.com/nulls\ndevices:\n- name: d\n  containerEdits: {env: [A=1], mounts: ~, hooks: null}\n"),
     ("yaml", "cdiVersion: 0.5.0\nkind: example.com/unknown\ndevices:\n- name: d\n  containerEdits: {env: [A=1]}\n  extra: 1\n"),
+    # the characters go-yaml reads as line breaks, raw: in a value NEL is folded to a space and the two separators kept;
+    # in a key (quoted, in JSON too) each one ends the key: the file does not parse
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/breaks\ndevices:\n- name: d\n"
+             "  containerEdits: {env: [\"A=\u0085x\", \"B=\u2028x\", C=\u2029x]}\n"),
+    ("json", '{"cdiVersion": "0.5.0", "kind": "example.com/breaksj", "devices": [{"name": "d", "containerEdits": '
+             '{"env": ["A=\u0085x", "B=\u2028x", "C=\u2029x"]}}]}'),
+    ("json", '{"cdiVersion": "0.5.0", "kind": "example.com/breakkey", "devices": [{"name": "d", "containerEdits": '
+             '{"env": ["A=1"]}}], "annotations": {"\u2028": "x"}}'),
+    ("yaml", '"cdiVersion": "0.5.0"\n"kind": "example.com/breakkeyy"\n"devices":\n  - "name": "d"\n'
+             '    "containerEdits": {"env": ["A=1"]}\n"annotations":\n  "k\u0085": "x"\n'),
 ]
 
 
