@@ -13,6 +13,10 @@ same way. Items, interleaved round by round, each `python <AnsiballZ file>` as A
                   bytecode, or does when its Python is not the controller's
   call-other-py   the same file with the bytecode's magic number changed: a node whose Python is another version
                   (the bytecode is shipped and refused, the sources compiled)
+  call-full-sources the same file with the collection's sources as the repository has them, bytecode as it is:
+                  what the node received before the kept payload's sources went lean (comments and docstrings)
+  built           the same file with the repository's sources and no bytecode: the payload as Ansible builds it (what
+                  a node gets where no payload is kept: the cache off, the first call of a run that builds it)
   call-no-control (full) the same call with host_control false: what the host control beside the container costs
 Per call, the layers' own timers from its result (duration_ms of each record, the container's and the host control's
 wall) go to the JSON (median_layer_ms).
@@ -68,6 +72,17 @@ def _rewrite(wrapper, out, change):
     with open(out, "w") as f:
         f.write(text[:match.start(1)] + base64.b64encode(buf.getvalue()).decode("ascii") + text[match.end(1):])
     return out
+
+
+def _repository_source(name, body):
+    """A payload entry with the collection's source as the repository has it (the payload ships it lean,
+    _controller_cache.lean_source); its bytecode and every other entry as they are."""
+    prefix = "ansible_collections/gpuprobe/layers/"
+    path = os.path.join(ROOT, name[len(prefix):]) if name.startswith(prefix) and name.endswith(".py") else None
+    if path and os.path.isfile(path):
+        with open(path, "rb") as f:
+            return f.read()
+    return body
 
 
 def _payload_counts(wrapper):
@@ -171,7 +186,10 @@ def main():
                                          lambda name, body: None if name.endswith(".pyc") else body)
         files["call-other-py"] = _rewrite(files["call"], os.path.join(tmp, "call-other-py.py"),
                                           lambda name, body: b"\x00\x00\r\n" + body[4:] if name.endswith(".pyc") else body)
-        order = ["ping", "call", "call-sources", "call-other-py"]
+        files["call-full-sources"] = _rewrite(files["call"], os.path.join(tmp, "call-full-sources.py"), _repository_source)
+        files["built"] = _rewrite(files["call"], os.path.join(tmp, "built.py"),
+                                  lambda name, body: None if name.endswith(".pyc") else _repository_source(name, body))
+        order = ["ping", "call", "call-sources", "call-other-py", "call-full-sources", "built"]
         if args.mode == "full":  # the same call without the host control: what the control costs beside the container
             with open(files["call"]) as f:
                 text = f.read()
@@ -233,8 +251,12 @@ def main():
             "call-other-py / call-sources": round(med["call-other-py"] / med["call-sources"], 2),
             "call / ping": round(med["call"] / med["ping"], 2),
             "call-sources / ping": round(med["call-sources"] / med["ping"], 2),
+            "call / call-full-sources": round(med["call"] / med["call-full-sources"], 2),
+            "call / built": round(med["call"] / med["built"], 2),
+            "call-sources / built": round(med["call-sources"] / med["built"], 2),
         },
         "saved_ms": dict([("bytecode", round(med["call-sources"] - med["call"], 1)),
+                          ("lean sources", round(med["call-full-sources"] - med["call"], 1)),
                           ("other Python pays", round(med["call-other-py"] - med["call-sources"], 1))]
                          + ([("host control costs", round(med["call"] - med["call-no-control"], 1))] if "call-no-control" in med else [])),
         "importtime_self_ms_summed": round(self_us / 1000.0, 1),

@@ -8,7 +8,11 @@ module_utils file the module imports, anywhere in the file (imports inside funct
 zips them; the node then compiles, on every call, the sources it imports (a zip import writes no bytecode cache). Both
 grow with the bytes shipped. Per module and checkout, in a fresh interpreter per measurement (nothing cached): the
 build's wall (``modify_module``, Ansible's own entry point), the number of files and source bytes shipped (ours and
-Ansible's), and the payload's size. ``ansible.builtin.ping`` is the floor. Default modules: the node-side modules
+Ansible's), and the payload's size. ``ansible.builtin.ping`` is the floor. And what the node receives of the
+collection's own sources (``shipped_*``: bytes, and lines that are not blank): for a module whose payload the
+checkout's controller cache keeps (those verify_node calls, and those whose action plugin is plugin_utils/_kept_module:
+``kept``), the payload as the cache ships it (``_controller_cache.with_bytecode`` without the bytecode: lean sources,
+where the checkout has them); for the others, Ansible's payload as built. Default modules: the node-side modules
 verify_node calls (node_layers, node_verify, probe_cleanup, cdi_spec) and node_probe.
 Needs the collection importable (source scripts/dev-env.sh); ratios within one run only.
 """
@@ -17,6 +21,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -52,14 +57,38 @@ blob = max(re.findall(rb"[A-Za-z0-9+/=]{1000,}", data), key=len)
 files = [(i.filename, i.file_size) for i in zipfile.ZipFile(io.BytesIO(base64.b64decode(blob))).infolist()
          if i.filename.endswith(".py")]
 ours = [f for f in files if "/gpuprobe/" in f[0]]
-print(json.dumps({"build_ms": round(ms, 1), "payload_bytes": len(data), "files": len(files), "ours_files": len(ours),
-                  "ours_source_bytes": sum(s for _n, s in ours), "ansible_source_bytes": sum(s for _n, s in files) - sum(s for _n, s in ours),
-                  "ours": sorted(n.split("/plugins/", 1)[-1] for n, _s in ours)}))
+got = {"build_ms": round(ms, 1), "payload_bytes": len(data), "files": len(files), "ours_files": len(ours),
+       "ours_source_bytes": sum(s for _n, s in ours), "ansible_source_bytes": sum(s for _n, s in files) - sum(s for _n, s in ours),
+       "ours": sorted(n.split("/plugins/", 1)[-1] for n, _s in ours)}
+zipped = base64.b64decode(blob)
+if sys.argv[2] == "kept":  # what the controller cache ships: this checkout's own transform of the payload, no bytecode
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _controller_cache as cc
+    zipped = cc.with_bytecode(zipped, False) if hasattr(cc, "lean_source") else zipped
+shipped = zipfile.ZipFile(io.BytesIO(zipped))
+texts = [shipped.read(n) for n in shipped.namelist() if n.endswith(".py") and "/gpuprobe/" in n]
+got.update(shipped_source_bytes=sum(len(t) for t in texts),
+           shipped_code_lines=sum(1 for t in texts for line in t.splitlines() if line.strip()))
+print(json.dumps(got))
 '''
 
 
-def measure(module, env):
-    out = subprocess.run([sys.executable, "-c", CHILD, module], env=env, capture_output=True, text=True, check=False)
+def kept_modules(checkout):
+    """The modules whose payload the checkout's controller cache keeps and ships (plugin_utils/_controller_cache):
+    those verify_node calls (its ``*_MODULE`` names) and those whose action plugin is the kept-payload action."""
+    kept = set()
+    action = os.path.join(checkout, "plugins", "action")
+    with open(os.path.join(action, "verify_node.py")) as f:
+        kept.update(re.findall(r'^[A-Z]+_MODULE = "(gpuprobe\.layers\.[a-z_]+)"', f.read(), re.M))
+    for name in os.listdir(action):
+        with open(os.path.join(action, name)) as f:
+            if "plugin_utils._kept_module import" in f.read():
+                kept.add("gpuprobe.layers." + name[:-3])
+    return kept
+
+
+def measure(module, env, kept=False):
+    out = subprocess.run([sys.executable, "-c", CHILD, module, "kept" if kept else "built"], env=env, capture_output=True,
+                         text=True, check=False)
     if out.returncode != 0:
         sys.exit("%s: %s" % (module, out.stderr[-3000:]))
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -79,13 +108,14 @@ def main():
         pythonpath = os.pathsep.join(p for p in (top, os.environ.get("PYTHONPATH")) if p)
         envs[label] = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top, PYTHONPATH=pythonpath, ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
     rows = dict(((label, m), []) for label, _p in checkouts for m in args.modules)
+    kept = dict((label, kept_modules(checkout)) for label, checkout in checkouts)
     try:
         for _rnd in range(args.rounds):
             for module in args.modules:
                 for label, _p in checkouts:
                     if module.startswith("ansible.") and label != "now":
                         continue
-                    got = measure(module, envs[label])
+                    got = measure(module, envs[label], module in kept[label])
                     if not got.get("absent"):
                         rows[(label, module)].append(got)
     finally:
@@ -98,7 +128,9 @@ def main():
             continue
         last = runs[-1]
         result["modules"].setdefault(module, {})[label] = dict(
-            (k, last[k]) for k in ("payload_bytes", "files", "ours_files", "ours_source_bytes", "ansible_source_bytes", "ours"))
+            (k, last[k]) for k in ("payload_bytes", "files", "ours_files", "ours_source_bytes", "ansible_source_bytes", "ours",
+                                   "shipped_source_bytes", "shipped_code_lines"))
+        result["modules"][module][label]["kept"] = module in kept[label]
         result["modules"][module][label].update(build_ms=[r["build_ms"] for r in runs],
                                                 median_build_ms=statistics.median(r["build_ms"] for r in runs))
     ping = result["modules"].get("ansible.builtin.ping", {}).get("now", {}).get("median_build_ms")
@@ -107,6 +139,8 @@ def main():
         for label, r in by.items():
             summary["%s@%s" % (module, label)] = {"median_build_ms": r["median_build_ms"], "ours_files": r["ours_files"],
                                                   "ours_source_kb": round(r["ours_source_bytes"] / 1024.0),
+                                                  "shipped_source_kb": round(r["shipped_source_bytes"] / 1024.0),
+                                                  "shipped_code_lines": r["shipped_code_lines"], "kept": r["kept"],
                                                   "x ping": round(r["median_build_ms"] / ping, 2) if ping else None}
     result["summary"] = summary
     with open(args.out, "w") as f:

@@ -35,6 +35,13 @@ sixth of the bytecode); and it is compiled at optimisation level 0, which zipimp
 ``GPUPROBE_PAYLOAD_BYTECODE=off`` keeps payloads without it (nodes whose Python is another version than the
 controller's gain nothing from it and would receive a payload about 2.7 times larger).
 
+With or without bytecode, a kept payload carries this collection's sources lean (``lean_source``): without their
+comments (but the copyright and licence lines at the top) and docstrings, every other line where it was, so that a
+traceback names the repository's line. They are what a node whose Python refuses the bytecode compiles, and about
+a quarter of the bytes the node would otherwise receive; ansible-core's own files are left as they are. Which
+payloads are kept: the modules verify_node calls, and the facts modules called directly (their action plugin,
+plugin_utils/_kept_module).
+
 The report templates (plugin_utils/_report/templates) are compiled by Jinja2 on every run otherwise; Jinja2's own
 bytecode cache keeps the compiled code, checked against each template's source.
 
@@ -61,6 +68,7 @@ import marshal
 import os
 import pickle
 import sys
+import tokenize
 import zipfile
 
 # the collection's own compiled code first (imported before any other collection module), and the cache's place
@@ -245,12 +253,12 @@ class Slot(object):
     def _keep(self):
         if os.path.exists(self.kept):  # kept by another worker meanwhile
             return False
-        compiled = _compiled_copy(self.run_file) if self.bytecode else None
+        compiled = _compiled_copy(self.run_file, self.bytecode)
         if compiled is not None:
             kept = _write(compiled, self.kept)
             if kept:
                 _write(compiled, self.run_file)  # the later nodes of this run use it too
-        else:  # asked without bytecode, or not ansible-core's cache entry as this code knows it: kept as it is
+        else:  # not ansible-core's cache entry as this code knows it: kept as it is
             kept = _copy(self.run_file, self.kept)
         if not kept:
             return False
@@ -312,9 +320,58 @@ def _pyc(source, code):
     return importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(source) + code
 
 
-def with_bytecode(zip_bytes):
-    """The payload zip ``zip_bytes`` with a .pyc beside each .py (``_code``, ``_pyc``), every entry otherwise as it
-    was (name, date, compression, content). A zip that already has bytecode is returned as it is."""
+def _header_end(tokens):
+    """The number of the first line that is not part of the file's opening comments (coding, copyright, licence)."""
+    for tok in tokens:
+        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
+            return tok.start[0]
+    return 0
+
+
+def lean_source(source):
+    """``source`` (bytes, one of this collection's files) as the node gets it: its comments after the opening ones
+    (coding, copyright, licence) and its docstrings blanked out, every other line where it was, so that a
+    traceback's line numbers and lines are the same as in the repository. The code is the bytecode's (``_code``):
+    no ``__doc__`` (nothing on the node reads it), a body that was only a docstring is ``pass`` on the docstring's
+    last line. ``source`` as it is when this Python cannot read it (the node compiles it then)."""
+    try:
+        text = source.decode("utf-8")
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        lines = text.splitlines(True)
+        header = _header_end(tokens)
+        for tok in tokens:  # a comment runs to the end of its line
+            row, col = tok.start
+            if tok.type == tokenize.COMMENT and row >= header:
+                line = lines[row - 1]
+                lines[row - 1] = line[:col].rstrip() + line[len(line.rstrip("\r\n")):]
+        blob = [line.encode("utf-8") for line in lines]
+        for node in ast.walk(ast.parse("".join(lines))):
+            body = node.body if isinstance(node, _DOCUMENTED) else None
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                doc = body[0]  # offsets in bytes
+                first, last = blob[doc.lineno - 1], blob[doc.end_lineno - 1]
+                end = last[len(last.rstrip(b"\r\n")):]
+                for row in range(doc.lineno - 1, doc.end_lineno - 1):
+                    blob[row] = end
+                tail = last[doc.end_col_offset:].rstrip().lstrip(b" \t")
+                tail = tail[1:].lstrip(b" \t") if tail.startswith(b";") else tail  # """doc"""; code
+                rest = (first[:doc.col_offset] + (tail or (b"" if body[1:] else b"pass"))).rstrip()
+                blob[doc.end_lineno - 1] = (rest if rest.strip() else b"") + end
+        return b"".join(blob)
+    except (SyntaxError, ValueError, UnicodeDecodeError, tokenize.TokenError):
+        return source
+
+
+def _ours(name):
+    """Whether the payload entry ``name`` is one of this collection's Python files."""
+    return name.endswith(".py") and name.startswith("ansible_collections/gpuprobe/layers/")
+
+
+def with_bytecode(zip_bytes, bytecode=True):
+    """The payload zip ``zip_bytes`` with this collection's sources lean (``lean_source``) and, with ``bytecode``, a
+    .pyc beside each .py (``_code``, ``_pyc``), every entry otherwise as it was (name, date, compression, content).
+    A zip that already has bytecode is returned as it is."""
     src = zipfile.ZipFile(io.BytesIO(zip_bytes))
     names = set(src.namelist())
     if any(name.endswith(".pyc") for name in names):
@@ -323,8 +380,10 @@ def with_bytecode(zip_bytes):
     with zipfile.ZipFile(out, "w") as dst:
         for info in src.infolist():
             body = src.read(info)
+            if _ours(info.filename):
+                body = lean_source(body)
             dst.writestr(info, body)
-            if not info.filename.endswith(".py") or info.filename + "c" in names:
+            if not bytecode or not info.filename.endswith(".py") or info.filename + "c" in names:
                 continue
             code = _code(body, info.filename)
             if code is not None:
@@ -335,15 +394,15 @@ def with_bytecode(zip_bytes):
     return out.getvalue()
 
 
-def _compiled_copy(path):
-    """Ansible's cache entry at ``path`` with bytecode in its payload (``with_bytecode``), or None when it is not an
+def _compiled_copy(path, bytecode=True):
+    """Ansible's cache entry at ``path`` with its payload as kept (``with_bytecode``), or None when it is not an
     entry this code knows (another ansible-core, a damaged file): that payload is then kept as it is."""
     try:
         from ansible.executor.module_common import _CachedModule  # pylint: disable=import-outside-toplevel
         entry = _CachedModule.load(path)
         if not isinstance(entry, _CachedModule) or not isinstance(entry.zip_data, bytes):
             return None
-        zip_data = base64.b64encode(with_bytecode(base64.b64decode(entry.zip_data, validate=True)))
+        zip_data = base64.b64encode(with_bytecode(base64.b64decode(entry.zip_data, validate=True), bytecode))
         return dataclasses.replace(entry, zip_data=zip_data)
     except Exception:  # pylint: disable=broad-except
         return None

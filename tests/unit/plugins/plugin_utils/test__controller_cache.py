@@ -1,6 +1,7 @@
 """The controller's cache of what it would rebuild on every run (plugin_utils/_controller_cache): the key follows every
 source file, the directory must be this user's own, and a payload moves between the cache and the run's own place
 only whole. Real ansible-playbook runs reusing a payload: tests/integration/test_controller_cache.py."""
+import ast
 import base64
 import importlib.util
 import io
@@ -284,3 +285,78 @@ def test_one_worker_keeps_a_payload_the_others_leave_it(tmp_path, monkeypatch):
         assert slot.keep() is False and not os.path.exists(slot.kept)
     assert slot.keep() is True and os.path.exists(slot.kept)  # the lock is free again
     assert sorted(os.listdir(keep)) == sorted([os.path.basename(slot.kept), os.path.basename(lock_path)])
+
+
+def _without_docstrings(tree):
+    # as the bytecode is compiled (_code): a body that was only its docstring is a pass where the docstring ended
+    for node in ast.walk(tree):
+        body = node.body if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass(lineno=body[0].end_lineno, col_offset=body[0].col_offset)]
+    return tree
+
+
+def _shape(source):
+    tree = _without_docstrings(ast.parse(source))
+    return ast.dump(tree), [(type(n).__name__, getattr(n, "lineno", None), getattr(n, "col_offset", None)) for n in ast.walk(tree)]
+
+
+def _collection_sources():
+    for sub in ("modules", "module_utils"):
+        for top, _dirs, files in os.walk(os.path.join(ROOT, "plugins", sub)):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    yield os.path.join(top, name)
+
+
+def test_every_source_shipped_lean_is_the_same_code_on_the_same_lines():
+    # the node gets this collection's files without comments and docstrings; a traceback still names the right line
+    before = after = 0
+    for path in _collection_sources():
+        with open(path, "rb") as f:
+            source = f.read()
+        lean = cc.lean_source(source)
+        assert _shape(lean)[0] == _shape(source)[0]  # the same code (g's return one column nearer, on its line), path
+        assert lean.count(b"\n") == source.count(b"\n") and lean.startswith(source.split(b"\n", 4)[0]), path
+        assert cc.lean_source(lean) == lean, path
+        before, after = before + len(source), after + len(lean)
+    assert after < 0.85 * before
+
+
+def test_a_lean_source_keeps_its_licence_and_code_and_loses_only_comments_and_docstrings():
+    source = ('# -*- coding: utf-8 -*-\n# SPDX-License-Identifier: GPL-3.0-or-later\n"""The module,\n\nover lines."""\n'
+              'X = "# not a comment"  # a comment\n\n\ndef f(x):  # why\n    """Only a docstring\n    here."""\n\n\n'
+              'class K(object):\n    """Doc."""\n    # a note\n    y = 1\n\n\ndef g(): """One line."""; return 2\n').encode()
+    lean = cc.lean_source(source).decode()
+    assert lean == ('# -*- coding: utf-8 -*-\n# SPDX-License-Identifier: GPL-3.0-or-later\n\n\n\n'
+                    'X = "# not a comment"\n\n\ndef f(x):\n\n    pass\n\n\nclass K(object):\n\n\n    y = 1\n\n\n'
+                    'def g(): return 2\n')
+    assert _shape(lean)[0] == _shape(source)[0]  # the same code (g's return one column nearer, on its line)
+    assert cc.lean_source(b"def broken(:\n") == b"def broken(:\n"  # what this Python cannot read goes as it is
+
+
+def test_only_this_collections_sources_are_made_lean(tmp_path):
+    ours = "ansible_collections/gpuprobe/layers/plugins/module_utils/_m.py"
+    payload = {"pkg/__init__.py": "", "pkg/mod.py": '"""Theirs."""\nX = 1  # theirs\n', ours: '"""Ours."""\nX = 1  # ours\n'}
+    for bytecode in (True, False):
+        z = zipfile.ZipFile(io.BytesIO(cc.with_bytecode(_zip(payload), bytecode)))
+        assert z.read("pkg/mod.py").decode() == payload["pkg/mod.py"] and z.read(ours).decode() == '\nX = 1\n'
+        assert (ours + "c" in z.namelist()) is bytecode
+
+
+def test_the_lean_probe_script_runs_as_the_repositorys_does(tmp_path):
+    # the probe stage writes the script's text from the payload into the container (_probe.script.probe_source): a kept
+    # payload's is lean; run as the runtime runs it, it says what the repository's says, line for line
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract, script
+    with open(script.__file__, "rb") as f:
+        lean = tmp_path / "probe.py"
+        lean.write_bytes(cc.lean_source(f.read()))
+    config = json.dumps(dict(contract.new_run_keys(), compute=True, nodes=["/dev/null", "/dev/nvidia0"]))
+    said = []
+    for path in (script.__file__, str(lean)):
+        proc = subprocess.run([sys.executable] + list(contract.ISOLATED_FLAGS) + [path, config], capture_output=True, text=True,
+                              timeout=60, check=True)
+        items = [json.loads(line) for line in proc.stdout.splitlines()]
+        said.append([(i["kind"], i.get("step"), i.get("name"), i.get("ok"), i.get("error"), sorted(i)) for i in items])
+        assert contract.parse_output(proc.stdout, token=json.loads(config)["token"])["complete"]
+    assert said[0] == said[1] and len(said[0]) >= 5
