@@ -137,8 +137,11 @@ notes:
     report format in
     L(docs/usage.md#reading-the-report,https://github.com/gpuprobe/layers/blob/main/docs/usage.md#reading-the-report).
 seealso:
-  - module: gpuprobe.layers.host_facts
-  - module: gpuprobe.layers.cdi_facts
+  - module: gpuprobe.layers.verify_node
+    description: Verifies one node and keeps its records for this report.
+  - name: Reading the report
+    description: The report's files, its states and where failures concentrate.
+    link: https://github.com/gpuprobe/layers/blob/main/docs/usage.md#reading-the-report
 """
 
 EXAMPLES = r"""

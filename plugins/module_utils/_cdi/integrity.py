@@ -98,27 +98,27 @@ def clean(path):
     return "/" + posixpath.normpath("/" + str(path or "")).lstrip("/")
 
 
+# what the probe trusts, asked in this order: (whether the cleaned container path p, whose last name is n, is it; what
+# it is, %s the path)
+TRUSTED = (
+    (lambda p, n: PROBE_DIR.match(p), "the probe's directory (%s)"),
+    (lambda p, n: STDLIB.match(p), "the interpreter's standard library (%s)"),
+    (lambda p, n: p in PATH_DIRS, "a PATH dir where the runtime looks python3 up (%s)"),
+    (lambda p, n: INTERPRETER.match(n), "the interpreter (python3, or the file it links to: %s)"),
+    (lambda p, n: LIBRARY.match(n), "the loader or a library python3 loads (%s)"),
+    (lambda p, n: n in STARTUP_FILES, "a file python3 reads at startup, -I or not (%s)"),
+    (lambda p, n: any(p == c or p.startswith(c + "/") for c in LOADER_CONFIG), "the dynamic loader's configuration (%s)"),
+    (lambda p, n: LIBRARY_DIR.match(p), "a library directory of the loader (%s: libc, the loader)"),
+)
+
+
 def reaches(path):
     """What the probe trusts that a file, directory or node at the container path ``path`` replaces or hides, or None."""
     p = clean(path)
     name = posixpath.basename(p)
-    if PROBE_DIR.match(p):
-        return "the probe's directory (%s)" % p
-    if STDLIB.match(p):
-        return "the interpreter's standard library (%s)" % p
-    if p in PATH_DIRS:
-        return "a PATH dir where the runtime looks python3 up (%s)" % p
-    if INTERPRETER.match(name):
-        return "the interpreter (python3, or the file it links to: %s)" % p
-    if LIBRARY.match(name):
-        return "the loader or a library python3 loads (%s)" % p
-    if name in STARTUP_FILES:
-        return "a file python3 reads at startup, -I or not (%s)" % p
-    for conf in LOADER_CONFIG:
-        if p == conf or p.startswith(conf + "/"):
-            return "the dynamic loader's configuration (%s)" % p
-    if LIBRARY_DIR.match(p):
-        return "a library directory of the loader (%s: libc, the loader)" % p
+    for test, what in TRUSTED:
+        if test(p, name):
+            return what % p
     for anchor in ANCHORS:
         if p == "/" or anchor.startswith(p + "/"):
             return "a parent directory of %s (%s)" % ("the probe's directory" if anchor.startswith("/gpuprobe") else anchor, p)
