@@ -1,7 +1,7 @@
 """What a facts module called directly costs, its payload kept or built: one play of one task on localhost, run by
 ansible-playbook again and again, next to the same play with ansible.builtin.ping.
 
-    python benchmarks/bench_facts_call.py OUT.json [--rounds 7] [MODULE ...]
+    python benchmarks/bench_facts_call.py OUT.json [MODULE ...] [--rounds 7] [--baseline DIR ...]
 
 The facts modules have an action plugin (plugin_utils/_kept_module) that keeps their AnsiballZ payload on the
 controller between runs (plugin_utils/_controller_cache: lean sources and their bytecode), as verify_node does for the
@@ -9,8 +9,10 @@ modules it calls. Items, interleaved round by round, each a whole ``ansible-play
 connection, the node's Python is the controller's):
   ping    the play with ansible.builtin.ping (the floor)
   kept    the facts module, its payload kept by an earlier run (a controller cache of this benchmark's own)
-  built   the same with GPUPROBE_CACHE=off: Ansible builds the payload in the run and the node compiles its sources,
-          as before the facts modules had their action plugin
+  built   the same with GPUPROBE_CACHE=off: Ansible builds the payload in the run and the node compiles its sources
+          (the action plugin still runs, with nothing to keep)
+  @<baseline> the facts module from another checkout (--baseline; e.g. one from before the facts modules had an
+          action plugin: no action plugin at all)
 Modules run against the synthetic node tree of the tests (tests/unit/fixtures/host): host_facts (NVML off) and
 k8s_facts (no kubeconfig: NOT_RUN) by default. Wall and CPU (the command and its children) per item; ratios within one
 run only.
@@ -26,6 +28,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_inspect import link_checkouts  # noqa: E402  pylint: disable=wrong-import-position
 from bench_node import timed  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +47,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("modules", nargs="*", default=sorted(ARGS))
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--baseline", action="append", default=[], help="another checkout of the collection (repeatable)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "fixtures", "host"))
     from hostfixture import build_node  # pylint: disable=import-outside-toplevel
@@ -56,13 +60,21 @@ def main():
         build_node(node, gpus=2)
         base = ["ansible-playbook", "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % sys.executable,
                 "-e", "node_root=%s" % node]
-        env = dict(os.environ, GPUPROBE_CACHE=os.path.join(tmp, "cache"), ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
+        checkouts, paths = link_checkouts(tmp, args.baseline)
+        envs = {}
+        for label, _checkout in checkouts:
+            pythonpath = os.pathsep.join(p for p in (paths[label], os.environ.get("PYTHONPATH")) if p)
+            envs[label] = dict(os.environ, GPUPROBE_CACHE=os.path.join(tmp, "cache-" + label.replace(":", "_")),
+                               ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"), ANSIBLE_COLLECTIONS_PATH=paths[label],
+                               PYTHONPATH=pythonpath)
+        env = envs["now"]
         plays = {"ping": _play(os.path.join(tmp, "ping.json"), "ansible.builtin.ping", {})}
         for module in args.modules:
             plays[module] = _play(os.path.join(tmp, module + ".json"), module, ARGS.get(module, {}))
         items = [("ping", plays["ping"], env)]
         for module in args.modules:
             items += [(module + " kept", plays[module], env), (module + " built", plays[module], dict(env, GPUPROBE_CACHE="off"))]
+            items += [("%s @%s" % (module, label), plays[module], envs[label]) for label, _c in checkouts if label != "now"]
         for name, play, item_env in items:  # the first run of each builds and keeps its payload
             _w, _c, rc, out = timed(base + [play], item_env)
             if rc != 0:
@@ -81,12 +93,17 @@ def main():
     med = dict((k, statistics.median(v)) for k, v in wall.items())
     medc = dict((k, statistics.median(v)) for k, v in cpu.items())
     for module in args.modules:
-        kept, built = module + " kept", module + " built"
-        result["modules"][module] = {
-            "median_wall_ms": {"kept": med[kept], "built": med[built], "ping": med["ping"]},
-            "median_cpu_ms": {"kept": medc[kept], "built": medc[built], "ping": medc["ping"]},
-            "ratios": {"kept / built cpu": round(medc[kept] / medc[built], 2), "kept / ping cpu": round(medc[kept] / medc["ping"], 2),
-                       "built / ping cpu": round(medc[built] / medc["ping"], 2), "kept / built wall": round(med[kept] / med[built], 2)}}
+        names = dict((k[len(module) + 1:], k) for k in med if k.startswith(module + " "))
+        entry = result["modules"][module] = {
+            "median_wall_ms": dict([(n, med[k]) for n, k in names.items()] + [("ping", med["ping"])]),
+            "median_cpu_ms": dict([(n, medc[k]) for n, k in names.items()] + [("ping", medc["ping"])]),
+            "ratios": {}}
+        for name, key in names.items():
+            entry["ratios"]["%s / ping cpu" % name] = round(medc[key] / medc["ping"], 2)
+            if name != "kept":
+                entry["ratios"]["kept / %s cpu" % name] = round(medc[names["kept"]] / medc[key], 2)
+                entry["ratios"]["kept / %s wall" % name] = round(med[names["kept"]] / med[key], 2)
+    result["baseline"] = args.baseline
     result["wall_ms"], result["cpu_ms"] = wall, cpu
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)

@@ -9,8 +9,9 @@ in full and states only the details of what check mode does there. ``diff_mode``
 returns a ``diff`` (cdi_spec, k8s_publish) states ``full`` and what its diff shows
 (tests/unit/plugins/modules/test_diff_mode.py holds the two to it). FACTS (a facts module, whose action plugin only
 keeps its payload) and ACTION (an action plugin's module file, with ansible.builtin.action_common_attributes.flow)
-are DOCUMENTATION and the attributes such a module declares besides: the lines that follow DOCUMENTATION's last
-key, ``attributes``.
+are DOCUMENTATION and what such a module declares besides, written out whole: ansible-test's yamllint reads every
+assignment of a fragment class as one string literal (tests/unit/plugins/doc_fragments/test__attributes.py holds the
+two to DOCUMENTATION).
 """
 
 
@@ -29,17 +30,36 @@ attributes:
 """
 
     # a facts module: its record is an C(ansible_facts) entry; its action plugin (plugin_utils/_kept_module) keeps its payload
-    FACTS = DOCUMENTATION + r"""  facts:
+    FACTS = r"""
+author:
+  - gpuprobe.layers contributors (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  facts:
     description: The module returns an C(ansible_facts) dictionary that updates the host's facts.
     support: full
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    description: The module has an action plugin. It runs the module on the node as it is and keeps its payload on the controller from one run to the next.
     support: full
-    details: The action plugin runs the module on the node as it is and keeps its payload on the controller from one run to the next.
 """
 
     # an action plugin's module file (the work runs on the controller)
-    ACTION = DOCUMENTATION + r"""  action:
+    ACTION = r"""
+author:
+  - gpuprobe.layers contributors (!UNKNOWN)
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action:
     support: full
   async:
     support: none

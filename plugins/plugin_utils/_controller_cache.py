@@ -72,7 +72,7 @@ import tokenize
 import zipfile
 
 # the collection's own compiled code first (imported before any other collection module), and the cache's place
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import ENV, cache_dir  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import ENV, cache_dir
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import copy_atomic as _copy
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -330,14 +330,16 @@ def _header_end(tokens):
 
 def lean_source(source):
     """``source`` (bytes, one of this collection's files) as the node gets it: its comments after the opening ones
-    (coding, copyright, licence) and its docstrings blanked out, every other line where it was, so that a
-    traceback's line numbers and lines are the same as in the repository. The code is the bytecode's (``_code``):
-    no ``__doc__`` (nothing on the node reads it), a body that was only a docstring is ``pass`` on the docstring's
-    last line. ``source`` as it is when this Python cannot read it (the node compiles it then)."""
+    (coding, copyright, licence) and its docstrings blanked out, every statement on its line, so that a traceback's
+    line numbers and lines are the same as in the repository. The code is the bytecode's (``_code``): no ``__doc__``
+    (nothing on the node reads it), a body that was only a docstring is ``pass`` on the docstring's last line.
+    ``source`` as it is when this Python cannot read it (the node compiles it then), or when the lean text would not
+    be the same code on the same lines (``_code_shape``)."""
     try:
-        text = source.decode("utf-8")
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-        lines = text.splitlines(True)
+        # lines as Python counts them (bytes split only at \n, \r\n and \r, not at \f, \x85 or U+2028)
+        lines = [line.decode("utf-8") for line in source.splitlines(True)]
+        text = "".join(lines)
+        tokens = list(tokenize.generate_tokens(iter(lines).__next__))
         header = _header_end(tokens)
         for tok in tokens:  # a comment runs to the end of its line
             row, col = tok.start
@@ -358,9 +360,27 @@ def lean_source(source):
                 tail = tail[1:].lstrip(b" \t") if tail.startswith(b";") else tail  # """doc"""; code
                 rest = (first[:doc.col_offset] + (tail or (b"" if body[1:] else b"pass"))).rstrip()
                 blob[doc.end_lineno - 1] = (rest if rest.strip() else b"") + end
-        return b"".join(blob)
-    except (SyntaxError, ValueError, UnicodeDecodeError, tokenize.TokenError):
+        lean = b"".join(blob)
+        if _code_shape(ast.parse(lean)) != _code_shape(ast.parse(text)):
+            return source  # not the same code on the same lines: shipped as it is
+        return lean
+    except (SyntaxError, ValueError, UnicodeDecodeError, tokenize.TokenError, StopIteration):
         return source
+
+
+def _code_shape(tree):
+    """The code of ``tree`` without its docstrings, and the line of every statement and expression in it: what
+    ``lean_source`` must keep."""
+    lines = []
+    for node in ast.walk(tree):
+        body = node.body if isinstance(node, _DOCUMENTED) else None
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Pass):
+            lines.append(getattr(node, "lineno", None))
+    return ast.dump(tree), lines
 
 
 def _ours(name):
@@ -418,7 +438,9 @@ def _write(entry, target):
 
 # Computed once where this is first imported: ansible-playbook's main process loads the verify_node action (to read its
 # class) before it forks a worker per node, so the workers inherit the key instead of each hashing the sources again.
+# Not with the cache off (GPUPROBE_CACHE=off): nothing is kept then.
 try:
-    sources_key()
+    if (os.environ.get(ENV) or "").strip().lower() not in ("off", "0", "false", "no"):
+        sources_key()
 except Exception:  # pylint: disable=broad-except
     _KEYS.clear()

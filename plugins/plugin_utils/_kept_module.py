@@ -8,7 +8,10 @@ async and check mode as for any module), with the module's payload kept from one
 (_controller_cache.Slot), as verify_node does for the modules it calls. The node receives the same code, lean (no
 comments, no docstrings, every line in its place) and with its bytecode, and compiles none of it on the node's
 Python when that is the controller's version; the controller does not parse the module's imports again on the next
-run. Nothing else differs: the result is the module's own."""
+run. Nothing else differs: the result is the module's own. Kept only where the controller cache keeps payloads
+(ansible-core 2.19 and later; with 2.17 the module's payload is built as before). The action is ansible-core's
+builtin ``normal``, not an ``ansible.legacy.normal`` a playbook may put beside it; ``ansible.builtin.gather_facts``
+runs a facts module without its action plugin (its payload is built as before)."""
 
 from __future__ import annotations
 
@@ -22,12 +25,14 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache 
 class KeptPayloadAction(_NormalAction):
     """ansible.builtin.normal with the module's payload kept (``Slot``: primed before the call, kept after it)."""
 
-    def _execute_module(self, module_name=None, module_args=None, task_vars=None, **kwargs):  # pylint: disable=arguments-differ
-        name = module_name or getattr(self._task, "resolved_action", None) or self._task.action
-        payload = Slot(name, task_vars or {})
+    def _execute_module(self, *args, **kwargs):
+        """ActionBase's (its arguments as they are: module_name, module_args, tmp, task_vars, ...), between the
+        payload's priming and keeping."""
+        module_name = kwargs.get("module_name", args[0] if args else None)
+        task_vars = kwargs.get("task_vars", args[3] if len(args) > 3 else None)
+        payload = Slot(module_name or getattr(self._task, "resolved_action", None) or self._task.action, task_vars or {})
         payload.prime()
         try:
-            return super(KeptPayloadAction, self)._execute_module(module_name=module_name, module_args=module_args,
-                                                                  task_vars=task_vars, **kwargs)
+            return super(KeptPayloadAction, self)._execute_module(*args, **kwargs)
         finally:
             payload.keep()
