@@ -245,7 +245,26 @@ CORPUS = [
              '{"env": ["A=1"]}}], "annotations": {"\u2028": "x"}}'),
     ("yaml", '"cdiVersion": "0.5.0"\n"kind": "example.com/breakkeyy"\n"devices":\n  - "name": "d"\n'
              '    "containerEdits": {"env": ["A=1"]}\n"annotations":\n  "k\u0085": "x"\n'),
+    # a %YAML directive: go-yaml v2 takes 1.1 only
+    ("yaml", "%YAML 1.2\n---\ncdiVersion: 0.5.0\nkind: example.com/yaml12\ndevices:\n- name: d\n  containerEdits: {env: [A=1]}\n"),
+    ("yaml", "%YAML 1.1\n---\ncdiVersion: 0.5.0\nkind: example.com/yaml11\ndevices:\n- name: d\n  containerEdits: {env: [A=1]}\n"),
+    # yaml.org tags go-yaml does not resolve a scalar to: the scalar's text; !!merge on a << key: a merge
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/tags\ndevices:\n- name: d\n"
+             "  containerEdits: {env: [!!merge A=1, !!seq B=2, !!map C=3, !!set D=4, !!omap E=5, !!value F=6, !!yaml G=7]}\n"),
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/mergetag\ndevices:\n- name: d\n  containerEdits: &b {env: [A=1]}\n"
+             "- name: e\n  containerEdits: {!!merge <<: *b, deviceNodes: [{path: /dev/null}]}\n"),
+    # a NUL byte in a path: the library cannot stat such a device node (EINVAL: the device is not injected); a mount's
+    # or a hook's path it passes on as written
+    ("json", _one("example.com/nulnode", "0.5.0", edits={"deviceNodes": [{"path": "/dev/null\u0000"}]})),
+    ("yaml", _one("example.com/nulmount", "0.5.0", edits={"env": ["A=1"],
+                                                          "mounts": [{"hostPath": "/a\u0000", "containerPath": "/b\u0000"}],
+                                                          "hooks": [{"hookName": "prestart", "path": "/h\u0000"}]})),
 ]
+# !!timestamp as go-yaml v2 takes it: one of its layouts, the fields in range (the text stays the value)
+TIMESTAMPS = ["2001-12-14T21:59:43Z", "2001-12-14t21:59:43.10-05:00", "2001-12-14 21:59:43", "2000-2-29",
+              "2001-13-45", "2001-2-29", "2001-12-14T21:59:43", "2001-12-14 21:59:43 Z", "2001-12-14T24:00:00Z"]
+CORPUS += [("yaml", "cdiVersion: 0.5.0\nkind: example.com/ts%d\ndevices:\n- name: d\n  containerEdits:\n    env: [A=1]\n"
+                    "    mounts: [{hostPath: /h, containerPath: !!timestamp %s}]\n" % (i, ts)) for i, ts in enumerate(TIMESTAMPS)]
 
 
 def test_the_corpus_is_read_as_each_library_reads_it(tmp_path):

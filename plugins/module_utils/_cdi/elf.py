@@ -106,8 +106,8 @@ def read_library(path):
     """What the file at ``path`` is as a shared library (see the module's docstring); never raises."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        return _fail("cannot open: %s" % (exc.strerror or exc))
+    except (OSError, ValueError) as exc:  # ValueError: a name with a NUL byte
+        return _fail("cannot open: %s" % (exc.strerror if isinstance(exc, OSError) else "invalid argument"))
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):

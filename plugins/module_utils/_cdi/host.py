@@ -16,7 +16,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._host.driver impor
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import ReadRefused, read_node_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import read_library
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import PATH_ERRORS, path_error, under_root
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.libraries import library_checks
 
 
@@ -24,8 +24,8 @@ def host_device_info(path):
     """(type, major, minor) of a host node via lstat (as the library does), or (None, None, None, error)."""
     try:
         st = os.lstat(path)
-    except OSError as exc:
-        return None, None, None, exc.strerror or str(exc)
+    except PATH_ERRORS as exc:
+        return None, None, None, path_error(exc)
     mode = st.st_mode
     if stat.S_ISCHR(mode):
         return "c", os.major(st.st_rdev), os.minor(st.st_rdev), None
@@ -207,8 +207,8 @@ def host_checks(builder, edits, root="/", host=None, driver=None):
         full = under_root(root, path)
         try:
             st = os.stat(full)
-        except OSError as exc:
-            builder.add("cdi.host.hook", FAIL, path, "root-owned executable", exc.strerror or str(exc))
+        except PATH_ERRORS as exc:
+            builder.add("cdi.host.hook", FAIL, path, "root-owned executable", path_error(exc))
             continue
         problems = []
         if not stat.S_ISREG(st.st_mode):

@@ -173,7 +173,11 @@ def driver_library_check(builder, mount, full, driver_root_file, soname):
     """cdi.host.driver_library: a driver library other than libcuda (whose own check is cdi.host.libcuda_identity) is
     the driver root's <stem>.so.<running driver version>. ``driver_root_file(stem)``: (host path or None, why)."""
     stem = name_stem(mount.get("containerPath"))
-    versioned = re.match(r"^%s\.so\.\d{3,}\.\d+" % re.escape(stem), posixpath.basename(os.path.realpath(full)))
+    try:
+        real = os.path.realpath(full)
+    except ValueError:  # a name with a NUL byte (no such file): the name itself
+        real = full
+    versioned = re.match(r"^%s\.so\.\d{3,}\.\d+" % re.escape(stem), posixpath.basename(real))
     if stem == "libcuda" or not stem.startswith("libnvidia-") or not (stem in PROBE_LIBRARIES or versioned):
         return  # libcuda has its own check; a library the driver does not version (egl-wayland) has no such file
     want, why = driver_root_file(stem)

@@ -11,7 +11,8 @@ converts that to JSON (see schema.py). This module is the go-yaml v2 part, on Py
 when available, the same C scanner go-yaml v2 was ported from):
 
 - only the FIRST document is read; later documents are ignored, unparsed (goyaml.v2/yaml.go ``unmarshal``
-  calls ``parser.parse()`` once);
+  calls ``parser.parse()`` once); a ``%YAML`` directive other than 1.1 is an error ("found incompatible YAML
+  document");
 - plain scalars resolve as goyaml.v2/resolve.go ``resolve``: null ``'' ~ null Null NULL``; booleans
   ``y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF``; ``.inf .nan``
   families; a scalar starting with a digit or sign: underscores removed, then Go ``ParseInt(s, 0, 64)``
@@ -24,7 +25,8 @@ when available, the same C scanner go-yaml v2 was ported from):
   Quoted and block scalars are strings;
 - explicit tags: ``!!str``/``!!binary`` always strings (binary base64-decoded); ``!!int`` etc. must resolve
   to that type (``cannot decode !!str `x` as a !!int``), ``!!int`` under ``!!float`` becomes a float;
-  other tags leave the scalar a string;
+  other tags (``!foo``, and the yaml.org tags go-yaml does not resolve a scalar to: ``!!merge``, ``!!seq``,
+  ``!!map``...) leave the scalar a string;
 - mappings are strict (decode.go ``setMapIndex``): a key already set is an error, keys compared as Go
   values (``1`` and ``0x1`` are the same key, ``1`` and ``"1"`` are not); ``<<`` merges a mapping or a
   sequence of mappings (the later ones first), each merged key going through the same duplicate test;
@@ -54,6 +56,8 @@ except ImportError as _exc:  # pragma: no cover - depends on the target host
     YAML_IMPORT_ERROR = _exc
     EVENT_LOADER = None
 
+# the yaml.org tags go-yaml v2 resolves a scalar to (resolve.go resolvableTag), and !!binary (decode.go)
+_RESOLVABLE = ("str", "bool", "int", "float", "null", "timestamp", "binary")
 MAX_DEPTH = 64
 MAX_ESCAPE_FIXES = 64
 _TAG = "tag:yaml.org,2002:"
@@ -141,7 +145,25 @@ def resolve_plain(s):
     return "str", s
 
 
-_TS = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}(?:(?:[Tt]|[ \t]+)\d{1,2}:\d{1,2}:\d{1,2}(?:\.\d*)?(?:[ \t]*(?:Z|[-+]\d{1,2}(?::\d{2})?))?)?$")
+# goyaml.v2/resolve.go allowedTimestampFormats, each read by Go's time.Parse (fields in range, the day in its month)
+_TS = (re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})[Tt](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d+)?(?:Z|[-+](\d{2}):(\d{2}))$"),
+       re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2}) (\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d+)?()()$"),
+       re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})()()()()()$"))
+_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _go_timestamp(text):
+    """Whether go-yaml v2 reads ``text`` as a timestamp (parseTimestamp: one of its layouts, as time.Parse takes it)."""
+    for layout in _TS:
+        m = layout.match(text)
+        if not m:
+            continue
+        year, month, day, hour, minute, second, zh, zm = [int(g) if g else 0 for g in m.groups()]
+        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+        if 1 <= month <= 12 and 1 <= day <= (_DAYS[month - 1] - (month == 2 and not leap)) and hour < 24 \
+                and minute < 60 and second < 60 and zh <= 24 and zm <= 60:
+            return True
+    return False
 
 
 def _scalar(event, where):
@@ -153,14 +175,14 @@ def _scalar(event, where):
     if not tag.startswith(_TAG):
         return event.value  # not a resolvable tag: the scalar's text
     want = tag[len(_TAG):]
-    if want == "str":
-        return event.value
+    if want == "str" or want not in _RESOLVABLE:
+        return event.value  # !!merge, !!seq, !!map ... on a scalar: not a tag go-yaml resolves, the scalar's text
     if want == "binary":
         try:
             return base64.b64decode(event.value.replace("\n", "").replace("\r", "").encode("ascii"), validate=True).decode("utf-8", "replace")
         except (binascii.Error, ValueError, UnicodeEncodeError):
             raise YAMLError("%s!!binary value contains invalid base64 data" % where)
-    if want == "timestamp" and _TS.match(event.value):
+    if want == "timestamp" and _go_timestamp(event.value):
         return event.value
     got, value = resolve_plain(event.value)
     if got == "int" and want == "float":
@@ -181,7 +203,8 @@ def _key(value, where):
     if isinstance(value, int):
         return ("int", value)
     if isinstance(value, float):
-        return ("float", value)
+        # NaN is not equal to itself in Go either: two NaN keys are never the same key
+        return ("float", value) if value == value else ("nan", object())
     return ("null", None) if value is None else ("str", value)
 
 
@@ -290,6 +313,9 @@ def _build(text):
         while not done and loader.check_event():
             event = loader.get_event()
             where = "line %d: " % (event.start_mark.line + 1)
+            if isinstance(event, yaml.DocumentStartEvent) and getattr(event, "version", None) not in (None, (1, 1)):
+                # go-yaml v2 takes a %YAML directive of 1.1 only (parserc.go yaml_parser_process_directives)
+                raise YAMLError("%sfound incompatible YAML document" % where)
             if isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
                 continue
             if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):

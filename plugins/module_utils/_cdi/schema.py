@@ -134,6 +134,7 @@ class _Coercer(object):
         self.absent = absent  # (struct, field) pairs the reading library's specs-go does not have (readings.py)
         self.errors = []
         self.panics = []
+        self.nil_entries = set()  # where each null entry of a pointer list stands ("<block>.<list>[<index>]")
         self.nodes = 0
 
     def error(self, rule, message):
@@ -244,6 +245,7 @@ class _Coercer(object):
                 w = "%s[%d]" % (where, i)
                 if item is None and isinstance(sub, tuple) and sub[0] == _PTR:
                     self.panics.append("%s: null entry: the reference library dereferences this nil %s in Validate and panics" % (w, sub[1]))
+                    self.nil_entries.add(w)
                     continue
                 new = self.decode(item, sub, None, w)
                 if new is _UNCHANGED or new is None:

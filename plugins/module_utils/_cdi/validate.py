@@ -205,6 +205,106 @@ def validate_spec(spec, reading=None):
     return errors
 
 
+# the pointer lists of a containerEdits block in the order ContainerEdits.Validate walks them (container-edits.go)
+_VALIDATED_LISTS = ("deviceNodes", "hooks", "mounts")
+
+
+def _walk_list(edits, where, name, nil_entries, check):
+    """The entries of one pointer list of a block in their written order, the null ones (skipped by the coercer)
+    among them: True at the first null entry, False at the first entry ``check`` finds an error in, else None."""
+    items = iter(edits.get(name) or [])
+    index = 0
+    while True:
+        w = "%s.%s[%d]" % (where, name, index)
+        if w in nil_entries:
+            return True
+        item = next(items, None)
+        if item is None:
+            return None
+        if check(item):
+            return False
+        index += 1
+
+
+def _edits_reached(edits, where, nil_entries, version, reading):
+    """ContainerEdits.Validate of one block: True when it dereferences a null entry, False when it stops at an error
+    first, None when it passes the block."""
+    if validate_env(edits.get("env"), where + ".env"):
+        return False
+    for name in _VALIDATED_LISTS:
+        found = _walk_list(edits, where, name, nil_entries,
+                           lambda item, name=name: [e for e in validate_edits({name: [item]}, where, version, reading) if e[0] == "edits"])
+        if found is not None:
+            return found
+    return None
+
+
+def _min_version_reached(spec, nil_entries):
+    """The library's MinimumRequiredVersion (pkg/cdi/version.go, v0.6.0 on) before any other check but the version:
+    requiresV050 reads every device node's hostPath (unless a device name starts with a non-letter), requiresV040
+    every mount's type, each until the first that has one. True when one of them dereferences a null entry."""
+    blocks = [(d.get("containerEdits") or {}, "devices[%d].containerEdits" % i) for i, d in enumerate(spec.get("devices") or [])]
+    blocks.append((spec.get("containerEdits") or {}, "containerEdits"))
+    names = [d.get("name") or "" for d in spec.get("devices") or []]
+    walks = [("mounts", lambda m: bool(m.get("type")))]
+    if not any(n and not n[0].isalpha() for n in names):
+        walks.append(("deviceNodes", lambda n: bool(n.get("hostPath"))))
+    for name, has_feature in walks:
+        for edits, where in blocks:
+            found = _walk_list(edits, where, name, nil_entries, has_feature)
+            if found is not None:
+                if found:
+                    return True
+                break  # this requiresV0x0 returned at the first entry with the feature
+    return False
+
+
+def null_entry_reached(spec, nil_entries, reading=None):
+    """Whether the reference library, validating ``spec`` in its own order (spec.go ``validate``: the version, the
+    minimum version, vendor and class, the spec's annotations, its edits, then each device: name, annotations,
+    edits), dereferences one of the null entries ``nil_entries`` (``schema._Coercer.nil_entries``) and panics: True;
+    False when it stops at an error first; None when that cannot be told (the panic is reported, as before)."""
+    if not nil_entries:
+        return None
+    reading = reading or DEFAULT
+    raw_version = spec.get("cdiVersion")
+    version = normalize_version(raw_version)
+    if raw_version is None or version is None or _vkey(version) > _vkey(reading["max_version"]) \
+            or (raw_version.startswith("v") and not reading["v_prefix"]):
+        return False  # validateVersion
+    if reading["min_version"]:
+        if _min_version_reached(spec, nil_entries):
+            return True
+        if _vkey(minimum_version(spec, library=reading["aliasing"])[0]) > _vkey(version):
+            return False
+    kind = spec.get("kind") or ""
+    vendor, klass = parse_qualifier(kind)
+    if any(validate_vendor_or_class(part, what) for part, what in ((vendor, "vendor"), (klass, "class"))) \
+            or any(len(part) == 1 and part.isalpha() for part in (vendor, klass)) \
+            or (not reading["class_dot"] and "." in klass):
+        return False  # ValidateVendorName / ValidateClassName (a one-character name panics there: not a null entry)
+    if reading["annotations"] and validate_annotations(spec.get("annotations"), kind or "spec"):
+        return False
+    found = _edits_reached(spec.get("containerEdits") or {}, "containerEdits", nil_entries, version, reading)
+    if found is not None:
+        return found
+    for i, dev in enumerate(spec.get("devices") or []):
+        where = "devices[%d]" % i
+        if validate_device_name(dev.get("name", "")):
+            return False
+        if reading["annotations"] and validate_annotations(dev.get("annotations"), "%s=%s" % (kind, dev.get("name", ""))):
+            return False
+        edits = dev.get("containerEdits") or {}
+        if _edits_empty(edits) and not any(n.startswith(where + ".containerEdits.") for n in nil_entries):
+            return False  # "invalid device, empty device edits" (a null entry counts in the list's length)
+        found = _edits_reached(edits, where + ".containerEdits", nil_entries, version, reading)
+        if found is not None:
+            return found
+        if any(d.get("name") == dev.get("name") for d in (spec.get("devices") or [])[:i]):
+            return False  # "invalid spec, multiple device"
+    return None
+
+
 RULES = ("parse", "schema", "panic", "version", "kind", "devices", "edits", "annotations")
 RULE_CHECK = {"parse": "cdi.spec.parse", "schema": "cdi.spec.schema", "panic": "cdi.spec.library_panic", "version": "cdi.spec.version",
               "kind": "cdi.spec.kind", "devices": "cdi.spec.devices", "edits": "cdi.spec.edits",
@@ -232,6 +332,9 @@ def load_spec_data(data, ext=".yaml", reading=None):
     if model is None:
         return None, coercer.errors or [("schema", "failed to unmarshal CDI Spec")], None
     errors = list(coercer.errors)
-    errors.extend(("panic", p) for p in coercer.panics)
+    # a null entry panics the library only where it gets to it: not after a decode error, nor after an error its
+    # validation meets first (then the file is rejected for that error, as the library does)
+    if not coercer.errors and null_entry_reached(model, coercer.nil_entries, reading) is not False:
+        errors.extend(("panic", p) for p in coercer.panics)
     errors.extend(validate_spec(model, reading))
     return (None if errors else model), errors[:MAX_ERRORS_PER_FILE], model

@@ -10,8 +10,19 @@ a node path under it. ``names_in`` lists a directory that may not be there.
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
+
+
+# what a filesystem call raises for a path: OSError, and ValueError for a name with a NUL byte, which no file has (a spec
+# can give one: Go's calls answer EINVAL for it, "invalid argument")
+PATH_ERRORS = (OSError, ValueError)
+
+
+def path_error(exc):
+    """The error text of ``exc`` (one of PATH_ERRORS) as the system says it."""
+    return (exc.strerror if isinstance(exc, OSError) else None) or (os.strerror(errno.EINVAL) if isinstance(exc, ValueError) else str(exc))
 
 
 def under_root(root, path):

@@ -190,3 +190,30 @@ def test_a_bool_field_takes_yaml_booleans():
     text = "cdiVersion: 1.1.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    intelRdt: {closID: c, enableMonitoring: yes}\n"
     spec, errors, _model = _cdi_validate.load_spec_data(text.encode())
     assert errors == [] and spec["devices"][0]["containerEdits"]["intelRdt"]["enableMonitoring"] is True
+
+
+NUL_PATHS = {  # a NUL byte (a JSON \u0000 escape, a YAML "\0") in each path a spec gives: no host object has such a name
+    "a device node": ('deviceNodes: [{path: "/dev/nvidia0\\0"}]', "cdi.inject.device_node"),
+    "a device node's hostPath": ('deviceNodes: [{path: /dev/nvidia0, hostPath: "/dev/nvidia0\\0"}]', "cdi.inject.device_node"),
+    "a mount's hostPath": ('mounts: [{hostPath: "/usr/lib/x\\0", containerPath: /a}]', "cdi.host.mount_source"),
+    "a library mount": ('mounts: [{hostPath: "/usr/lib/libcuda.so.1\\0", containerPath: /usr/lib/libcuda.so.1}]',
+                        "cdi.host.mount_source"),
+    "a driver library mount": ('mounts: [{hostPath: "/usr/lib/libnvidia-ml.so.1\\0", containerPath: /usr/lib/libnvidia-ml.so.1}]',
+                               "cdi.host.mount_source"),
+    "a library directory mount": ('mounts: [{hostPath: "/usr/lib/x86_64-linux-gnu\\0", containerPath: /usr/lib/x86_64-linux-gnu}]',
+                                  "cdi.host.mount_source"),
+    "a mount's containerPath": ('mounts: [{hostPath: /dev, containerPath: "/a\\0b"}]', None),
+    "a hook": ('hooks: [{hookName: createContainer, path: "/usr/bin/h\\0"}]', "cdi.host.hook"),
+    "a mount on the library path": ('env: ["LD_LIBRARY_PATH=/a\\0"]\n    mounts: [{hostPath: /dev, containerPath: "/a\\0"}]', None),
+}
+
+
+@pytest.mark.parametrize("what", sorted(NUL_PATHS))
+def test_a_path_with_a_nul_byte_is_judged_never_raised(tmp_path, what):
+    # Go's syscalls answer EINVAL for such a name (the library fails to inject a device node: "failed to stat CDI host
+    # device ...: invalid argument"); Python raises ValueError: the layer must say what the runtime will meet
+    edits, check = NUL_PATHS[what]
+    rec = _layer(_host(tmp_path), "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: d\n  containerEdits:\n    %s\n" % edits)
+    assert rec["layer"] == "cdi" and rec["status"] in (FAIL, WARN, PASS)
+    if check:
+        assert rec["status"] == FAIL and any(c["id"] == check and c["status"] == FAIL for c in rec["checks"]), rec["checks"]

@@ -61,6 +61,42 @@ def test_json_slash_escape_is_rejected_and_yaml_quote_escape_accepted():
     assert errors == [] and spec["devices"][0]["containerEdits"]["env"] == ["A=it's"]
 
 
+def test_only_a_yaml_1_1_directive_is_read():
+    # go-yaml v2 (parserc.go yaml_parser_process_directives): any other %YAML version is an incompatible document
+    assert loader.load_first_document(b"%YAML 1.1\n---\na: 1\n") == [("a", 1)]
+    for version in (b"1.2", b"1.0", b"2.0"):
+        with pytest.raises(loader.YAMLError, match="found incompatible YAML document"):
+            loader.load_first_document(b"%YAML " + version + b"\n---\na: 1\n")
+
+
+@pytest.mark.parametrize("tag", ["!!merge", "!!seq", "!!map", "!!set", "!!omap", "!!pairs", "!!value", "!!yaml"])
+def test_a_yaml_org_tag_go_yaml_does_not_resolve_keeps_the_scalars_text(tag):
+    # resolve.go resolvableTag: "", str, bool, int, float, null, timestamp; any other tag leaves the text
+    assert loader.load_first_document(("a: [%s 1, %s x]\n" % (tag, tag)).encode()) == [("a", ["1", "x"])]
+    with pytest.raises(loader.YAMLError, match="cannot decode"):
+        loader.load_first_document(b"a: !!int x\n")
+
+
+@pytest.mark.parametrize("text, is_timestamp", [
+    ("2001-12-14", True), ("2000-2-29", True), ("2001-12-14T21:59:43Z", True), ("2001-12-14t21:59:43.10-05:00", True),
+    ("2001-12-14 21:59:43", True),
+    ("2001-13-45", False), ("2001-2-29", False), ("2001-12-14T21:59:43", False), ("2001-12-14 21:59:43 Z", False),
+    ("2001-12-14T24:00:00Z", False), ("01-12-14", False),
+])
+def test_a_timestamp_tag_takes_what_go_time_parse_takes(text, is_timestamp):
+    # goyaml.v2 resolve.go parseTimestamp: its four layouts through time.Parse (a date in its month, fields in range)
+    if is_timestamp:
+        assert loader.load_first_document(("a: !!timestamp %s\n" % text).encode()) == [("a", text)]
+    else:
+        with pytest.raises(loader.YAMLError, match="as a !!timestamp"):
+            loader.load_first_document(("a: !!timestamp %s\n" % text).encode())
+
+
+def test_two_nan_keys_are_two_keys():
+    # NaN is not equal to itself, in Go's map as here: never "already set"
+    assert len(loader.load_first_document(b"{.nan: a, .NaN: b}\n")) == 2
+
+
 @pytest.mark.parametrize("text, why", [
     ("a: 1\na: 2\n", "already set in map"),
     ("1: a\n0x1: b\n", "already set in map"),        # the same Go value

@@ -188,3 +188,26 @@ def test_every_table_library_of_0_5_2_and_later_has_a_reading():
         if lib.startswith(("v0.5", "v0.6", "v0.7", "v0.8", "specs-go/")):
             assert readings.reading_for(lib), lib
     assert byruntime.reading_groups(None, None)[0]["reading"] is readings.DEFAULT
+
+
+_NIL = "cdiVersion: %s\nkind: om/cl\ndevices:\n- name: %s\n  containerEdits:\n%s"
+V052, V080 = readings.reading_for("v0.5.2"), readings.reading_for("v0.8.0", gopath_go122=True)
+
+
+@pytest.mark.parametrize("version, name, edits, panics", [
+    # (a spec, whether each library reaches its null entry and panics; checked against both Debian readers by
+    # tests/integration/test_cdi_differential.py, whose corpus has these)
+    ("9.9.9", "d", "    deviceNodes: [~]\n", (False, False)),                 # validateVersion stops first
+    ("0.5.0", "d", "    deviceNodes: [~]\n", (True, True)),
+    ("0.5.0", "d", "    env: [A]\n    mounts: [~]\n", (False, True)),         # 0.5.2: env first; 0.8: requiresV040 reads mounts first
+    ("0.5.0", "d", "    env: [A]\n    deviceNodes: [~]\n", (False, True)),    # 0.8: requiresV050 reads the nodes' hostPath
+    ("0.5.0", "1", "    env: [A]\n    deviceNodes: [~]\n", (False, False)),   # ...unless a device name starts with a digit
+    ("0.5.0", "d", "    mounts: [{hostPath: /a, containerPath: /b, type: bind}, ~]\n    env: [A]\n", (False, False)),  # 0.8: V040 returns first
+    ("0.5.0", "d", "    deviceNodes: [{path: ''}, ~]\n", (False, True)),       # 0.5.2: the first node's error first; 0.8: V050 reads both
+    ("0.5.0", "d", "    hooks: [~]\n    deviceNodes: [{path: ''}]\n", (False, False)),  # nodes before hooks
+])
+def test_a_null_entry_panics_only_where_each_library_gets_to_it(version, name, edits, panics):
+    for reading, panic in zip((V052, V080), panics):
+        spec, errors, _model = load_spec_data((_NIL % (version, name, edits)).encode(), reading=reading)
+        assert spec is None and errors  # rejected either way
+        assert any(rule == "panic" for rule, _m in errors) is panic, (reading["name"], errors)
