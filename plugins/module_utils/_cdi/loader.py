@@ -204,7 +204,7 @@ def _key(value, where):
         return ("int", value)
     if isinstance(value, float):
         # NaN is not equal to itself in Go either: two NaN keys are never the same key
-        return ("float", value) if value == value else ("nan", object())
+        return ("nan", object()) if math.isnan(value) else ("float", value)
     return ("null", None) if value is None else ("str", value)
 
 
