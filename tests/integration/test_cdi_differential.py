@@ -253,6 +253,11 @@ CORPUS = [
              "  containerEdits: {env: [!!merge A=1, !!seq B=2, !!map C=3, !!set D=4, !!omap E=5, !!value F=6, !!yaml G=7]}\n"),
     ("yaml", "cdiVersion: 0.5.0\nkind: example.com/mergetag\ndevices:\n- name: d\n  containerEdits: &b {env: [A=1]}\n"
              "- name: e\n  containerEdits: {!!merge <<: *b, deviceNodes: [{path: /dev/null}]}\n"),
+    # an anchor name redefined inside its own node: an alias names the one declared last (the inner one)
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/reanchor\ndevices:\n- name: d\n  containerEdits: &a {env: &a [B=2]}\n"
+             "containerEdits:\n  env: *a\n"),
+    ("yaml", "cdiVersion: 0.5.0\nkind: example.com/reanchor2\ndevices:\n- name: d\n  containerEdits: &a {env: [B=2]}\n"
+             "- name: e\n  containerEdits: *a\n"),
     # a NUL byte in a path: the library cannot stat such a device node (EINVAL: the device is not injected); a mount's
     # or a hook's path it passes on as written
     ("json", _one("example.com/nulnode", "0.5.0", edits={"deviceNodes": [{"path": "/dev/null\u0000"}]})),

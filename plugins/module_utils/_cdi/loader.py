@@ -324,7 +324,7 @@ def _build(text):
                 if event.anchor not in anchors:
                     raise YAMLError("%sunknown anchor '%s' referenced" % (where, event.anchor))
                 value = anchors[event.anchor]
-                if value is _BUILDING:
+                if isinstance(value, (_Mapping, _Sequence)):  # a node still being built: the alias is inside it
                     raise YAMLError("%sanchor '%s' value contains itself" % (where, event.anchor))
             elif isinstance(event, yaml.ScalarEvent):
                 if event.style == '"':
@@ -339,8 +339,8 @@ def _build(text):
                     frame = _Mapping(event.anchor)
                 else:
                     frame = _Sequence(event.anchor)
-                if event.anchor:
-                    anchors[event.anchor] = _BUILDING
+                if event.anchor:  # an anchor names the node declared last under its name (go-yaml's parser sets it as
+                    anchors[event.anchor] = frame  # the node starts): one redefined inside this node keeps the name
                 stack.append(frame)
                 continue
             else:  # MappingEnd / SequenceEnd
@@ -348,7 +348,7 @@ def _build(text):
                 value = frame.pairs if isinstance(frame, _Mapping) else frame.items
                 if isinstance(frame, _Mapping) and frame.has_key:
                     raise YAMLError("%smapping key without a value" % where)
-                if frame.anchor:
+                if frame.anchor and anchors.get(frame.anchor) is frame:
                     anchors[frame.anchor] = value
             if not stack:
                 result, done = value, True
@@ -368,9 +368,6 @@ def _build(text):
         return result
     finally:
         loader.dispose()
-
-
-_BUILDING = object()
 
 
 class _Sequence(object):

@@ -92,6 +92,14 @@ def test_a_timestamp_tag_takes_what_go_time_parse_takes(text, is_timestamp):
             loader.load_first_document(("a: !!timestamp %s\n" % text).encode())
 
 
+def test_an_alias_names_the_node_declared_last_under_its_name():
+    # go-yaml's parser names a node as it starts it: one redefined inside keeps the name; a node is not its own value
+    assert loader.load_first_document(b"a: &x {b: &x [1]}\nc: *x\n") == [("a", [("b", [1])]), ("c", [1])]
+    assert loader.load_first_document(b"a: &x [1]\nb: &x [2]\nc: *x\n")[2] == ("c", [2])
+    with pytest.raises(loader.YAMLError, match="contains itself"):
+        loader.load_first_document(b"a: &x [1, *x]\n")
+
+
 def test_two_nan_keys_are_two_keys():
     # NaN is not equal to itself, in Go's map as here: never "already set"
     assert len(loader.load_first_document(b"{.nan: a, .NaN: b}\n")) == 2
