@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_inspect import link_checkouts  # noqa: E402  pylint: disable=wrong-import-position
+from bench_inspect import checkout_env, link_checkouts  # noqa: E402  pylint: disable=wrong-import-position
 from bench_node import timed  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,10 +63,8 @@ def main():
         checkouts, paths = link_checkouts(tmp, args.baseline)
         envs = {}
         for label, _checkout in checkouts:
-            pythonpath = os.pathsep.join(p for p in (paths[label], os.environ.get("PYTHONPATH")) if p)
-            envs[label] = dict(os.environ, GPUPROBE_CACHE=os.path.join(tmp, "cache-" + label.replace(":", "_")),
-                               ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"), ANSIBLE_COLLECTIONS_PATH=paths[label],
-                               PYTHONPATH=pythonpath)
+            envs[label] = checkout_env(paths[label], GPUPROBE_CACHE=os.path.join(tmp, "cache-" + label.replace(":", "_")),
+                                       ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
         env = envs["now"]
         plays = {"ping": _play(os.path.join(tmp, "ping.json"), "ansible.builtin.ping", {})}
         for module in args.modules:

@@ -65,6 +65,13 @@ def one(checkout_path, params):
     return res
 
 
+def checkout_env(top, **extra):
+    """This process's environment with the collection linked under ``top`` (a ``link_checkouts`` path) first on
+    ANSIBLE_COLLECTIONS_PATH and PYTHONPATH, and ``extra``."""
+    pythonpath = os.pathsep.join(p for p in (top, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top, PYTHONPATH=pythonpath, **extra)
+
+
 def link_checkouts(tmp, baselines):
     """[(label, checkout)] of this checkout ("now") and each baseline ("baseline:<dir name>"), and label -> a directory
     under ``tmp`` to put on ANSIBLE_COLLECTIONS_PATH/PYTHONPATH for it (ansible_collections/gpuprobe/layers links)."""

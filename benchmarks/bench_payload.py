@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_inspect import link_checkouts
+from bench_inspect import checkout_env, link_checkouts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = ["ansible.builtin.ping", "gpuprobe.layers.node_layers", "gpuprobe.layers.node_verify", "gpuprobe.layers.node_probe",
@@ -105,8 +105,7 @@ def main():
     checkouts, paths = link_checkouts(tmp, args.baseline)
     envs = {}
     for label, top in paths.items():
-        pythonpath = os.pathsep.join(p for p in (top, os.environ.get("PYTHONPATH")) if p)
-        envs[label] = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top, PYTHONPATH=pythonpath, ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
+        envs[label] = checkout_env(top, ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "lt"))
     rows = dict(((label, m), []) for label, _p in checkouts for m in args.modules)
     kept = dict((label, kept_modules(checkout)) for label, checkout in checkouts)
     try:

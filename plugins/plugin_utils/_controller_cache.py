@@ -295,6 +295,14 @@ def _try_lock(path):
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
+def _docstring(node):
+    """The docstring statement of ``node`` (a module, class or function), or None."""
+    body = node.body if isinstance(node, _DOCUMENTED) else None
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        return body[0]
+    return None
+
+
 def _code(source, name):
     """The marshalled code of ``source`` (bytes) for this Python, without its docstrings (the node never reads them,
     and they are about a sixth of the bytecode), or None when this Python cannot compile it (the node's may: it
@@ -302,10 +310,9 @@ def _code(source, name):
     try:
         tree = ast.parse(source, BYTECODE_PREFIX + name)
         for node in ast.walk(tree):
-            body = node.body if isinstance(node, _DOCUMENTED) else None
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.copy_location(ast.Pass(), body[0])]
+            doc = _docstring(node)
+            if doc is not None:
+                node.body = node.body[1:] or [ast.copy_location(ast.Pass(), doc)]
         return marshal.dumps(compile(tree, BYTECODE_PREFIX + name, "exec", dont_inherit=True, optimize=0))
     except (SyntaxError, ValueError):
         return None
@@ -348,17 +355,15 @@ def lean_source(source):
                 lines[row - 1] = line[:col].rstrip() + line[len(line.rstrip("\r\n")):]
         blob = [line.encode("utf-8") for line in lines]
         for node in ast.walk(ast.parse("".join(lines))):
-            body = node.body if isinstance(node, _DOCUMENTED) else None
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                doc = body[0]  # offsets in bytes
+            doc = _docstring(node)  # its offsets are in bytes
+            if doc is not None:
                 first, last = blob[doc.lineno - 1], blob[doc.end_lineno - 1]
                 end = last[len(last.rstrip(b"\r\n")):]
                 for row in range(doc.lineno - 1, doc.end_lineno - 1):
                     blob[row] = end
                 tail = last[doc.end_col_offset:].rstrip().lstrip(b" \t")
                 tail = tail[1:].lstrip(b" \t") if tail.startswith(b";") else tail  # """doc"""; code
-                rest = (first[:doc.col_offset] + (tail or (b"" if body[1:] else b"pass"))).rstrip()
+                rest = (first[:doc.col_offset] + (tail or (b"" if node.body[1:] else b"pass"))).rstrip()
                 blob[doc.end_lineno - 1] = (rest if rest.strip() else b"") + end
         lean = b"".join(blob)
         if _code_shape(ast.parse(lean)) != _code_shape(ast.parse(text)):
@@ -373,10 +378,8 @@ def _code_shape(tree):
     ``lean_source`` must keep."""
     lines = []
     for node in ast.walk(tree):
-        body = node.body if isinstance(node, _DOCUMENTED) else None
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
+        if _docstring(node) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
     for node in ast.walk(tree):
         if not isinstance(node, ast.Pass):
             lines.append(getattr(node, "lineno", None))

@@ -18,6 +18,8 @@ import os
 import stat
 import struct
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import PATH_ERRORS, path_error
+
 MAGIC = b"\x7fELF"
 MAX_PHDRS = 256
 MAX_DYNAMIC = 64 * 1024
@@ -106,8 +108,8 @@ def read_library(path):
     """What the file at ``path`` is as a shared library (see the module's docstring); never raises."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except (OSError, ValueError) as exc:  # ValueError: a name with a NUL byte
-        return _fail("cannot open: %s" % (exc.strerror if isinstance(exc, OSError) else "invalid argument"))
+    except PATH_ERRORS as exc:
+        return _fail("cannot open: %s" % path_error(exc))
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):

@@ -30,7 +30,7 @@ import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.digest import same_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.elf import name_major, name_stem, read_library
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import under_root
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.fs import PATH_ERRORS, under_root
 
 # The libraries the probe's CUDA loads by name: check key -> (the name the loader asks for, the step that fails)
 LOADED = {
@@ -175,7 +175,7 @@ def driver_library_check(builder, mount, full, driver_root_file, soname):
     stem = name_stem(mount.get("containerPath"))
     try:
         real = os.path.realpath(full)
-    except ValueError:  # a name with a NUL byte (no such file): the name itself
+    except PATH_ERRORS:  # a name with a NUL byte (no such file): the name itself
         real = full
     versioned = re.match(r"^%s\.so\.\d{3,}\.\d+" % re.escape(stem), posixpath.basename(real))
     if stem == "libcuda" or not stem.startswith("libnvidia-") or not (stem in PROBE_LIBRARIES or versioned):

@@ -13,19 +13,19 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue imp
 # Names (pkg/parser)
 
 
-def _is_letter(c):
+def is_letter(c):
     return ("A" <= c <= "Z") or ("a" <= c <= "z")
 
 
 def _is_alnum(c):
-    return _is_letter(c) or ("0" <= c <= "9")
+    return is_letter(c) or ("0" <= c <= "9")
 
 
 def validate_vendor_or_class(name, what):
     """None when valid, else the error text (pkg/parser validateVendorOrClassName)."""
     if not name:
         return "invalid %s. empty name" % what
-    if not _is_letter(name[0]):
+    if not is_letter(name[0]):
         return "invalid %s. %r, should start with letter" % (what, name)
     for c in name[1:-1]:
         if not (_is_alnum(c) or c in "_-."):

@@ -14,7 +14,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.loader import YMap, parse_bytes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.readings import DEFAULT
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.names import (
-    _vkey, minimum_version, normalize_version, parse_qualifier, validate_device_name, validate_vendor_or_class,
+    _vkey, is_letter, minimum_version, normalize_version, parse_qualifier, validate_device_name, validate_vendor_or_class,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.schema import _OBJ, _Coercer, _TooComplex, _type_name
 
@@ -143,15 +143,39 @@ def _edits_empty(edits):
         and edits.get("intelRdt") is None
 
 
+def _library_version(raw_version, reading):
+    """The spec's cdiVersion normalized, or None where the library ``reading`` does not know it (validateVersion)."""
+    version = normalize_version(raw_version)
+    if version is not None and (_vkey(version) > _vkey(reading["max_version"]) or (raw_version.startswith("v") and not reading["v_prefix"])):
+        return None
+    return version
+
+
+def _kind_errors(kind, reading):
+    """(rule, message) of the spec's kind as the library checks it (ValidateVendorName, ValidateClassName)."""
+    errors = []
+    vendor, klass = parse_qualifier(kind)
+    for part, what in ((vendor, "vendor"), (klass, "class")):
+        if len(part) == 1 and part.isalpha():
+            # pkg/parser validateVendorOrClassName slices name[1:len(name)-1]: a one-character name panics
+            # (slice bounds out of range) in every release v0.6.0-v1.1.0; guarded only after v1.1.0.
+            errors.append(("panic", "kind %r: the one-character %s %r makes the library's validateVendorOrClassName "
+                                    "panic (slice bounds out of range [1:0]; CDI v0.6.0-v1.1.0)" % (kind, what, part)))
+    for err in (validate_vendor_or_class(vendor, "vendor"), validate_vendor_or_class(klass, "class")):
+        if err:
+            errors.append(("kind", "kind %r: %s" % (kind, err)))
+    if not reading["class_dot"] and "." in klass and not validate_vendor_or_class(klass, "class"):
+        errors.append(("kind", "kind %r: invalid character '.' in device class %r (library %s)" % (kind, klass, reading["name"])))
+    return errors
+
+
 def validate_spec(spec, reading=None):
     """All rule violations of a coerced spec, as a list of (rule, message); rules: version, kind, devices,
     edits, annotations. ``reading``: the library version's rules (readings.py), the project's own when None."""
     reading = reading or DEFAULT
     errors = []
     raw_version = spec.get("cdiVersion")
-    version = normalize_version(raw_version)
-    if version is not None and (_vkey(version) > _vkey(reading["max_version"]) or (raw_version.startswith("v") and not reading["v_prefix"])):
-        version = None
+    version = _library_version(raw_version, reading)
     minimum, reasons = minimum_version(spec)
     known = [v for v in KNOWN_VERSIONS if _vkey(v) <= _vkey(reading["max_version"])]
     if raw_version is None:
@@ -168,18 +192,7 @@ def validate_spec(spec, reading=None):
             "version check sees the last device's edits alone (specs-go requiresV050/V040, loop-variable aliasing under "
             "go 1.19); a fixed library rejects the file" % (raw_version, minimum, "; ".join(reasons)))
     kind = spec.get("kind") or ""
-    vendor, klass = parse_qualifier(kind)
-    for part, what in ((vendor, "vendor"), (klass, "class")):
-        if len(part) == 1 and part.isalpha():
-            # pkg/parser validateVendorOrClassName slices name[1:len(name)-1]: a one-character name panics
-            # (slice bounds out of range) in every release v0.6.0-v1.1.0; guarded only after v1.1.0.
-            errors.append(("panic", "kind %r: the one-character %s %r makes the library's validateVendorOrClassName "
-                                    "panic (slice bounds out of range [1:0]; CDI v0.6.0-v1.1.0)" % (kind, what, part)))
-    for err in (validate_vendor_or_class(vendor, "vendor"), validate_vendor_or_class(klass, "class")):
-        if err:
-            errors.append(("kind", "kind %r: %s" % (kind, err)))
-    if not reading["class_dot"] and "." in klass and not validate_vendor_or_class(klass, "class"):
-        errors.append(("kind", "kind %r: invalid character '.' in device class %r (library %s)" % (kind, klass, reading["name"])))
+    errors.extend(_kind_errors(kind, reading))
     if reading["annotations"]:
         errors.extend(("annotations", e) for e in validate_annotations(spec.get("annotations"), kind or "spec"))
     errors.extend(validate_edits(spec.get("containerEdits") or {}, "containerEdits", version, reading))
@@ -247,7 +260,7 @@ def _min_version_reached(spec, nil_entries):
     blocks.append((spec.get("containerEdits") or {}, "containerEdits"))
     names = [d.get("name") or "" for d in spec.get("devices") or []]
     walks = [("mounts", lambda m: bool(m.get("type")))]
-    if not any(n and not n[0].isalpha() for n in names):
+    if not any(n and not is_letter(n[0]) for n in names):  # parser.IsLetter: ASCII letters
         walks.append(("deviceNodes", lambda n: bool(n.get("hostPath"))))
     for name, has_feature in walks:
         for edits, where in blocks:
@@ -267,10 +280,8 @@ def null_entry_reached(spec, nil_entries, reading=None):
     if not nil_entries:
         return None
     reading = reading or DEFAULT
-    raw_version = spec.get("cdiVersion")
-    version = normalize_version(raw_version)
-    if raw_version is None or version is None or _vkey(version) > _vkey(reading["max_version"]) \
-            or (raw_version.startswith("v") and not reading["v_prefix"]):
+    version = _library_version(spec.get("cdiVersion"), reading)
+    if version is None:
         return False  # validateVersion
     if reading["min_version"]:
         if _min_version_reached(spec, nil_entries):
@@ -278,10 +289,7 @@ def null_entry_reached(spec, nil_entries, reading=None):
         if _vkey(minimum_version(spec, library=reading["aliasing"])[0]) > _vkey(version):
             return False
     kind = spec.get("kind") or ""
-    vendor, klass = parse_qualifier(kind)
-    if any(validate_vendor_or_class(part, what) for part, what in ((vendor, "vendor"), (klass, "class"))) \
-            or any(len(part) == 1 and part.isalpha() for part in (vendor, klass)) \
-            or (not reading["class_dot"] and "." in klass):
+    if _kind_errors(kind, reading):
         return False  # ValidateVendorName / ValidateClassName (a one-character name panics there: not a null entry)
     if reading["annotations"] and validate_annotations(spec.get("annotations"), kind or "spec"):
         return False

@@ -202,6 +202,7 @@ V052, V080 = readings.reading_for("v0.5.2"), readings.reading_for("v0.8.0", gopa
     ("0.5.0", "d", "    env: [A]\n    mounts: [~]\n", (False, True)),         # 0.5.2: env first; 0.8: requiresV040 reads mounts first
     ("0.5.0", "d", "    env: [A]\n    deviceNodes: [~]\n", (False, True)),    # 0.8: requiresV050 reads the nodes' hostPath
     ("0.5.0", "1", "    env: [A]\n    deviceNodes: [~]\n", (False, False)),   # ...unless a device name starts with a digit
+    ("0.5.0", "\u00e9", "    deviceNodes: [~]\n", (False, False)),          # ...or any other non-ASCII-letter (parser.IsLetter)
     ("0.5.0", "d", "    mounts: [{hostPath: /a, containerPath: /b, type: bind}, ~]\n    env: [A]\n", (False, False)),  # 0.8: V040 returns first
     ("0.5.0", "d", "    deviceNodes: [{path: ''}, ~]\n", (False, True)),       # 0.5.2: the first node's error first; 0.8: V050 reads both
     ("0.5.0", "d", "    hooks: [~]\n    deviceNodes: [{path: ''}]\n", (False, False)),  # nodes before hooks
