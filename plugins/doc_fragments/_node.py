@@ -59,6 +59,19 @@ options:
     description: The result of a M(gpuprobe.layers.cdi_spec) call of this run (C(path), C(kind), C(devices)) to read instead of writing one.
     type: dict
     default: {}
+  trusted_edits:
+    description:
+      - Spec edits the site declares trusted, beyond what NVIDIA's CDI generators write (the cdi layer's allowlist,
+        check C(cdi.trust.accounted)). An edit of a requested device that is neither is unaccounted, a cdi FAIL, and
+        the probe does not run for it.
+      - Each item is a mapping with one or more of C(hostPath), C(containerPath) (a mount; a device node's
+        C(hostPath)), C(env) (an env entry's name), C(hook) (a hook's program path), C(deviceNode) (a device node's
+        path), each a shell-style pattern (C(*) also matches C(/)) that the edit's field must match whole, and an
+        optional C(why). An edit is accounted for by the first item whose every pattern matches it.
+      - A verdict that rests on a declared edit says so (its reason, and C(evidence.trust) of the cdi record).
+    type: list
+    elements: dict
+    default: []
   self_built_spec_dir:
     description: Where the self-built spec is written and removed (never under C(/etc/cdi)).
     type: path

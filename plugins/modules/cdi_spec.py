@@ -72,7 +72,8 @@ options:
       - "V(no_ptxjit_mount): without the libnvidia-ptxjitcompiler mount (compute, C(compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND))."
       - "V(no_uvm_node): without C(/dev/nvidia-uvm) (compute, C(compute.cuda.CUDA_ERROR_UNKNOWN))."
       - "V(cgroup_read_only): every device node with cgroup permissions C(r) (runtime, C(runtime.device_node.open.EPERM))."
-      - "V(stub_libcuda): the CUDA toolkit's stub C(libcuda.so) as C(libcuda.so.1) (compute, C(compute.cuda.CUDA_ERROR_STUB_LIBRARY))."
+      - "V(stub_libcuda): the CUDA toolkit's stub C(libcuda.so) as C(libcuda.so.1) (cdi, C(cdi.trust.accounted): not a file of the
+        driver, so the probe does not run; alone in a container cuInit answers C(CUDA_ERROR_STUB_LIBRARY))."
       - "V(file_mode_0000): C(fileMode) 0 on the GPU nodes (no failure: the runtime does not apply it)."
       - "V(missing_hostpath): an extra bind mount whose hostPath does not exist (cdi, C(cdi.host.mount_source))."
       - "V(stale_library): libcuda's hostPath names C(libcuda.so.<another driver version>) (cdi, C(cdi.host.library_version))."

@@ -111,6 +111,15 @@ options:
         C(devices)). With O(cdi_source=self-built) that spec is used and its removal is left to the caller.
     type: dict
     default: {}
+  trusted_edits:
+    description:
+      - Spec edits the site declares trusted beyond what NVIDIA's CDI generators write (check C(cdi.trust.accounted)), as
+        mappings with one or more of C(hostPath), C(containerPath), C(env), C(hook), C(deviceNode) (shell-style patterns
+        the edit's field must match whole) and an optional C(why). An edit neither written by the generators nor declared
+        is unaccounted (the node is FAILED_AT_CDI, the probe does not run); a verdict resting on a declared edit says so.
+    type: list
+    elements: dict
+    default: []
   self_built_spec_dir:
     description: Where the self-built spec is written (never under C(/etc/cdi)).
     type: path

@@ -20,7 +20,7 @@ DOORS = {
     "module_utils._common": "*",
     "module_utils._host": {"layer", "catalogue", "busy", "driver"},
     "module_utils._host.health": {"readers", "xid", "dcgm", "judge", "limits", "reasons"},
-    "module_utils._cdi": {"layer", "catalogue", "spec", "engine"},
+    "module_utils._cdi": {"layer", "catalogue", "spec", "engine", "trust"},
     "module_utils._runtime": {"layer", "catalogue", "select", "cleanup", "handler", "nodefs"},
     "module_utils._probe": {"script", "contract"},
     "module_utils._compute": {"layer", "catalogue", "binding", "host_control"},

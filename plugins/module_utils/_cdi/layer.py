@@ -20,7 +20,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.audit import SENSITIVE_EXACT, SENSITIVE_UNDER, audit, sensitive_mount
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import byruntime as _byruntime
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine as _engine, identity as _identity
-from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity as _integrity
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import trust as _trust
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.bounded import DEFAULT_READ_TIMEOUT, Deadline
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.catalogue import (
     ANNOTATIONS_MAX_BYTES, CHECKS as _SPEC_CHECKS, CONSEQUENCES, DEFAULT_KINDS, DEFAULT_LAYER_TIMEOUT, DEFAULT_MAX_SPEC_FILES,
@@ -49,7 +49,7 @@ CHECKS = dict(_SPEC_CHECKS)
 CHECKS.update(_identity.CHECKS)
 CHECKS.update(_compat.CHECKS)
 CHECKS.update(_engine.CHECKS)
-CHECKS.update(_integrity.CHECKS)
+CHECKS.update(_trust.CHECKS)
 
 # names other code imports from _cdi (tests, _cdi_spec, benchmarks), re-exported from the package's modules
 __all__ = [
@@ -137,6 +137,14 @@ def file_judgement(rec, explicit, resolved, unresolved, sources, requested_kinds
         return WARN, " (the runtime drops this file%s)" % (
             "; its devices %s do not exist for the runtime" % ", ".join(lost) if lost else "")
     return WARN, " (kind %s is not requested: the runtime drops this file and uses none of it)" % kind
+
+
+def _other_edit_fields(registry, qualified):
+    """The containerEdits fields of a device and of its spec that the merge does not carry (intelRdt, netDevices...)."""
+    rec = registry[qualified]
+    blocks = [rec["spec"].get("containerEdits"), device_of(registry, qualified).get("containerEdits")]
+    return sorted(set(k for block in blocks if isinstance(block, dict) for k, v in block.items()
+                      if k not in _trust.EDIT_KEYS and v not in (None, [], {}, "")))
 
 
 def _requested_kinds(devices, kinds):
@@ -309,12 +317,14 @@ def _judge_files(b, files, devices, requested_kinds, unread):
 
 def record(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds=DEFAULT_KINDS,
            host=None, root="/", max_spec_size=DEFAULT_MAX_SPEC_SIZE, environ=None, runtime="auto",
-           max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT, engines=None):
+           max_spec_files=DEFAULT_MAX_SPEC_FILES, timeout=DEFAULT_LAYER_TIMEOUT, engines=None, trusted_edits=None):
     """Run the cdi layer and return its record (plugins/module_utils/_common/result.py contract). ``timeout``: the layer's own
     time limit for reading the spec dirs (seconds, None: none), enforced here on the node. ``engines``: the runtimes
     the verdict speaks for (``_runtime_select.select_runtimes``' dicts, each with ``cdi_config`` from
     ``_engine.read_engine_config``): their own CDI configuration is judged (``cdi.engine.config``, per runtime) and the
-    spec versions are judged for each of them; None: the runtime ``runtime`` names or the first found (compat)."""
+    spec versions are judged for each of them; None: the runtime ``runtime`` names or the first found (compat).
+    ``trusted_edits``: the site's declared trusted edits (``_cdi.trust.check_declared``; ValueError when malformed)."""
+    _trust.check_declared(trusted_edits)
     b = LayerBuilder("cdi", CHECKS)
     devices = [str(d) for d in (devices or [])]
     kinds = list(kinds or DEFAULT_KINDS)
@@ -356,6 +366,7 @@ def record(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds
     edits, sources = merge_edits(registry, resolved, root) if resolved else (
         {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}, {})
     driver = running_driver_version(host, root) if edits["mounts"] else (None, "no mounts")
+    trusted = {}
     # Which host GPU(s) every device of the requested kinds gives (from its own merged device nodes), and
     # whether the node's runtime can read the specs that provide the requested devices.
     identity_devices = [{"name": q, "deviceNodes": merge_edits(registry, [q], root)[0]["deviceNodes"]}
@@ -371,8 +382,11 @@ def record(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds
     if resolved:
         host_checks(b, edits, root, host, driver)
         inject_checks(b, edits)
-        # what the probe trusts in the container, per requested device: a FAIL blocks the probe (docs/safety.md)
-        for c in _integrity.integrity_checks([(q, merge_edits(registry, [q], root)[0]) for q in resolved], root):
+        # every edit of each requested device accounted for, else a FAIL that blocks the probe (docs/safety.md)
+        trust_rows, trusted = _trust.trust_checks(
+            [(q, merge_edits(registry, [q], root)[0], _other_edit_fields(registry, q)) for q in resolved], root, host,
+            trusted_edits, driver[0])
+        for c in trust_rows:
             b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
         if is_nvidia(edits):
             nvidia_checks(b, edits, root)
@@ -416,5 +430,6 @@ def record(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds
         "readings": [{"reading": g["reading"]["name"] if g["reading"] else None, "runtimes": g["runtimes"], "why": g["why"],
                       "source": g["source"], "build": g["build"], "library": g["library"]} for g in groups],
         "unread_files": dict((d, len(paths)) for d, paths in unread.items()),
+        "trust": {"devices": trusted, "declared": list(trusted_edits or [])},
     }
     return b.build()

@@ -82,9 +82,11 @@ VARIANTS = {
         "predicted_signature": "runtime.device_node.open.EPERM",
     },
     "stub_libcuda": {
-        "description": "the CUDA toolkit's stub libcuda.so mounted as libcuda.so.1",
-        "predicted_layer": "compute",
-        "predicted_signature": "compute.cuda.CUDA_ERROR_STUB_LIBRARY",
+        "description": "the CUDA toolkit's stub libcuda.so mounted as libcuda.so.1: not a file of the driver, so the edit is "
+                       "unaccounted and the probe does not run (alone in a container, cuInit would answer "
+                       "CUDA_ERROR_STUB_LIBRARY)",
+        "predicted_layer": "cdi",
+        "predicted_signature": "cdi.trust.accounted",
     },
     "file_mode_0000": {
         "description": "fileMode 0000 on the GPU node(s), probe run as uid 1000: podman+runc apply the mode (open() EACCES, "

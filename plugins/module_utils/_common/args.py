@@ -42,6 +42,8 @@ NODE_LAYERS_ARGSPEC = dict(
     cdi_kinds=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
     cdi_devices=dict(type="list", elements="str", default=[]),
     cdi_spec=dict(type="dict", default={}),
+    # the site's own trusted spec edits (_cdi.trust.check_declared): patterns an unaccounted edit may match
+    trusted_edits=dict(type="list", elements="dict", default=[]),
     self_built_spec_dir=dict(type="path", default=SELF_BUILT_SPEC_DIR),
     self_built_variant=dict(type="str", default="full", choices=list(VARIANTS)),
     stub_libcuda=dict(type="path"),

@@ -117,7 +117,8 @@ def _cdi_record(p, host, check_mode, cdi_record, selection=None, probe_follows=F
     if p["cdi_source"] != "self-built":
         try:
             return cdi_record(spec_dirs=p["cdi_spec_dirs"], devices=p["cdi_devices"], kinds=p["cdi_kinds"], host=host,
-                              root=p["root"], runtime=_single(p["runtime"]), engines=engines), None
+                              root=p["root"], runtime=_single(p["runtime"]), engines=engines,
+                              trusted_edits=p.get("trusted_edits")), None
         except Exception as exc:  # pylint: disable=broad-except
             return crashed("cdi", exc), None
     spec = p["cdi_spec"] or None
@@ -135,7 +136,7 @@ def _cdi_record(p, host, check_mode, cdi_record, selection=None, probe_follows=F
     try:
         # a self-built spec lives in the real spec dir, its host paths already resolved under root
         return cdi_record(spec_dirs=request["spec_dirs"], devices=request["devices"], kinds=request["kinds"], host=host,
-                          root="/", runtime=_single(p["runtime"]), engines=engines), spec
+                          root="/", runtime=_single(p["runtime"]), engines=engines, trusted_edits=p.get("trusted_edits")), spec
     except Exception as exc:  # pylint: disable=broad-except
         return crashed("cdi", exc), spec
 

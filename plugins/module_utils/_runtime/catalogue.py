@@ -23,8 +23,8 @@ CREATED_LABEL = "gpuprobe.created"  # epoch seconds
 
 
 # The probe's path in the container is drawn per run: a spec that mounts a file at a fixed path cannot take its
-# place (it would run under -I -S with the run's token). The cdi layer refuses edits under /gpuprobe and
-# /gpuprobe-<16 hex> (_cdi.integrity.PROBE_DIR) and over its parents.
+# place (it would run under -I -S with the run's token). No spec edit is accounted for there (_cdi.trust: the driver's
+# files only where NVIDIA's generators put them), so the cdi layer refuses such a device before the container starts.
 PROBE_CONTAINER_DIR_RE = re.compile(r"^/gpuprobe-[0-9a-f]{16}$")
 
 

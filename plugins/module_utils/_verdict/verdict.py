@@ -276,6 +276,35 @@ def _cdi_unproven(records):
     return None
 
 
+TRUST_CHECK = "cdi.trust.accounted"
+
+
+def _trust_unproven(records):
+    """Why the spec's edits are not all accounted for (``_cdi.trust``), or None: every requested device of the cdi
+    record needs its cdi.trust.accounted PASS; a record without it (an older collection, a record made by hand) is
+    not taken on its word."""
+    cdi = records.get("cdi") or {}
+    requested = ((cdi.get("evidence") or {}).get("requested_devices")) or []
+    passed = set(c.get("subject") for c in cdi.get("checks") or [] if c.get("id") == TRUST_CHECK and c.get("status") == PASS)
+    missing = [d for d in requested if d not in passed]
+    if not requested or missing:
+        return "cdi: %s did not PASS for %s: the spec's edits are not all accounted for, so the probe cannot vouch" % (
+            TRUST_CHECK, ", ".join(missing) or "any requested device")
+    return None
+
+
+def declared_trust(records):
+    """The edits a verification rests on because the site declared them trusted (cdi evidence.trust), [] when none."""
+    trust = (((records.get("cdi") or {}).get("evidence") or {}).get("trust")) or {}
+    devices = trust.get("devices") if isinstance(trust, dict) else None
+    out = []
+    for rows in devices.values() if isinstance(devices, dict) else []:
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict) and row.get("by") == "declared" and row.get("edit") not in out:
+                out.append(row.get("edit"))
+    return out
+
+
 def _container_runs(compute):
     containers = ((compute or {}).get("evidence") or {}).get("containers")
     if isinstance(containers, list):
@@ -442,7 +471,7 @@ def _one_runtime(records):
       cause (``attribute``);
     - COMPUTE_VERIFIED only when compute PASSed (or WARNed) inside a container that received the GPU through
       the runtime's CDI injection, the runtime layer did not fail, every expected GPU row PASSed, the cdi layer
-      ran, compute.driver.binding PASSed for every container run (the container's driver is the host's), the
+      ran and accounted for every edit of each requested device (cdi.trust.accounted PASS), compute.driver.binding PASSed for every container run (the container's driver is the host's), the
       host control did not FAIL, and no cdi check predicts a step to fail that PASSed (``PREDICTS``);
     - INCONCLUSIVE otherwise, with the reason naming what did not run or was not proven.
     """
@@ -461,12 +490,16 @@ def _one_runtime(records):
     if (_layer_status(records, "compute") in (PASS, WARN) and _cdi_injected(compute)
             and _layer_status(records, "runtime") in (PASS, WARN)):
         unproven = _unverified_gpus(rows) or "; ".join(
-            why for why in (_cdi_unproven(records), _uncovered_identity(records, rows), _runtime_unproven(records),
+            why for why in (_cdi_unproven(records) or _trust_unproven(records), _uncovered_identity(records, rows),
+                            _runtime_unproven(records),
                             _binding_unproven(compute) or _binding_evidence_unproven(records), _host_control_fails(compute),
                             _contradicted(records)) if why)
         if not unproven:
+            declared = declared_trust(records)
             return _verdict(COMPUTE_VERIFIED, "a CUDA kernel ran and was verified inside a container that got the GPU "
-                            "through CDI, on every expected GPU, by the host's driver (compute.driver.binding)", gpus=rows)
+                            "through CDI, on every expected GPU, by the host's driver (compute.driver.binding)%s" % (
+                                "; rests on edits the site declared trusted (trusted_edits): %s" % "; ".join(declared)
+                                if declared else ""), gpus=rows)
         return _verdict(INCONCLUSIVE, unproven, gpus=rows)
     missing = []
     for layer in ORDERED_LAYERS:

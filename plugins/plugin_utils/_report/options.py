@@ -293,6 +293,7 @@ VERIFY_DOMAINS = {
     "cdi_kinds": _list_of(_raises(_options.check_kind, "kind")),
     "cdi_devices": _list_of(_raises(_options.check_device, "device"), non_empty=False),
     "cdi_spec": _cdi_spec,
+    "trusted_edits": lambda v: _raises(_trust().check_declared)(v),  # pylint: disable=unnecessary-lambda
     "self_built_spec_dir": _spec_dir,
     "self_built_variant": _one_of(VARIANTS),
     "stub_libcuda": _abs(empty_ok=True),
@@ -315,6 +316,12 @@ VERIFY_DOMAINS = {
     "metrics_dir": lambda v: _abs(empty_ok=True)(v) or _not_etc_cdi(v),
     "vars_prefix": lambda v: None if v in (None, "verify_") else "must be verify_ (the verify role's variables)",
 }
+
+
+def _trust():
+    """The cdi layer's allowlist (its check of the declared trusted edits), imported when an option is checked."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import trust as _cdi_trust  # pylint: disable=import-outside-toplevel
+    return _cdi_trust
 
 
 def _publish_rules():

@@ -176,15 +176,19 @@ def test_build_argv_isolates_and_labels():
 
 def test_the_probe_path_in_the_container_is_drawn_per_run_and_refused_to_specs():
     # issue 32: a spec that mounts a file at a fixed probe path would run instead of the probe; the path is drawn per
-    # run, and the cdi layer refuses every path of that form (and the old /gpuprobe) before the container starts
-    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import integrity
+    # run, and no spec edit is accounted for there (issue 42: the cdi layer's allowlist places the driver's files
+    # only where the generators put them), so the device is refused before the container starts
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import legitimate
     engine = {"name": "podman", "path": "/usr/bin/podman"}
     paths = set(_runtime_adapters.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {})[-2]
                 for _run in range(20))
     paths |= set(_runtime_catalogue.probe_in_container() for _run in range(20))
     assert len(paths) == 40 and "/gpuprobe/probe.py" not in paths
     for path in paths | {"/gpuprobe/probe.py"}:
-        assert integrity.reaches(path) and integrity.reaches(posixpath.dirname(path)), path
+        for target in (path, posixpath.dirname(path), posixpath.join(posixpath.dirname(path), "libcuda.so.1")):
+            for kind, name in (("library", "libcuda.so.1"), ("program", "nvidia-smi"), ("config", "10_nvidia.json")):
+                rel = "/usr/share/glvnd/egl_vendor.d/10_nvidia.json" if kind == "config" else "/usr/lib/x86_64-linux-gnu/" + name
+                assert legitimate.placed(kind, rel, rel, target, name) is None, (target, kind)
     fixed = _runtime_adapters.build_argv(engine, "gpuprobe-r1-abc", "r1", "img:1", ["k.io/c=0"], "/tmp/p.py", {},
                                          in_container="/gpuprobe-0123456789abcdef/probe.py")
     assert fixed[-2] == "/gpuprobe-0123456789abcdef/probe.py" and "/tmp/p.py:/gpuprobe-0123456789abcdef/probe.py:ro" in fixed
