@@ -65,9 +65,13 @@ CHECKS = {
         "next": "remove the unknown field or fix its type; check the field against the spec version",
     },
     "cdi.spec.library_panic": {
-        "title": "no null entry in deviceNodes, mounts, hooks or netDevices (the reference library panics on one; stricter here)",
-        "fail": "the runtime's CDI library dereferences the nil entry in ContainerEdits.Validate and panics (the runtime may crash)",
-        "next": "remove the empty list entry ('- ' or '- null') from the spec",
+        "title": ("no null entry in deviceNodes, mounts, hooks or netDevices and no one-character vendor or class where the "
+                  "runtime's CDI library gets to them (it checks the cdiVersion first, from v0.5.4 the minimum version too; "
+                  "a file it rejects there panics nothing, docs/cdi-loader.md)"),
+        "fail": ("the runtime's CDI library panics while it loads the spec dirs (the runtime may crash): it dereferences the "
+                 "nil entry in ContainerEdits.Validate, or slices the one-character name (v0.5.2-v0.5.4 ValidateVendorName/"
+                 "ValidateClassName, v0.6.0-v1.1.0 validateVendorOrClassName)"),
+        "next": "remove the empty list entry ('- ' or '- null') from the spec, or give the kind a longer vendor and class",
     },
     "cdi.spec.version": {
         "title": ("cdiVersion is a version the runtime's CDI library knows and, from library v0.5.4, not lower than the minimum the "
