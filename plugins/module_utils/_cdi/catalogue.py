@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import HOOK_STAGES
+
 DEFAULT_KINDS = ("nvidia.com/gpu",)
 DEFAULT_MAX_SPEC_SIZE = 1024 * 1024
 # At most this many spec files are read per spec dir (the record of 10,000 specs was 90,000 checks, 19 MB): a node
@@ -20,7 +22,7 @@ MAX_NODES_PER_FILE = 200000
 # required version) is 0.3.0; 0.1.0 and 0.2.0 are still accepted as known versions.
 KNOWN_VERSIONS = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
 EARLIEST_VERSION = "0.3.0"
-VALID_HOOK_NAMES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
+VALID_HOOK_NAMES = HOOK_STAGES
 VALID_NODE_TYPES = ("", "b", "c", "u", "p")
 NO_PERMISSIONS = "none"
 ANNOTATIONS_MAX_BYTES = 256 * 1024  # Kubernetes TotalAnnotationSizeLimitB
