@@ -3,6 +3,7 @@ node-style specs, reproduced with synthetic char devices, a compiled libcuda who
 driver answered there, and real CDI injection from /var/run/cdi. The cdi record comes from the cdi layer on
 the same spec file; the node verdict is the real one.
 """
+import json
 import os
 
 import pytest
@@ -133,6 +134,47 @@ def test_a_spec_hook_that_fails_is_the_spec_s_quoting_the_runtime(lab):
     v = node_verdict({"cdi": cdi, "runtime": runtime})
     assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "cdi"), v["reason"]
     assert "the runtime did what the spec said: hook createContainer %s; the runtime said: %s" % (hook, words) in v["reason"]
+    assert runtime["evidence"]["engine_hooks"]["known"] is True  # podman adds no hook of its own here (no hooks_dir file)
+    assert node_verdict({"runtime": runtime})["points_to"] == "cdi"
+
+
+def _own_hook_conf(tmp_path, failing):
+    """A containers.conf (the test one, through CONTAINERS_CONF, never /etc) whose hooks_dir holds one OCI hook
+    (oci-hooks(5)) that runs ``failing`` at prestart, for every container."""
+    hooks = tmp_path / "hooks.d"
+    hooks.mkdir()
+    (hooks / "gpuprobe-test-own.json").write_text(json.dumps(
+        {"version": "1.0.0", "hook": {"path": failing}, "when": {"always": True}, "stages": ["prestart"]}))
+    base = os.environ.get("GPUPROBE_TEST_CONTAINERS_CONF")
+    text = open(base).read() if base else ""
+    line = "hooks_dir = [%s]\n" % json.dumps(str(hooks))
+    text = text.replace("[engine]\n", "[engine]\n" + line, 1) if "[engine]\n" in text else text + "\n[engine]\n" + line
+    conf = tmp_path / "containers.conf"
+    conf.write_text(text)
+    return str(conf)
+
+
+def test_a_failing_hook_of_podman_s_own_hooks_dir_is_the_runtime_s_beside_a_harmless_spec_hook(lab, tmp_path, monkeypatch):
+    """runc 1.1 names the failing hook by its number in its stage only ("error running hook #0"): the engine's
+    prestart hook #0 and the spec's createContainer hook #0 read alike, so the spec is not blamed (issue 42)."""
+    failing = _hook(lab, 4)
+    monkeypatch.setenv("CONTAINERS_CONF", _own_hook_conf(tmp_path, failing))
+    edits = lab.full_edits()
+    edits["hooks"] = [{"hookName": "createContainer", "path": "/usr/bin/true"}]
+    lab.write_spec(edits)
+    cdi = _cdi_record(lab)
+    runtime, probe = lab.run(cdi["evidence"]["expected_edits"], compute=False)
+    assert probe is None and runtime["status"] == FAIL
+    words = [c for c in runtime["checks"] if c["id"] == "runtime.container.started"][0]["observed"]
+    assert "error running hook #0" in words and "gpuprobe test hook refuses" in words, words  # the engine's hook ran
+    v = node_verdict({"runtime": runtime})
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime"), v["reason"]
+    assert "the runtime did what the spec said" not in v["reason"]
+    assert runtime["evidence"]["engine_hooks"]["known"] is True
+    assert runtime["evidence"]["engine_hooks"]["stages"] == {"prestart": [failing]}
+    v = node_verdict({"cdi": cdi, "runtime": runtime})
+    if cdi["status"] != FAIL:  # (a cdi FAIL says its own first)
+        assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime"), v["reason"]
 
 
 def test_a_mount_of_a_missing_path_is_the_spec_s_quoting_the_runtime(lab):

@@ -279,6 +279,28 @@ def test_the_corpus_is_read_as_each_library_reads_it(tmp_path):
     assert not diffs, "\n".join(diffs)
 
 
+# a one-character vendor or class panics the library in its name check (v0.5.2 pkg/cdi/qualified-device.go
+# ValidateVendorName/ValidateClassName, v0.8.0 pkg/parser validateVendorOrClassName), but only where Spec.validate gets
+# there: the version first, from v0.5.4 the minimum version the fields need, the vendor before the class. A panicking
+# file stops the whole refresh, so each is read in its own dir, beside a good spec.
+ONE_CHARACTER = [
+    _one("g/onechar", "0.5.0"),                                                   # both panic
+    _one("g/onechar", "0.6.0"),                                                   # 0.5.2: invalid version; 0.8.0 panics
+    _one("g/onechar", "9.9.9"),                                                   # neither reads the version
+    _one("example.com/c", "0.5.0"),                                               # the class
+    _one("example.com/c", "0.3.0", edits={"deviceNodes": [{"path": "/dev/null", "hostPath": "/dev/null"}]}),  # 0.8.0: minimum version
+    _one("1x/c", "0.5.0"),                                                        # the vendor's error first
+]
+
+
+@pytest.mark.parametrize("spec", ONE_CHARACTER, ids=["%s-%s" % (s["kind"], s["cdiVersion"]) for s in ONE_CHARACTER])
+def test_a_one_character_vendor_or_class_panics_only_where_each_library_gets_to_it(tmp_path, spec):
+    spec_dir = str(tmp_path / "one")
+    _write(spec_dir, [("yaml", _one("example.com/good")), ("yaml", spec)])
+    diffs = _compare("bookworm-0.5.2", spec_dir) + _compare("trixie-0.8.0", spec_dir)
+    assert not diffs, "\n".join(diffs)
+
+
 # ------------------------------------------------------------------------------------------------------------
 # mutants
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, WARN
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN
 
 pytestmark = pytest.mark.integration
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
@@ -79,3 +79,48 @@ def test_the_cdi_layer_judges_an_invalid_file_as_podman_does(run_kind, check, te
     rec = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[kind + "=other"], kinds=[kind])
     (got,) = [c for c in rec["checks"] if c["id"] == check and c["subject"] == bad]
     assert got["status"] == FAIL and "%s=other does not resolve" % kind in got["observed"], got
+
+
+# A foreign spec (nothing requested from it) with a one-character vendor: the CDI library checks the cdiVersion before
+# the name (pkg/cdi/spec.go Spec.validate), so podman drops a file whose version it cannot read and starts the
+# container; with a version it reads, the name check panics podman (0.5.2: ValidateVendorName, slice bounds out of
+# range). podman 4.3.1 reads only the library's default dirs, so the spec dir is bound over /var/run/cdi in a mount
+# namespace of this podman call alone: a spec that panics the library never meets another podman run on the machine.
+PRIVATE_CDI = 'mkdir -p /var/run/cdi && mount --bind "$0" /var/run/cdi && exec "$@"'
+
+
+def _podman_private(spec_dir, device):
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare (util-linux)")
+    env = dict(os.environ)
+    if os.environ.get("GPUPROBE_TEST_CONTAINERS_CONF"):
+        env["CONTAINERS_CONF"] = os.environ["GPUPROBE_TEST_CONTAINERS_CONF"]
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", PRIVATE_CDI, spec_dir,
+                           "podman", "run", "--rm", "--network=none", "--device", device, "--entrypoint", "/usr/bin/python3",
+                           IMAGE, "-c", "pass"], capture_output=True, text=True, timeout=120, check=False, env=env)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "9.9.9", "0.5.0"])
+def test_a_foreign_one_character_vendor_fails_the_layer_only_where_podman_panics(run_kind, tmp_path, version):
+    kind, run, _written = run_kind
+    spec_dir = tmp_path / "cdi"
+    spec_dir.mkdir()
+    (spec_dir / "a-good.yaml").write_text("cdiVersion: 0.5.0\nkind: %s\ndevices:\n- name: x\n  containerEdits:\n    env: [X=1]\n" % kind)
+    foreign = spec_dir / "b-foreign.yaml"
+    foreign.write_text("cdiVersion: %s\nkind: g/gpuprobe-test-%s\ndevices:\n- name: d\n  containerEdits:\n    env: [F=1]\n" % (version, run))
+    podman_version = subprocess.run(["podman", "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+
+    rc, err = _podman_private(str(spec_dir), kind + "=x")
+    panicked = "panic: runtime error: slice bounds out of range" in err
+    assert rc == 0 or panicked, err
+    if podman_version == "4.3.1":  # Debian 12: CDI 0.5.2 reads cdiVersion up to 0.5.0
+        assert panicked is (version == "0.5.0"), err
+        assert not panicked or "cdi.ValidateVendorName" in err, err
+    rec = _cdi_layer.record(spec_dirs=[str(spec_dir)], discover_runtime_dirs_=False, devices=[kind + "=x"], kinds=[kind],
+                            engines=[{"name": "podman", "version": podman_version}])
+    (got,) = [c for c in rec["checks"] if c["id"] == "cdi.spec.library_panic" and c["subject"] == str(foreign)]
+    assert got["status"] == (FAIL if panicked else PASS), got
+    assert (rec["status"] == FAIL) is panicked, rec["reason"]
+    if panicked and podman_version == "4.3.1":
+        assert "library's ValidateVendorName panic" in got["observed"], got  # the function that panicked in podman

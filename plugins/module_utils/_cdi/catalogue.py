@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import HOOK_STAGES
+
 DEFAULT_KINDS = ("nvidia.com/gpu",)
 DEFAULT_MAX_SPEC_SIZE = 1024 * 1024
 # At most this many spec files are read per spec dir (the record of 10,000 specs was 90,000 checks, 19 MB): a node
@@ -20,7 +22,7 @@ MAX_NODES_PER_FILE = 200000
 # required version) is 0.3.0; 0.1.0 and 0.2.0 are still accepted as known versions.
 KNOWN_VERSIONS = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
 EARLIEST_VERSION = "0.3.0"
-VALID_HOOK_NAMES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
+VALID_HOOK_NAMES = HOOK_STAGES
 VALID_NODE_TYPES = ("", "b", "c", "u", "p")
 NO_PERMISSIONS = "none"
 ANNOTATIONS_MAX_BYTES = 256 * 1024  # Kubernetes TotalAnnotationSizeLimitB
@@ -65,9 +67,13 @@ CHECKS = {
         "next": "remove the unknown field or fix its type; check the field against the spec version",
     },
     "cdi.spec.library_panic": {
-        "title": "no null entry in deviceNodes, mounts, hooks or netDevices (the reference library panics on one; stricter here)",
-        "fail": "the runtime's CDI library dereferences the nil entry in ContainerEdits.Validate and panics (the runtime may crash)",
-        "next": "remove the empty list entry ('- ' or '- null') from the spec",
+        "title": ("no null entry in deviceNodes, mounts, hooks or netDevices and no one-character vendor or class where the "
+                  "runtime's CDI library gets to them (it checks the cdiVersion first, from v0.5.4 the minimum version too; "
+                  "a file it rejects there panics nothing, docs/cdi-loader.md)"),
+        "fail": ("the runtime's CDI library panics while it loads the spec dirs (the runtime may crash): it dereferences the "
+                 "nil entry in ContainerEdits.Validate, or slices the one-character name (v0.5.2-v0.5.4 ValidateVendorName/"
+                 "ValidateClassName, v0.6.0-v1.1.0 validateVendorOrClassName)"),
+        "next": "remove the empty list entry ('- ' or '- null') from the spec, or give the kind a longer vendor and class",
     },
     "cdi.spec.version": {
         "title": ("cdiVersion is a version the runtime's CDI library knows and, from library v0.5.4, not lower than the minimum the "

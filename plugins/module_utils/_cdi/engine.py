@@ -340,7 +340,9 @@ def podman_config_files(root="/", environ=None):
     return [f for f in files if os.path.isfile(f)]
 
 
-def read_podman(info, root="/", environ=None):
+def podman_config_docs(root="/", environ=None):
+    """(source, [parsed containers.conf documents in load order], error or None): podman's configuration as it
+    reads it (podman_config_files); ``error`` names the file that could not be read."""
     files = podman_config_files(root, environ)
     source = "containers.conf: %s" % (", ".join(files) or "none (podman's built-in defaults)")
     docs = []
@@ -349,7 +351,14 @@ def read_podman(info, root="/", environ=None):
             with open(path, "r") as fh:
                 docs.append(_toml.loads(fh.read(1024 * 1024)))
         except (OSError, UnicodeDecodeError, _toml.TomlError) as exc:
-            return _result("podman", source, reader=_toml.reader_name(), reason="%s not read: %s" % (path, exc))
+            return source, docs, "%s not read: %s" % (path, exc)
+    return source, docs, None
+
+
+def read_podman(info, root="/", environ=None):
+    source, docs, error = podman_config_docs(root, environ)
+    if error:
+        return _result("podman", source, reader=_toml.reader_name(), reason=error)
     out = podman_cdi(docs, info.get("version"), source)
     out["reader"] = _toml.reader_name()
     return out

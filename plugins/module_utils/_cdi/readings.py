@@ -30,7 +30,12 @@ A rule (key of a reading):
 - ``closid_root``: intelRdt ``closID: "/"`` is accepted (v1.1.0 ValidateIntelRdt; v0.7.0-v1.0.1 reject '/');
 - ``mount_order``: how Apply sorts the mounts: ``depth+path`` (sort.Sort by depth, then the destination:
   v0.5.2-v0.8.1 orderedMounts.Less) or ``depth`` (sort.Stable by depth only, from v1.0.0);
-- ``fill_mode``: fillMissingInfo fills a node's fileMode from the host node (from v1.1.0, container-edits_unix.go).
+- ``fill_mode``: fillMissingInfo fills a node's fileMode from the host node (from v1.1.0, container-edits_unix.go);
+- ``name_check``: where a one-character vendor or class panics (``name[1:len(name)-1]``, slice bounds out of range
+  [1:0]): ``qualified-device`` (v0.5.2-v0.5.4: pkg/cdi/qualified-device.go ``ValidateVendorName`` and
+  ``ValidateClassName``, each its own loop), ``parser`` (v0.6.0-v1.1.0: pkg/parser/parser.go
+  ``validateVendorOrClassName``, which both call), ``guarded`` (main after v1.1.0, commit e1a6596: no panic; the
+  project still reports the file, as every released library panics on it).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ _V07_ABSENT = _V06_ABSENT - frozenset([("edits", "intelRdt"), ("edits", "additio
 
 DEFAULT = {"name": "main", "max_version": "1.1.0", "absent": frozenset(), "min_version": True, "v_prefix": True, "aliasing": True,
            "annotations": True, "class_dot": True, "no_devices": True, "permissions_none": True, "closid_root": True,
-           "mount_order": "depth", "fill_mode": False,
+           "mount_order": "depth", "fill_mode": False, "name_check": "guarded",
            "source": "the project's reading: container-device-interface main after v1.1.0 (commit 90e09e4 allows permissions "
                      "none; docs/cdi-loader.md)"}
 
@@ -54,9 +59,9 @@ def _reading(name, max_version, source, **rules):
 
 
 _V05 = dict(absent=_ALL_ABSENT, annotations=False, class_dot=False, no_devices=False, permissions_none=False, closid_root=False,
-            mount_order="depth+path")
+            mount_order="depth+path", name_check="qualified-device")
 _V08 = dict(absent=_V07_ABSENT, annotations=False, no_devices=False, permissions_none=False, closid_root=False,
-            mount_order="depth+path")
+            mount_order="depth+path", name_check="parser")
 _V06 = dict(_V08)
 _V06["absent"] = _V06_ABSENT
 
@@ -79,10 +84,10 @@ READINGS = {
     "v0.8.1": _reading("v0.8.1", "0.8.0", "as v0.8.0 @ v0.8.1", **_V08),
     "specs-go/v1.0.0": _reading("v1.0.x", "1.0.0", "pkg/cdi/spec.go (no devices), container-edits.go (sort.Stable), "
                                 "specs-go/version.go, config.go @ v1.0.0/v1.0.1", absent=_V07_ABSENT, permissions_none=False,
-                                closid_root=False),
+                                closid_root=False, name_check="parser"),
     "specs-go/v1.1.0": _reading("v1.1.0", "1.1.0", "pkg/cdi/container-edits.go (DeviceNode.Validate, ValidateIntelRdt), "
                                 "container-edits_unix.go (fileMode), specs-go/config.go @ v1.1.0 (no enableCMT/enableMBM)",
-                                permissions_none=False, fill_mode=True,
+                                permissions_none=False, fill_mode=True, name_check="parser",
                                 absent=frozenset([("intelRdt", "enableCMT"), ("intelRdt", "enableMBM")])),
 }
 BY_NAME = dict((r["name"], r) for r in list(READINGS.values()) + [DEFAULT])

@@ -151,27 +151,71 @@ def _library_version(raw_version, reading):
     return version
 
 
-def _kind_errors(kind, reading):
-    """(rule, message) of the spec's kind as the library checks it (ValidateVendorName, ValidateClassName)."""
+# where a one-character vendor or class panics, by the reading's ``name_check`` (readings.py): the function that
+# slices name[1:len(name)-1] (slice bounds out of range [1:0]), for the vendor and for the class
+_NAME_PANIC = {
+    "qualified-device": {"vendor": "ValidateVendorName", "class": "ValidateClassName", "file": "pkg/cdi/qualified-device.go"},
+    "parser": {"vendor": "validateVendorOrClassName", "class": "validateVendorOrClassName", "file": "pkg/parser/parser.go"},
+}
+
+
+def _name_panic(kind, what, part, reading):
+    """The words of the panic a one-character vendor or class ``part`` gives in the library ``reading``."""
+    where = _NAME_PANIC.get(reading["name_check"])
+    if where is None:  # guarded (main after v1.1.0): every released library panics
+        return ("kind %r: the one-character %s %r makes every released CDI library panic (slice bounds out of range "
+                "[1:0]: ValidateVendorName/ValidateClassName of pkg/cdi/qualified-device.go in v0.5.2-v0.5.4, "
+                "validateVendorOrClassName of pkg/parser/parser.go in v0.6.0-v1.1.0; guarded only after v1.1.0)" % (kind, what, part))
+    return ("kind %r: the one-character %s %r makes the library's %s panic (slice bounds out of range [1:0]; %s, "
+            "library %s)" % (kind, what, part, where[what], where["file"], reading["name"]))
+
+
+def _kind_reached(spec, version, reading):
+    """Whether the library's ``Spec.validate`` gets to ValidateVendorName/ValidateClassName: it checks the version
+    first (``validateVersion``; from v0.5.4 also the minimum version the fields need) and returns at an error there
+    (pkg/cdi/spec.go ``validate`` at every tag; v1.x ``cdi.ValidateVersion``, specs-go/version.go)."""
+    if version is None:
+        return False
+    return not reading["min_version"] or _vkey(minimum_version(spec, library=reading["aliasing"])[0]) <= _vkey(version)
+
+
+_ONCE_PASSED = {"version": "with a cdiVersion it accepts", "schema": "once the file decodes"}
+
+
+def _kind_errors(kind, reading, stops=None):
+    """(rule, message) of the spec's kind as the library checks it (ValidateVendorName, ValidateClassName). A
+    one-character vendor or class panics there (``panic``) only where the library gets that far; ``stops``: the
+    rule at which it stops before (``version``, ``schema``; None: it gets there): the panic is then said under that
+    rule, as what a file that passes it would bring."""
     errors = []
     vendor, klass = parse_qualifier(kind)
+    blocked = False  # the vendor is checked first: an error there returns before the class is looked at
     for part, what in ((vendor, "vendor"), (klass, "class")):
-        if len(part) == 1 and part.isalpha():
-            # pkg/parser validateVendorOrClassName slices name[1:len(name)-1]: a one-character name panics
-            # (slice bounds out of range) in every release v0.6.0-v1.1.0; guarded only after v1.1.0.
-            errors.append(("panic", "kind %r: the one-character %s %r makes the library's validateVendorOrClassName "
-                                    "panic (slice bounds out of range [1:0]; CDI v0.6.0-v1.1.0)" % (kind, what, part)))
-    for err in (validate_vendor_or_class(vendor, "vendor"), validate_vendor_or_class(klass, "class")):
+        if len(part) == 1 and is_letter(part):  # a non-letter is "should start with letter" first
+            words = _name_panic(kind, what, part, reading)
+            if blocked:
+                pass
+            elif stops is None:
+                errors.append(("panic", words))
+            else:
+                errors.append((stops, "no panic now: the library rejects the file at its %s before it checks the kind; "
+                                      "%s, it would panic: %s" % (stops, _ONCE_PASSED[stops], words)))
+            blocked = True
+            continue
+        err = validate_vendor_or_class(part, what)
         if err:
             errors.append(("kind", "kind %r: %s" % (kind, err)))
-    if not reading["class_dot"] and "." in klass and not validate_vendor_or_class(klass, "class"):
-        errors.append(("kind", "kind %r: invalid character '.' in device class %r (library %s)" % (kind, klass, reading["name"])))
+        elif what == "class" and not reading["class_dot"] and "." in part:
+            errors.append(("kind", "kind %r: invalid character '.' in device class %r (library %s)" % (kind, part, reading["name"])))
+        blocked = blocked or bool(err)
     return errors
 
 
-def validate_spec(spec, reading=None):
+def validate_spec(spec, reading=None, decoded=True):
     """All rule violations of a coerced spec, as a list of (rule, message); rules: version, kind, devices,
-    edits, annotations. ``reading``: the library version's rules (readings.py), the project's own when None."""
+    edits, annotations, panic. ``reading``: the library version's rules (readings.py), the project's own when None.
+    ``decoded``: the library decoded the file (False: it stopped at UnmarshalStrict, so none of its validation ran
+    and nothing in it panics)."""
     reading = reading or DEFAULT
     errors = []
     raw_version = spec.get("cdiVersion")
@@ -192,7 +236,8 @@ def validate_spec(spec, reading=None):
             "version check sees the last device's edits alone (specs-go requiresV050/V040, loop-variable aliasing under "
             "go 1.19); a fixed library rejects the file" % (raw_version, minimum, "; ".join(reasons)))
     kind = spec.get("kind") or ""
-    errors.extend(_kind_errors(kind, reading))
+    stops = "schema" if not decoded else (None if _kind_reached(spec, version, reading) else "version")
+    errors.extend(_kind_errors(kind, reading, stops))
     if reading["annotations"]:
         errors.extend(("annotations", e) for e in validate_annotations(spec.get("annotations"), kind or "spec"))
     errors.extend(validate_edits(spec.get("containerEdits") or {}, "containerEdits", version, reading))
@@ -344,5 +389,5 @@ def load_spec_data(data, ext=".yaml", reading=None):
     # validation meets first (then the file is rejected for that error, as the library does)
     if not coercer.errors and null_entry_reached(model, coercer.nil_entries, reading) is not False:
         errors.extend(("panic", p) for p in coercer.panics)
-    errors.extend(validate_spec(model, reading))
+    errors.extend(validate_spec(model, reading, decoded=not coercer.errors))
     return (None if errors else model), errors[:MAX_ERRORS_PER_FILE], model

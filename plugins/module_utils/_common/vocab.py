@@ -26,6 +26,10 @@ RUNTIMES = ("auto",) + ENGINES
 SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 SELF_BUILT_SPEC_DIR = "/var/run/cdi"
 
+# The OCI hook stages (runtime-spec config.md "POSIX-platform Hooks"; a CDI hook's hookName is one of them), in the order
+# runc runs them
+HOOK_STAGES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
+
 # The self-built spec's variants (_cdi.spec.VARIANTS says what each breaks and the failure it predicts)
 VARIANTS = ("full", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only", "stub_libcuda", "file_mode_0000",
             "missing_hostpath", "stale_library")

@@ -178,6 +178,9 @@ def record(params, check_mode=False):
         builder.add("runtime.container.started", FAIL, subject=name, expected="the probe runs in the container",
                     observed=message, hint=SIGNATURES[signature]["next"])
         evidence["start_signature"] = signature
+        if expected.get("hooks"):  # which hook a runtime names by number: the spec's beside the engine's own
+            from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.own_hooks import engine_hooks  # pylint: disable=import-outside-toplevel
+            evidence["engine_hooks"] = engine_hooks(info)
         return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"],
                              reason="%s: %s" % (signature, message)), None
 

@@ -9,8 +9,8 @@ failure is located at what that edit made, the spec is the cause: ``points_to: c
 runtime's or the loader's words. One rule over three things, read from the records, not from a table of messages:
 
 - **where the failure sits** (``failure_sites``): the paths a runtime's start error names (a mount's source or
-  target, also under the container's root directory, a device node, a hook; a hook by number while the spec adds
-  hooks); the device node whose open() the runtime layer saw refused; the file the loader's words name, or the
+  target, also under the container's root directory, a device node, a hook the engine does not also add; a hook by
+  number where that number can only be a spec hook beside the engine's own, ``_hooks_by_number``); the device node whose open() the runtime layer saw refused; the file the loader's words name, or the
   library name it could not find (the runtime's loader check, the probe's dlopen); the library that failed a step
   (the libcuda that answered a libcuda failure, the PTX JIT compiler CUDA loads at PTX load);
 - **the edit that made it** (``edits_at``): the edits the start error names, the deviceNode of that path, the mount
@@ -33,6 +33,7 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import HOOK_STAGES
 
 _PATH = re.compile(r"/[^\s:\"'`,;()\[\]{}<>]+")
 _NOT_FOUND = "cannot open shared object file"
@@ -43,7 +44,9 @@ LIBCUDA_CAUSED = ("compute.dlopen.libcuda", "compute.cuda.CUDA_ERROR_STUB_LIBRAR
                   "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
                   "compute.driver.binding")
 LIBRARY_AT_STEP = {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": PTXJIT}
-_HOOK_NUMBER = re.compile(r"hook #(\d+)")
+# runc: "error running hook #N" (v1.1, the number in its stage), "error running <stage> hook #N" (from v1.2)
+_HOOK_NUMBER = re.compile(r"error running (?:(%s) )?hook #(\d+)" % "|".join(HOOK_STAGES))
+_HOOK_OUTPUT = ", stdout: "  # runc: what follows is the failing hook's own output, not the runtime's words
 # Start signatures (the runtime's own classification of its message, _runtime.START_PATTERNS) that say the
 # runtime was refused or lacked something itself: naming an edit's path there is not the edit's doing (mknod of a
 # spec's node refused to a rootless runtime, a mount source an LSM denies).
@@ -118,18 +121,44 @@ def edits_named_in(text, edits):
     return found
 
 
+def _hooks_by_number(words, runtime, edits):
+    """(kind, edit) of the spec hook a runtime's "error running [stage ]hook #N" can only be. The runtime's own hooks
+    (``evidence.engine_hooks``, _runtime/own_hooks.py: counted from the engine's configuration, after the spec's in
+    each stage) share the numbering: where one of them may hold that number in a stage it may have failed in, or they
+    are not known, the number names no spec hook (the runtime's)."""
+    match = _HOOK_NUMBER.search(words)
+    evidence = runtime.get("evidence") or {}
+    spec_hooks = (evidence.get("expected_edits") or {}).get("hooks") or edits.get("hooks") or []
+    own = evidence.get("engine_hooks") or {}
+    if not match or not spec_hooks or not own.get("known"):
+        return []
+    number = int(match.group(2))
+    found = []
+    for stage in [match.group(1)] if match.group(1) else HOOK_STAGES:
+        ours = [h for h in spec_hooks if h.get("hookName") == stage]
+        if number < len(ours):
+            found.append(("hooks", ours[number]))
+        elif number < len(ours) + len((own.get("stages") or {}).get(stage) or []):
+            return []  # the engine's own hook of that stage
+    return found
+
+
 def _start_site(runtime, edits):
-    """Where a container that did not start failed: the edits its runtime's words name (a hook by number while the
-    spec adds hooks: the probe container adds none of its own); none when the runtime's own classification says it
-    was refused (RUNTIME_REFUSED: it could not do what was asked, which is the runtime's)."""
+    """Where a container that did not start failed: the edits its runtime's words name (not the failing hook's own
+    output; a hook path the engine's own hooks share does not say whose hook failed), or the spec hook its hook number
+    can only be (``_hooks_by_number``); none when the runtime's own classification says it was refused
+    (RUNTIME_REFUSED: it could not do what was asked, which is the runtime's)."""
     check = next((c for c in runtime.get("checks") or [] if c.get("id") == "runtime.container.started"
                   and c.get("status") == FAIL), None)
     if check is None or runtime.get("signature") in RUNTIME_REFUSED:
         return []
     words = check.get("observed") or ""
-    named = edits_named_in(words, edits)
-    if not named and edits.get("hooks") and _HOOK_NUMBER.search(words):
-        named = [("hooks", h) for h in edits["hooks"]]
+    own_paths = set(p for paths in (((runtime.get("evidence") or {}).get("engine_hooks") or {}).get("stages") or {}).values()
+                    for p in paths)
+    named = [(kind, edit) for kind, edit in edits_named_in(words.split(_HOOK_OUTPUT, 1)[0], edits)
+             if kind != "hooks" or edit.get("path") not in own_paths]
+    if not named:
+        named = _hooks_by_number(words, runtime, edits)
     return [dict(_site("start", None, words), edits=named)] if named else []
 
 

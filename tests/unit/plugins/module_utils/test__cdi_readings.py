@@ -212,3 +212,72 @@ def test_a_null_entry_panics_only_where_each_library_gets_to_it(version, name, e
         spec, errors, _model = load_spec_data((_NIL % (version, name, edits)).encode(), reading=reading)
         assert spec is None and errors  # rejected either way
         assert any(rule == "panic" for rule, _m in errors) is panic, (reading["name"], errors)
+
+
+# a one-character vendor or class: the library checks the version first (and, from v0.5.4, the minimum version the
+# fields need), then the vendor, then the class; the name check panics only where it is reached (pkg/cdi/spec.go
+# Spec.validate at v0.5.2 and v0.8.0; tests/integration/test_cdi_differential.py has these against both Debian readers)
+_ONE = "cdiVersion: %s\nkind: %s\ndevices:\n- name: d\n  containerEdits:\n%s"
+
+
+@pytest.mark.parametrize("version, kind, edits, panics", [
+    ("0.5.0", "g/cl", "    env: [A=1]\n", (True, True)),
+    ("0.6.0", "g/cl", "    env: [A=1]\n", (False, True)),      # 0.5.2 knows versions up to 0.5.0: invalid version first
+    ("9.9.9", "g/cl", "    env: [A=1]\n", (False, False)),
+    ("0.5.0", "om/c", "    env: [A=1]\n", (True, True)),        # the class
+    ("0.3.0", "om/c", "    deviceNodes: [{path: /dev/null, hostPath: /dev/null}]\n", (True, False)),  # 0.8: hostPath needs 0.5.0
+    ("0.5.0", "1x/c", "    env: [A=1]\n", (False, False)),      # the vendor's error returns before the class
+])
+def test_a_one_character_vendor_or_class_panics_only_where_each_library_gets_to_it(version, kind, edits, panics):
+    for reading, panic in zip((V052, V080), panics):
+        spec, errors, _model = load_spec_data((_ONE % (version, kind, edits)).encode(), reading=reading)
+        assert spec is None and errors  # rejected either way
+        assert any(rule == "panic" for rule, _m in errors) is panic, (reading["name"], errors)
+        stopped = [m for rule, m in errors if rule == "version" and m.startswith("no panic now")]
+        assert bool(stopped) is (not panic and not kind.startswith("1")), (reading["name"], errors)
+
+
+@pytest.mark.parametrize("library, kind, function, source", [
+    ("v0.5.2", "g/cl", "ValidateVendorName", "pkg/cdi/qualified-device.go"),
+    ("v0.5.2", "om/c", "ValidateClassName", "pkg/cdi/qualified-device.go"),
+    ("v0.5.4", "om/c", "ValidateClassName", "pkg/cdi/qualified-device.go"),
+    ("v0.6.2", "g/cl", "validateVendorOrClassName", "pkg/parser/parser.go"),
+    ("v0.8.0", "om/c", "validateVendorOrClassName", "pkg/parser/parser.go"),
+    ("specs-go/v1.1.0", "g/cl", "validateVendorOrClassName", "pkg/parser/parser.go"),
+])
+def test_the_panic_names_the_function_of_the_library_version_that_panics(library, kind, function, source):
+    """0.5.2 (podman 4.3.1 vendors it) panics in ValidateVendorName / ValidateClassName, each its own loop
+    (pkg/cdi/qualified-device.go); from v0.6.0 both call pkg/parser validateVendorOrClassName."""
+    reading = R[library]
+    _spec, errors, _model = load_spec_data((_ONE % ("0.5.0", kind, "    env: [A=1]\n")).encode(), reading=reading)
+    (words,) = [m for rule, m in errors if rule == "panic"]
+    assert "library's %s panic" % function in words and source in words and reading["name"] in words, words
+    other = "validateVendorOrClassName" if function.startswith("Validate") else "ValidateVendorName"
+    assert other not in words and "slice bounds out of range [1:0]" in words
+
+
+def test_the_project_s_reading_names_every_released_library():
+    _spec, errors, _model = load_spec_data((_ONE % ("0.5.0", "g/cl", "    env: [A=1]\n")).encode())
+    (words,) = [m for rule, m in errors if rule == "panic"]
+    assert "every released CDI library panic" in words and "v0.5.2-v0.5.4" in words and "guarded only after v1.1.0" in words
+
+
+FOREIGN_ONE = "cdiVersion: %s\nkind: g/foreign\ndevices:\n- name: d\n  containerEdits: {env: [F=1]}\n"
+
+
+@pytest.mark.parametrize("version, runtime, runtime_version, fails", [
+    ("0.6.0", "podman", "4.3.1", False),           # 0.5.2 drops the file at its version: podman starts the container
+    ("9.9.9", "podman", "4.3.1", False),
+    ("0.5.0", "podman", "4.3.1", True),            # a version it reads: it panics (seen: podman 4.3.1)
+    ("0.6.0", "containerd", "1.7.24~ds1", True),   # 0.8.0 reads 0.6.0 and panics
+    ("9.9.9", "containerd", "1.7.24~ds1", False),
+])
+def test_a_foreign_spec_the_library_rejects_at_its_version_fails_nothing(tmp_path, version, runtime, runtime_version, fails):
+    d = tmp_path / "var/run/cdi"
+    d.mkdir(parents=True)
+    (d / "good.yaml").write_text("cdiVersion: 0.5.0\nkind: %s\ndevices:\n- name: gpu0\n  containerEdits: {env: [G=1]}\n" % KIND)
+    record = _layer(tmp_path, FOREIGN_ONE % version, {runtime: runtime_version}, KIND + "=gpu0")
+    subject = str(d / "member.yaml")
+    assert _status(record, "cdi.spec.library_panic", subject) == [FAIL if fails else PASS], record["checks"]
+    assert (record["status"] == FAIL) is fails, record["reason"]
+    assert _status(record, "cdi.resolve.device", KIND + "=gpu0") == [PASS]

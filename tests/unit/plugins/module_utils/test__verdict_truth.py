@@ -353,9 +353,12 @@ EDITS = {
 }
 
 
-def _start_failure(words):
+NO_OWN_HOOKS = {"known": True, "stages": {}, "source": "containers.conf: none; hooks_dir /usr/share/containers/oci/hooks.d", "why": None}
+
+
+def _start_failure(words, engine_hooks=NO_OWN_HOOKS, edits=EDITS):
     b = LayerBuilder("runtime", RUNTIME_CHECKS)
-    b.evidence = {"requested_devices": ["nvidia.com/gpu=0"], "expected_edits": EDITS}
+    b.evidence = {"requested_devices": ["nvidia.com/gpu=0"], "expected_edits": edits, "engine_hooks": engine_hooks}
     b.add("runtime.engine.available", PASS, "podman", observed="podman 4.3.1")
     b.add("runtime.container.started", FAIL, "gpuprobe-x", observed=words)
     signature = classify_start_error(words)
@@ -373,7 +376,7 @@ def _open_eperm(path):
 
 
 @pytest.mark.parametrize("words,edit", [
-    # runc names the hook it ran by number: the spec adds the only hooks of the probe container
+    # runc names the hook it ran by number: the engine adds no hook of its own (counted from its configuration)
     ("Error: OCI runtime error: runc: runc create failed: unable to start container process: error during container "
      "init: error running hook #0: error running hook: exit status 1, stdout: , stderr: boom: unknown",
      "hook createContainer /usr/bin/nvidia-cdi-hook"),
@@ -410,6 +413,41 @@ def test_a_start_failure_naming_no_spec_edit_stays_the_runtime_s(words):
         record["evidence"]["expected_edits"] = dict(EDITS, hooks=[])
     v = node_verdict({"runtime": record})
     assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", "runtime"), v["reason"]
+
+
+RUNC_11 = ("Error: OCI runtime error: runc: runc create failed: unable to start container process: error during container "
+           "init: error running hook #%d: error running hook: exit status 1, stdout: , stderr: %s")
+RUNC_12 = ("Error: OCI runtime error: runc: runc create failed: unable to start container process: error during container "
+           "init: error running %s hook #%d: error running hook: exit status 1, stdout: , stderr: ")
+OWN_PRESTART = dict(NO_OWN_HOOKS, stages={"prestart": ["/usr/libexec/site/prestart-hook"]})
+OWN_CREATE = dict(NO_OWN_HOOKS, stages={"createContainer": ["/usr/libexec/site/create-hook"]})
+UNKNOWN_HOOKS = {"known": False, "stages": {}, "source": "docker", "why": "docker's own hooks are not read"}
+TWO_HOOKS = dict(EDITS, hooks=[{"hookName": "createContainer", "path": "/usr/bin/true"},
+                               {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook"}])
+
+
+@pytest.mark.parametrize("words, engine_hooks, edits, points_to, hook", [
+    # the engine's own prestart hook beside the spec's createContainer hook: runc 1.1's "#0" may be either (issue 42)
+    (RUNC_11 % (0, ""), OWN_PRESTART, EDITS, "runtime", None),
+    # the engine's own hooks not known (docker adds its own, NRI plugins, a runtime handler): a number names none
+    (RUNC_11 % (0, ""), UNKNOWN_HOOKS, EDITS, "runtime", None),
+    # the failing hook's own output naming the spec hook's path is not the runtime's words
+    (RUNC_11 % (0, "/usr/bin/nvidia-cdi-hook"), OWN_PRESTART, EDITS, "runtime", None),
+    # runc 1.2 names the stage: the prestart hook is the engine's, the createContainer one the spec's
+    (RUNC_12 % ("prestart", 0), OWN_PRESTART, EDITS, "runtime", None),
+    (RUNC_12 % ("createContainer", 0), OWN_PRESTART, EDITS, "cdi", "hook createContainer /usr/bin/nvidia-cdi-hook"),
+    # the engine's hooks come after the spec's in a stage (podman: CDI injection, then the hooks manager appends)
+    (RUNC_11 % (1, ""), OWN_CREATE, TWO_HOOKS, "cdi", "hook createContainer /usr/bin/nvidia-cdi-hook"),
+    (RUNC_11 % (2, ""), OWN_CREATE, TWO_HOOKS, "runtime", None),
+    # a path the engine's own hook shares says nothing of whose hook failed; the number then decides
+    ("Error: OCI runtime error: error running hook: fork/exec /usr/libexec/site/create-hook: no such file or directory",
+     OWN_CREATE, dict(EDITS, hooks=[{"hookName": "createContainer", "path": "/usr/libexec/site/create-hook"}]), "runtime", None),
+])
+def test_a_hook_is_the_spec_s_only_when_it_is_one_the_spec_added(words, engine_hooks, edits, points_to, hook):
+    v = node_verdict({"runtime": _start_failure(words, engine_hooks, edits)})
+    assert (v["verdict"], v["points_to"]) == ("FAILED_AT_RUNTIME", points_to), v["reason"]
+    if hook:
+        assert "the runtime did what the spec said: %s; the runtime said" % hook in v["reason"], v["reason"]
 
 
 @pytest.mark.parametrize("path,points_to", [("/dev/fakegpu1", "cdi"), ("/dev/nvidia0", "runtime")])
