@@ -62,7 +62,7 @@ EXPLAINED_BY = {
     "compute.dlopen.image_glibc": [],
     "compute.dlopen.dependency": ["cdi.nvidia.libcuda"],
     "compute.driver.binding": ["cdi.host.libcuda_identity", "cdi.nvidia.libcuda", "cdi.host.library_version",
-                               "cdi.host.mount_source"],
+                               "cdi.host.mount_source", "cdi.host.driver_library"],
     # runtime signatures (_runtime.SIGNATURES)
     "runtime.start.cdi_unresolvable": _SPEC_READABLE,
     "runtime.start.hostpath_missing": ["cdi.host.mount_source", "cdi.host.device_node", "cdi.host.hook",
