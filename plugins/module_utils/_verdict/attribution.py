@@ -79,7 +79,7 @@ EXPLAINED_BY = {
     "runtime.device_node.open.ENXIO": ["cdi.host.device_number", "cdi.host.host_layer_match"],
     "runtime.device_node.open.ENODEV": [],
     "runtime.device_node.open.other": [],
-    "runtime.probe.unchanged": ["cdi.host.hook", "cdi.inject.probe_integrity"],
+    "runtime.probe.unchanged": ["cdi.host.hook", "cdi.trust.accounted"],
     "runtime.loader.libcuda": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.nvidia.libcuda_path",
                                "cdi.nvidia.libcuda_noexec", "cdi.host.library_soname"],
 }
