@@ -7,7 +7,7 @@ import os
 import pytest
 
 from verdictlab import (  # noqa: F401 pylint: disable=unused-import
-    IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, STUBS, bind, control, emitted, full_spec, node, passing_control, passing_steps,
+    IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, STUBS, before_issue_42, bind, control, emitted, full_spec, node, passing_control, passing_steps,
     probe_steps, real_control, spec_without,
 )
 
@@ -377,9 +377,20 @@ def _list_not_run_checks(records):
 ])
 def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
     records, _probe = _h200(variant)
-    v = node_verdict(records)
+    v = node_verdict(before_issue_42(records))
     assert (v["verdict"], v["signature"], v["points_to"]) == (verdict, signature, points_to), v["reason"]
     assert [b["check"] for b in v["because"]] == because
+
+
+@pytest.mark.parametrize("variant", ["full", "file_mode_0000", "truth-poisoned-env"])
+def test_h200_verified_records_made_before_issue_42_are_inconclusive(variant):
+    """Recorded before the probe reported every driver library it mapped and before the probe file was looked at
+    after the run: neither is shown, so the node is not COMPUTE_VERIFIED (issue 42 items 3 and 4)."""
+    records, _probe = _h200(variant)
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE
+    assert "runtime.probe.unchanged absent: the probe file was not shown unchanged after the container ran" in v["reason"]
+    assert "carries no report of the driver libraries mapped in the probe (mapped_libraries)" in v["reason"], v["reason"]
 
 
 @pytest.mark.parametrize("variant", ["full", "file_mode_0000"])
@@ -387,6 +398,7 @@ def test_h200_verified_records_without_the_binding_are_inconclusive(variant):
     """A record of a verified kernel without compute.driver.binding (as every record made before it existed): the
     container's driver is not shown to be the host's, so the node is not COMPUTE_VERIFIED (issue 18 item 1)."""
     records, _probe = _h200(variant)
+    records = before_issue_42(records)
     assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
     v = node_verdict(dict(records, compute=bind(records["compute"], None)))
     assert v["verdict"] == INCONCLUSIVE
@@ -446,10 +458,10 @@ def test_h200_full_spec_needs_its_per_gpu_row():
     records["compute"]["evidence"]["gpus"] = [{
         "index": 0, "uuid": device["uuid"], "model": device["name"], "expected": True, "seen_in_container": True,
         "ordinal": device["ordinal"], "status": PASS, "signature": None, "reason": None}]
-    v = node_verdict(records)
+    v = node_verdict(before_issue_42(records))
     assert v["verdict"] == INCONCLUSIVE  # recorded before compute.driver.binding existed
     assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
-    v = node_verdict(dict(records, compute=bind(records["compute"], host=records["host"])))
+    v = node_verdict(before_issue_42(dict(records, compute=bind(records["compute"], host=records["host"]))))
     assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"
 
 
