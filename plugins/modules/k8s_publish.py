@@ -18,7 +18,7 @@ description:
   - "The condition has C(type) O(condition_type), C(status) V(True) for C(COMPUTE_VERIFIED), V(False) for
     C(FAILED_AT_<LAYER>); C(reason) the verdict; C(message) the verdict, its signature, where it points and the run id;
     C(lastTransitionTime) kept while the status does not change; C(lastHeartbeatTime) now."
-  - Only what the run decided is written. A host whose verdict is C(INCONCLUSIVE) (unreachable, run failed, a layer
+  - "Only what the run decided is written. A host whose verdict is C(INCONCLUSIVE) (unreachable, run failed, a layer
     not run, the GPU busy) is not written at all in any O(mode): its Node keeps its condition and label, and the host
     is in RV(kept). In an C(audit) (no container runs) only C(FAILED_AT_HOST) and C(FAILED_AT_CDI) are written
     (V(False)); never V(True), and a verified Node keeps its condition. V(Unknown) is never written."
