@@ -322,3 +322,36 @@ def test_module_audit_writes_only_a_host_or_cdi_failure(fake_kubectl, capsys):
     assert [argv[:3] for argv in calls(tmp) if argv[0] == "patch"] == [["patch", "node", "plain-0"]]
     assert [(k["host"], k["node"]) for k in out["kept"]] == [("dra-0", "dra-0"), ("dra-1", "dra-1"), ("gpu-nowhere", None)]
     assert out["unmatched"] == []
+
+
+def _doc_table():
+    """The rows of docs/k8s.md's "What is written" table: (modes, verdicts, condition status or None, label or None)."""
+    import re  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(os.path.dirname(FIXTURES), "..", "..", "..", "..", "docs", "k8s.md")) as f:
+        text = f.read().split("### What is written", 1)[1].split("\n\n", 2)[2]
+    rows = []
+    for line in text.split("\n\n", 1)[0].splitlines()[2:]:
+        mode, verdicts, condition, label = [c.strip() for c in line.strip("|").split("|")]
+        if mode == "any":
+            continue
+        status = re.match(r"`(True|False)`", condition)
+        rows.append(([m.strip() for m in mode.split(",")], re.findall(r"`([A-Z_]+)`", verdicts),
+                     status.group(1) if status else None, None if label.startswith("not written") else label))
+    return rows
+
+
+def test_the_doc_table_is_what_plan_writes():
+    """docs/k8s.md, "What is written": every mode and verdict of each row, through plan."""
+    rows = _doc_table()
+    assert sorted(set(m for modes, _v, _c, _l in rows for m in modes)) == sorted(_k8s_publish.MODES)
+    for modes, verdicts, status, label in rows:
+        for mode in modes:
+            for verdict in verdicts:
+                plans, unmatched, kept = _k8s_publish.plan({"items": [_node("gpu-a", "gpu-a", VERIFIED, "COMPUTE_VERIFIED")]},
+                                                           {"gpu-a": verdict}, NOW, label_key="v", mode=mode)
+                assert unmatched == []
+                if status is None:
+                    assert (plans, [k["host"] for k in kept]) == ([], ["gpu-a"]), (mode, verdict)
+                else:
+                    assert plans[0]["condition"]["status"] == status and plans[0]["condition"]["reason"] == verdict
+                    assert label in ("the verdict", "`%s`" % verdict) and plans[0]["label"] == {"v": verdict}
