@@ -6,6 +6,7 @@ import copy
 import json
 
 from actionlab import make_action
+from hypothesis import given, settings, strategies as st
 from test_fleet_report import HOSTVARS, record
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
@@ -87,3 +88,34 @@ def test_a_host_is_cross_checked_only_against_its_node_exactly():
     k8s = _k8s(_node("gpu-a.dc1", 8))
     assert K.k8s_crosscheck({"gpu-a.dc2": "FAILED_AT_HOST"}, [k8s]) == []
     assert [f["finding"] for f in K.k8s_crosscheck({"gpu-a.dc1": "FAILED_AT_HOST"}, [k8s])] == ["allocatable_on_unverified_node"]
+
+
+# ---- whatever other nodes claim about a host's Node, that host's findings are those of its own record ----
+
+NAMES = ("gpu-a", "gpu-b", "gpu-c")
+CLAIM = st.builds(lambda name, gpus, path, label: dict(_node(name, gpus), path=path, gpu_labels={
+    "nvidia.com/cuda.driver-version.full": label} if label else {}),
+    st.sampled_from(NAMES), st.sampled_from([0, 1, 8]), st.sampled_from(["device_plugin", "neither", "dra"]),
+    st.sampled_from([None, "580.159.04", "1.2.3"]))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(own=st.dictionaries(st.sampled_from(NAMES), st.sampled_from([0, 8])),
+       hostile=st.dictionaries(st.sampled_from(("x-1", "x-2")), st.lists(CLAIM, max_size=4), max_size=2),
+       verdicts=st.fixed_dictionaries(dict((n, st.sampled_from(["COMPUTE_VERIFIED", "FAILED_AT_CDI", "INCONCLUSIVE"]))
+                                           for n in NAMES)))
+def test_other_nodes_claims_never_change_a_hosts_own_findings(own, hostile, verdicts):
+    records = dict((host, _k8s(_node(host, gpus))) for host, gpus in own.items())
+    records.update((host, _k8s(*claims)) for host, claims in hostile.items())
+    drivers = dict((n, "580.159.04") for n in NAMES)
+    findings = K.k8s_crosscheck(verdicts, records, drivers)
+    for host in own:
+        alone = K.k8s_crosscheck({host: verdicts[host]}, {host: records[host]}, drivers)
+        mine = [f for f in findings if f["host"] == host and f["finding"] != "k8s_records_disagree"]
+        assert mine == alone
+        # a claim that differs from the host's own record is said, naming a record of each side
+        differs = any(c["name"] == host and K._claims(c) != K._claims(_node(host, own[host]))  # pylint: disable=protected-access
+                      for claims in hostile.values() for c in claims)
+        said = [f for f in findings if f["host"] == host and f["finding"] == "k8s_records_disagree"]
+        assert bool(said) == differs
+        assert all(f["observed"].startswith("record of %s: " % host) for f in said)
