@@ -364,8 +364,9 @@ def _short(name):
 
 
 def _sharing(near, host):
-    return "Node%s %s %s the short name %s" % ("s" if len(near) > 1 else "", ", ".join(sorted(near)),
-                                             "have" if len(near) > 1 else "has", _short(host))
+    many = len(near) > 1
+    return "Node%s %s %s the short name %s" % ("s" if many else "", ", ".join(sorted(near)), "have" if many else "has",
+                                               _short(host))
 
 
 def match_node(names, hostname, labels=None):

@@ -40,8 +40,8 @@ FLEET = {
 
 
 def _report(tmp_path, hostvars):
-    action = make_action(A, "gpuprobe.layers.fleet_report", {"hosts": sorted(hostvars), "report_dir": str(tmp_path),
-                                                              "run": {"mode": "full"}, "formats": ["json"]}, False)
+    args = {"hosts": sorted(hostvars), "report_dir": str(tmp_path), "run": {"mode": "full"}, "formats": ["json"]}
+    action = make_action(A, "gpuprobe.layers.fleet_report", args, False)
     result = action.run(task_vars={"hostvars": hostvars})
     with open(result["files"]["json"]) as f:
         return json.load(f)
