@@ -445,7 +445,9 @@ def _k8s_record(labels=None):
 
 @pytest.fixture
 def k8s_report():
-    k8s = _k8s_record({"gpu-c": {"nvidia.com/cuda.driver-version.full": "570.124.06"}})
+    # gpu-a.example.org is Node gpu-a by its kubernetes.io/hostname label (exactly; never by the short name)
+    k8s = _k8s_record({"gpu-c": {"nvidia.com/cuda.driver-version.full": "570.124.06"},
+                       "gpu-a": {"kubernetes.io/hostname": "gpu-a.example.org"}})
     hosts = []
     for name, records in (("gpu-a.example.org", no_gpu()), ("gpu-b", healthy()), ("gpu-c", healthy()),
                           ("cpu-d", healthy()), ("elsewhere", healthy())):
