@@ -8,6 +8,8 @@ host: GPUPROBE_GPU=1, scripts/gpu-e2e.sh).
   libnvidia-gpucomp) is bound the same way or named.
 - The same spec with libnvidia-ml.so.1 replaced by a library of the spec's own (tests/unit/fixtures/host/fake_driver.c
   built as NVML: it answers nvmlInit): the probe loads it, and the binding FAILs naming it; never COMPUTE_VERIFIED.
+  The impostor is declared trusted (trusted_edits) so that the allowlist (cdi.trust.accounted) lets the probe run and
+  the binding is what is judged; undeclared it is FAILED_AT_CDI before any container (tests/gpu/test_probe_trust_gpu.py).
 Records and verdicts go untouched to $GPUPROBE_EVIDENCE_DIR/<case>.json (through run_variant). Skips cleanly without
 a GPU.
 """
@@ -17,7 +19,7 @@ import subprocess
 
 import pytest
 
-from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401 pylint: disable=unused-import
+from test_runtime_compute_gpu import assert_accounted, host_record, run_variant  # noqa: F401 pylint: disable=unused-import
 
 pytestmark = [
     pytest.mark.gpu,
@@ -48,6 +50,7 @@ def test_the_real_drivers_libraries_in_the_probe_are_bound(host_record):  # noqa
     assert binding and all(c["status"] == "PASS" for c in binding), binding
     assert [c["status"] for c in _checks(records["runtime"], "runtime.probe.unchanged")] == ["PASS"]
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    assert_accounted(records)
 
 
 def _impostor_nvml():
@@ -69,7 +72,9 @@ def test_an_impostor_nvml_in_the_probe_is_never_verified(host_record):  # noqa: 
             if os.path.basename(m["containerPath"]).startswith("libnvidia-ml.so"):
                 m["hostPath"] = impostor
 
-    records, probe, verdict = run_variant("full", host_record, edit=replace_nvml, name="libraries-impostor-nvml")
+    records, probe, verdict = run_variant("full", host_record, edit=replace_nvml, name="libraries-impostor-nvml",
+                                          trusted_edits=[{"hostPath": impostor, "why": "test: an NVML of the spec's own"}])
+    assert_accounted(records, declared=True)
     assert probe["nvml"]["library"]["ok"], probe["nvml"]  # the probe loaded it: its code ran in the probe
     binding = _checks(records["compute"], "compute.driver.binding")
     assert [c["status"] for c in binding] == ["FAIL"] and "libnvidia-ml" in binding[0]["subject"], binding
