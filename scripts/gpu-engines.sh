@@ -73,6 +73,7 @@ export PATH=$GPUPROBE_ENGINES_PATH:$PATH
 step pytest-engines env GPUPROBE_GPU=1 GPUPROBE_ENGINES="$engines" GPUPROBE_EVIDENCE_DIR="$ev" \
   "$py" -m pytest -p no:cacheprovider -v -m gpu tests/gpu/test_engines_gpu.py \
   tests/gpu/test_truth_gpu.py::test_a_spec_that_replaces_the_probe_is_never_verified tests/gpu/test_spec_did_it_gpu.py \
+  tests/gpu/test_probe_trust_gpu.py \
   tests/gpu/test_handlers_gpu.py \
   -o addopts="" --junitxml="$ev/pytest-engines.xml"
 

@@ -22,7 +22,8 @@ import pytest
 
 from test_engine_drills import engine, lab  # noqa: F401 pylint: disable=unused-import
 from test_fake_driver_podman import CUDA, DRIVER, GPU, PTXJIT_IN_CONTAINER, _build, _host
-from test_probe_integrity_engines import RO
+from test_probe_trust_engines import RO
+from replaced_probe import REWRITE_HOOK as REWRITE
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_runtime_podman import LIB_IN_CONTAINER
 
@@ -34,17 +35,6 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict i
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("engine", ["podman", "containerd"], indirect=True)]
 
 NVML_IN_CONTAINER = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
-# the hook: read the container's state (stdin), find the probe's bind mount in the bundle's config.json, rewrite it
-REWRITE = (
-    "import json,sys\n"
-    "state=json.load(sys.stdin)\n"
-    "config=json.load(open(state['bundle']+'/config.json'))\n"
-    "for m in config.get('mounts') or []:\n"
-    "    if m.get('destination','').startswith('/gpuprobe-'):\n"
-    "        open(m['source'],'a').write('\\n# rewritten by a createRuntime hook of the spec\\n')\n"
-)
-
-
 def _driver_edits(lab_, nvml=None, ptxjit=None):  # noqa: F811 pylint: disable=redefined-outer-name
     """The fake driver's edits: the driver root's own libcuda, NVML from ``nvml`` and the JIT compiler from ``ptxjit``
     (None: the driver root's own)."""
