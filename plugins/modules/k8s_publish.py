@@ -16,14 +16,21 @@ description:
     C(kubectl describe node) see the verdict. Node conditions merge by C(type), so the kubelet's own conditions and
     other writers' stay as they are.
   - "The condition has C(type) O(condition_type), C(status) V(True) for C(COMPUTE_VERIFIED), V(False) for
-    C(FAILED_AT_<LAYER>), V(Unknown) otherwise; C(reason) the verdict; C(message) the verdict, its signature, where it
-    points and the run id; C(lastTransitionTime) kept while the status does not change; C(lastHeartbeatTime) now."
+    C(FAILED_AT_<LAYER>); C(reason) the verdict; C(message) the verdict, its signature, where it points and the run id;
+    C(lastTransitionTime) kept while the status does not change; C(lastHeartbeatTime) now."
+  - "Only what the run decided is written. A host whose verdict is C(INCONCLUSIVE) (unreachable, run failed, a layer
+    not run, the GPU busy) is not written at all in any O(mode): its Node keeps its condition and label, and the host
+    is in RV(kept). In an C(audit) (no container runs) only C(FAILED_AT_HOST) and C(FAILED_AT_CDI) are written
+    (V(False)); never V(True), and a verified Node keeps its condition. V(Unknown) is never written."
   - With O(label), also one Node label O(label)=<verdict> (a merge patch of C(metadata.labels)).
   - Never touches Pods, taints or the Node's spec (the collection's command allowlist refuses any other write).
-  - Hosts are matched to Nodes by name, the C(kubernetes.io/hostname) label or a unique short name, or through
-    O(node_names). A host with no Node, and hosts that resolve to one Node (refused, since which verdict is the Node's
-    cannot be told), are returned in RV(unmatched), each with a warning, and fail the task after the other Nodes are
-    written, since a verdict that was asked to be published and was not is an error. A read or a write that fails is
+  - A host is written only on the Node it is exactly, the Node named like the inventory host (case-insensitive) or
+    the one Node whose C(kubernetes.io/hostname) label is the inventory name, or the one O(node_names) names. A short
+    name never matches. An ambiguous match (a Node named so and another labelled so, two labelled so, a label match
+    beside a Node with the same short name) is refused, as are hosts that resolve to one Node (which verdict is the
+    Node's cannot be told). A host with a verdict to write and no such Node is returned in RV(unmatched) with why,
+    with a warning, and fails the task after the other Nodes are written, since a verdict that was asked to be
+    published and was not is an error. A read or a write that fails is
     returned in RV(errors) and fails the task; nothing is hidden.
   - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) (get/list nodes,
     patch nodes/status, and patch nodes for O(label)).
@@ -56,9 +63,20 @@ options:
     type: dict
     default: {}
   node_names:
-    description: Mapping host -> Node name, for hosts whose inventory name is not their Node's.
+    description:
+      - Mapping inventory host -> Node name, the explicit map, for hosts whose inventory name is neither their Node's
+        name nor its C(kubernetes.io/hostname) label (an FQDN inventory beside short Node names, for example).
+      - A host in it is written only on that Node, exactly.
     type: dict
     default: {}
+  mode:
+    description:
+      - The mode of the run the verdicts come from (the fleet playbook's C(gpuprobe_mode)). V(full) and V(postcheck)
+        write C(COMPUTE_VERIFIED) and C(FAILED_AT_<LAYER>); V(audit) writes only C(FAILED_AT_HOST) and
+        C(FAILED_AT_CDI). C(INCONCLUSIVE) is never written. Every host not written is in RV(kept).
+    type: str
+    choices: [full, postcheck, audit]
+    default: full
   condition_type:
     description: The Node condition type to write.
     type: str
@@ -138,9 +156,17 @@ published:
       elements: list
 unmatched:
   description:
-    - Hosts whose verdict was not published, each with the reason; the task warns about each and fails when it is
-      not empty (after writing the others).
-    - A host with no Node, and every host of two or more that resolve to one Node (refused; set O(node_names)).
+    - Hosts whose verdict was to be written and was not, each with the reason; the task warns about each and fails
+      when it is not empty (after writing the others).
+    - A host with no Node of its exact name or C(kubernetes.io/hostname) label, an ambiguous match, and every host
+      of two or more that resolve to one Node (refused; set O(node_names)).
+  returned: always
+  type: list
+  elements: dict
+kept:
+  description:
+    - Hosts whose Node was left as it is (host, node or null, verdict, reason), because the verdict was not decided in
+      this run (C(INCONCLUSIVE)) or is not one an audit proves. Not an error.
   returned: always
   type: list
   elements: dict
@@ -179,7 +205,7 @@ def k8s_publish(p, check_mode, diff=False):
                                condition_type=p["condition_type"], label_key=p["label"], run_id=p["run_id"],
                                check_mode=check_mode, deadline=p["deadline"],
                                max_consecutive_timeouts=p["max_consecutive_timeouts"], workers=p["workers"],
-                               diff=diff)
+                               diff=diff, mode=p["mode"])
     warnings = ["verdict of %s not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
     problems = ["%s%s" % ("%s: " % e["node"] if e["node"] else "", e["error"]) for e in out["errors"]]
     problems += ["%s: not published: %s" % (u["host"], u["reason"]) for u in out["unmatched"]]
@@ -193,6 +219,7 @@ def main():
         verdicts=dict(type="dict", required=True),
         signatures=dict(type="dict", default={}),
         node_names=dict(type="dict", default={}),
+        mode=dict(type="str", default="full", choices=list(_k8s_publish.MODES)),
         condition_type=dict(type="str", default=_k8s_publish.CONDITION_TYPE),
         label=dict(type="str"),
         run_id=dict(type="str"),

@@ -74,6 +74,11 @@ def test_self_built_full_spec_resolves_and_every_host_check_passes(host):
     assert nodes["/dev/nvidiactl"]["major"] == 195 and nodes["/dev/nvidiactl"]["minor"] == 255
     assert all(n["type"] == "c" for n in nodes.values())
     assert all(c["status"] != NOT_RUN for c in host_checks)
+    # every edit accounted for as NVIDIA's generators write it (the self-built spec's shapes), none on the site's word
+    trust = [c for c in record["checks"] if c["id"] == "cdi.trust.accounted"]
+    assert [c["status"] for c in trust] == [PASS] and "declared" not in trust[0]["observed"], trust
+    rows = [r for rows in record["evidence"]["trust"]["devices"].values() for r in rows]
+    assert rows and all(r["by"] == "generators" for r in rows), [r for r in rows if r["by"] != "generators"]
 
 
 def test_stale_library_variant_fails_as_stale(host):
@@ -81,3 +86,6 @@ def test_stale_library_variant_fails_as_stale(host):
     assert record["status"] == FAIL and record["signature"] == "cdi.host.library_version", record["reason"]
     stale = [c for c in record["checks"] if c["id"] == "cdi.host.library_version" and c["status"] == FAIL]
     assert stale and "stale spec" in stale[0]["hint"] and DRIVER in stale[0]["expected"]
+    # the stale file does not exist: no file of the driver either, a FAIL of the allowlist after the host check
+    unaccounted = [c for c in record["checks"] if c["id"] == "cdi.trust.accounted" and c["status"] == FAIL]
+    assert len(unaccounted) == 1 and "cannot be read" in unaccounted[0]["observed"], unaccounted

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401  pylint: disable=unused-import
+from test_runtime_compute_gpu import assert_accounted, host_record, run_variant  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import adapters as _runtime_adapters
 
@@ -47,6 +47,7 @@ def test_compute_verified_by_uuid(host_record, engine):  # noqa: F811  pylint: d
     assert runtime["status"] == "PASS", runtime["reason"]
     assert probe["runtime"].startswith(engine["runtime"] + " ")
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    assert_accounted(records)  # every edit as the generators' shapes, whatever the engine
     host_uuids = [g["uuid"] for g in host_record["evidence"]["nvml"]["gpus"]]
     rows = records["compute"]["evidence"]["gpus"]
     assert rows and all(r["status"] == "PASS" and r["seen_in_container"] and r["uuid"] in host_uuids for r in rows), rows

@@ -132,6 +132,9 @@ def test_honest_node_spec_verifies_gpu0_by_uuid(host_record, case):
     assert [r["uuid"] for r in rows if r["expected"]] == [gpu["uuid"]], rows
     assert all(r["status"] == "PASS" for r in rows if r["expected"]), rows
     assert [g["uuid"] for g in records["cdi"]["evidence"]["identity"]["expected_gpus"]] == [gpu["uuid"]]
+    # every edit of the node-style spec is accounted for as the generators' (cdi.trust.accounted), none declared
+    trust = [c for c in records["cdi"]["checks"] if c["id"] == "cdi.trust.accounted"]
+    assert [c["status"] for c in trust] == ["PASS"] and "declared" not in trust[0]["observed"], trust
 
 
 @pytest.mark.parametrize("case", ["extra_index_1", "request_index_1", "wrong_uuid"])

@@ -6,6 +6,12 @@ steps included), build the compute record with the host control, and compute the
 variant must land in the layer and signature that the variant's entry predicts. The records are written,
 untouched, as JSON to $GPUPROBE_EVIDENCE_DIR/<variant>.json when that is set.
 
+Trust is an allowlist (cdi.trust.accounted): the self-built spec's edits are accounted for as the generators' shapes.
+A variant whose spec holds an edit no GPU spec makes (stub_libcuda: the toolkit's stub is no file of the driver) is
+FAILED_AT_CDI and run with the node's gate (run_variant(gate=True): no container); a test whose subject comes after
+the allowlist (the stub first on LD_LIBRARY_PATH) declares its own edits (run_variant(trusted_edits=...)), as a site
+would, so that the probe runs and the verdict says what it rests on.
+
 Environment: GPUPROBE_GPU=1 (else skipped), GPUPROBE_PROBE_IMAGE (default localhost/gpuprobe-probe:local, the
 verify_probe_image default), GPUPROBE_DRIVER_ROOT (default /usr/local/nvidia), GPUPROBE_EVIDENCE_DIR (optional).
 """
@@ -22,6 +28,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import la
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import spec as _cdi_spec
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import SELF_BUILT_SPEC_DIR
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host import layer as _host
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import gated, layer_gate
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import VERIFY_NODE_ARGSPEC
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
@@ -36,6 +43,7 @@ IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", VERIFY_NODE_ARGSPEC["probe_image"
 DRIVER_ROOT = os.environ.get("GPUPROBE_DRIVER_ROOT", "/usr/local/nvidia")
 SPEC_DIR = SELF_BUILT_SPEC_DIR
 EVIDENCE_DIR = os.environ.get("GPUPROBE_EVIDENCE_DIR")
+TRUST = "cdi.trust.accounted"
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +66,14 @@ def _save(name, records):
         json.dump(records, f, indent=2, sort_keys=True, default=str)
 
 
-def run_variant(variant, host, user=None, edit=None, name=None, engine=None):
+def run_variant(variant, host, user=None, edit=None, name=None, engine=None, trusted_edits=None, gate=False):
     """All four layers for one spec variant (``edit``: a change made to its spec first, saved as ``name``);
     returns the records and the verdict (and saves them). ``engine``: runtime_facts' runtime options (runtime,
-    runtime_endpoint, cri_descriptor), podman when not given."""
+    runtime_endpoint, cri_descriptor), podman when not given. ``trusted_edits``: the site's declared trusted edits,
+    given to the cdi layer (a test whose spec adds edits of its own declares them, so that what it exercises comes
+    after the allowlist, cdi.trust.accounted). ``gate``: apply the node's gate (``_node.gate.layer_gate``) as the node
+    does, so that after a host or cdi FAIL no container starts (runtime and compute NOT_RUN, probe None); without it
+    the probe runs past the gate, for the drills that show what the runtime and the GPU then do."""
     engine = engine or {"runtime": "podman"}
     run_id = "gpu-%s-%s" % (variant.replace("_", "-"), uuid.uuid4().hex[:6])
     try:
@@ -72,12 +84,18 @@ def run_variant(variant, host, user=None, edit=None, name=None, engine=None):
         edit(spec)
     device = "%s=0" % spec["kind"]  # the run's own kind
     _cdi_spec.write_spec(spec, SPEC_DIR, run_id)
+    probe, blocked = None, ""
     try:
-        cdi = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host)
-        runtime, probe = _runtime_layer.record(dict(engine, **{
-            "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "timeout": 60,
-            "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host, "user": user}))
-        compute = _compute_layer.record(probe, runtime, host_record=host, host_control=True, timeout=60)
+        cdi = _cdi_layer.record(spec_dirs=[SPEC_DIR], discover_runtime_dirs_=False, devices=[device], host=host,
+                                trusted_edits=trusted_edits)
+        blocked = layer_gate({"host": host, "cdi": cdi}) if gate else ""
+        if blocked:
+            runtime, compute = gated(blocked)["runtime"], gated(blocked)["compute"]
+        else:
+            runtime, probe = _runtime_layer.record(dict(engine, **{
+                "run_id": run_id, "image": IMAGE, "cdi_devices": [device], "timeout": 60,
+                "expected_edits": cdi["evidence"]["expected_edits"], "compute": True, "host": host, "user": user}))
+            compute = _compute_layer.record(probe, runtime, host_record=host, host_control=True, timeout=60)
     finally:
         _cdi_spec.remove_spec(SPEC_DIR, run_id)
         leftovers = _runtime_cleanup.cleanup(run_id=run_id, runtime=engine["runtime"], spec_dir=SPEC_DIR,
@@ -85,7 +103,8 @@ def run_variant(variant, host, user=None, edit=None, name=None, engine=None):
     records = {"host": host, "cdi": cdi, "runtime": runtime, "compute": compute}
     verdict = node_verdict(records)
     _save(name or variant, {"variant": name or variant, "prediction": _cdi_spec.prediction(variant), "user": user,
-                            "engine": dict(runtime["evidence"].get("engine") or {}, options=engine),
+                            "engine": dict((runtime.get("evidence") or {}).get("engine") or {}, options=engine),
+                            "trusted_edits": trusted_edits, "gate": blocked or ("passed" if gate else "not applied"),
                             "records": dict(records, probe=probe), "verdict": verdict, "cleanup": leftovers})
     for layer in ("cdi", "runtime", "compute"):
         assert validate_record(records[layer]) == [], layer
@@ -93,6 +112,20 @@ def run_variant(variant, host, user=None, edit=None, name=None, engine=None):
     if compute["status"] == "NOT_RUN" and "GPU in use" in compute["reason"]:
         pytest.skip(compute["reason"])
     return records, probe, verdict
+
+
+def trust_checks(record):
+    """The cdi record's cdi.trust.accounted checks."""
+    return [c for c in record["checks"] if c["id"] == TRUST]
+
+
+def assert_accounted(records, declared=False):
+    """cdi.trust.accounted PASSed for the requested device: every edit as NVIDIA's generators write it, or (``declared``)
+    some declared trusted by the site, said so in the check."""
+    checks = trust_checks(records["cdi"])
+    assert [c["status"] for c in checks] == ["PASS"], checks
+    assert ("declared trusted by the site" in checks[0]["observed"]) == declared, checks[0]["observed"]
+    return checks[0]
 
 
 def _failed_call(compute):
@@ -119,6 +152,9 @@ def test_full_spec_compute_verified(host_record):
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
     assert verdict["gpus"] and all(r["status"] == "PASS" for r in verdict["gpus"] if r["expected"]), verdict["gpus"]
     assert [c["status"] for c in runtime["checks"] if c["id"] == "runtime.loader.libcuda"] == ["PASS"]
+    # every edit of the self-built spec is one the allowlist accounts for, none on the site's word
+    assert_accounted(records)
+    assert "declared trusted" not in verdict["reason"], verdict["reason"]
 
 
 def test_no_ptxjit_mount_jit_compiler_not_found(host_record):
@@ -155,14 +191,18 @@ def test_cgroup_read_only_open_eperm_then_no_device(host_record):
 
 
 def test_stub_libcuda(host_record):
-    records, _probe, verdict = run_variant("stub_libcuda", host_record)
-    compute = records["compute"]
-    assert compute["signature"] == "compute.cuda.CUDA_ERROR_STUB_LIBRARY", compute["reason"]
-    assert _failed_call(compute) == "cuInit"
-    assert compute["points_to"] == "runtime"
-    assert verdict["layer"] in ("compute", "cdi"), verdict  # the cdi layer may already flag the stub
-    assert verdict["points_to"] == "cdi", verdict
-    assert [c["status"] for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"] == ["WARN"]
+    """The toolkit's stub mounted as libcuda.so.1 is no file of the driver: an unaccounted edit, FAILED_AT_CDI by
+    cdi.trust.accounted as the variant predicts, and the node's gate starts no container (what the stub does in a
+    container, CUDA_ERROR_STUB_LIBRARY, is test_stub_first_on_the_library_path..., with the stub declared)."""
+    records, probe, verdict = run_variant("stub_libcuda", host_record, gate=True)
+    prediction = _cdi_spec.prediction("stub_libcuda")
+    fails = [c for c in trust_checks(records["cdi"]) if c["status"] == "FAIL"]
+    assert len(fails) == 1 and "-> /usr/local/nvidia/lib64/libcuda.so.1" in fails[0]["observed"], fails
+    assert "stubs" in fails[0]["observed"] and "not accounted for" in fails[0]["observed"], fails
+    assert (verdict["verdict"], verdict["layer"], verdict["signature"], verdict["points_to"]) == (
+        "FAILED_AT_CDI", prediction["layer"], prediction["signature"], "cdi"), verdict
+    assert probe is None
+    assert (records["runtime"]["status"], records["runtime"]["reason"]) == ("NOT_RUN", "blocked by cdi FAIL")
 
 
 def test_file_mode_0000_as_uid_1000(host_record):
@@ -190,6 +230,9 @@ def test_missing_host_path_never_starts(host_record, variant, cdi_signature):
     assert records["compute"]["status"] == "NOT_RUN"
     assert records["cdi"]["status"] == "FAIL" and verdict["verdict"] == "FAILED_AT_CDI"
     assert verdict["signature"] == cdi_signature, verdict
+    # the mount whose source is missing is no file of the driver either: the allowlist names it too (after the host check)
+    fails = [c for c in trust_checks(records["cdi"]) if c["status"] == "FAIL"]
+    assert len(fails) == 1 and "cannot be read" in fails[0]["observed"], fails
 
 
 # issue 10: node-style specs whose failure the spec causes, measured on this host before attribution followed
@@ -222,8 +265,18 @@ def _stub_first_on_the_library_path(spec):
                     else e for e in edits["env"]]
 
 
+def _stub_declared():
+    """The stub's mount and the LD_LIBRARY_PATH that puts its directory first: no GPU spec's edits, declared here so
+    that the probe runs and the runtime's loader check is what is judged."""
+    return [{"hostPath": os.environ.get("GPUPROBE_STUB_LIBCUDA") or "-", "containerPath": STUBS_IN_CONTAINER + "/libcuda.so.1",
+             "why": "test: the CUDA toolkit's stub first on the library path"},
+            {"env": "LD_LIBRARY_PATH", "why": "test: the stubs' directory first"}]
+
+
 def test_stub_first_on_the_library_path_fails_the_loader_check_and_points_at_cdi(host_record):
-    records, probe, verdict = run_variant("full", host_record, edit=_stub_first_on_the_library_path, name="stub_first")
+    records, probe, verdict = run_variant("full", host_record, edit=_stub_first_on_the_library_path, name="stub_first",
+                                          trusted_edits=_stub_declared())
+    assert_accounted(records, declared=True)
     loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"]
     assert [c["status"] for c in loader] == ["FAIL"], loader
     assert STUBS_IN_CONTAINER + "/libcuda.so.1" in loader[0]["observed"]

@@ -3,15 +3,21 @@
 - A libcuda.so.1 that is not the driver's (tests/unit/fixtures/host/fake_driver.c: it answers every call with
   success, claims the real GPU's UUID, name and CUDA driver version, and writes what the kernel would write),
   mounted by the spec under the driver's own file name, must never make the node COMPUTE_VERIFIED: the
-  compute layer compares the loaded file with the host driver root's by content, and the driver version.
-- The honest spec's proof is bound: compute.driver.binding PASSes with the same digest on both sides.
+  compute layer compares the loaded file with the host driver root's by content, and the driver version. The fake
+  and its FAKE_* env are declared trusted (trusted_edits) so that the allowlist lets the probe run: the binding is
+  what is judged.
+- The honest spec's proof is bound: compute.driver.binding PASSes with the same digest on both sides, and every edit
+  is accounted for as the generators' (cdi.trust.accounted), none on the site's word.
 - The container's environment cannot redirect the probe: a spec env of PYTHONPATH/PYTHONSTARTUP/PYTHONHOME,
   a sitecustomize/usercustomize that prints forged probe lines, and the removed test hook GPUPROBE_PROBE_DELAY_S
-  change nothing: the node is still COMPUTE_VERIFIED and no forged line is taken.
+  change nothing: declared trusted (else the allowlist refuses them before any container), the node is still
+  COMPUTE_VERIFIED, its reason says it rests on the declared edits, and no forged line is taken.
 - A spec cannot replace the probe (issue 32): a "probe" of its own mounted at the old fixed path /gpuprobe/probe.py
-  (or a directory at /gpuprobe) that hashes the driver root's libcuda while the fake driver answers, through every
-  engine of tests/gpu/test_engines_gpu.py (podman, containerd over the CRI, docker): cdi.inject.probe_integrity FAILs,
-  the node gate blocks the probe (FAILED_AT_CDI), and the probe run past the gate is the real one at its per-run path.
+  (or a directory at /gpuprobe) that hashes the driver root's libcuda (mounted at /gpuprobe-driver) while the fake
+  driver answers, through every engine of tests/gpu/test_engines_gpu.py (podman, containerd over the CRI, docker):
+  with the fake driver declared, the probe's and the copy's mounts are unaccounted (cdi.trust.accounted FAILs naming
+  each), the node gate blocks the probe (FAILED_AT_CDI), and the probe run past the gate is the real one at its
+  per-run path. Issue 42's six other ways in are tests/gpu/test_probe_trust_gpu.py.
 Records and verdicts go untouched to $GPUPROBE_EVIDENCE_DIR/<case>.json (through run_variant).
 """
 import os
@@ -22,7 +28,7 @@ import pytest
 
 from replaced_probe import replaced_probe  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 from test_engines_gpu import engine  # noqa: F401 pylint: disable=unused-import
-from test_runtime_compute_gpu import host_record, run_variant  # noqa: F401 pylint: disable=unused-import
+from test_runtime_compute_gpu import assert_accounted, host_record, run_variant, trust_checks  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.host import driver_libcuda
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import gated, layer_gate
@@ -55,6 +61,11 @@ def _fake_libcuda(driver_version):
     return target
 
 
+# the fake driver as the tests declare it (trusted_edits): its library under WORK, the env it reads
+FAKE_DECLARED = [{"hostPath": WORK + "/lib/*", "why": "test: the fake libcuda (fake_driver.c)"},
+                 {"env": "FAKE_*", "why": "test: what the fake libcuda claims"}]
+
+
 def _gpu0(host):
     gpus = host["evidence"].get("gpus") or host["evidence"]["nvml"]["gpus"]
     return gpus[0]
@@ -74,6 +85,7 @@ def test_honest_spec_proof_is_bound_to_the_host_driver(host_record):
     binding = _checks(records["compute"], "compute.driver.binding")
     assert binding and all(c["status"] == "PASS" for c in binding), binding
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    assert_accounted(records)
     noise = (probe or {}).get("noise") or []
     assert noise == [], noise
 
@@ -92,8 +104,10 @@ def test_fake_libcuda_claiming_the_gpu_is_never_verified(host_record):
         env += ["FAKE_GPU_UUID=%s" % gpu["uuid"], "FAKE_GPU_NAME=%s" % gpu.get("name", "NVIDIA H200"),
                 "FAKE_CUDA_DRIVER_VERSION=%s" % (cuda_int or 13000)]
 
-    records, _probe, verdict = run_variant("full", host_record, edit=swap, name="truth-fake-libcuda")
+    records, _probe, verdict = run_variant("full", host_record, edit=swap, name="truth-fake-libcuda",
+                                           trusted_edits=FAKE_DECLARED)
     assert verdict["verdict"] != "COMPUTE_VERIFIED", verdict
+    assert_accounted(records, declared=True)
     # the spec alone says it, before any container starts: the mounted file is not the driver root's
     identity = [c for c in records["cdi"]["checks"] if c["id"] == "cdi.host.libcuda_identity"]
     assert [c["status"] for c in identity] == ["WARN"], identity
@@ -124,8 +138,15 @@ def test_container_environment_cannot_redirect_the_probe(host_record):
         edits.setdefault("mounts", []).append({"hostPath": evil, "containerPath": "/gpuprobe-evil",
                                                "options": ["ro", "bind"]})
 
-    records, probe, verdict = run_variant("full", host_record, edit=poison, name="truth-poisoned-env")
+    declared = [{"env": "PYTHON*", "why": "test: the interpreter's env, which -I ignores"},
+                {"env": "GPUPROBE_PROBE_DELAY_S", "why": "test: the removed test hook"},
+                {"hostPath": evil, "containerPath": "/gpuprobe-evil", "why": "test: forged startup files"}]
+    records, probe, verdict = run_variant("full", host_record, edit=poison, name="truth-poisoned-env", trusted_edits=declared)
     assert verdict["verdict"] == "COMPUTE_VERIFIED", verdict
+    trust = assert_accounted(records, declared=True)
+    assert "6 declared trusted by the site" in trust["observed"], trust["observed"]
+    assert "rests on edits the site declared trusted (trusted_edits): " in verdict["reason"], verdict["reason"]
+    assert "env PYTHONPATH=/gpuprobe-evil" in verdict["reason"] and "-> /gpuprobe-evil" in verdict["reason"], verdict["reason"]
     assert records["compute"]["status"] == "PASS", records["compute"]["reason"]
     assert probe["wall_ms"] < 60000, probe["wall_ms"]
 
@@ -154,10 +175,13 @@ def test_a_spec_that_replaces_the_probe_is_never_verified(host_record, engine, w
             {"hostPath": real, "containerPath": copy, "options": ["ro", "nosuid", "nodev", "bind"]}])
 
     name = "%s-truth-probe-replaced-%s" % (engine["runtime"], "file" if where.endswith(".py") else "dir")
-    records, probe, verdict = run_variant("full", host_record, edit=replace, engine=engine, name=name)
+    # the fake driver is declared (as in the other tests here); the probe of the spec's own and the copy it hashes are not
+    records, probe, verdict = run_variant("full", host_record, edit=replace, engine=engine, name=name,
+                                          trusted_edits=FAKE_DECLARED)
     assert verdict["verdict"] != "COMPUTE_VERIFIED", verdict
-    integrity = _checks(records["cdi"], "cdi.inject.probe_integrity")
-    assert [c["status"] for c in integrity] == ["FAIL"] and where in integrity[0]["observed"], integrity
+    fails = [c for c in trust_checks(records["cdi"]) if c["status"] == "FAIL"]
+    assert sorted(c["observed"].split(": not accounted for")[0].rsplit(" -> ", 1)[1] for c in fails) == sorted([copy, where]), fails
+    assert all(c["subject"] == records["cdi"]["evidence"]["requested_devices"][0] for c in fails), fails
     # the node: the gate blocks the probe on the cdi FAIL, before any container starts
     gate = layer_gate({"host": host_record, "cdi": records["cdi"]})
     assert gate == "blocked by cdi FAIL"

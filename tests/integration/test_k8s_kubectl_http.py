@@ -261,7 +261,7 @@ def test_publish_ends_at_its_deadline_whatever_the_timeouts(endpoint):
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _playbook(tmp_path, kubeconfig, *extra):
+def _playbook(tmp_path, kubeconfig, *extra, more_hosts=None):
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
     import yaml  # pylint: disable=import-outside-toplevel
@@ -272,6 +272,7 @@ def _playbook(tmp_path, kubeconfig, *extra):
     inventory = {"all": {"hosts": {"dra-0": {  # the inventory name is the Node's name
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "verify_root": str(tmp_path / "node"),
         "verify_nvml": False, "verify_k8s": False, "verify_cdi_spec_dirs": ["/etc/cdi"]}}}}
+    inventory["all"]["hosts"].update(more_hosts or {})
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     argv = ["ansible-playbook", "-i", str(tmp_path / "hosts.yml"), os.path.join(ROOT, "playbooks", "verify-gpu.yml"),
             "-e", "gpuprobe_mode=audit", "-e", "gpuprobe_report_dir=%s" % (tmp_path / "reports"),
@@ -307,3 +308,60 @@ def test_fleet_run_fails_when_a_write_is_refused_and_check_mode_writes_nothing(e
     assert status == 0, output[-3000:]
     assert [r for r in recorder.requests if r["method"] == "PATCH"] == []
     assert [r["path"] for r in recorder.requests if r["path"].startswith("/api/v1/nodes")] == ["/api/v1/nodes"]
+
+
+# ---- issue 43: the right Node, and only what the run decided ----
+
+
+def _add_node(recorder, name, hostname, condition=None):
+    recorder.lists["nodes"]["items"].append({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {"kubernetes.io/hostname": hostname}}, "status": {"conditions": [condition] if condition else []}})
+
+
+def _patched(recorder):
+    return [r["path"] for r in recorder.requests if r["method"] == "PATCH"]
+
+
+def test_real_kubectl_writes_no_other_machines_node(endpoint):
+    """A verified host with no Node of its own is not written onto the Node that shares its short name, nor onto a
+    Node whose kubelet labels itself with the host's name beside it: both are unmatched, with why, and nothing is
+    patched."""
+    recorder, kubeconfig = endpoint()
+    _add_node(recorder, "gpu-a.dc1", "gpu-a.dc1")
+    _add_node(recorder, "rogue", "gpu-a")
+    out = _k8s_publish.publish({"gpu-a.dc2": "COMPUTE_VERIFIED", "gpu-a": "COMPUTE_VERIFIED"}, kubectl=KUBECTL,
+                               kubeconfig=kubeconfig, timeout=10, label_key="gpuprobe.layers/verdict")
+    assert _patched(recorder) == [] and out["published"] == []
+    assert out["unmatched"] == [
+        {"host": "gpu-a", "reason": "ambiguous: Node rogue is labelled kubernetes.io/hostname=gpu-a, and Node gpu-a.dc1 "
+                                    "has the short name gpu-a: not matched by label (set node_names)"},
+        {"host": "gpu-a.dc2", "reason": "no Node is named gpu-a.dc2 or labelled kubernetes.io/hostname=gpu-a.dc2; Nodes "
+                                        "gpu-a.dc1, rogue have the short name gpu-a, which is not a match (set node_names)"}]
+    # the explicit map settles it
+    out = _k8s_publish.publish({"gpu-a": "COMPUTE_VERIFIED"}, kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=10,
+                               node_names={"gpu-a": "gpu-a.dc1"})
+    assert out["unmatched"] == [] and _patched(recorder) == ["/api/v1/nodes/gpu-a.dc1/status"]
+
+
+def test_real_kubectl_leaves_a_node_not_decided_in_this_run_as_it_is(endpoint):
+    """INCONCLUSIVE (unreachable, run failed) in any mode, and in an audit anything but FAILED_AT_HOST/CDI: no request
+    touches the Node."""
+    recorder, kubeconfig = endpoint()
+    out = _k8s_publish.publish({"dra-0": "INCONCLUSIVE", "dra-1": "COMPUTE_VERIFIED", "plain-0": "FAILED_AT_CDI"},
+                               kubectl=KUBECTL, kubeconfig=kubeconfig, timeout=10, mode="audit",
+                               label_key="gpuprobe.layers/verdict")
+    assert out["errors"] == [] and out["unmatched"] == []
+    assert _patched(recorder) == ["/api/v1/nodes/plain-0/status", "/api/v1/nodes/plain-0"]
+    assert [(k["host"], k["verdict"]) for k in out["kept"]] == [("dra-0", "INCONCLUSIVE"), ("dra-1", "COMPUTE_VERIFIED")]
+
+
+@pytest.mark.integration
+def test_fleet_run_keeps_an_unreachable_nodes_condition(endpoint, tmp_path):
+    """The fleet playbook in an audit: the reachable node's FAILED_AT_CDI is written; the unreachable node (its Node
+    dra-1 exists) is not written at all, and the publish task does not fail for it."""
+    recorder, kubeconfig = endpoint()
+    status, output = _playbook(tmp_path, kubeconfig, more_hosts={"dra-1": {
+        "ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_ssh_timeout": 5}})
+    assert status == 2, output[-3000:]   # the unreachable node fails the run, after the report and the publish
+    assert "publishing the verdicts failed" not in output
+    assert _patched(recorder) == ["/api/v1/nodes/dra-0/status", "/api/v1/nodes/dra-0"]

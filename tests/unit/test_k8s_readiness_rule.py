@@ -214,3 +214,40 @@ def test_every_cel_rule_of_the_crd_is_known_or_a_transition_rule():
     rules = set(item["rule"] for node in _dicts(schema) for item in node.get("x-kubernetes-validations") or [])
     on_create = set(r for r in rules if "oldSelf" not in r)
     assert on_create == set(CEL_ON_CREATE)
+
+
+# ---- issue 43: the rules against what k8s_publish writes, and the DaemonSets that must run on a tainted node ----
+
+
+def _tolerates(tolerations, taint):
+    return any(t.get("key") == taint["key"] and (t.get("operator") == "Exists" or t.get("value") == taint.get("value"))
+               and t.get("effect") in (None, taint["effect"]) for t in tolerations)
+
+
+def test_the_gpu_operator_values_tolerate_every_taint_of_the_rules():
+    """The GPU Operator's operands and NFD's worker must land on a node the bootstrap taint keeps (else it never gets a
+    driver or its labels) and come back on a tainted node; the chart's own nvidia.com/gpu toleration is kept."""
+    (values,) = [yaml.safe_load(b) for b in _doc_blocks("yaml") if b.lstrip().startswith("# GPU Operator Helm values")]
+    taints = [r["spec"]["taint"] for r in doc_rules()]
+    for tolerations in (values["daemonsets"]["tolerations"], values["node-feature-discovery"]["worker"]["tolerations"]):
+        assert [t["key"] for t in taints if not _tolerates(tolerations, t)] == []
+        assert _tolerates(tolerations, {"key": "nvidia.com/gpu", "effect": "NoSchedule"})
+
+
+@pytest.mark.parametrize("mode", _k8s_publish.MODES)
+@pytest.mark.parametrize("verdict", ["COMPUTE_VERIFIED", "FAILED_AT_HOST", "FAILED_AT_CDI", "FAILED_AT_RUNTIME",
+                                     "FAILED_AT_COMPUTE", "INCONCLUSIVE"])
+def test_the_continuous_rule_takes_a_verified_node_out_only_on_a_proven_failure(mode, verdict):
+    """A Node verified by an earlier run, then published by a run of ``mode`` whose verdict for it is ``verdict``: the
+    continuous rule taints it only when that run proved a failure (an unreachable node, a busy GPU, an audit of a
+    verified node leave its True)."""
+    rule = dict((r["metadata"]["name"], r) for r in doc_rules())["gpu-compute-continuous"]
+    (required,) = rule["spec"]["conditions"]
+    before = {"type": required["type"], "status": "True", "reason": "COMPUTE_VERIFIED", "message": "m",
+              "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    node = {"metadata": {"name": "gpu-a", "labels": dict(rule["spec"]["nodeSelector"]["matchLabels"])},
+            "status": {"conditions": [before]}}
+    plans, _unmatched, _kept = _k8s_publish.plan({"items": [node]}, {"gpu-a": verdict}, "2026-12-03T00:00:00Z", mode=mode)
+    status = plans[0]["condition"]["status"] if plans else before["status"]
+    proven = verdict.startswith("FAILED_AT_") and (mode != "audit" or verdict in ("FAILED_AT_HOST", "FAILED_AT_CDI"))
+    assert (status != required["requiredStatus"]) == proven

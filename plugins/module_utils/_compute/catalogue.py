@@ -65,11 +65,16 @@ CHECKS = {
     "compute.driver.binding": {
         "title": "one per container run: the container's CUDA driver is the host's: cuDriverGetVersion equals the host "
                  "NVML CUDA driver version AND the libcuda file loaded in the container (realpath from /proc/self/maps) has "
-                 "the content (sha256) of the driver root's libcuda.so.<running driver version>; NOT_RUN when the host "
-                 "facts are unknown (no NVML, no such file in the driver root) or the container did not get that far",
-        "fail": "the container answered with another driver than the host's (version or file content differ)",
-        "next": "the hostPath of the spec's libcuda.so.1 mount: it must be the driver root's libcuda.so.<driver version>; "
-                "evidence.driver_binding",
+                 "the content (sha256) of the driver root's libcuda.so.<running driver version> AND every driver library "
+                 "mapped in the probe's process (by name: libcuda*, libnvidia-*, ...; or any file under a spec mount: the "
+                 "probe's mapped_libraries, e.g. NVML and the PTX JIT compiler CUDA loads) has the content of the driver "
+                 "root's file of that library, libX.so.<running driver version>; NOT_RUN when the host facts are unknown "
+                 "(no NVML, no such file in the driver root: named), the probe did not hash a library or did not report "
+                 "them, or the container did not get that far",
+        "fail": "the container answered with another driver than the host's (version or file content differ), or a driver "
+                "library loaded into the probe's process is not the driver root's file (named in the subject)",
+        "next": "the hostPath of the spec's mount of that library (libcuda.so.1, libnvidia-ml.so.1, ...): it must be the "
+                "driver root's libX.so.<driver version>; evidence.driver_binding (runs[].libraries)",
     },
     "compute.nvml.init": {
         "title": "nvmlInit_v2 through libnvidia-ml.so.1 in the same place (NOT_RUN when that library is not there)",
@@ -103,8 +108,9 @@ SIGNATURES = {
     "compute.driver.binding": {
         "points_to": "runtime / cdi",
         "meaning": "the CUDA driver that answered in the container is not the host's: its cuDriverGetVersion or the content "
-                   "of the loaded libcuda differs from the host (NVML's CUDA driver version, the driver root's file)",
-        "next": "the spec's libcuda.so.1 mount (hostPath), the image's own libcuda, evidence.driver_binding",
+                   "of the loaded libcuda, or of another driver library the probe's process loaded (NVML, the JIT "
+                   "compiler), differs from the host (NVML's CUDA driver version, the driver root's file)",
+        "next": "the spec's mount of the library named (hostPath), the image's own copy, evidence.driver_binding",
     },
     "compute.probe.crashed": {
         "points_to": "compute",

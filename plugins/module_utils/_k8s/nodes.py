@@ -359,24 +359,44 @@ def check_host_match(b, nodes, self_node, host_record):
             b.add("k8s.dra.host_match", status, subj, expected, observed)
 
 
+def _short(name):
+    return str(name or "").lower().split(".", maxsplit=1)[0]
+
+
+def _sharing(near, host):
+    many = len(near) > 1
+    return "Node%s %s %s the short name %s" % ("s" if many else "", ", ".join(sorted(near)), "have" if many else "has",
+                                               _short(host))
+
+
 def match_node(names, hostname, labels=None):
-    """The node this host is: its name equal to the hostname (case-insensitive), its kubernetes.io/hostname label,
-    or a unique node whose short name is the host's short name. Returns {name, matched_by} or {name: None, reason}."""
+    """The Node this host is, matched exactly: the Node whose name is the hostname (case-insensitive, as DNS names
+    are), or the one Node whose ``kubernetes.io/hostname`` label is. Never by a short name, and never when the match
+    is ambiguous: a Node named so and another labelled so, two Nodes labelled so, or a Node found only by its label
+    while another Node's name or label has the host's short name (``gpu-a`` labelling Node ``rogue`` beside Node
+    ``gpu-a.dc1``). Returns {name, matched_by, hostname} or {name: None, hostname, reason} (the reason says what was
+    found and that an explicit map, ``node_names``, settles it)."""
     host = str(hostname or "").strip().lower()
     if not host:
         return {"name": None, "reason": "no hostname to match a node with"}
-    for name in names:
-        if str(name).lower() == host:
-            return {"name": name, "matched_by": "node name", "hostname": hostname}
-    host_short = host.split(".", maxsplit=1)[0]
-    for name, label in (labels or {}).items():
-        if label and str(label).lower() in (host, host_short):
-            return {"name": name, "matched_by": "kubernetes.io/hostname label", "hostname": hostname}
-    short = [n for n in names if str(n).lower().split(".", maxsplit=1)[0] == host_short]
-    if len(short) == 1:
-        return {"name": short[0], "matched_by": "short name", "hostname": hostname}
-    return {"name": None, "hostname": hostname, "reason": "no node is named %s%s" % (
-        hostname, " (%d share its short name)" % len(short) if short else "")}
+    labels = labels or {}
+    by_name = [n for n in names if str(n).lower() == host]
+    by_label = [n for n, label in sorted(labels.items(), key=lambda kv: str(kv[0])) if label and str(label).lower() == host]
+    found = by_name + [n for n in by_label if n not in by_name]
+    if len(found) > 1:
+        return {"name": None, "hostname": hostname, "reason": "ambiguous: %s (set node_names)" % ", ".join(
+            "Node %s %s" % (n, "is named %s" % hostname if n in by_name else "is labelled kubernetes.io/hostname=%s" % hostname)
+            for n in found)}
+    near = [n for n in names if n not in found and (_short(n) == _short(host) or _short(labels.get(n)) == _short(host))]
+    if by_name:
+        return {"name": by_name[0], "matched_by": "node name", "hostname": hostname}
+    if by_label and not near:
+        return {"name": by_label[0], "matched_by": "kubernetes.io/hostname label", "hostname": hostname}
+    if by_label:
+        return {"name": None, "hostname": hostname, "reason": "ambiguous: Node %s is labelled kubernetes.io/hostname=%s, and "
+                "%s: not matched by label (set node_names)" % (by_label[0], hostname, _sharing(near, host))}
+    return {"name": None, "hostname": hostname, "reason": "no Node is named %s or labelled kubernetes.io/hostname=%s%s" % (
+        hostname, hostname, "; %s, which is not a match (set node_names)" % _sharing(near, host) if near else "")}
 
 
 def advertising_findings(host, verdict, node):

@@ -10,7 +10,9 @@ strategic merge patch (``kubectl patch node N --subresource=status --type=strate
 merges by ``type`` (patchMergeKey), so the patch replaces this one condition and leaves the kubelet's (Ready,
 MemoryPressure, ...) and other writers' conditions alone, the way node-problem-detector writes its own. The label
 is a merge patch of ``metadata.labels`` with one key. Nothing else is written: no Pod, no taint, no spec (the
-command allowlist in _common/allowlist.py refuses any other patch). ``plan`` is pure; ``publish`` reads the Nodes once, plans,
+command allowlist in _common/allowlist.py refuses any other patch). Only what this run decided is written (``why_kept``:
+True for COMPUTE_VERIFIED, False for FAILED_AT_<LAYER>, an audit only its host or cdi failure), and only on the
+Node the host is exactly (``match_node`` or the explicit ``node_names``). ``plan`` is pure; ``publish`` reads the Nodes once, plans,
 and writes (or, in check mode, only returns what it would write), a few Nodes at a time within an overall deadline
 and stopping after consecutive timeouts. A write that fails, or is not made, is returned as an error. With
 ``diff``, ``publish`` also returns Ansible's diff: per Node written (or, in check mode, to be written), the condition
@@ -117,35 +119,61 @@ def _same(cond, previous):
     return bool(previous) and all(previous.get(k) == cond[k] for k in ("status", "reason", "message"))
 
 
+MODES = ("full", "postcheck", "audit")
+DECIDED = ("FAILED_AT_HOST", "FAILED_AT_CDI", "FAILED_AT_RUNTIME", "FAILED_AT_COMPUTE")
+AUDIT_PROVES = ("FAILED_AT_HOST", "FAILED_AT_CDI")
+
+
+def why_kept(verdict, mode="full"):
+    """Why the verdict of one host is not written (its Node keeps its condition and label), or None: it is written.
+    A full run or a post-check writes what it decided: COMPUTE_VERIFIED (True) and FAILED_AT_<LAYER> (False). An
+    audit runs no container: it writes only the host or cdi failure it proves (False), never True and never a
+    verified Node's condition away. INCONCLUSIVE (unreachable, run failed, a layer not run, the GPU busy) is never
+    written in any mode."""
+    if mode == "audit":
+        if verdict in AUDIT_PROVES:
+            return None
+        return "%s in an audit, which runs no container: an audit writes only FAILED_AT_HOST or FAILED_AT_CDI" % verdict
+    if verdict == COMPUTE_VERIFIED or verdict in DECIDED:
+        return None
+    return "%s: not decided in this run (unreachable, run failed, or a layer not run)" % verdict
+
+
 def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_type=CONDITION_TYPE, label_key=None,
-         run_id=None):
+         run_id=None, mode="full"):
     """What to write per host (pure). ``verdicts``: {host: verdict string or node_verdict dict}; ``node_names``:
-    {host: Node name} where the inventory name is not the Node's (otherwise matched by name, the
-    kubernetes.io/hostname label or a unique short name). Returns (plans, unmatched): plans
-    [{host, node, condition, previous, label, changed, patches}], unmatched [{host, reason}]: hosts with no Node,
-    and every host of two or more that resolve to one Node (which verdict is that Node's cannot be told: none is
-    written)."""
+    {host: Node name}, the explicit map (otherwise the Node is matched exactly by ``match_node``: its name, or the one
+    Node whose kubernetes.io/hostname label is the host's name; never a short name); ``mode``: the run's mode
+    (``why_kept``). Returns (plans, unmatched, kept): plans [{host, node, condition, previous, label, changed,
+    patches}]; unmatched [{host, reason}]: hosts with a verdict to write and no Node, an ambiguous match, or a Node
+    that two or more hosts resolve to (which verdict is that Node's cannot be told: none is written); kept [{host,
+    node, verdict, reason}]: hosts whose Node is not written (``why_kept``; node None when none was matched)."""
     nodes = dict((((n.get("metadata") or {}).get("name")), n) for n in _items(nodes_json))
     labels = dict((name, ((n.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/hostname")) for name, n in nodes.items())
-    plans, unmatched, resolved = [], [], {}
+    plans, unmatched, kept, resolved, matches = [], [], [], {}, {}
     for host in sorted(verdicts):
         wanted = (node_names or {}).get(host)
         if wanted:
             match = {"name": wanted if wanted in nodes else None, "reason": "no Node named %s (node_names)" % wanted}
         else:
             match = match_node(list(nodes), host, labels)
+        matches[host] = match
+        if match.get("name"):
+            resolved.setdefault(match["name"], []).append(host)
+    for name, hosts in sorted(resolved.items()):
+        if len(hosts) > 1:   # every host that claims the Node, those not to be written too
+            for host in hosts:
+                matches[host] = {"name": None, "reason": "Node %s is the Node of %d inventory hosts (%s): refused, set "
+                                                         "node_names" % (name, len(hosts), ", ".join(hosts))}
+    for host in sorted(verdicts):
+        match, verdict = matches[host], _verdict_fields(verdicts[host])[0]
+        why = why_kept(verdict, mode)
+        if why:
+            kept.append({"host": host, "node": match.get("name"), "verdict": verdict, "reason": why})
+            continue
         if not match.get("name"):
             unmatched.append({"host": host, "reason": match.get("reason") or "no matching Node"})
             continue
-        resolved.setdefault(match["name"], []).append(host)
-    for name, hosts in sorted(resolved.items()):
-        if len(hosts) > 1:
-            for host in hosts:
-                unmatched.append({"host": host, "reason": "Node %s is the Node of %d inventory hosts (%s): refused, set "
-                                                          "node_names" % (name, len(hosts), ", ".join(hosts))})
-    single = dict((hosts[0], name) for name, hosts in resolved.items() if len(hosts) == 1)
-    for host in sorted(single):
-        match = {"name": single[host]}
         node = nodes[match["name"]]
         previous = _previous(node, condition_type)
         cond = build_condition(verdicts[host], now, previous, condition_type, (signatures or {}).get(host), run_id)
@@ -153,7 +181,6 @@ def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_
         label = label_before = None
         changed = not _same(cond, previous)
         if label_key:
-            verdict = _verdict_fields(verdicts[host])[0]
             label = {label_key: label_value(verdict)}
             current = ((node.get("metadata") or {}).get("labels") or {}).get(label_key)
             label_before = {label_key: current}
@@ -162,7 +189,7 @@ def plan(nodes_json, verdicts, now, signatures=None, node_names=None, condition_
             patches.append(["--type=merge", "-p", json.dumps({"metadata": {"labels": label}}, sort_keys=True)])
         plans.append({"host": host, "node": match["name"], "condition": cond, "previous": previous, "label": label,
                       "label_before": label_before, "changed": changed, "patches": patches})
-    return plans, unmatched
+    return plans, unmatched, kept
 
 
 # bounds of the whole publish (options deadline, max_consecutive_timeouts, workers of k8s_publish): against an API server
@@ -240,10 +267,11 @@ def node_diff(item, label_key=None):
 def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT, signatures=None,
             node_names=None, condition_type=CONDITION_TYPE, label_key=None, run_id=None, check_mode=False, now=None,
             deadline=DEFAULT_DEADLINE, max_consecutive_timeouts=DEFAULT_MAX_CONSECUTIVE_TIMEOUTS, workers=DEFAULT_WORKERS,
-            diff=False):
-    """Read the Nodes, plan, write (not in check mode). Returns {changed, published, unmatched, errors, not_written,
-    kubectl}: every failed read or write is in ``errors``, every host whose verdict has no Node to go to in
-    ``unmatched`` (the module fails on either, after writing what it could).
+            diff=False, mode="full"):
+    """Read the Nodes, plan, write (not in check mode). Returns {changed, published, unmatched, kept, errors,
+    not_written, kubectl}: every failed read or write is in ``errors``, every host whose verdict has no Node to go to
+    in ``unmatched`` (the module fails on either, after writing what it could), every host whose Node is left as it
+    is (``why_kept``: not decided in this run, or not proven by an audit) in ``kept``.
 
     Bounded: at most ``workers`` Nodes are written at a time, no kubectl call outlives ``deadline`` seconds from the
     start (the calls in flight then are killed), and after ``max_consecutive_timeouts`` timeouts in a row no further
@@ -255,8 +283,8 @@ def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=
     null where the Node had none)."""
     bounds = _Bounds(deadline, max_consecutive_timeouts)
     now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    out = {"changed": False, "published": [], "unmatched": [], "errors": [], "not_written": [], "check_mode": check_mode,
-           "condition_type": condition_type, "label_key": label_key}
+    out = {"changed": False, "published": [], "unmatched": [], "kept": [], "errors": [], "not_written": [],
+           "check_mode": check_mode, "condition_type": condition_type, "label_key": label_key}
     if diff:
         out["diff"] = []
     path, reason = resolve_kubectl(kubectl, kubeconfig)
@@ -268,7 +296,8 @@ def publish(verdicts, kubectl="kubectl", kubeconfig=None, context=None, timeout=
     if error:
         out["errors"].append({"host": None, "node": None, "error": error})
         return out
-    plans, out["unmatched"] = plan(nodes, verdicts, now, signatures, node_names, condition_type, label_key, run_id)
+    plans, out["unmatched"], out["kept"] = plan(nodes, verdicts, now, signatures, node_names, condition_type, label_key,
+                                                run_id, mode)
     entries = []
     for item in plans:
         entry = dict((k, item[k]) for k in ("host", "node", "condition", "label", "changed"))

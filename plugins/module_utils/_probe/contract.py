@@ -22,6 +22,9 @@ every one carrying ``token``:
   {"kind": "nvml", ...}        nvmlInit through libnvidia-ml.so.1 (library, rc, name, driver_version)
   {"kind": "compute_skipped", "reason": r}   compute asked for and not run (busy state unknown)
   {"kind": "device_begin"|"device_end", "device": o, "uuid": u}   around each device's run
+  {"kind": "mapped_libraries", "libraries": [...]}   before done: every driver library (by name, or a file under a
+                               spec mount's container path: config spec_mounts) mapped in the probe's process at any
+                               of its scans (after each load and step): path, realpath, why, identity (as below)
   {"kind": "error", "error": e}   the config could not be read (no token: the run is unusable)
   {"kind": "done"}             the last line: no done line and a non-zero exit is a crash
 The dlopen step and the inventory's libcuda carry ``identity`` (the mapped file's path, size, dev, ino, mtime,
@@ -64,7 +67,7 @@ def parse_output(text, token=None, kernel=None):
     line (a foreign JSON line with a wrong or no token, a library's chatter) is noise. None (replaying recorded
     output that predates tokens) reads every JSON line. ``kernel``: the (a, b) this run asked for.
     ``inconsistent`` lists what the step lines say that the probe's own observations contradict."""
-    result = {"start": None, "inventory": None, "steps": [], "nvml": None, "complete": False,
+    result = {"start": None, "inventory": None, "mapped_libraries": None, "steps": [], "nvml": None, "complete": False,
               "hung_step": None, "hung_device": None, "compute_requested": False, "compute_skipped": None, "facts": {}, "errors": [],
               "noise": [], "noise_count": 0, "token_checked": token is not None, "inconsistent": [], "last_step": None}
     open_step = None
@@ -83,13 +86,13 @@ def parse_output(text, token=None, kernel=None):
                 result["noise"].append(line[:500])
             continue
         kind = item.get("kind")
-        if kind in ("start", "inventory") and result[kind] is not None:
+        if kind in ("start", "inventory", "mapped_libraries") and result[kind] is not None:
             result["inconsistent"].append("a second %s line" % kind)
         if kind == "start":
             result["start"] = item
             result["compute_requested"] = bool(item.get("compute"))
-        elif kind == "inventory":
-            result["inventory"] = item
+        elif kind in ("inventory", "mapped_libraries"):
+            result[kind] = item
         elif kind == "begin":
             open_step = item.get("step")
             open_device = item.get("device")
@@ -116,8 +119,9 @@ def parse_output(text, token=None, kernel=None):
 
 def cross_check(parsed, kernel=None):
     """What the step lines claim that the probe's own observations contradict (each a sentence): the dlopen step's
-    loaded file is the inventory's libcuda; a successful cuDriverGetVersion left its version; every per-device
-    step names a device of the device list, with its UUID; a verified kernel used this run's (a, b)."""
+    loaded file is the inventory's libcuda and one of the mapped libraries; a successful cuDriverGetVersion left its
+    version; every per-device step names a device of the device list, with its UUID; a verified kernel used this run's
+    (a, b)."""
     out = []
     steps = parsed.get("steps") or []
     inventory = parsed.get("inventory") or {}
@@ -129,6 +133,9 @@ def cross_check(parsed, kernel=None):
                     out.append("the dlopen step loaded %s %r, the inventory's libcuda is %r" % (key, s.get(key), lib.get(key)))
             if (s.get("identity") or {}).get("sha256") != (lib.get("identity") or {}).get("sha256"):
                 out.append("the dlopen step's libcuda digest differs from the inventory's")
+            mapped = (parsed.get("mapped_libraries") or {}).get("libraries")
+            if isinstance(mapped, list) and s.get("path") not in [m.get("path") for m in mapped if isinstance(m, dict)]:
+                out.append("the dlopen step loaded %r, which the mapped libraries do not list" % s.get("path"))
         if s.get("step") == "cuDriverGetVersion" and s.get("ok") and "cuda_driver_api" not in (parsed.get("facts") or {}):
             out.append("cuDriverGetVersion succeeded but no version was reported")
     devices = (parsed.get("facts") or {}).get("devices")

@@ -24,7 +24,8 @@ libcuda (explicit path to dlopen instead of the soname), n (buffer length, defau
 compute is skipped, e.g. a busy GPU, and do not touch the GPU), token (bound to every line), a and b (the
 kernel writes out[i] = i*a + b; the caller draws them per run, so a library that fakes results without
 running the PTX fails verification), resolve_paths (container paths whose os.path.realpath the inventory
-reports as resolved_paths, null when it cannot be resolved).
+reports as resolved_paths, null when it cannot be resolved), spec_mounts (the spec mounts' container paths: a
+file mapped in the probe's process from under one is reported with the driver libraries, ``mapped_libraries``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ LIBCUDA = "libcuda.so.1"
 LIBNVML = "libnvidia-ml.so.1"
 DEFAULT_N = 1024
 FILL_PATTERN = 0xDEADBEEF
+# NVIDIA driver library names (libcuda.so.1, libnvidia-ml.so.1, libnvidia-ptxjitcompiler.so.1, libnvidia-gpucomp, ...):
+# every such file mapped in the probe's process is reported with its digest (mapped_libraries)
+DRIVER_LIBRARY_PREFIXES = ("libcuda.", "libcuda-", "libcudadebugger.", "libnvidia-", "libnvcuvid.", "libnvoptix.",
+                           "libnvidia_", "libEGL_nvidia.", "libGLX_nvidia.", "libGLESv1_CM_nvidia.", "libGLESv2_nvidia.")
+MAX_MAPPED_LIBRARIES = 64
+MAPPED_HASH_BUDGET_S = 30.0  # hashing past it is left undone (named), never blocks the run
+MAX_LIBRARY_BYTES = 1 << 30
 
 # CUresult codes (cuda.h). cuGetErrorName is asked first; this table names what it cannot
 # (a stub libcuda answers 34 and leaves the name empty).
@@ -426,12 +434,15 @@ def list_dev_nvidia():
 
 def file_identity(path, chunk=1 << 20):
     """What a loaded library file is: realpath, size, st_dev, st_ino, mtime and its sha256 (read in chunks; the
-    milliseconds the digest took are recorded). Compared with the host driver root's file by content."""
+    milliseconds the digest took are recorded; a file over MAX_LIBRARY_BYTES is not read). Compared with the host
+    driver root's file by content."""
     info = {"path": path}
     t0 = time.monotonic()
     try:
         st = os.stat(path)
         info.update(size=st.st_size, dev=st.st_dev, ino=st.st_ino, mtime=int(st.st_mtime))
+        if st.st_size > MAX_LIBRARY_BYTES or not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EFBIG, "not hashed: not a regular file of at most %d bytes" % MAX_LIBRARY_BYTES)
         digest = hashlib.sha256()
         with open(path, "rb") as f:
             while True:
@@ -461,11 +472,65 @@ def ldconfig_lookup(names):
     return {"available": False, "found": {}}
 
 
-class Loaded(object):
-    """Libraries dlopen'ed by this process, loaded once (the first load is the timed one)."""
+def is_driver_library(path, spec_roots=()):
+    """Why a file mapped in this process is reported with mapped_libraries: "name" (an NVIDIA driver library's),
+    "spec mount" (under a spec mount's container path), both, or None."""
+    name = os.path.basename(path)
+    why = ["name"] if name.startswith(DRIVER_LIBRARY_PREFIXES) else []
+    if any(path == r or path.startswith(r.rstrip("/") + "/") for r in spec_roots):
+        why.append("spec mount")
+    return ", ".join(why) or None
 
-    def __init__(self):
+
+class Loaded(object):
+    """Libraries dlopen'ed by this process, loaded once (the first load is the timed one), and every driver library
+    mapped in it (``scan``: /proc/self/maps read after each load and step; each file hashed once, when first seen)."""
+
+    def __init__(self, spec_mounts=()):
         self.cache = {}
+        self.identities = {}
+        self.mapped = {}
+        self.scans = 0
+        self.hash_s = 0.0
+        roots = set()
+        for path in spec_mounts or ():
+            if isinstance(path, str) and path.startswith("/"):
+                roots.update((path, os.path.realpath(path)))
+        self.spec_roots = sorted(roots)
+
+    def scan(self):
+        """Record the driver libraries (``is_driver_library``) mapped now that were not seen before."""
+        self.scans += 1
+        for path in parse_maps_paths(_read("/proc/self/maps", 16 << 20) or ""):
+            why = is_driver_library(path, self.spec_roots)
+            if not why or path in self.mapped or len(self.mapped) >= MAX_MAPPED_LIBRARIES:
+                continue
+            entry = {"path": path, "realpath": os.path.realpath(path), "why": why, "scan": self.scans}
+            if self.hash_s < MAPPED_HASH_BUDGET_S:
+                t0 = time.monotonic()
+                entry["identity"] = self.identity(entry["realpath"])
+                self.hash_s += time.monotonic() - t0
+            else:
+                entry["identity"] = {"path": entry["realpath"], "error": "not hashed: %ss budget spent" % MAPPED_HASH_BUDGET_S}
+            self.mapped[path] = entry
+
+    def identity(self, path):
+        """file_identity, once per file (by dev, inode, size, mtime)."""
+        try:
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime)
+        except OSError:
+            return file_identity(path)
+        known = self.identities.get(key)
+        if known is None:
+            known = self.identities[key] = file_identity(path)
+        return dict(known, path=path)
+
+    def report(self):
+        """The mapped_libraries line: every driver library seen mapped, in the order seen."""
+        self.scan()
+        return {"kind": "mapped_libraries", "libraries": list(self.mapped.values()), "scans": self.scans,
+                "limit": MAX_MAPPED_LIBRARIES, "hash_ms": round(self.hash_s * 1000.0, 3)}
 
     def load(self, name, explicit=None):
         key = explicit or name
@@ -491,8 +556,9 @@ class Loaded(object):
                     pass
                 if name == LIBCUDA:
                     # the file /proc/self/maps says is mapped: its content identity binds the proof to the host driver
-                    entry["identity"] = file_identity(entry["realpath"])
+                    entry["identity"] = self.identity(entry["realpath"])
         self.cache[key] = (handle, entry)
+        self.scan()
         return handle, entry
 
     @staticmethod
@@ -563,8 +629,9 @@ def collect_inventory(config, loaded):
 class Cuda(object):
     """The CUDA driver API through ctypes; every call is one recorded step."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, scan=None):
         self.lib = handle
+        self.scan = scan  # called after each step: a library CUDA loads (the JIT compiler) is seen while mapped
         self.device = None  # the ordinal (and UUID) the next calls are about; None for global calls
         self.uuid = None
 
@@ -609,6 +676,8 @@ class Cuda(object):
         item = self.tag({"kind": "step", "step": step, "call": symbol, "ok": rc == 0, "rc": rc, "name": result_name,
                          "name_source": source, "ms": ms})
         emit(item)
+        if self.scan is not None:
+            self.scan()
         return item
 
 
@@ -648,7 +717,7 @@ def run_compute(config, loaded):  # pylint: disable=too-many-locals
     emit(step)
     if handle is None:
         return
-    cu = Cuda(handle)
+    cu = Cuda(handle, getattr(loaded, "scan", None))
     if not cu.call("cuInit", "cuInit", ctypes.c_uint(0))["ok"]:
         return
     version = ctypes.c_int(0)
@@ -804,7 +873,7 @@ def main(argv=None):
           "in_container": os.path.exists("/run/.containerenv") or os.path.exists("/.dockerenv"),
           "hostname": os.uname()[1], "isolated": bool(sys.flags.isolated and sys.flags.no_site),
           "a": config.get("a", DEFAULT_A), "b": config.get("b", DEFAULT_B)})
-    loaded = Loaded()
+    loaded = Loaded(config.get("spec_mounts"))
     emit(collect_inventory(config, loaded))
     if config.get("compute"):
         if config.get("skip_compute_reason"):
@@ -812,6 +881,7 @@ def main(argv=None):
         else:
             run_nvml(loaded)
             run_compute(config, loaded)
+    emit(loaded.report())
     emit({"kind": "done"})
     return 0
 

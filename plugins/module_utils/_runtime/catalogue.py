@@ -70,6 +70,14 @@ CHECKS = {
         "fail": "the container ran but the probe printed no inventory (image without python3? killed?)",
         "next": "the container's stderr in evidence.container.stderr",
     },
+    "runtime.probe.unchanged": {
+        "title": "the probe file the collection wrote on the host (its sha256) and its private directory (its entries) are "
+                 "as written once the container is gone: what ran in the container is the probe",
+        "fail": "the probe file or its directory changed while the container ran (a hook run on the host, such as a "
+                "spec's createRuntime or createContainer hook, rewrote it): the verdict is FAILED_AT_CDI "
+                "cdi.inject.probe_integrity",
+        "next": "the spec's hooks (cdi.host.hook) and the runtime's own hooks directory; evidence.probe_file",
+    },
     "runtime.device_node.present": {
         "title": "each expected device node exists inside the container (its path cleaned and the container's symlinks "
                  "resolved, as runc creates it)",
@@ -208,6 +216,12 @@ SIGNATURES = {
         "meaning": "the loader in the container resolves libcuda.so.1 to a stub or to another file than the CDI-mounted "
                    "driver library (CUDA then fails with CUDA_ERROR_STUB_LIBRARY or a version mismatch)",
         "next": "runtime.loader.libcuda's observed paths; the spec's LD_LIBRARY_PATH env and libcuda mounts",
+    },
+    "runtime.probe.unchanged": {
+        "points_to": "cdi",
+        "meaning": "the probe file changed on the host while its container ran: what ran is not shown to be the probe "
+                   "(the verdict: FAILED_AT_CDI cdi.inject.probe_integrity)",
+        "next": "the spec's hooks and the runtime's own hooks directory; evidence.probe_file",
     },
     "runtime.device_node.open.other": {
         "points_to": "runtime",

@@ -361,4 +361,6 @@ def build_observed(builder, inventory, loader_points_to=None):
         return builder.build(signature=signature, points_to=SIGNATURES[signature]["points_to"])
     if first_fail is not None and first_fail["id"] == "runtime.loader.libcuda":
         return builder.build(points_to=loader_points_to)
+    if first_fail is not None and first_fail["id"] == "runtime.probe.unchanged":
+        return builder.build(points_to=SIGNATURES["runtime.probe.unchanged"]["points_to"])
     return builder.build()

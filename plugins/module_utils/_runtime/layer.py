@@ -15,7 +15,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import scri
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.busy import busy_plan, touch_only
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image, check_timeout, check_user
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder, not_run, with_checks
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
     CHECKS, SIGNATURES, classify_start_error, error_line, probe_in_container,
 )
@@ -27,6 +27,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.adapters 
 # nothing (issue 33)
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as _handler
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import probe_file as _probe_file
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import check_endpoint, engine_label, parse_runtime_option, select_runtimes
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.signals import ControllerWatch, deferred_signals, interruptible
 
@@ -36,7 +37,7 @@ def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
     idle; absent where no busy check was asked), or why compute must not run at all (skip_reason: the busy state is
     unknown); a fresh token and kernel (a, b) per run;
     ``resolve_paths``: container paths whose realpath the inventory reports (resolved_paths), beside the spec's own
-    paths (resolve_request)."""
+    paths (resolve_request); spec_mounts: the container paths of the spec's mounts (the probe's mapped_libraries)."""
     nodes = []
     for n in (expected_edits or {}).get("deviceNodes") or []:
         for path in (n.get("path"), clean_path(n.get("path"))):  # '/dev/x/' cannot be lstat'ed; runc makes /dev/x
@@ -44,7 +45,11 @@ def _probe_config(expected_edits, compute, plan=None, resolve_paths=None):
                 nodes.append(path)
     request = list(resolve_request(expected_edits))
     request += [str(p) for p in resolve_paths or [] if str(p) not in request]
-    config = dict(_probe_contract.new_run_keys(), nodes=nodes, compute=bool(compute), resolve_paths=request)
+    # the spec mounts' container paths: a file mapped in the probe's process from under one is reported with its digest
+    mounts = sorted(set(m.get("containerPath") for m in (expected_edits or {}).get("mounts") or []
+                        if isinstance(m.get("containerPath"), str) and m["containerPath"].startswith("/")))
+    config = dict(_probe_contract.new_run_keys(), nodes=nodes, compute=bool(compute), resolve_paths=request,
+                  spec_mounts=mounts)
     plan = plan or {}
     if plan.get("skip_reason"):
         config["skip_compute_reason"] = plan["skip_reason"]
@@ -144,7 +149,8 @@ def record(params, check_mode=False):
     evidence["owner"] = owner
     with interruptible(), ControllerWatch(owner):
         probe_dir = probe_parent_dir()
-        _unused, probe_path = _probe.write_probe(directory=probe_dir)
+        own_dir, probe_path = _probe.write_probe(directory=probe_dir)
+        written = after = _probe_file.state(own_dir, probe_path)  # looked at again once the container is gone
         cleanup = None
         config = _probe_config(expected, params.get("compute"), plan, params.get("resolve_paths"))
         request = {"name": name, "run_id": run_id, "image": params["image"], "devices": devices,
@@ -159,6 +165,7 @@ def record(params, check_mode=False):
             # group): the container lives on in the runtime's monitor, so remove it by name, then the probe dir
             with deferred_signals():
                 cleanup = engine.remove(name)
+                after = _probe_file.state(own_dir, probe_path)
                 shutil.rmtree(probe_dir, ignore_errors=True)
     parsed = _probe_contract.parse_output(result["stdout"], token=config["token"], kernel=(config["a"], config["b"]))
     started = parsed["start"] is not None
@@ -170,6 +177,7 @@ def record(params, check_mode=False):
         "noise_count": parsed["noise_count"],
     }
     evidence["container"].update(result.get("request") or {})
+    _probe_file.check(builder, written, after, name)
     probe = None
     signature = None
     if not started:
@@ -225,6 +233,9 @@ def _record_per_device(params):
                          "reason": "%s %s: %s" % (sub_record["status"], sub_record.get("signature") or "", sub_record["reason"])}
         sub_probe["requested_devices"] = [device]
         containers.append(sub_probe)
+        # each device's container ran a probe file of its own: its look after the run counts for the node as well
+        own = [c for c in sub_record.get("checks") or [] if c.get("id") == _probe_file.CHECK]
+        shared = with_checks(shared, list(shared["checks"]) + own) if own else shared
     probe = dict(probe, containers=containers, isolation="per_device", compute_requested=True)
     shared["evidence"]["isolation"] = {"mode": "per_device", "containers": [
         {"device": c["requested_devices"][0], "name": c.get("container_name"), "executed": c["executed"],

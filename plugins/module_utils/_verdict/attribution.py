@@ -22,7 +22,8 @@ import posixpath
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.faithful import (
-    LIBCUDA_CAUSED, describe_edit, edit_caused, paths_in, same_path as _same, spec_edits, under_path as _under,
+    LIBCUDA_CAUSED, describe_edit, edit_caused, foreign_libraries, paths_in, same_path as _same, spec_edits,
+    under_path as _under,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe.script import COMPUTE_STEPS, norm_uuid
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
@@ -61,7 +62,7 @@ EXPLAINED_BY = {
     "compute.dlopen.image_glibc": [],
     "compute.dlopen.dependency": ["cdi.nvidia.libcuda"],
     "compute.driver.binding": ["cdi.host.libcuda_identity", "cdi.nvidia.libcuda", "cdi.host.library_version",
-                               "cdi.host.mount_source"],
+                               "cdi.host.mount_source", "cdi.host.driver_library"],
     # runtime signatures (_runtime.SIGNATURES)
     "runtime.start.cdi_unresolvable": _SPEC_READABLE,
     "runtime.start.hostpath_missing": ["cdi.host.mount_source", "cdi.host.device_node", "cdi.host.hook",
@@ -78,6 +79,7 @@ EXPLAINED_BY = {
     "runtime.device_node.open.ENXIO": ["cdi.host.device_number", "cdi.host.host_layer_match"],
     "runtime.device_node.open.ENODEV": [],
     "runtime.device_node.open.other": [],
+    "runtime.probe.unchanged": ["cdi.host.hook", "cdi.trust.accounted"],
     "runtime.loader.libcuda": ["cdi.nvidia.libcuda", "cdi.host.library_version", "cdi.nvidia.libcuda_path",
                                "cdi.nvidia.libcuda_noexec", "cdi.host.library_soname"],
 }
@@ -355,6 +357,11 @@ def image_setting(records, failure):
     for key in ENV_BREAKS:
         if key in env and env_edit(key, edits) is None and _env_explains(key, env[key], failure, libcuda, edits):
             return "the image sets %s=%s (no spec edit sets it), which can fail %s" % (key, env[key], failure["step"])
+    foreign = foreign_libraries(records.get("compute")) if failure.get("signature") == "compute.driver.binding" else []
+    if foreign:
+        own = [path for path in foreign if mount_of(path, edits) is None]
+        return "the driver library loaded into the probe, %s, is the image's own (no spec mount put it there)" % (
+            ", ".join(own)) if own and len(own) == len(foreign) else None
     if libcuda and failure.get("signature") in LIBCUDA_CAUSED and mount_of(libcuda, edits) is None:
         return "the libcuda that answered, %s, is the image's own (no spec mount put it there)" % libcuda
     return None

@@ -12,7 +12,8 @@ runtime's or the loader's words. One rule over three things, read from the recor
   target, also under the container's root directory, a device node, a hook the engine does not also add; a hook by
   number where that number can only be a spec hook beside the engine's own, ``_hooks_by_number``); the device node whose open() the runtime layer saw refused; the file the loader's words name, or the
   library name it could not find (the runtime's loader check, the probe's dlopen); the library that failed a step
-  (the libcuda that answered a libcuda failure, the PTX JIT compiler CUDA loads at PTX load);
+  (the libcuda that answered a libcuda failure, the PTX JIT compiler CUDA loads at PTX load); the driver libraries the
+  binding found not to be the driver root's (``foreign_libraries``);
 - **the edit that made it** (``edits_at``): the edits the start error names, the deviceNode of that path, the mount
   of that file (or of a directory holding it), the mount that gives that library name;
 - **applied as asked** (``as_asked``): a container that did not start over an edit its runtime names, the runtime
@@ -43,6 +44,7 @@ LIBCUDA = "libcuda.so.1"
 LIBCUDA_CAUSED = ("compute.dlopen.libcuda", "compute.cuda.CUDA_ERROR_STUB_LIBRARY", "compute.cuda.CUDA_ERROR_INSUFFICIENT_DRIVER",
                   "compute.cuda.SYMBOL_NOT_FOUND", "compute.cuda.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
                   "compute.driver.binding")
+BINDING = "compute.driver.binding"
 LIBRARY_AT_STEP = {"compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND": PTXJIT}
 # runc: "error running hook #N" (v1.1, the number in its stage), "error running <stage> hook #N" (from v1.2)
 _HOOK_NUMBER = re.compile(r"error running (?:(%s) )?hook #(\d+)" % "|".join(HOOK_STAGES))
@@ -190,6 +192,9 @@ def _compute_sites(compute, failure):
     signature = failure.get("signature")
     steps = (((compute or {}).get("evidence") or {}).get("container") or {}).get("steps") or []
     dlopen = next((s for s in steps if s.get("step") == "dlopen"), None)
+    foreign = foreign_libraries(compute) if signature == BINDING else []
+    if foreign:  # another driver library than libcuda (NVML, the JIT compiler) is not the driver root's
+        return [_site("path", path, "the library %s loaded into the probe is this mount" % path) for path in foreign]
     if signature in LIBCUDA_CAUSED and dlopen is not None:
         if dlopen.get("ok"):
             loaded = dlopen.get("realpath") or dlopen.get("path")
@@ -199,6 +204,17 @@ def _compute_sites(compute, failure):
         library = LIBRARY_AT_STEP[signature]
         return [_site("library", library, "%s at %s: CUDA loads %s by that name" % (signature, failure.get("step"), library))]
     return []
+
+
+def foreign_libraries(compute):
+    """The container paths of the driver libraries the binding found not to be the driver root's (its runs' library
+    rows that FAILed), libcuda's included."""
+    out = []
+    for run in (((compute or {}).get("evidence") or {}).get("driver_binding") or {}).get("runs") or []:
+        for row in (run or {}).get("libraries") or [] if isinstance(run, dict) else []:
+            if isinstance(row, dict) and row.get("status") == FAIL and row.get("path") and row["path"] not in out:
+                out.append(row["path"])
+    return out
 
 
 def failure_sites(records, failure=None, edits=None):

@@ -263,6 +263,10 @@ def _runtime_unproven(records):
 
 
 BINDING_CHECK = "compute.driver.binding"
+# the runtime layer's look at the probe file after the container (_runtime.probe_file), and the verdict's signature
+# when it changed
+PROBE_FILE_CHECK = "runtime.probe.unchanged"
+PROBE_INTEGRITY = "cdi.inject.probe_integrity"
 
 
 def _cdi_unproven(records):
@@ -350,6 +354,9 @@ def _binding_evidence_unproven(records):
         if lib.get("sha256") != sha or run.get("cuda_driver_api") != api:
             return "%s: the run %s does not carry the host's libcuda digest and CUDA driver version" % (
                 BINDING_CHECK, run.get("where"))
+        foreign = _libraries_unproven(run, host, sha)
+        if foreign:
+            return "%s: the run %s %s" % (BINDING_CHECK, run.get("where"), foreign)
         proven.add(run.get("where"))
     needed = _container_runs(compute)
     if len(proven) < needed:
@@ -361,6 +368,51 @@ def _binding_evidence_unproven(records):
         return "%s: the host record given (driver %s, CUDA driver %s) is not the host the binding was computed " \
                "against (driver %s, CUDA driver %s)" % ((BINDING_CHECK,) + given + bound)
     return None
+
+
+def _libraries_unproven(run, host, libcuda_sha):
+    """Why a binding run does not show every driver library its probe mapped to be the driver root's file (the digest
+    of each equal to the host side's digest of that file, kept in the binding's host.libraries, libcuda's among them),
+    or None."""
+    rows = run.get("libraries")
+    if not isinstance(rows, list) or not rows:
+        return "carries no report of the driver libraries mapped in the probe (mapped_libraries)"
+    known = host.get("libraries") if isinstance(host.get("libraries"), dict) else {}
+    for row in rows:
+        row = row if isinstance(row, dict) else {}
+        want = (known.get(row.get("host_name")) or {}).get("sha256") if isinstance(known.get(row.get("host_name")), dict) else None
+        if row.get("status") != PASS or not want or row.get("sha256") != want:
+            return "does not show the mapped library %s to be the driver root's %s" % (row.get("path"), row.get("host_name"))
+    if libcuda_sha not in [row.get("sha256") for row in rows]:
+        return "does not list the loaded libcuda among the mapped driver libraries"
+    return None
+
+
+def _probe_file(records):
+    """The runtime record's probe-file checks (``runtime.probe.unchanged``): (those that FAILed, why the rest do not
+    show the probe unchanged or None)."""
+    checks = [c for c in ((records.get("runtime") or {}).get("checks") or []) if c.get("id") == PROBE_FILE_CHECK]
+    failed = [c for c in checks if c.get("status") == FAIL]
+    if not checks:
+        return failed, "%s absent: the probe file was not shown unchanged after the container ran" % PROBE_FILE_CHECK
+    other = [c for c in checks if c.get("status") not in (PASS, FAIL)]
+    return failed, "; ".join("%s %s %s: %s" % (PROBE_FILE_CHECK, c.get("status"), c.get("subject"), c.get("observed"))
+                             for c in other) or None
+
+
+def _probe_changed(records):
+    """FAILED_AT_CDI ``cdi.inject.probe_integrity`` when the runtime layer saw the probe file (or its directory) changed
+    while the container ran: what ran is not shown to be the probe, and what changes it then (a createRuntime or
+    createContainer hook, run on the host) is an edit of the spec's; None otherwise."""
+    failed, _why = _probe_file(records)
+    if not failed:
+        return None
+    because = [{"check": c["id"], "status": c["status"], "subject": c.get("subject"), "observed": c.get("observed"),
+                "hint": c.get("hint")} for c in failed]
+    return _verdict("FAILED_AT_CDI", "%s: the probe file changed while the container ran (%s); points to cdi: a hook "
+                    "run on the host while the container is created can rewrite it; because %s" % (
+                        PROBE_INTEGRITY, failed[0].get("observed"), "; ".join(because_text(b) for b in because)),
+                    "cdi", PROBE_INTEGRITY, "cdi", because, _gpu_rows(records))
 
 
 def _host_control_fails(compute):
@@ -468,11 +520,16 @@ def _one_runtime(records):
     gpus (the compute record's per-GPU rows).
     - every record is validated first (``record_errors``): a malformed one makes the node INCONCLUSIVE;
     - FAILED_AT_<LAYER> for the first FAIL in order host -> cdi -> runtime -> compute, attributed from the
-      cause (``attribute``);
+      cause (``attribute``); a probe file the runtime layer saw changed after the container ran
+      (``runtime.probe.unchanged`` FAIL) is FAILED_AT_CDI ``cdi.inject.probe_integrity`` in the cdi's place
+      (``_probe_changed``);
     - COMPUTE_VERIFIED only when compute PASSed (or WARNed) inside a container that received the GPU through
       the runtime's CDI injection, the runtime layer did not fail, every expected GPU row PASSed, the cdi layer
-      ran and accounted for every edit of each requested device (cdi.trust.accounted PASS), compute.driver.binding PASSed for every container run (the container's driver is the host's), the
-      host control did not FAIL, and no cdi check predicts a step to fail that PASSed (``PREDICTS``);
+      ran and accounted for every edit of each requested device (cdi.trust.accounted PASS), the runtime layer saw the
+      probe file unchanged after the container (``runtime.probe.unchanged`` PASS), compute.driver.binding PASSed for
+      every container run (the container's driver and every driver library its probe mapped are the host's,
+      ``_binding_evidence_unproven``), the host control did not FAIL, and no cdi check predicts a step to fail that
+      PASSed (``PREDICTS``);
     - INCONCLUSIVE otherwise, with the reason naming what did not run or was not proven.
     """
     malformed = malformed_records(records)
@@ -483,6 +540,9 @@ def _one_runtime(records):
         record = records.get(layer)
         if record and record.get("status") == FAIL:
             return _failed(records, layer)
+        changed = _probe_changed(records) if layer == "cdi" else None
+        if changed:
+            return changed
     compute = records.get("compute")
     rows = _gpu_rows(records)
     # compute WARN still computed (a named risk: an unexpected GPU seen, the host control failing alone); the
@@ -491,7 +551,7 @@ def _one_runtime(records):
             and _layer_status(records, "runtime") in (PASS, WARN)):
         unproven = _unverified_gpus(rows) or "; ".join(
             why for why in (_cdi_unproven(records) or _trust_unproven(records), _uncovered_identity(records, rows),
-                            _runtime_unproven(records),
+                            _runtime_unproven(records), _probe_file(records)[1],
                             _binding_unproven(compute) or _binding_evidence_unproven(records), _host_control_fails(compute),
                             _contradicted(records)) if why)
         if not unproven:

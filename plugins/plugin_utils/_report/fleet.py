@@ -17,7 +17,7 @@ import copy
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LAYERS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED, INCONCLUSIVE
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import Shapes
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.crosscheck import crosscheck_nodes, k8s_nodes
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.crosscheck import K8sViews, crosscheck_nodes
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.gpus import gpu_counts, gpu_totals
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.health import HealthTally, health_line
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import SCHEMA_VERSION, brief, entry_of, grouped, norm
@@ -102,7 +102,7 @@ class Fleet(object):
         self.health = HealthTally()
         self.breakdown = dict((dim, {}) for dim in BREAKDOWN)
         self.gpus = gpu_totals()
-        self.k8s_nodes = {}
+        self.k8s_nodes = K8sViews()   # what each host's k8s record says about each Node, by host
         self.drivers = {}
 
     def add(self, entry):
@@ -121,7 +121,7 @@ class Fleet(object):
             self.gpus["unknown_gpus_why"][c["unknown"]] = self.gpus["unknown_gpus_why"].get(c["unknown"], 0) + 1
         for key in self.gpus["mig_instances"]:
             self.gpus["mig_instances"][key] += c["mig_instances"][key]
-        k8s_nodes([entry["layers"]["k8s"]], self.k8s_nodes)
+        self.k8s_nodes.add(entry["name"], entry["layers"]["k8s"])
         self.drivers[entry["name"]] = (entry["layers"]["host"].get("versions") or {}).get("driver")
 
     def report(self, generated_at, run=None, drills=None):

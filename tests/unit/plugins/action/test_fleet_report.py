@@ -19,9 +19,14 @@ def record(layer, status, check_id=None, **evidence):
     if layer == "compute" and status == PASS:  # a verified compute record binds the container's driver to the host's
         b.add("compute.driver.binding", PASS, "container", observed="cuDriverGetVersion = NVML; libcuda sha256 = the driver root's")
         lib = {"sha256": "a" * 64}
+        name = "libcuda.so.580.159.04"
         evidence = dict(evidence, driver_binding={
-            "host": {"driver_version": "580.159.04", "cuda_driver_api": 13000, "libcuda": lib},
-            "runs": [{"where": "container", "status": PASS, "cuda_driver_api": 13000, "libcuda": lib}]})
+            "host": {"driver_version": "580.159.04", "cuda_driver_api": 13000, "libcuda": lib,
+                     "libraries": {name: dict(lib, name=name)}},
+            "runs": [{"where": "container", "status": PASS, "cuda_driver_api": 13000, "libcuda": lib, "libraries": [
+                {"path": "/usr/lib/libcuda.so.1", "host_name": name, "sha256": lib["sha256"], "status": PASS}]}]})
+    if layer == "runtime" and status == PASS:  # the probe file looked at again after the run (issue 42)
+        b.add("runtime.probe.unchanged", PASS, "gpuprobe-t", observed="unchanged")
     if layer == "host" and status == PASS:  # NVML's view of the driver (what the binding was computed against)
         evidence = dict(evidence, nvml={"driver_version": "580.159.04", "cuda_driver_version_int": 13000})
     b.evidence = evidence

@@ -212,16 +212,25 @@ def test_host_match_passes_when_slice_and_host_agree():
     (None, "580.95.05", "dra-0 gpu-0", "driverVersion 580.159.4, loaded driver 580.95.05"),
 ])
 def test_host_match_fails_on_a_gpu_or_driver_the_node_does_not_have(gpus, driver, subject, observed):
-    record = analyse(host_record=host_record(gpus, driver), hostname="dra-0.lab.example")
+    record = analyse(host_record=host_record(gpus, driver), hostname="dra-0")
     c = one(record, "k8s.dra.host_match", subject)
     assert (c["status"], c["observed"]) == (FAIL, observed)
-    assert record["evidence"]["self_node"]["matched_by"] == "kubernetes.io/hostname label"
+    assert record["evidence"]["self_node"]["matched_by"] == "node name"
 
 
 @pytest.mark.parametrize("names,labels,hostname,name,how", [
     (["gpu-a", "gpu-b"], {}, "GPU-A", "gpu-a", "node name"),
-    (["gpu-a.lab", "gpu-b.lab"], {}, "gpu-a", "gpu-a.lab", "short name"),
-    (["ip-10-0-0-1"], {"ip-10-0-0-1": "gpu-a"}, "gpu-a.lab", "ip-10-0-0-1", "kubernetes.io/hostname label"),
+    (["ip-10-0-0-1"], {"ip-10-0-0-1": "gpu-a.lab"}, "gpu-a.lab", "ip-10-0-0-1", "kubernetes.io/hostname label"),
+    # never a short name (issue 43): neither the Node's nor its label's
+    (["gpu-a.lab", "gpu-b.lab"], {}, "gpu-a", None, None),
+    (["ip-10-0-0-1"], {"ip-10-0-0-1": "gpu-a"}, "gpu-a.lab", None, None),
+    (["gpu-a.dc1"], {"gpu-a.dc1": "gpu-a.dc1"}, "gpu-a.dc2", None, None),
+    # ambiguous: a label beside a Node with the host's short name, a label that is another Node's name, two labels
+    (["gpu-a.dc1", "rogue"], {"rogue": "gpu-a"}, "gpu-a", None, None),
+    (["gpu-a", "rogue"], {"gpu-a": "gpu-a", "rogue": "gpu-a"}, "gpu-a", None, None),
+    (["n1", "n2"], {"n1": "gpu-a", "n2": "gpu-a"}, "gpu-a", None, None),
+    # a name match stands beside Nodes that only share its short name
+    (["gpu-a", "gpu-a.dc1"], {"gpu-a": "gpu-a"}, "gpu-a", "gpu-a", "node name"),
     (["gpu-a.lab", "gpu-a.other"], {}, "gpu-a", None, None),
     (["gpu-a"], {}, "", None, None),
 ])
@@ -320,7 +329,7 @@ def test_host_gpu_not_published_warns():
 
 
 @pytest.mark.parametrize("hostname,host,observed", [
-    ("gpu-9", host_record(), "no node is named gpu-9"),
+    ("gpu-9", host_record(), "no Node is named gpu-9 or labelled kubernetes.io/hostname=gpu-9"),
     ("dra-0", host_record(gpus=[], status=NOT_RUN), "the host record lists no GPU (x)"),
 ])
 def test_host_match_not_run(hostname, host, observed):

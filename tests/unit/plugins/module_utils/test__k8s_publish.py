@@ -78,12 +78,13 @@ def test_condition_type(value, ok):
 def test_plan_matches_hosts_to_nodes_and_reports_the_rest():
     previous = {"type": "GPUComputeVerified", "status": "True", "reason": "COMPUTE_VERIFIED",
                 "message": "gpuprobe.layers verdict COMPUTE_VERIFIED", "lastTransitionTime": "2026-12-01T00:00:00Z"}
-    plans, unmatched = _k8s_publish.plan(nodes_json(previous), {
-        "dra-0.lab": "COMPUTE_VERIFIED", "gpu-x": "FAILED_AT_HOST", "h-plain": "FAILED_AT_CDI"},
+    plans, unmatched, kept = _k8s_publish.plan(nodes_json(previous), {
+        "DRA-0": "COMPUTE_VERIFIED", "gpu-x": "FAILED_AT_HOST", "h-plain": "FAILED_AT_CDI"},
         NOW, node_names={"h-plain": "plain-0"}, label_key="gpuprobe.layers/verdict")
-    assert unmatched == [{"host": "gpu-x", "reason": "no node is named gpu-x"}]
+    assert unmatched == [{"host": "gpu-x", "reason": "no Node is named gpu-x or labelled kubernetes.io/hostname=gpu-x"}]
+    assert kept == []
     by_host = dict((p["host"], p) for p in plans)
-    same = by_host["dra-0.lab"]
+    same = by_host["DRA-0"]
     assert same["node"] == "dra-0" and same["condition"]["lastTransitionTime"] == "2026-12-01T00:00:00Z"
     assert same["changed"] is True  # the condition is the same, the label is new
     assert by_host["h-plain"]["node"] == "plain-0" and by_host["h-plain"]["label"] == {"gpuprobe.layers/verdict": "FAILED_AT_CDI"}
@@ -95,7 +96,7 @@ def test_plan_matches_hosts_to_nodes_and_reports_the_rest():
 def test_unchanged_condition_without_label_is_not_a_change():
     previous = {"type": "GPUComputeVerified", "status": "True", "reason": "COMPUTE_VERIFIED",
                 "message": "gpuprobe.layers verdict COMPUTE_VERIFIED", "lastTransitionTime": "2026-12-01T00:00:00Z"}
-    plans, unmatched = _k8s_publish.plan(nodes_json(previous), {"dra-0": "COMPUTE_VERIFIED"}, NOW)
+    plans, unmatched, _kept = _k8s_publish.plan(nodes_json(previous), {"dra-0": "COMPUTE_VERIFIED"}, NOW)
     assert unmatched == []
     assert plans[0]["changed"] is False
     # the heartbeat is still written: the condition says when the verdict was last confirmed
@@ -103,7 +104,7 @@ def test_unchanged_condition_without_label_is_not_a_change():
 
 
 def test_unknown_node_name_is_unmatched():
-    _plans, unmatched = _k8s_publish.plan(nodes_json(), {"h": "COMPUTE_VERIFIED"}, NOW, node_names={"h": "nope"})
+    _plans, unmatched, _kept = _k8s_publish.plan(nodes_json(), {"h": "COMPUTE_VERIFIED"}, NOW, node_names={"h": "nope"})
     assert unmatched == [{"host": "h", "reason": "no Node named nope (node_names)"}]
 
 
@@ -192,9 +193,10 @@ def test_module_fails_on_a_failed_write(fake_kubectl, capsys, monkeypatch):
 
 def test_module_check_mode(fake_kubectl, capsys):
     path, kubeconfig, tmp = fake_kubectl
-    code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig, "verdicts": {"plain-0": "INCONCLUSIVE"},
+    code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig, "verdicts": {"plain-0": "FAILED_AT_RUNTIME"},
                                     "label": "gpuprobe.layers/verdict", "_ansible_check_mode": True})
-    assert code == 0 and out["changed"] is True and out["published"][0]["label"] == {"gpuprobe.layers/verdict": "INCONCLUSIVE"}
+    assert code == 0 and out["changed"] is True
+    assert out["published"][0]["label"] == {"gpuprobe.layers/verdict": "FAILED_AT_RUNTIME"}
     assert [c[:2] for c in calls(tmp)] == [["get", "nodes"]]
 
 
@@ -209,14 +211,14 @@ def test_two_hosts_resolving_to_one_node_are_refused():
     """Which of two verdicts is the Node's cannot be told: neither is written, both are unmatched with the reason."""
     nodes = {"items": [{"metadata": {"name": "gpu-1.lab", "labels": {"kubernetes.io/hostname": "gpu-1"}}},
                        {"metadata": {"name": "gpu-2"}}]}
-    plans, unmatched = _k8s_publish.plan(nodes, {"gpu-1": "COMPUTE_VERIFIED", "gpu-1.lab": "FAILED_AT_HOST",
-                                                 "gpu-2": "COMPUTE_VERIFIED"}, NOW)
+    plans, unmatched, _kept = _k8s_publish.plan(nodes, {"gpu-1": "COMPUTE_VERIFIED", "gpu-1.lab": "FAILED_AT_HOST",
+                                                        "gpu-2": "COMPUTE_VERIFIED"}, NOW)
     assert [p["node"] for p in plans] == ["gpu-2"]
     reason = "Node gpu-1.lab is the Node of 2 inventory hosts (gpu-1, gpu-1.lab): refused, set node_names"
     assert unmatched == [{"host": "gpu-1", "reason": reason}, {"host": "gpu-1.lab", "reason": reason}]
     # node_names naming one Node twice is refused the same way
-    plans, unmatched = _k8s_publish.plan(nodes, {"a": "COMPUTE_VERIFIED", "b": "FAILED_AT_HOST"}, NOW,
-                                         node_names={"a": "gpu-2", "b": "gpu-2"})
+    plans, unmatched, _kept = _k8s_publish.plan(nodes, {"a": "COMPUTE_VERIFIED", "b": "FAILED_AT_HOST"}, NOW,
+                                                node_names={"a": "gpu-2", "b": "gpu-2"})
     assert plans == [] and [u["host"] for u in unmatched] == ["a", "b"]
 
 
@@ -230,6 +232,126 @@ def test_module_fails_and_warns_on_a_verdict_it_could_not_publish(fake_kubectl, 
     code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig,
                                     "verdicts": {"dra-0": "COMPUTE_VERIFIED", "gpu-x": "FAILED_AT_HOST"}})
     assert code == 1 and out["failed"] is True
-    assert out["msg"] == "publishing the verdicts failed: gpu-x: not published: no node is named gpu-x"
-    assert warned == ["verdict of gpu-x not published: no node is named gpu-x"]
+    why = "no Node is named gpu-x or labelled kubernetes.io/hostname=gpu-x"
+    assert out["msg"] == "publishing the verdicts failed: gpu-x: not published: " + why
+    assert warned == ["verdict of gpu-x not published: " + why]
     assert [(p["node"], p["written"]) for p in out["published"]] == [("dra-0", True)]
+
+
+# ---- issue 43: a Node is written only when it is the host's exactly, and only with what the run decided ----
+
+def _node(name, hostname=None, condition=None, label=None):
+    labels = dict({"kubernetes.io/hostname": hostname} if hostname else {}, **({"gpuprobe.layers/verdict": label} if label else {}))
+    return {"metadata": {"name": name, "labels": labels}, "status": {"conditions": [condition] if condition else []}}
+
+
+@pytest.mark.parametrize("nodes,host,reason", [
+    # another machine's Node that only shares the short name
+    ([_node("gpu-a.dc1", "gpu-a.dc1")], "gpu-a.dc2",
+     "no Node is named gpu-a.dc2 or labelled kubernetes.io/hostname=gpu-a.dc2; Node gpu-a.dc1 has the short name gpu-a, "
+     "which is not a match (set node_names)"),
+    # a kubelet that labels itself with the host's name, beside the Node that shares the host's short name
+    ([_node("gpu-a.dc1", "gpu-a.dc1"), _node("rogue", "gpu-a")], "gpu-a",
+     "ambiguous: Node rogue is labelled kubernetes.io/hostname=gpu-a, and Node gpu-a.dc1 has the short name gpu-a: not "
+     "matched by label (set node_names)"),
+    # a label that is another Node's name
+    ([_node("gpu-a", "gpu-a"), _node("rogue", "gpu-a")], "gpu-a",
+     "ambiguous: Node gpu-a is named gpu-a, Node rogue is labelled kubernetes.io/hostname=gpu-a (set node_names)"),
+    # two Nodes with one hostname label
+    ([_node("n1", "gpu-a"), _node("n2", "gpu-a")], "gpu-a",
+     "ambiguous: Node n1 is labelled kubernetes.io/hostname=gpu-a, Node n2 is labelled kubernetes.io/hostname=gpu-a "
+     "(set node_names)"),
+])
+def test_a_verified_host_is_never_written_on_a_node_it_is_not_exactly(nodes, host, reason):
+    plans, unmatched, kept = _k8s_publish.plan({"items": nodes}, {host: "COMPUTE_VERIFIED"}, NOW)
+    assert plans == [] and kept == []
+    assert unmatched == [{"host": host, "reason": reason}]
+
+
+@pytest.mark.parametrize("nodes,host,node,node_names", [
+    ([_node("gpu-a.dc1", "gpu-a.dc1"), _node("gpu-a.dc2", "gpu-a.dc2")], "gpu-a.dc2", "gpu-a.dc2", None),
+    ([_node("ip-10-0-0-7", "gpu-b.lab"), _node("gpu-a.lab")], "gpu-b.lab", "ip-10-0-0-7", None),  # the one label
+    ([_node("gpu-a.dc1", "gpu-a.dc1"), _node("rogue", "gpu-a")], "gpu-a", "gpu-a.dc1", {"gpu-a": "gpu-a.dc1"}),
+])
+def test_an_exact_match_or_the_explicit_map_is_written(nodes, host, node, node_names):
+    plans, unmatched, _kept = _k8s_publish.plan({"items": nodes}, {host: "COMPUTE_VERIFIED"}, NOW, node_names=node_names)
+    assert unmatched == [] and [p["node"] for p in plans] == [node]
+
+
+VERIFIED = {"type": "GPUComputeVerified", "status": "True", "reason": "COMPUTE_VERIFIED",
+            "message": "gpuprobe.layers verdict COMPUTE_VERIFIED; run r0", "lastTransitionTime": "2026-12-01T00:00:00Z",
+            "lastHeartbeatTime": "2026-12-02T00:00:00Z"}
+
+
+@pytest.mark.parametrize("mode,verdict,status", [
+    ("full", "COMPUTE_VERIFIED", "True"), ("full", "FAILED_AT_COMPUTE", "False"), ("full", "INCONCLUSIVE", None),
+    ("postcheck", "COMPUTE_VERIFIED", "True"), ("postcheck", "FAILED_AT_RUNTIME", "False"), ("postcheck", "INCONCLUSIVE", None),
+    ("audit", "FAILED_AT_HOST", "False"), ("audit", "FAILED_AT_CDI", "False"), ("audit", "INCONCLUSIVE", None),
+    # what an audit cannot prove, whatever a record claims: it runs no container
+    ("audit", "COMPUTE_VERIFIED", None), ("audit", "FAILED_AT_COMPUTE", None),
+    ("full", "garbage", None), ("full", "", None),
+])
+def test_what_each_mode_writes(mode, verdict, status):
+    """docs/k8s.md, "What is written": True/False for what the run decided, nothing for the rest (never Unknown)."""
+    plans, unmatched, kept = _k8s_publish.plan({"items": [_node("gpu-a", "gpu-a", VERIFIED, "COMPUTE_VERIFIED")]},
+                                               {"gpu-a": verdict}, NOW, label_key="gpuprobe.layers/verdict", mode=mode)
+    assert unmatched == []
+    if status is None:
+        assert plans == [] and [(k["host"], k["node"]) for k in kept] == [("gpu-a", "gpu-a")]
+        assert kept[0]["reason"]
+    else:
+        assert kept == [] and plans[0]["condition"]["status"] == status
+        assert plans[0]["label"] == {"gpuprobe.layers/verdict": verdict}
+
+
+def test_an_unreachable_node_keeps_its_condition_and_label(fake_kubectl):
+    """Not checked in this run: no write at all (no kubectl patch), the host is in kept, the task does not fail."""
+    path, kubeconfig, tmp = fake_kubectl
+    out = _k8s_publish.publish({"dra-0": "INCONCLUSIVE", "plain-0": "FAILED_AT_CDI"}, kubectl=path, kubeconfig=kubeconfig,
+                               label_key="gpuprobe.layers/verdict", now=NOW)
+    assert out["errors"] == [] and out["unmatched"] == []
+    assert [argv[:3] for argv in calls(tmp) if argv[0] == "patch"] == [["patch", "node", "plain-0"]] * 2
+    assert [(k["host"], k["node"], k["verdict"]) for k in out["kept"]] == [("dra-0", "dra-0", "INCONCLUSIVE")]
+
+
+def test_module_audit_writes_only_a_host_or_cdi_failure(fake_kubectl, capsys):
+    path, kubeconfig, tmp = fake_kubectl
+    code, out = run_module(capsys, {"kubectl": path, "kubeconfig": kubeconfig, "mode": "audit", "verdicts": {
+        "dra-0": "COMPUTE_VERIFIED", "dra-1": "INCONCLUSIVE", "plain-0": "FAILED_AT_CDI", "gpu-nowhere": "INCONCLUSIVE"}})
+    assert code == 0, out
+    assert [argv[:3] for argv in calls(tmp) if argv[0] == "patch"] == [["patch", "node", "plain-0"]]
+    assert [(k["host"], k["node"]) for k in out["kept"]] == [("dra-0", "dra-0"), ("dra-1", "dra-1"), ("gpu-nowhere", None)]
+    assert out["unmatched"] == []
+
+
+def _doc_table():
+    """The rows of docs/k8s.md's "What is written" table: (modes, verdicts, condition status or None, label or None)."""
+    import re  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(os.path.dirname(FIXTURES), "..", "..", "..", "..", "docs", "k8s.md")) as f:
+        text = f.read().split("### What is written", 1)[1].split("\n\n", 2)[2]
+    rows = []
+    for line in text.split("\n\n", 1)[0].splitlines()[2:]:
+        mode, verdicts, condition, label = [c.strip() for c in line.strip("|").split("|")]
+        if mode == "any":
+            continue
+        status = re.match(r"`(True|False)`", condition)
+        rows.append(([m.strip() for m in mode.split(",")], re.findall(r"`([A-Z_]+)`", verdicts),
+                     status.group(1) if status else None, None if label.startswith("not written") else label))
+    return rows
+
+
+def test_the_doc_table_is_what_plan_writes():
+    """docs/k8s.md, "What is written": every mode and verdict of each row, through plan."""
+    rows = _doc_table()
+    assert sorted(set(m for modes, _v, _c, _l in rows for m in modes)) == sorted(_k8s_publish.MODES)
+    for modes, verdicts, status, label in rows:
+        for mode in modes:
+            for verdict in verdicts:
+                plans, unmatched, kept = _k8s_publish.plan({"items": [_node("gpu-a", "gpu-a", VERIFIED, "COMPUTE_VERIFIED")]},
+                                                           {"gpu-a": verdict}, NOW, label_key="v", mode=mode)
+                assert unmatched == []
+                if status is None:
+                    assert (plans, [k["host"] for k in kept]) == ([], ["gpu-a"]), (mode, verdict)
+                else:
+                    assert plans[0]["condition"]["status"] == status and plans[0]["condition"]["reason"] == verdict
+                    assert label in ("the verdict", "`%s`" % verdict) and plans[0]["label"] == {"v": verdict}

@@ -210,10 +210,25 @@ def _host(root, cuda=12080, nvml=True, driver_root="/drv", version=DRIVER):
                  kernel_module={"proc_driver_version": version, "sys_module_version": version})
 
 
-def _loaded(content=CONTENT, cuda=None):
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+def _mapped(path, content, why="name"):
+    """One entry of the probe's mapped_libraries line (None content: not hashed)."""
+    identity = {"path": path, "error": "EACCES: Permission denied"} if content is None else {
+        "path": path, "size": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+    return {"path": path, "realpath": path, "why": why, "identity": identity}
+
+
+def _loaded(content=CONTENT, cuda=None, mapped=()):
+    """A container run whose libcuda has ``content``; ``mapped``: the other driver libraries its probe mapped
+    ((path, content) each; None: no mapped_libraries line at all, as an older probe)."""
     probe = _container(_with_token(fakecuda.FakeCuda([U0])))
-    probe["steps"][0]["identity"] = {"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.%s" % DRIVER, "size": len(content),
+    probe["steps"][0]["identity"] = {"path": "%s/libcuda.so.%s" % (LIBDIR, DRIVER), "size": len(content),
                                      "sha256": hashlib.sha256(content).hexdigest()}
+    if mapped is not None:
+        probe["mapped_libraries"] = {"libraries": [_mapped("%s/libcuda.so.%s" % (LIBDIR, DRIVER), content)] + [
+            _mapped(path, data, why) for path, data, why in mapped]}
     if cuda is not None:
         probe["facts"]["cuda_driver_api"] = cuda
     return probe
@@ -248,6 +263,58 @@ def test_the_container_driver_must_be_the_hosts(tmp_path, name, container, host,
         assert "unknown on the host" in checks[0]["observed"]
     run = record["evidence"]["driver_binding"]["runs"][0]
     assert run["status"] == binding
+
+
+NVML = b"\x7fELF the host driver's NVML " * 50
+PTXJIT = b"\x7fELF the host driver's JIT compiler " * 50
+HOST_FILES = {"libnvidia-ml": NVML, "libnvidia-ptxjitcompiler": PTXJIT}
+
+LIBRARIES = [
+    # (name, mapped besides libcuda: (container path, content, why), driver root files, binding, in the observation)
+    ("NVML and the JIT compiler the driver root's", [("%s/libnvidia-ml.so.1" % LIBDIR, NVML, "name, spec mount"),
+                                                      ("%s/libnvidia-ptxjitcompiler.so.1" % LIBDIR, PTXJIT, "name")],
+     HOST_FILES, "PASS", "every driver library mapped in the probe is the driver root's: libcuda.so.%s, "
+                         "libnvidia-ml.so.1, libnvidia-ptxjitcompiler.so.1" % DRIVER),
+    ("a versioned name (nvidia-ctk's symlink resolved)", [("%s/libnvidia-ml.so.%s" % (LIBDIR, DRIVER), NVML, "name")],
+     HOST_FILES, "PASS", "libnvidia-ml.so.%s" % DRIVER),
+    ("an impostor NVML", [("%s/libnvidia-ml.so.1" % LIBDIR, b"\x7fELF code of the spec's own", "name, spec mount")],
+     HOST_FILES, "FAIL", "the loaded %s/libnvidia-ml.so.1 (" % LIBDIR),
+    ("an impostor JIT compiler", [("%s/libnvidia-ptxjitcompiler.so.1" % LIBDIR, b"other", "name")],
+     HOST_FILES, "FAIL", "is not the driver root's /drv/lib64/libnvidia-ptxjitcompiler.so.%s" % DRIVER),
+    ("the driver root has no NVML of the running version", [("%s/libnvidia-ml.so.1" % LIBDIR, NVML, "name")],
+     {"libnvidia-ptxjitcompiler": PTXJIT}, "NOT_RUN", "no libnvidia-ml.so.%s in the driver root /drv" % DRIVER),
+    ("a spec-mounted library of no driver", [("/opt/evil/libevil.so", b"evil", "spec mount")],
+     HOST_FILES, "NOT_RUN", "/opt/evil/libevil.so: nothing of the host's to compare with: no libevil.so.%s" % DRIVER),
+    ("a library the probe could not hash", [("%s/libnvidia-ml.so.1" % LIBDIR, None, "name")],
+     HOST_FILES, "NOT_RUN", "the probe did not hash %s/libnvidia-ml.so.1: EACCES" % LIBDIR),
+    ("no mapped_libraries line (an older probe)", None, HOST_FILES, "NOT_RUN", "the probe reported no mapped libraries"),
+    ("an impostor beside one not hashed", [("%s/libnvidia-ml.so.1" % LIBDIR, b"x", "name"),
+                                           ("%s/libnvidia-ptxjitcompiler.so.1" % LIBDIR, None, "name")],
+     HOST_FILES, "FAIL", "libnvidia-ml.so.1"),
+]
+
+
+@pytest.mark.parametrize("name,mapped,files,binding,said", LIBRARIES, ids=[x[0] for x in LIBRARIES])
+def test_every_driver_library_the_probe_mapped_must_be_the_hosts(tmp_path, name, mapped, files, binding, said):  # pylint: disable=unused-argument,too-many-arguments
+    """Issue 42 item 3: the binding covers NVML, the JIT compiler and anything the probe's process mapped from a spec
+    mount: the same content as the driver root's libX.so.<driver version>, else FAIL naming it; no such host file
+    (or no digest) NOT_RUN naming it, never PASS."""
+    root = _driver_root(tmp_path)
+    for stem, content in files.items():
+        _driver_root(tmp_path, content, name="%s.so.%s" % (stem, DRIVER))
+    record = _record(_loaded(mapped=mapped), host=_host(root))
+    checks = _checks(record, "compute.driver.binding")
+    assert [c["status"] for c in checks] == [binding] and said in checks[0]["observed"], checks
+    run = record["evidence"]["driver_binding"]["runs"][0]
+    assert run["status"] == binding
+    if binding == "FAIL":
+        assert record["status"] == "FAIL" and record["signature"] == "compute.driver.binding"
+        assert checks[0]["subject"] == "container: %s" % ", ".join(
+            os.path.basename(r["path"]) for r in run["libraries"] if r["status"] == "FAIL")
+    if mapped is not None:  # every row names the driver root file it was compared with, and the host side holds it
+        host = record["evidence"]["driver_binding"]["host"]["libraries"]
+        assert [r["host_name"] for r in run["libraries"]][:1] == ["libcuda.so.%s" % DRIVER]
+        assert all(r["host_name"] in host for r in run["libraries"] if r["host_name"])
 
 
 def test_an_old_probe_without_a_digest_cannot_bind(tmp_path):

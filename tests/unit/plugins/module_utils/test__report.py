@@ -28,6 +28,8 @@ def rec(layer, status, check_id=None, signature=None, points_to=None, evidence=N
     b = LayerBuilder(layer)
     b.add(check_id or "%s.sample" % layer, status, subject=subject, expected=expected, observed=observed,
           hint="look here" if status in (FAIL, WARN) else None)
+    if layer == "runtime" and status == PASS:  # the probe file looked at again after the run (issue 42)
+        b.add("runtime.probe.unchanged", PASS, subject="gpuprobe-t", observed="unchanged")
     b.evidence = dict(evidence or {})
     b.versions = dict(versions or {})
     return b.build(signature=signature, points_to=points_to)
@@ -42,9 +44,11 @@ def bound(record, driver="580.159.04", api=13000):
     record["checks"].append(make_check("compute.driver.binding", PASS, "container", "the host's driver",
                                        "cuDriverGetVersion 13000 = NVML; libcuda sha256 = the driver root's"))
     lib = {"sha256": "a" * 64}
+    name = "libcuda.so.%s" % driver
     record["evidence"]["driver_binding"] = {
-        "host": {"driver_version": driver, "cuda_driver_api": api, "libcuda": lib},
-        "runs": [{"where": "container", "status": PASS, "cuda_driver_api": api, "libcuda": lib}]}
+        "host": {"driver_version": driver, "cuda_driver_api": api, "libcuda": lib, "libraries": {name: dict(lib, name=name)}},
+        "runs": [{"where": "container", "status": PASS, "cuda_driver_api": api, "libcuda": lib,
+                  "libraries": [{"path": "/usr/lib/libcuda.so.1", "host_name": name, "sha256": lib["sha256"], "status": PASS}]}]}
     return record
 
 
@@ -443,7 +447,9 @@ def _k8s_record(labels=None):
 
 @pytest.fixture
 def k8s_report():
-    k8s = _k8s_record({"gpu-c": {"nvidia.com/cuda.driver-version.full": "570.124.06"}})
+    # gpu-a.example.org is Node gpu-a by its kubernetes.io/hostname label (exactly; never by the short name)
+    k8s = _k8s_record({"gpu-c": {"nvidia.com/cuda.driver-version.full": "570.124.06"},
+                       "gpu-a": {"kubernetes.io/hostname": "gpu-a.example.org"}})
     hosts = []
     for name, records in (("gpu-a.example.org", no_gpu()), ("gpu-b", healthy()), ("gpu-c", healthy()),
                           ("cpu-d", healthy()), ("elsewhere", healthy())):

@@ -227,7 +227,8 @@ def test_probe_config_passes_the_idle_gpus_alone(host, allow, expect):
     edits = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
     config = _runtime_layer._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
     keys = dict((k, config.pop(k)) for k in ("token", "a", "b"))
-    assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True, "resolve_paths": ["/dev/nvidia0"]}, **expect)
+    assert config == dict({"nodes": ["/dev/nvidia0"], "compute": True, "resolve_paths": ["/dev/nvidia0"], "spec_mounts": []},
+                          **expect)
     again = _runtime_layer._probe_config(edits, True, _busy.busy_plan(host, allow))  # pylint: disable=protected-access
     assert len(keys["token"]) == 16 and keys["token"] != again["token"]  # a fresh token and kernel per run
     assert (keys["a"], keys["b"]) != (again["a"], again["b"]) and keys["a"] >= 2 and keys["b"] >= 1

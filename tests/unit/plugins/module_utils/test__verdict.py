@@ -8,7 +8,7 @@ import pytest
 
 from accounted import accounted
 from verdictlab import (  # noqa: F401 pylint: disable=unused-import
-    IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, STUBS, bind, control, emitted, full_spec, node, passing_control, passing_steps,
+    IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, STUBS, before_issue_42, bind, control, emitted, full_spec, node, passing_control, passing_steps,
     probe_steps, real_control, spec_without,
 )
 
@@ -376,10 +376,10 @@ def test_an_uncatalogued_curesult_uses_the_catch_all_row():
 H200 = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "evidence", "h200-runtime-compute")
 
 
-# the variants whose spec the cdi layer accounts for in full today (this collection's own spec over the driver's files,
-# test__cdi_spec.py), here and in h200-attribution: their records were made before cdi.trust.accounted existed (issue 42) and get its PASS as the
-# layer writes it; the others mount a file that is not the driver's (the stub, a missing or fake library) or set env of
-# their own, and today's layer FAILs them at cdi before any container (their records show what ran before)
+# the variants whose spec today's cdi layer accounts for in full (this collection's own spec over the driver's files,
+# test__cdi_spec.py), here and in h200-attribution: made before cdi.trust.accounted existed (issue 42), they get its
+# PASS from before_issue_42; the others mount a file that is not the driver's (the stub, a missing or fake library) or
+# set env of their own, and today's layer FAILs them at cdi before any container (their records show what ran before)
 ACCOUNTED = ("full", "file_mode_0000", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only")
 
 
@@ -388,9 +388,12 @@ def _h200(variant):
         saved = json.load(f)
     records = dict((k, v) for k, v in saved["records"].items() if k in ("host", "cdi", "runtime", "compute"))
     _list_not_run_checks(records.values())
-    if variant in ACCOUNTED:
-        accounted(records["cdi"], records["cdi"]["evidence"]["requested_devices"])
     return records, saved["records"].get("probe")
+
+
+def _today(variant, records):
+    """The H200 records of ``variant`` with what a run of today writes (before_issue_42)."""
+    return before_issue_42(records, accounted_for=variant in ACCOUNTED)
 
 
 def _list_not_run_checks(records):
@@ -418,9 +421,22 @@ def _list_not_run_checks(records):
 ])
 def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
     records, _probe = _h200(variant)
-    v = node_verdict(records)
+    v = node_verdict(_today(variant, records))
     assert (v["verdict"], v["signature"], v["points_to"]) == (verdict, signature, points_to), v["reason"]
     assert [b["check"] for b in v["because"]] == because
+
+
+@pytest.mark.parametrize("variant", ["full", "file_mode_0000", "truth-poisoned-env"])
+def test_h200_verified_records_made_before_issue_42_are_inconclusive(variant):
+    """Recorded before the probe reported every driver library it mapped, before the probe file was looked at
+    after the run and before the cdi layer accounted for every edit: none is shown, so the node is not
+    COMPUTE_VERIFIED (issue 42 items 1, 3 and 4)."""
+    records, _probe = _h200(variant)
+    v = node_verdict(records)
+    assert v["verdict"] == INCONCLUSIVE
+    assert "cdi: cdi.trust.accounted did not PASS for %s" % records["cdi"]["evidence"]["requested_devices"][0] in v["reason"]
+    assert "runtime.probe.unchanged absent: the probe file was not shown unchanged after the container ran" in v["reason"]
+    assert "carries no report of the driver libraries mapped in the probe (mapped_libraries)" in v["reason"], v["reason"]
 
 
 POISONED = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONUSERBASE", "GPUPROBE_PROBE_DELAY_S")
@@ -431,6 +447,7 @@ def test_h200_poisoned_env_spec_is_unaccounted_today_and_verified_only_on_the_si
     the probe held then. Today each of those edits is unaccounted (the layer FAILs the spec before any container); a
     site that declares them gets the run's verdict back, and the verdict says that it rests on the declaration."""
     records, _probe = _h200("truth-poisoned-env")
+    records = _today("truth-poisoned-env", records)
     assert "cdi.trust.accounted did not PASS" in node_verdict(records)["reason"]
     expected = records["cdi"]["evidence"]["expected_edits"]
     poisoned = [e for e in expected["env"] if e.split("=")[0] in POISONED]
@@ -451,6 +468,7 @@ def test_h200_verified_records_without_the_binding_are_inconclusive(variant):
     """A record of a verified kernel without compute.driver.binding (as every record made before it existed): the
     container's driver is not shown to be the host's, so the node is not COMPUTE_VERIFIED (issue 18 item 1)."""
     records, _probe = _h200(variant)
+    records = _today(variant, records)
     assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
     v = node_verdict(dict(records, compute=bind(records["compute"], None)))
     assert v["verdict"] == INCONCLUSIVE
@@ -483,8 +501,6 @@ def _h200_attribution(name):
     records = {"host": saved["host"], "cdi": saved["cdi"], "runtime": _runtime_compare.build_observed(b, probe["inventory"], points_to),
                "compute": saved["compute"]}
     _list_not_run_checks((records["host"], records["cdi"]))
-    if name in ACCOUNTED:
-        accounted(records["cdi"], records["cdi"]["evidence"]["requested_devices"])
     return records
 
 
@@ -512,10 +528,10 @@ def test_h200_full_spec_needs_its_per_gpu_row():
     records["compute"]["evidence"]["gpus"] = [{
         "index": 0, "uuid": device["uuid"], "model": device["name"], "expected": True, "seen_in_container": True,
         "ordinal": device["ordinal"], "status": PASS, "signature": None, "reason": None}]
-    v = node_verdict(records)
+    v = node_verdict(_today("full", records))
     assert v["verdict"] == INCONCLUSIVE  # recorded before compute.driver.binding existed
     assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
-    v = node_verdict(dict(records, compute=bind(records["compute"], host=records["host"])))
+    v = node_verdict(_today("full", dict(records, compute=bind(records["compute"], host=records["host"]))))
     assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"
 
 

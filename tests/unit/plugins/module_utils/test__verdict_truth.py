@@ -18,7 +18,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import scri
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute.catalogue import CHECKS as COMPUTE_CHECKS
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
-    FAIL, NOT_RUN, PASS, POINTS_TO, WARN, LayerBuilder, make_check, not_run, validate_record,
+    FAIL, NOT_RUN, PASS, POINTS_TO, WARN, LayerBuilder, make_check, not_run, not_run_checks_not_proven, validate_record,
+    with_checks,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import (
     CHECKS as RUNTIME_CHECKS, SIGNATURES as RUNTIME_SIGNATURES, classify_start_error,
@@ -108,17 +109,72 @@ def _forged(records, how):
             records["host"]["evidence"]["nvml"], driver_version="590.10.01", cuda_driver_version_int=13010)))
     elif how == "no host record":
         del records["host"]
+    elif how == "run without its mapped libraries":  # a binding made before issue 42, or one that leaves them out
+        del binding["runs"][0]["libraries"]
+    elif how == "a mapped library not the host's":
+        binding["runs"][0]["libraries"].append({"path": "/usr/lib/libnvidia-ml.so.1", "host_name": "libnvidia-ml.so.x",
+                                                "sha256": "e" * 64, "status": PASS})
+    elif how == "a mapped library NOT_RUN":
+        binding["runs"][0]["libraries"][0]["status"] = NOT_RUN
+    elif how == "libcuda not among the mapped libraries":
+        host = binding["host"]["libraries"]
+        host["libnvidia-ml.so.x"] = {"sha256": "e" * 64}
+        binding["runs"][0]["libraries"] = [{"path": "/usr/lib/libnvidia-ml.so.1", "host_name": "libnvidia-ml.so.x",
+                                            "sha256": "e" * 64, "status": PASS}]
     return records
 
 
 @pytest.mark.parametrize("how", ["check without evidence", "evidence run NOT_RUN", "same run counted twice",
                                  "run digest not the host's", "run CUDA version not the host's", "host side unknown",
-                                 "another host record", "no host record"])
+                                 "another host record", "no host record", "run without its mapped libraries",
+                                 "a mapped library not the host's", "a mapped library NOT_RUN",
+                                 "libcuda not among the mapped libraries"])
 def test_a_binding_claimed_without_its_evidence_is_never_verified(node, how):
     records = records_of(node)
     assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
     v = node_verdict(_forged(records, how))
     assert v["verdict"] == INCONCLUSIVE and "compute.driver.binding" in v["reason"], (how, v["reason"])
+
+
+# issue 42 item 4: the probe file looked at again after the run (runtime.probe.unchanged)
+
+def _probe_file(records, status):
+    """``records`` with the runtime record's runtime.probe.unchanged of ``status`` (None: none at all)."""
+    runtime = records["runtime"]
+    checks = [c for c in runtime["checks"] if c["id"] != "runtime.probe.unchanged"]
+    if status is not None:
+        checks.append(make_check("runtime.probe.unchanged", status, "gpuprobe-t-1", "as written",
+                                 "/tmp/gpuprobe-run-1/gpuprobe-probe-x/gpuprobe_probe.py: sha256 0123, written 4567"
+                                 if status == FAIL else "unchanged after the run"))
+    records["runtime"] = with_checks(runtime, checks)
+    if status == NOT_RUN:  # a PASS record lists what it did not check (as LayerBuilder.build does)
+        records["runtime"]["not_proven"] = records["runtime"]["not_proven"] + not_run_checks_not_proven(checks[-1:])
+    return records
+
+
+@pytest.mark.parametrize("status,verdict,needle", [
+    (PASS, COMPUTE_VERIFIED, None),
+    (FAIL, "FAILED_AT_CDI", "cdi.inject.probe_integrity: the probe file changed while the container ran"),
+    (NOT_RUN, INCONCLUSIVE, "runtime.probe.unchanged NOT_RUN gpuprobe-t-1"),
+    (None, INCONCLUSIVE, "runtime.probe.unchanged absent: the probe file was not shown unchanged after the container ran"),
+])
+def test_a_probe_file_changed_during_the_run_is_never_verified(node, status, verdict, needle):
+    records = _probe_file(records_of(node), status)
+    v = node_verdict(records)
+    assert v["verdict"] == verdict, v["reason"]
+    if needle:
+        assert needle in v["reason"], v["reason"]
+    if status == FAIL:
+        assert (v["layer"], v["signature"], v["points_to"]) == ("cdi", "cdi.inject.probe_integrity", "cdi")
+        assert [b["check"] for b in v["because"]] == ["runtime.probe.unchanged"]
+
+
+def test_a_probe_file_change_is_named_before_a_later_layer_fails(node):
+    """The order host -> cdi -> runtime -> compute: a changed probe file is the cdi's place, before a compute FAIL."""
+    records = _probe_file(records_of(node, fail={("cuInit", None): 100}), FAIL)
+    assert records["compute"]["status"] == FAIL
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"]) == ("FAILED_AT_CDI", "cdi.inject.probe_integrity"), v["reason"]
 
 
 def test_a_container_pass_beside_a_failing_host_control_is_inconclusive(node):

@@ -173,10 +173,11 @@ def test_k8s_publish_diff_is_the_condition_and_label_before_and_after(kubectl, c
 
 def test_k8s_publish_diff_in_check_mode_writes_nothing(kubectl, capsys):
     args, tmp = kubectl
-    out = _main(k8s_publish, dict(args, verdicts={"plain-0": "INCONCLUSIVE"}, _ansible_diff=True, _ansible_check_mode=True), capsys)
+    out = _main(k8s_publish, dict(args, verdicts={"plain-0": "FAILED_AT_COMPUTE", "dra-0": "INCONCLUSIVE"}, _ansible_diff=True,
+                                  _ansible_check_mode=True), capsys)
     assert out["changed"] is True and _written(tmp) == []
-    (entry,) = out["diff"]
-    assert entry["after"]["condition"]["status"] == "Unknown" and entry["before"]["condition"] is None
+    (entry,) = out["diff"]   # the INCONCLUSIVE node is not written: nothing to show
+    assert entry["after"]["condition"]["status"] == "False" and entry["before"]["condition"] is None
 
 
 def test_k8s_publish_diff_leaves_out_a_node_whose_verdict_holds(kubectl, capsys):
