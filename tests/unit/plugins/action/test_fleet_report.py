@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from accounted import accounted
 from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
@@ -34,7 +35,7 @@ def record(layer, status, check_id=None, **evidence):
 
 HOSTVARS = {
     "ok": {"verify_result": {"records": {
-        "host": record("host", PASS), "cdi": record("cdi", PASS), "runtime": record("runtime", PASS, "runtime.mount.present"),
+        "host": record("host", PASS), "cdi": accounted(record("cdi", PASS), ["a=0"]), "runtime": record("runtime", PASS, "runtime.mount.present"),
         "compute": record("compute", PASS, container={"executed": True, "cdi_devices": ["a=0"]},
                           gpus=[{"index": 0, "uuid": "GPU-a", "model": None, "expected": True, "seen_in_container": True,
                                  "ordinal": 0, "status": PASS, "signature": None, "reason": None}])}},

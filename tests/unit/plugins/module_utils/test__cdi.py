@@ -400,13 +400,22 @@ def test_nvidia_consequences_are_warnings(gpu_host, kwargs, check, consequence):
     assert rec["status"] == WARN, rec["reason"]
 
 
-def test_stub_libcuda_is_a_warning(gpu_host):
+def test_stub_libcuda_is_a_warning_and_an_unaccounted_edit(gpu_host):
+    """The CUDA toolkit's stub as libcuda: cdi.nvidia.libcuda says what it would do (a WARN), and it is no file of the
+    driver, so the mount is unaccounted (cdi.trust.accounted FAIL: the layer FAILs, the probe does not run). Declared
+    by the site, the stub is accounted for and the WARN is the layer's word again."""
     stub = gpu_host / "usr/local/cuda/lib64/stubs"
     stub.mkdir(parents=True)
     (stub / "libcuda.so").write_bytes(b"\x7fELF")
     text = _nvidia_spec().replace("/usr/local/nvidia/lib64/libcuda.so.%s" % DRIVER, "/usr/local/cuda/lib64/stubs/libcuda.so")
     rec = _run(gpu_host, text)
-    assert _status(rec, "cdi.nvidia.libcuda") == [WARN] and rec["status"] == WARN
+    assert _status(rec, "cdi.nvidia.libcuda") == [WARN]
+    assert rec["status"] == FAIL and rec["signature"] == "cdi.trust.accounted" and rec["points_to"] == "cdi", rec["reason"]
+    (trust,) = [c for c in rec["checks"] if c["id"] == "cdi.trust.accounted"]
+    assert trust["status"] == FAIL and "mount /usr/local/cuda/lib64/stubs/libcuda.so -> /usr/lib/libcuda.so.1" in trust["observed"]
+    rec = _run(gpu_host, text, trusted_edits=[{"hostPath": "/usr/local/cuda/lib64/stubs/libcuda.so", "why": "the lab's stub"}])
+    assert _status(rec, "cdi.nvidia.libcuda") == [WARN] and rec["status"] == WARN, rec["reason"]
+    assert _status(rec, "cdi.trust.accounted") == [PASS]
 
 
 @pytest.mark.parametrize("name, version", [

@@ -15,7 +15,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import bounded, files
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, WARN
 
-GOOD = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: x\n  containerEdits:\n    env: [X=1]\n"
+# a valid spec whose one edit is accounted for (an env NVIDIA's generators write: cdi.trust.accounted PASSes)
+GOOD = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: x\n  containerEdits:\n    env: [NVIDIA_VISIBLE_DEVICES=void]\n"
 
 
 def _in_child(fn, *args, timeout=20):

@@ -25,6 +25,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result imp
 DRIVER = hostfixture.DRIVER
 LIBDIR = "/usr/local/nvidia/lib64"
 IN = "/usr/lib/x86_64-linux-gnu"
+HOOK = "/usr/bin/nvidia-cdi-hook"
 
 
 def _cc():
@@ -55,6 +56,12 @@ class Tree(object):
             real = self.under("%s/%s.so.%s" % (LIBDIR, lib, DRIVER))
             os.unlink(real)
             build_so(real, "%s.so.1" % lib)
+        # NVIDIA's hook program where the toolkit installs it (root's, 0755): the hooks of the specs below name it
+        hook = self.under(HOOK)
+        os.makedirs(os.path.dirname(hook), exist_ok=True)
+        with open(hook, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(hook, 0o755)
         b = LayerBuilder("host")
         b.evidence = {"driver_root": "/usr/local/nvidia", "nvml": {"ok": True, "driver_version": DRIVER}}
         self.host = b.build(status=PASS)
@@ -87,13 +94,14 @@ class Tree(object):
     def mount(host_path, container_path, *extra):
         return {"hostPath": host_path, "containerPath": container_path, "options": ["ro", "nosuid", "nodev", "bind"] + list(extra)}
 
-    def cdi(self, spec, host=True):
+    def cdi(self, spec, host=True, trusted_edits=None):
+        """The cdi layer's record of ``spec``; ``trusted_edits``: the lab's own edits declared (cdi.trust.accounted)."""
         d = self.under("/var/run/cdi")
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "nvidia.yaml"), "w") as f:
             yaml.safe_dump(spec, f)
         record = _cdi_layer.record(spec_dirs=["/var/run/cdi"], discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"],
-                                   host=self.host if host else None, root=self.root)
+                                   host=self.host if host else None, root=self.root, trusted_edits=trusted_edits)
         assert validate_record(record) == []
         return record
 
@@ -151,11 +159,19 @@ def test_a_library_mounted_under_another_library_s_name_is_said_before_any_conta
     source = build_so(tree.under("/opt/libs/%s-file" % soname), soname)
     spec = tree.spec()
     spec["containerEdits"]["mounts"].append(tree.mount(source[len(tree.root):], "/opt/x/" + name))
-    record = tree.cdi(spec)
+    # the lab's library is no file of the driver: declared, so that the soname check alone decides the layer
+    record = tree.cdi(spec, trusted_edits=[{"hostPath": "/opt/libs/*", "containerPath": "/opt/x/*", "why": "the lab's library"}])
     found = [c for c in _checks(record, "cdi.host.library_soname") if c[1] == "/opt/x/" + name]
     assert [c[0] for c in found] == [status], found
     assert soname in found[0][2]
     assert (record["status"] == FAIL) == (status == FAIL)
+    # undeclared, the same mount is an edit no generator writes: the layer FAILs by cdi.trust.accounted, the soname
+    # check says what it said
+    undeclared = tree.cdi(spec)
+    assert undeclared["status"] == FAIL
+    assert [(c[0], c[2].split(":")[0]) for c in _checks(undeclared, "cdi.trust.accounted")] == [
+        (FAIL, "mount %s -> /opt/x/%s" % (source[len(tree.root):], name))]
+    assert [c for c in _checks(undeclared, "cdi.host.library_soname") if c[1] == "/opt/x/" + name] == found
 
 
 def test_a_library_without_soname_is_not_judged(tree):
@@ -264,7 +280,13 @@ def test_a_libcuda_mounted_where_no_loader_looks_is_a_warning_before_any_contain
     for m in spec["containerEdits"]["mounts"]:
         if m["containerPath"].endswith("/libcuda.so.1"):
             m["containerPath"] = container_path
-    record = tree.cdi(spec)
+    # /opt/gpu is no place the generators put the driver's libcuda, nor name in LD_LIBRARY_PATH or update-ldcache: the
+    # lab's own edits, declared; every other row is the generators' shape and accounted for without a declaration
+    lab = container_path == LIBCUDA_AT
+    undeclared = tree.cdi(spec)
+    assert [c[0] for c in _checks(undeclared, "cdi.trust.accounted")] == ([FAIL] * (1 + len(env or []) + len(hooks or []))
+                                                                          if lab else [PASS])
+    record = tree.cdi(spec, trusted_edits=[{"containerPath": LIBCUDA_AT}, {"env": "LD_LIBRARY_PATH"}, {"hook": HOOK}] if lab else None)
     assert [c[0] for c in _checks(record, "cdi.nvidia.libcuda_path")] == [status], _checks(record, "cdi.nvidia.libcuda_path")
     assert "cdi.nvidia.libcuda_path" not in _attribution.PREDICTS  # uncertain: never a contradiction
     if status == WARN:

@@ -275,7 +275,8 @@ FOREIGN_ONE = "cdiVersion: %s\nkind: g/foreign\ndevices:\n- name: d\n  container
 def test_a_foreign_spec_the_library_rejects_at_its_version_fails_nothing(tmp_path, version, runtime, runtime_version, fails):
     d = tmp_path / "var/run/cdi"
     d.mkdir(parents=True)
-    (d / "good.yaml").write_text("cdiVersion: 0.5.0\nkind: %s\ndevices:\n- name: gpu0\n  containerEdits: {env: [G=1]}\n" % KIND)
+    # the requested device's one edit is accounted for (an env NVIDIA's generators write): only the foreign file is judged
+    (d / "good.yaml").write_text("cdiVersion: 0.5.0\nkind: %s\ndevices:\n- name: gpu0\n  containerEdits: {env: [NVIDIA_VISIBLE_DEVICES=void]}\n" % KIND)
     record = _layer(tmp_path, FOREIGN_ONE % version, {runtime: runtime_version}, KIND + "=gpu0")
     subject = str(d / "member.yaml")
     assert _status(record, "cdi.spec.library_panic", subject) == [FAIL if fails else PASS], record["checks"]

@@ -13,7 +13,9 @@ import pytest
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, validate_record
 
-GOOD = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: x\n  containerEdits:\n    env: [X=1]\n"
+# a valid spec whose one edit is accounted for (an env NVIDIA's generators write: cdi.trust.accounted PASSes), so that
+# what these tests judge is the request alone
+GOOD = "cdiVersion: 0.5.0\nkind: v.com/cc\ndevices:\n- name: x\n  containerEdits:\n    env: [NVIDIA_VISIBLE_DEVICES=void]\n"
 DEVICE = "- name: %s\n  containerEdits:\n    env: [%s=1]\n"
 
 # one member per way the library rejects a whole file: (rule check, the bad file's text; its device is 'other')
@@ -157,6 +159,20 @@ def test_a_writable_spec_dir_fails_only_where_a_requested_device_can_be_placed_o
     rec = _layer([low, mid, high], ["v.com/cc=x"])
     statuses = dict((c["subject"], c["status"]) for c in _checks(rec, "cdi.security.spec_dir_writable"))
     assert statuses == {str(low): WARN, str(mid): FAIL, str(high): FAIL}
+
+
+def test_a_requested_device_s_edit_no_generator_writes_fails_the_layer_whatever_else_is_right(tmp_path):
+    """The new truth beside the request's (issue 42): the same valid file with an env of its own (X=1) for the
+    requested device is a cdi FAIL by cdi.trust.accounted, naming the edit; an unrequested file's edits are not judged."""
+    d = tmp_path / "cdi"
+    _write(d, "a-good.yaml", GOOD.replace("NVIDIA_VISIBLE_DEVICES=void", "X=1"))
+    _write(d, "nic.yaml", NIC)
+    rec = _layer([d], ["v.com/cc=x"])
+    assert rec["status"] == FAIL and rec["signature"] == "cdi.trust.accounted", rec["reason"]
+    assert [(c["status"], c["subject"]) for c in _checks(rec, "cdi.trust.accounted")] == [(FAIL, "v.com/cc=x")]
+    assert "env X=1: not accounted for" in _checks(rec, "cdi.trust.accounted")[0]["observed"]
+    rec = _layer([d], ["nic.example.com/net=eth"], kinds=["nic.example.com/net"])
+    assert [c["subject"] for c in _checks(rec, "cdi.trust.accounted") if c["status"] == FAIL] == ["nic.example.com/net=eth"]
 
 
 def test_a_clean_node_passes_the_audit(tmp_path):

@@ -7,7 +7,8 @@ import stat
 import pytest
 import yaml
 
-import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+import generators  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+import hostfixture
 
 from ansible.module_utils.testing import patch_module_args
 
@@ -94,8 +95,10 @@ def test_missing_library_is_an_error(host_root):
 def _check(host_root, spec, tmp_path, devices=("gpuprobe.local/gpu-t1=0",)):
     d = tmp_path / "spec-dir"
     path = _cdi_spec.write_spec(spec, str(d), "t1")
+    # the host layer's record of this tree as the cdi layer reads it: its root, the driver root, NVML's version (what the
+    # trust check accounts the spec's files against)
     rec = _cdi_layer.record(spec_dirs=[str(d)], discover_runtime_dirs_=False, devices=list(devices), root="/",
-                            host={"evidence": {"nvml": {"driver_version": DRIVER}}})
+                            host=generators.host_record(host_root, "/usr/local/nvidia"))
     assert validate_record(rec) == []
     return rec, path
 
@@ -109,6 +112,16 @@ def test_each_variant_checked_by_the_cdi_layer_matches_its_prediction(host_root,
         assert rec["status"] == FAIL and rec["signature"] == predicted["predicted_signature"], rec["reason"]
     else:
         assert rec["status"] in (PASS, WARN), rec["reason"]
+    # this collection's own spec over the driver's files is accounted for in full (cdi.trust.accounted); the one edit
+    # that is not is the mount of a file the driver does not have: the CUDA toolkit's stub, a missing or stale file
+    unaccounted = [c["observed"] for c in rec["checks"] if c["id"] == "cdi.trust.accounted" and c["status"] == FAIL]
+    not_the_drivers = {"stub_libcuda": "/stubs/libcuda.so -> /usr/local/nvidia/lib64/libcuda.so.1",
+                       "missing_hostpath": "/libgpuprobe-missing.so.1 -> /usr/local/nvidia/lib64/libgpuprobe-missing.so.1",
+                       "stale_library": "/libcuda.so.%s -> /usr/local/nvidia/lib64/libcuda.so.1" % _cdi_spec.STALE_VERSIONS[0]}
+    if variant in not_the_drivers:
+        assert len(unaccounted) == 1 and not_the_drivers[variant] in unaccounted[0], unaccounted
+    else:
+        assert unaccounted == []
     warn = set(c["id"] for c in rec["checks"] if c["status"] == WARN)
     expected_warn = {"no_ptxjit_mount": {"cdi.nvidia.ptxjit"}, "no_uvm_node": {"cdi.nvidia.uvm"},
                      "cgroup_read_only": {"cdi.nvidia.cgroup_write"}, "stub_libcuda": {"cdi.nvidia.libcuda"}}

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
+from accounted import accounted
 from pagedata import checks, detail, page_data, rows
 
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as R
@@ -59,7 +60,8 @@ def healthy(driver="580.159.04", api="13000", runtime="podman 4.3.1", digest="sh
     return {
         "host": rec("host", PASS, versions={"driver": driver, "cuda_driver_api": api},
                     evidence={"nvml": {"driver_version": driver, "cuda_driver_version_int": int(api)}}),
-        "cdi": rec("cdi", PASS, evidence={"spec_digest": digest}),
+        # every edit of the requested device accounted for (cdi.trust.accounted PASS, as the layer writes it)
+        "cdi": accounted(rec("cdi", PASS, evidence={"spec_digest": digest})),
         # an edit compared (runtime PASS needs one) and a proven per-GPU row (COMPUTE_VERIFIED needs them)
         "runtime": rec("runtime", PASS, "runtime.device_node.present", versions={"runtime": runtime}),
         "compute": bound(rec("compute", PASS, evidence={"container": {"executed": True, "cdi_devices": ["nvidia.com/gpu=0"]},

@@ -6,11 +6,13 @@ import os
 
 import pytest
 
+from accounted import accounted
 from verdictlab import (  # noqa: F401 pylint: disable=unused-import
     IMAGE_LIB_DIR, LIBCUDA_IN_CONTAINER, STUBS, before_issue_42, bind, control, emitted, full_spec, node, passing_control, passing_steps,
     probe_steps, real_control, spec_without,
 )
 
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import trust as _cdi_trust
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import result as _common_result
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import catalogue as _compute_catalogue
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import catalogue as _runtime_catalogue
@@ -24,8 +26,10 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict i
 )
 
 
-def layers(node_, spec, control=passing_control, compute=True):
-    cdi = node_.cdi(spec)
+def layers(node_, spec, control=passing_control, compute=True, trusted_edits=None):
+    """The records of a drill run whatever the gate says (the mini runtime and the probe run): ``trusted_edits``
+    declares the drill's own edits, so that the cdi layer accounts for them as a site's declaration does."""
+    cdi = node_.cdi(spec, trusted_edits)
     runtime, probe = node_.run(cdi, compute=compute)
     records = {"host": node_.host, "cdi": cdi, "runtime": runtime}
     records["compute"] = node_.compute(probe, runtime, control=control)
@@ -68,13 +72,31 @@ def test_no_nvidiactl_in_the_spec_points_at_cdi_because_of_the_nvidiactl_check(n
     assert "because cdi.nvidia.nvidiactl /dev/nvidiactl: absent" in v["reason"]
 
 
+def _unaccounted(cdi):
+    """The edits cdi.trust.accounted names as not accounted for."""
+    return [c["observed"].split(": not accounted for")[0] for c in cdi["checks"]
+            if c["id"] == "cdi.trust.accounted" and c["status"] == FAIL]
+
+
+# the toolkit's stub is no file of the driver: a drill that mounts it declares it (and the loader path to it)
+STUB_DECLARED = [{"hostPath": STUBS + "/libcuda.so.1", "why": "the drill's stub"}, {"env": "LD_LIBRARY_PATH", "why": "the drill's"}]
+
+
 def test_stub_first_on_the_spec_library_path_fails_the_runtime_loader_check_and_points_at_cdi(node):
     node.stub()
     spec = full_spec()
     spec["containerEdits"]["env"].append("LD_LIBRARY_PATH=%s" % STUBS)
     spec["containerEdits"]["mounts"].append({"hostPath": STUBS + "/libcuda.so.1", "containerPath": STUBS + "/libcuda.so.1",
                                              "options": ["ro", "bind"]})
-    records = layers(node, spec)
+    # the stub and the loader path to it are edits no generator writes: FAILED_AT_CDI, and no container runs
+    records, gate = node.gated(spec)
+    assert gate == "blocked by cdi FAIL"
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_CDI", "cdi.trust.accounted", "cdi"), v["reason"]
+    assert _unaccounted(records["cdi"]) == ["mount %s/libcuda.so.1 -> %s/libcuda.so.1" % (STUBS, STUBS), "env LD_LIBRARY_PATH=%s" % STUBS]
+    # declared by the site, the same drill runs: the runtime's loader check FAILs and points at the spec, as it did
+    records = layers(node, spec, trusted_edits=STUB_DECLARED)
+    assert _unaccounted(records["cdi"]) == []
     assert "cdi.nvidia.libcuda" in ids(records["cdi"]["checks"], WARN)
     loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"]
     assert [c["status"] for c in loader] == [FAIL]
@@ -90,11 +112,19 @@ def test_stub_first_on_the_spec_library_path_fails_the_runtime_loader_check_and_
 
 
 def test_stub_mounted_as_libcuda_is_a_loader_warning_and_the_compute_failure_points_at_cdi(node):
-    """The H200 drill stub_libcuda: the spec mounts the toolkit stub as libcuda.so.1."""
+    """The H200 drill stub_libcuda: the spec mounts the toolkit stub as libcuda.so.1. The stub is no file of the
+    driver: FAILED_AT_CDI by cdi.trust.accounted before any container; declared trusted, the drill runs and the compute
+    failure is attributed as before."""
     node.stub()
     spec = full_spec()
     spec["containerEdits"]["mounts"][0]["hostPath"] = STUBS + "/libcuda.so.1"
-    records = layers(node, spec)
+    records, gate = node.gated(spec)
+    v = node_verdict(records)
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_CDI", "cdi.trust.accounted", "cdi"), v["reason"]
+    assert gate == "blocked by cdi FAIL" and records["compute"]["status"] == NOT_RUN
+    assert _unaccounted(records["cdi"]) == ["mount %s/libcuda.so.1 -> %s" % (STUBS, LIBCUDA_IN_CONTAINER)]
+    records = layers(node, spec, trusted_edits=STUB_DECLARED[:1])
+    assert _unaccounted(records["cdi"]) == []
     loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
     assert loader["status"] == WARN and "stub" in loader["observed"]
     v = node_verdict(records)
@@ -346,12 +376,24 @@ def test_an_uncatalogued_curesult_uses_the_catch_all_row():
 H200 = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "evidence", "h200-runtime-compute")
 
 
+# the variants whose spec today's cdi layer accounts for in full (this collection's own spec over the driver's files,
+# test__cdi_spec.py), here and in h200-attribution: made before cdi.trust.accounted existed (issue 42), they get its
+# PASS from before_issue_42; the others mount a file that is not the driver's (the stub, a missing or fake library) or
+# set env of their own, and today's layer FAILs them at cdi before any container (their records show what ran before)
+ACCOUNTED = ("full", "file_mode_0000", "no_ptxjit_mount", "no_uvm_node", "cgroup_read_only")
+
+
 def _h200(variant):
     with open(os.path.join(H200, variant + ".json")) as f:
         saved = json.load(f)
     records = dict((k, v) for k, v in saved["records"].items() if k in ("host", "cdi", "runtime", "compute"))
     _list_not_run_checks(records.values())
     return records, saved["records"].get("probe")
+
+
+def _today(variant, records):
+    """The H200 records of ``variant`` with what a run of today writes (before_issue_42)."""
+    return before_issue_42(records, accounted_for=variant in ACCOUNTED)
 
 
 def _list_not_run_checks(records):
@@ -371,26 +413,54 @@ def _list_not_run_checks(records):
     # the run of 2026-12-03 13:53 UTC carries the per-GPU rows (GPU 0 proven by UUID) and the driver binding
     ("full", COMPUTE_VERIFIED, None, None, []),
     ("file_mode_0000", COMPUTE_VERIFIED, None, None, []),
-    ("truth-poisoned-env", COMPUTE_VERIFIED, None, None, []),
+    # its spec sets PYTHONPATH, PYTHONSTARTUP... and mounts a directory of its own: recorded before issue 42, its cdi
+    # record has no cdi.trust.accounted PASS, so it is not taken on its word (test_h200_poisoned_env_spec_...)
+    ("truth-poisoned-env", INCONCLUSIVE, None, None, []),
     # a library that answers everything, claims the GPU and "verifies" its kernel: not the driver root's file
     ("truth-fake-libcuda", "FAILED_AT_COMPUTE", "compute.driver.binding", "cdi", ["cdi.host.libcuda_identity"]),
 ])
 def test_h200_records_are_attributed_from_the_cause(variant, verdict, signature, points_to, because):
     records, _probe = _h200(variant)
-    v = node_verdict(before_issue_42(records))
+    v = node_verdict(_today(variant, records))
     assert (v["verdict"], v["signature"], v["points_to"]) == (verdict, signature, points_to), v["reason"]
     assert [b["check"] for b in v["because"]] == because
 
 
 @pytest.mark.parametrize("variant", ["full", "file_mode_0000", "truth-poisoned-env"])
 def test_h200_verified_records_made_before_issue_42_are_inconclusive(variant):
-    """Recorded before the probe reported every driver library it mapped and before the probe file was looked at
-    after the run: neither is shown, so the node is not COMPUTE_VERIFIED (issue 42 items 3 and 4)."""
+    """Recorded before the probe reported every driver library it mapped, before the probe file was looked at
+    after the run and before the cdi layer accounted for every edit: none is shown, so the node is not
+    COMPUTE_VERIFIED (issue 42 items 1, 3 and 4)."""
     records, _probe = _h200(variant)
     v = node_verdict(records)
     assert v["verdict"] == INCONCLUSIVE
+    assert "cdi: cdi.trust.accounted did not PASS for %s" % records["cdi"]["evidence"]["requested_devices"][0] in v["reason"]
     assert "runtime.probe.unchanged absent: the probe file was not shown unchanged after the container ran" in v["reason"]
     assert "carries no report of the driver libraries mapped in the probe (mapped_libraries)" in v["reason"], v["reason"]
+
+
+POISONED = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONUSERBASE", "GPUPROBE_PROBE_DELAY_S")
+
+
+def test_h200_poisoned_env_spec_is_unaccounted_today_and_verified_only_on_the_site_s_word():
+    """truth-poisoned-env (H200, 2026-12-03): the spec poisons the interpreter's env and mounts a directory of its own;
+    the probe held then. Today each of those edits is unaccounted (the layer FAILs the spec before any container); a
+    site that declares them gets the run's verdict back, and the verdict says that it rests on the declaration."""
+    records, _probe = _h200("truth-poisoned-env")
+    records = _today("truth-poisoned-env", records)
+    assert "cdi.trust.accounted did not PASS" in node_verdict(records)["reason"]
+    expected = records["cdi"]["evidence"]["expected_edits"]
+    poisoned = [e for e in expected["env"] if e.split("=")[0] in POISONED]
+    evil = [m for m in expected["mounts"] if m["containerPath"] == "/gpuprobe-evil"]
+    assert len(poisoned) == len(POISONED) and len(evil) == 1
+    rows = _cdi_trust.device_accounting({"env": poisoned}, _cdi_trust.Host("/", {"evidence": {"driver_root": "/"}}))
+    assert [r["by"] for r in rows] == [None] * len(POISONED)
+    declared = [{"env": "PYTHON*"}, {"env": "GPUPROBE_PROBE_DELAY_S"}, {"containerPath": "/gpuprobe-evil", "why": "the drill's"}]
+    accounted(records["cdi"], records["cdi"]["evidence"]["requested_devices"], {"env": poisoned, "mounts": evil}, declared)
+    v = node_verdict(records)
+    assert v["verdict"] == COMPUTE_VERIFIED, v["reason"]
+    assert v["reason"].endswith("; rests on edits the site declared trusted (trusted_edits): mount /tmp/gpuprobe-truth-gpu/evil -> "
+                                "/gpuprobe-evil; %s" % "; ".join("env " + e for e in poisoned)), v["reason"]
 
 
 @pytest.mark.parametrize("variant", ["full", "file_mode_0000"])
@@ -398,7 +468,7 @@ def test_h200_verified_records_without_the_binding_are_inconclusive(variant):
     """A record of a verified kernel without compute.driver.binding (as every record made before it existed): the
     container's driver is not shown to be the host's, so the node is not COMPUTE_VERIFIED (issue 18 item 1)."""
     records, _probe = _h200(variant)
-    records = before_issue_42(records)
+    records = _today(variant, records)
     assert node_verdict(records)["verdict"] == COMPUTE_VERIFIED
     v = node_verdict(dict(records, compute=bind(records["compute"], None)))
     assert v["verdict"] == INCONCLUSIVE
@@ -458,10 +528,10 @@ def test_h200_full_spec_needs_its_per_gpu_row():
     records["compute"]["evidence"]["gpus"] = [{
         "index": 0, "uuid": device["uuid"], "model": device["name"], "expected": True, "seen_in_container": True,
         "ordinal": device["ordinal"], "status": PASS, "signature": None, "reason": None}]
-    v = node_verdict(before_issue_42(records))
+    v = node_verdict(_today("full", records))
     assert v["verdict"] == INCONCLUSIVE  # recorded before compute.driver.binding existed
     assert v["reason"] == "compute.driver.binding absent: the container's CUDA driver was not shown to be the host's"
-    v = node_verdict(before_issue_42(dict(records, compute=bind(records["compute"], host=records["host"]))))
+    v = node_verdict(_today("full", dict(records, compute=bind(records["compute"], host=records["host"]))))
     assert v["verdict"] == COMPUTE_VERIFIED and v["gpus"][0]["uuid"] == "GPU-8cf89cb9-f0ec-a1a9-77e3-924d758c05c4"
 
 

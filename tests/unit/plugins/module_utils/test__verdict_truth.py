@@ -31,11 +31,13 @@ GPU_ROW = {"index": 0, "uuid": UUID, "model": "NVIDIA H200", "expected": True, "
            "status": PASS, "signature": None, "reason": None}
 
 
-def records_of(node_, spec=None, fail=None, ctl=passing_control, binding=PASS, image_env=None, image_files=None):
+def records_of(node_, spec=None, fail=None, ctl=passing_control, binding=PASS, image_env=None, image_files=None,
+               trusted_edits=None):
     """The four records of one node: cdi from ``spec``, runtime from the mini container (``image_env`` and
     ``image_files`` stand for the image), compute from the probe's lines on a fake libcuda failing as ``fail``
-    (None: a verified kernel), host control ``ctl``; ``binding``: compute.driver.binding (None: absent)."""
-    cdi = node_.cdi(spec or full_spec())
+    (None: a verified kernel), host control ``ctl``; ``binding``: compute.driver.binding (None: absent);
+    ``trusted_edits``: the lab's own edits declared (cdi.trust.accounted), the runtime and probe run whatever the gate says."""
+    cdi = node_.cdi(spec or full_spec(), trusted_edits)
     runtime, probe = node_.run(cdi, compute=False, image_env=image_env, image_files=image_files)
     probe.update(emitted(probe_steps(fail=fail)), compute_requested=True)
     compute = node_.compute(probe, runtime, control=ctl)
@@ -223,14 +225,27 @@ def test_every_prediction_is_tested():
     assert set(_attribution.PREDICTS.values()) <= set(_probe.COMPUTE_STEPS) | set(COMPUTE_CHECKS)
 
 
+# the impostor libcuda is no file of the driver (unaccounted: FAILED_AT_CDI before any container, test below); declared,
+# the contradiction between what the spec predicts and what passed is what decides
+PREDICTION_DECLARED = {"cdi.host.libcuda_identity": [{"hostPath": "/opt/impostor/*", "why": "the lab's impostor"}]}
+
+
 @pytest.mark.parametrize("check", sorted(PREDICTION_SPECS))
 def test_a_step_the_spec_says_must_fail_that_passed_is_inconclusive(node, check):
-    records = records_of(node, spec=PREDICTION_SPECS[check](node))
+    records = records_of(node, spec=PREDICTION_SPECS[check](node), trusted_edits=PREDICTION_DECLARED.get(check))
     assert [c["status"] for c in records["cdi"]["checks"] if c["id"] == check] == [WARN]
     v = node_verdict(records)
     assert v["verdict"] == INCONCLUSIVE, v["reason"]
     step = _attribution.PREDICTS[check]
     assert "%s WARN" % check in v["reason"] and "predicts that %s fails, yet %s PASSed" % (step, step) in v["reason"]
+
+
+def test_an_impostor_libcuda_undeclared_is_failed_at_cdi_before_any_container(node):
+    records, gate = node.gated(_with_libcuda(node, full_spec()))
+    v = node_verdict(records)
+    assert gate == "blocked by cdi FAIL"
+    assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_CDI", "cdi.trust.accounted", "cdi"), v["reason"]
+    assert "mount /opt/impostor/libcuda.so.%s -> %s: not accounted for" % (DRIVER, LIBCUDA_IN_CONTAINER) in v["reason"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -347,9 +362,15 @@ def test_an_env_setting_is_the_image_s_unless_a_spec_edit_sets_it(node, key, val
     image_env = None
     if source == "spec":
         spec["containerEdits"]["env"].append("%s=%s" % (key, value))
+        # an env no generator writes: undeclared, FAILED_AT_CDI before any container; declared, attributed as below
+        gated, _gate = node.gated(spec)
+        v = node_verdict(gated)
+        assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_CDI", "cdi.trust.accounted", "cdi"), v["reason"]
+        assert "env %s=%s: not accounted for" % (key, value) in v["reason"]
     else:
         image_env = {key: value}
-    records = records_of(node, spec=spec, fail=fail, image_env=image_env)
+    records = records_of(node, spec=spec, fail=fail, image_env=image_env,
+                         trusted_edits=[{"env": key, "why": "the lab's"}] if source == "spec" else None)
     assert records["runtime"]["status"] == PASS and records["runtime"]["evidence"]["observed"]["env"][key] == value
     v = node_verdict(records)
     assert v["verdict"] == "FAILED_AT_COMPUTE" and v["because"] == []
