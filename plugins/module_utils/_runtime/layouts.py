@@ -280,7 +280,8 @@ def discover(root="/", which_kubelet=None, procs=None):
       ``pid``, ``program``, ``argv``);
     - layout: 'kubeadm', 'kubespray', 'k3s', 'rke2', 'microk8s', 'openshift', 'eks', 'kubelet' (none of those), or None;
     - endpoint (the kubelet's, as it names it, unix://...), source (a sentence: where it comes from), socket (its real
-      path on the node, links followed);
+      path on the node, links followed); unknown: why the endpoint could not be known (a file of the kubelet's that
+      cannot be read here), endpoint None then;
     - daemons: the running containerd/CRI-O/dockerd (``_runtime.daemons.running``), each with ``serves``: whether it
       serves the kubelet's endpoint (socket identity, ``nodefs.same_socket``); serving: that daemon or None;
     - errors; notes (the other daemons, said plainly).
@@ -289,7 +290,7 @@ def discover(root="/", which_kubelet=None, procs=None):
     """
     procs = nodefs.processes(root) if procs is None else procs
     out = {"installed": False, "evidence": [], "kubelet": None, "layout": None, "endpoint": None, "source": None,
-           "socket": None, "daemons": _daemons.running(root, procs), "serving": None, "errors": [], "notes": []}
+           "unknown": None, "socket": None, "daemons": _daemons.running(root, procs), "serving": None, "errors": [], "notes": []}
     k = _kubelet.running(root, procs)
     rancher = _rancher_process(procs)
     if k:
@@ -301,8 +302,13 @@ def discover(root="/", which_kubelet=None, procs=None):
     if found is None:
         return out
     out["installed"] = True
-    out["errors"] += found.get("errors") or []
-    out.update(endpoint=found["endpoint"], source=found["source"])
+    out["errors"] += [e for e in found.get("errors") or [] if e not in out["errors"]]
+    out.update(endpoint=found["endpoint"], source=found["source"], unknown=found.get("unknown"))
+    if out["unknown"]:
+        # no endpoint to match: every daemon that runs is a candidate, none is the kubelet's by assumption
+        for d in out["daemons"]:
+            d["serves"] = False
+        return out
     out["socket"] = nodefs.identity(root, out["endpoint"])[0]
     _daemon_match(out, root)
     return out

@@ -15,7 +15,9 @@ the probe's code (a module's imports are shipped and compiled on the node).
    environment files, kubeadm's files, k3s/RKE2's configuration, MicroK8s' args): the CRI endpoint that kubelet
    uses, in the kubelet's own precedence (the ``--container-runtime-endpoint`` flag, over the ``--config-dir``
    drop-ins, over the ``--config`` file, over the KubeletConfiguration default
-   ``unix:///run/containerd/containerd.sock``). The endpoint is compared with the running containerd and CRI-O
+   ``unix:///run/containerd/containerd.sock``). Where a file of that chain cannot be read here (a 0600 ``--config``,
+   the collection unprivileged), the endpoint is unknown: no runtime is selected (name None, the reason says so),
+   never the default's daemon in its place. The endpoint is compared with the running containerd and CRI-O
    processes by socket identity (``nodefs.same_socket``): the daemon serving it is named, and the others that run
    are said. Which engine serves it is what the CRI ``Version`` call answers, not the socket's name;
 2. else a running docker daemon (``docker info`` answers at the endpoint the docker CLI really uses:
@@ -365,6 +367,11 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
         answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
         return [_describe(info, "runtime_endpoint %s was given; the CRI Version call there answered %s" % (
             endpoint, "%s %s" % (answered, info.get("version")) if answered else "nothing (%s)" % info.get("reason")))]
+    if kubelet["installed"] and kubelet.get("unknown"):
+        selection = why.unknown_selection(kubelet)
+        info = {"name": None, "usable": False, "path": None, "endpoint": None, "version": None, "selection": selection,
+                "reason": "the kubelet's CRI endpoint could not be known (%s): no runtime is verified in its place" % kubelet["unknown"]}
+        return [_describe(info, selection["sentence"])]
     if kubelet["installed"]:
         serving = (kubelet.get("serving") or {}).get("engine")
         info = _cri_info(serving or _guess_cri(kubelet["endpoint"]), _dial(kubelet["endpoint"], root), timeout, descriptor)

@@ -245,3 +245,25 @@ def test_named_crio_on_kubespray_takes_the_kubelets_socket(node):
     root, _calls = node("kubespray-crio", False)
     [info] = sel.select_runtimes("crio", root=root)
     assert info["usable"] and _node_socket(root, info["endpoint"]) == "/run/crio/crio.sock"
+
+
+def test_an_unreadable_kubelet_config_is_unknown_never_the_default(node):
+    """Issue 44 item 1: kubeadm 1.34 writes the endpoint into config.yaml, kept 0600; a containerd runs at the default
+    socket. Unprivileged, the endpoint is unknown: no runtime is selected, and the default's daemon is not asked."""
+    root, calls = node("kubeadm134-config0600", True)
+    with layoutfixture.unprivileged("kubeadm134-config0600", root) as uid:
+        [info] = sel.select_runtimes("auto", root=root)
+    assert (info["name"], info["usable"], info["endpoint"], info["version"]) == (None, False, None, None)
+    assert info["selection"]["runtime"] == "no runtime verified (the kubelet's endpoint is unknown)"
+    assert info["selected_because"] == (
+        "no runtime verified (the kubelet's endpoint is unknown), the CRI endpoint of the running kubelet (pid 901, "
+        "kubelet.service) on this kubeadm node is unknown: kubelet config /var/lib/kubelet/config.yaml not readable by uid "
+        "%d: Permission denied; the running kubelet reads its configuration as root and does not fall back to the default "
+        "unix:///run/containerd/containerd.sock, so no endpoint is assumed; running, none of them known to be the kubelet's: "
+        "containerd (pid 512, containerd.service) at /run/containerd/containerd.sock; containerd (pid 530, "
+        "containerd-gpu.service) at /run/containerd-gpu/containerd.sock" % uid)
+    assert not calls.exists()
+    # read by root, the same tree gives the kubelet's own containerd
+    [info] = sel.select_runtimes("auto", root=root) if os.geteuid() == 0 else [None]
+    if info is not None:
+        assert info["selection"]["endpoint"] == "unix:///run/containerd-gpu/containerd.sock" and info["selection"]["daemon"]["pid"] == 530
