@@ -107,3 +107,27 @@ def test_an_ssh_context_is_refused_and_never_asked(cli):
     # the bare CLI would have gone to that machine: it starts ssh
     docker("info")
     assert "192.0.2.10" in calls.read_text()
+
+
+def test_a_dead_context_on_a_docker_host_is_still_docker(dockerd, cli):  # pylint: disable=redefined-outer-name
+    """Issue 44 item 2: the CLI's current context names a socket nobody serves while a dockerd runs here: ``auto``
+    asks that daemon where it listens (the docker.sock it holds open, /proc/net/unix) and names the dead context;
+    before, "no running docker daemon" made podman the runtime of a docker host."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import nodefs  # pylint: disable=import-outside-toplevel
+    docker, _calls = cli
+    assert docker("context", "create", "dead", "--docker", "host=unix:///nonexistent/docker.sock").returncode == 0
+    assert docker("context", "use", "dead").returncode == 0
+    with open(os.path.join(ENGINES, "run", "dockerd", "dockerd.pid")) as fh:
+        pid = int(fh.read().strip())
+    procs = [p for p in nodefs.processes("/") if p["pid"] == pid]   # the lab's dockerd, alone (no kubelet, no other engine)
+    assert procs and procs[0]["name"] == "dockerd"
+    [info] = sel.select_runtimes("auto", procs=procs)
+    assert (info["name"], info["usable"], info["daemon_running"], info["endpoint"], info["env"]) == (
+        "docker", True, True, dockerd, {"DOCKER_HOST": dockerd}), info
+    assert info["selected_because"].startswith("docker 26.1.5+dfsg1 at %s, the socket the running dockerd (pid %d) listens on; "
+                                               "no kubelet installed" % (dockerd, pid)), info["selected_because"]
+    assert ("the docker CLI's endpoint unix:///nonexistent/docker.sock (context dead: currentContext dead in %s/config.json"
+            % os.environ["DOCKER_CONFIG"]) in info["selected_because"]
+    assert "did not answer (docker info failed: Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock." \
+           in info["selected_because"]
+    assert info["cli_endpoint"]["endpoint"] == "unix:///nonexistent/docker.sock"

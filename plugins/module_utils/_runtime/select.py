@@ -23,7 +23,9 @@ the probe's code (a module's imports are shipped and compiled on the node).
 2. else a running docker daemon (``docker info`` answers at the endpoint the docker CLI really uses:
    ``DOCKER_HOST``, else its current context, ``_runtime.docker_context``; a context that is not a local unix
    socket is refused, never asked), whatever its CDI state: a docker host's workloads run through docker, so CDI
-   off there is a cdi FAIL for docker, not a reason to verify another engine;
+   off there is a cdi FAIL for docker, not a reason to verify another engine. Where that endpoint does not answer
+   (a context at a dead socket) while a dockerd runs, the daemon is asked where it listens (its ``-H`` socket, else
+   the docker.sock it holds open): still docker, never podman;
 3. else podman.
 
 A list of names verifies through each of them (per-runtime records); ``auto`` cannot be part of a list. Every
@@ -347,6 +349,34 @@ def _docker_because(docker):
     return "%s (%s)" % (where, docker["endpoint_source"]) if docker.get("endpoint_source") else where
 
 
+def dockerd_sockets(d):
+    """The sockets a running dockerd serves its API on: its ``-H`` unix socket, else the sockets named docker.sock it
+    listens on (its open sockets that /proc/net/unix names: a socket-activated ``fd://`` daemon's /run/docker.sock)."""
+    if d.get("socket"):
+        return [d["socket"]]
+    return [s for s in d.get("listening") or [] if os.path.basename(s) == "docker.sock"]
+
+
+def _running_dockerd(docker, local, no_kubelet, timeout, root):
+    """docker, where the docker CLI's endpoint did not answer while a dockerd runs: that daemon asked where it listens
+    (a docker host's workloads run through it, not through podman), else docker not usable with both reasons."""
+    cli_said = "the docker CLI's endpoint %s did not answer (%s)" % (_docker_because(docker), docker.get("reason"))
+    pids = ", ".join("pid %d" % d["pid"] for d in local)
+    for d in local:
+        for sock in dockerd_sockets(d):
+            there = cli_info("docker", timeout=timeout, endpoint=_dial("unix://" + sock, root), root=root)
+            if there.get("daemon_running"):
+                there["cli_endpoint"] = {"endpoint": docker.get("endpoint"), "source": docker.get("endpoint_source"),
+                                         "reason": docker.get("reason")}
+                return _describe(there, "docker %s at unix://%s, the socket the running dockerd (pid %d) listens on; %s; %s: "
+                                        "a docker host's workloads run through its daemon" % (
+                                            there.get("version"), sock, d["pid"], no_kubelet, cli_said))
+    known = [s for d in local for s in dockerd_sockets(d)]
+    reason = "a docker daemon runs here (%s) but %s%s" % (pids, cli_said, ", nor at %s" % ", ".join(known) if known else
+                                                         ", and the socket it listens on is not known")
+    return _describe(dict(docker, usable=False, reason=reason), "docker, %s; %s" % (no_kubelet, reason))
+
+
 def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None, inspect=False, procs=None):
     """The engines a run verifies through: a list of detection dicts (name, version, path or endpoint, usable,
     reason, ...) each with ``selected_because``. ``auto`` gives exactly one (name None when no
@@ -387,6 +417,8 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
     if docker is not None and docker.get("refused") and local:
         return [_describe(docker, "docker, %s; a docker daemon runs here (%s) but %s" % (
             tried[0], ", ".join("pid %d" % d["pid"] for d in local), docker["refused"]))]
+    if docker is not None and local:
+        return [_running_dockerd(docker, local, tried[0], timeout, root)]
     tried.append("docker not asked: %s" % docker["refused"] if docker and docker.get("refused") else
                  "no running docker daemon (%s)" % (docker["reason"] if docker else "no docker CLI"))
     podman = cli_info("podman", timeout=timeout, inspect=inspect)
