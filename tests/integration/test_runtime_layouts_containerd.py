@@ -195,13 +195,19 @@ def test_the_running_kubelet_and_the_containerd_serving_its_endpoint(lab):  # py
     assert d["listening"] == [real, real + ".ttrpc"] and d["socket"] == real and d["errors"] == []
 
 
-def test_k3s_node_with_two_containerds_takes_the_kubelets(lab, bindir, monkeypatch):  # pylint: disable=redefined-outer-name
-    node = os.path.join(lab.base, "node")
+def _k3s_node(lab_, other, sandbox):
+    """The k3s tree under the lab, a real containerd at k3s's socket and another at the node path ``other``: (root,
+    k3s's socket's path on this machine)."""
+    node = os.path.join(lab_.base, "node")
     layoutfixture.build("k3s", node)
     k3s_sock = os.path.join(node, "run", "k3s", "containerd", "containerd.sock")
-    system_sock = os.path.join(node, "run", "containerd", "containerd.sock")
-    lab.containerd(k3s_sock, sandbox="rancher/mirrored-pause:3.6")
-    lab.containerd(system_sock, sandbox="registry.k8s.io/pause:3.10")
+    lab_.containerd(k3s_sock, sandbox="rancher/mirrored-pause:3.6")
+    lab_.containerd(os.path.join(node, other.lstrip("/")), sandbox=sandbox)
+    return node, k3s_sock
+
+
+def test_k3s_node_with_two_containerds_takes_the_kubelets(lab, bindir, monkeypatch):  # pylint: disable=redefined-outer-name
+    node, k3s_sock = _k3s_node(lab, "/run/containerd/containerd.sock", "registry.k8s.io/pause:3.10")
     monkeypatch.setenv("HOME", "/root")
     [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
     # the real containerd behind k3s's socket answered (its sandbox image, from its CRI Status configuration)
@@ -249,3 +255,24 @@ def test_an_unreadable_kubelet_config_verifies_no_runtime_in_its_place(lab, tmp_
     [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
     assert (info["name"], info["usable"], info["sandbox_image"], info["selection"]["endpoint"]) == (
         "containerd", True, "localhost/gpu-pause:1", "unix:///run/containerd-gpu/containerd.sock"), info
+
+
+def test_k3s_kubelet_arg_added_after_start_does_not_win(lab, bindir, monkeypatch):  # pylint: disable=redefined-outer-name,unused-argument
+    """Issue 44 item 3: k3s runs with the drop-in it wrote at start (its containerd's socket); a kubelet-arg naming
+    another real containerd is added to config.yaml afterwards. The running kubelet's containerd (k3s's) is the one
+    asked, and the sentence says the edited file is the next start's; with the file older than the drop-in (there at
+    start) the kubelet-arg's containerd is."""
+    node, _k3s_sock = _k3s_node(lab, "/run/gpu/containerd.sock", "localhost/gpu-pause:1")
+    monkeypatch.setenv("HOME", "/root")
+    config = os.path.join(node, "etc", "rancher", "k3s", "config.yaml")
+    with open(config, "a") as fh:
+        fh.write("kubelet-arg:\n  - container-runtime-endpoint=unix:///run/gpu/containerd.sock\n")
+    started = os.stat(os.path.join(node, "var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf")).st_mtime
+    os.utime(config, (started + 60, started + 60))
+    [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
+    assert (info["name"], info["usable"], info["sandbox_image"], info["selection"]["endpoint"]) == (
+        "containerd", True, "rancher/mirrored-pause:3.6", "unix:///run/k3s/containerd/containerd.sock"), info
+    assert "in /etc/rancher/k3s/config.yaml was written after k3s started" in info["selected_because"]
+    os.utime(config, (started - 60, started - 60))
+    [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
+    assert (info["sandbox_image"], info["selection"]["endpoint"]) == ("localhost/gpu-pause:1", "unix:///run/gpu/containerd.sock"), info

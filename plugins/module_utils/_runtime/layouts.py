@@ -12,8 +12,9 @@
   ``--kubelet-args-file``); not running: the ``kubelet.service`` unit with its drop-ins and environment files
   (Kubespray's ``/etc/kubernetes/kubelet.env``, kubeadm's ``kubeadm-flags.env``);
 - k3s: the kubelet runs inside ``k3s server|agent`` (no kubelet process, binary or unit) and k3s erases its own
-  arguments from /proc. Its endpoint, in the kubelet's precedence: a ``kubelet-arg`` ``container-runtime-endpoint``,
-  else the KubeletConfiguration drop-ins k3s writes at start (``<data-dir>/agent/etc/kubelet.conf.d``,
+  arguments from /proc. Its endpoint, in the kubelet's precedence: a ``kubelet-arg`` ``container-runtime-endpoint``
+  (while k3s runs, only from a file not changed since the drop-ins k3s wrote at its start: a later edit is the next
+  start's, named in the notes), else the KubeletConfiguration drop-ins k3s writes at start (``<data-dir>/agent/etc/kubelet.conf.d``,
   ``00-k3s-defaults.conf``), else k3s's own rule: ``container-runtime-endpoint``, else with ``docker``
   ``unix:///run/k3s/cri-dockerd/cri-dockerd.sock``, else its bundled containerd
   ``unix:///run/k3s/containerd/containerd.sock``. k3s's options are its configuration file (``K3S_CONFIG_FILE``,
@@ -25,6 +26,8 @@ kubelet's unit); it only labels the sentence: the endpoint always comes from the
 """
 
 from __future__ import annotations
+
+import os
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import daemons as _daemons
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import kubelet as _kubelet
@@ -75,17 +78,20 @@ def rancher_options(root, dist, environ=None, cli=None):
     dropdir = config + ".d"
     files = ([config] if nodefs.is_file(root, config) else []) + [
         "%s/%s" % (dropdir, n) for n in nodefs.list_dir(root, dropdir) if n.lower().endswith((".yaml", ".yml"))]
-    values = {}
-    for _path, doc in _yaml_docs(root, files, errors):
+    values, origins = {}, {}
+    for path, doc in _yaml_docs(root, files, errors):
         for key, value in doc.items():
             key = str(key)
             append = key.endswith("+")
             key = key.rstrip("+")
+            items = value if isinstance(value, list) else [value]
             if append and key in values:
                 old = values[key] if isinstance(values[key], list) else [values[key]]
-                values[key] = old + (value if isinstance(value, list) else [value])
+                values[key] = old + items
+                origins[key] = origins.get(key, []) + [path] * len(items)
             else:
                 values[key] = value
+                origins[key] = [path] * len(items)
     # the command line's flags come after the file's (k3s pkg/configfilearg): a string flag's last value wins,
     # a slice flag (kubelet-arg) appends
     args = list(cli or [])
@@ -104,35 +110,58 @@ def rancher_options(root, dist, environ=None, cli=None):
             if key == "kubelet-arg":
                 old = values.get(key) or []
                 values[key] = (old if isinstance(old, list) else [old]) + [value]
+                origins[key] = origins.get(key, []) + ["the command line"]
             else:
                 values[key] = value
+                origins[key] = ["the command line"]
         i += 1
-    return {"values": values, "files": [f for f in files if nodefs.is_file(root, f)], "errors": errors, "config": config}
+    return {"values": values, "origins": origins, "files": [f for f in files if nodefs.is_file(root, f)], "errors": errors,
+            "config": config}
 
 
-def _kubelet_arg(values):
-    """The value of a container-runtime-endpoint kubelet-arg (the last), or None."""
-    found = None
-    args = values.get("kubelet-arg") or []
-    for arg in args if isinstance(args, list) else [args]:
+def _kubelet_arg(opts):
+    """(value, origin) of a container-runtime-endpoint kubelet-arg (the last; origin: the file that set it, or 'the
+    command line'), or (None, None)."""
+    found = (None, None)
+    args = opts["values"].get("kubelet-arg") or []
+    args = args if isinstance(args, list) else [args]
+    origins = (opts.get("origins") or {}).get("kubelet-arg") or []
+    for i, arg in enumerate(args):
         key, _sep, value = str(arg).lstrip("-").partition("=")
         if key == "container-runtime-endpoint":
-            found = value
+            found = (value, origins[i] if i < len(origins) else None)
     return found
 
 
-def rancher_endpoint(root, dist, opts):
-    """The endpoint of k3s's (RKE2's) kubelet from its options and the drop-ins it writes: dict endpoint, source."""
+def _changed_since(root, path, than):
+    """Whether the node file ``path`` was modified after ``than`` (a file k3s writes at every start)."""
+    try:
+        return os.stat(nodefs.resolve(root, path)[1]).st_mtime > os.stat(nodefs.resolve(root, than)[1]).st_mtime
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+def rancher_endpoint(root, dist, opts, running=False):
+    """The endpoint of k3s's (RKE2's) kubelet from its options and the drop-ins it writes: dict endpoint, source,
+    errors, notes. ``running``: k3s runs, so the drop-ins it wrote at its start are the live state, and a kubelet-arg in a
+    configuration file changed after them is the next start's (said in ``notes``), not the running kubelet's."""
     values = opts["values"]
     data_dir = str(values.get("data-dir") or RANCHER[dist]["data_dir"])
     conf_d = "%s/agent/etc/kubelet.conf.d" % data_dir.rstrip("/")
     from_files = "%s's options (%s)" % (dist, ", ".join(opts["files"]) or "no configuration file")
-    arg = _kubelet_arg(values)
-    if arg:
-        return {"endpoint": _kubelet.normalize_endpoint(arg), "source": "kubelet-arg container-runtime-endpoint=%s in %s" % (arg, from_files)}
+    arg, origin = _kubelet_arg(opts)
     value, path, errors = _kubelet.dropins_endpoint(root, conf_d)
+    notes = []
+    if arg and running and value and origin in opts["files"] and _changed_since(root, origin, path):
+        notes.append("kubelet-arg container-runtime-endpoint=%s in %s was written after %s started (after the drop-in %s "
+                     "it wrote then): it is the next start's endpoint, not the running kubelet's" % (arg, origin, dist, path))
+    elif arg:
+        return {"endpoint": _kubelet.normalize_endpoint(arg), "source": "kubelet-arg container-runtime-endpoint=%s in %s" % (arg, from_files)}
+    if errors:
+        why = _kubelet.unknown_because(errors, "the kubelet inside %s" % dist)
+        return {"endpoint": None, "unknown": why, "source": why, "errors": errors}
     if value:
-        return {"endpoint": _kubelet.normalize_endpoint(value), "errors": errors, "source": "containerRuntimeEndpoint in "
+        return {"endpoint": _kubelet.normalize_endpoint(value), "errors": errors, "notes": notes, "source": "containerRuntimeEndpoint in "
                 "%s, in the kubelet configuration drop-ins %s writes at start (%s)" % (path, dist, conf_d)}
     cre = values.get("container-runtime-endpoint")
     if cre:
@@ -234,7 +263,7 @@ def _from_rancher_process(root, out, dist, proc):
     out["kubelet"] = {"how": how, "pid": proc["pid"], "program": "%s %s" % (dist, sub), "argv": proc["argv"]}
     out["evidence"].append("%s %s (pid %d)" % (dist, sub, proc["pid"]))
     out["layout"] = dist
-    return rancher_endpoint(root, dist, opts)
+    return rancher_endpoint(root, dist, opts, running=True)
 
 
 def _from_files(root, out, which_kubelet):
@@ -303,6 +332,7 @@ def discover(root="/", which_kubelet=None, procs=None):
         return out
     out["installed"] = True
     out["errors"] += [e for e in found.get("errors") or [] if e not in out["errors"]]
+    out["notes"] += found.get("notes") or []
     out.update(endpoint=found["endpoint"], source=found["source"], unknown=found.get("unknown"))
     if out["unknown"]:
         # no endpoint to match: every daemon that runs is a candidate, none is the kubelet's by assumption

@@ -267,3 +267,26 @@ def test_an_unreadable_kubelet_config_is_unknown_never_the_default(node):
     [info] = sel.select_runtimes("auto", root=root) if os.geteuid() == 0 else [None]
     if info is not None:
         assert info["selection"]["endpoint"] == "unix:///run/containerd-gpu/containerd.sock" and info["selection"]["daemon"]["pid"] == 530
+
+
+@pytest.mark.parametrize("running, later, endpoint", [
+    (True, True, "unix:///run/k3s/containerd/containerd.sock"),    # written after k3s started: the next start's
+    (True, False, "unix:///run/gpu/containerd.sock"),               # there when k3s started: the kubelet's flag
+    (False, True, "unix:///run/gpu/containerd.sock"),               # k3s not running: the next start is what counts
+])
+def test_k3s_kubelet_arg_written_after_start_is_not_live(node, running, later, endpoint):
+    """Issue 44 item 3: k3s erases its argv; the drop-in it writes at start is the live state. A kubelet-arg added to
+    config.yaml after that is the next start's endpoint, not the running kubelet's, and the sentence says so."""
+    root, _calls = node("k3s", running)
+    config = os.path.join(root, "etc/rancher/k3s/config.yaml")
+    with open(config, "a") as fh:
+        fh.write("kubelet-arg:\n  - container-runtime-endpoint=unix:///run/gpu/containerd.sock\n")
+    dropin = os.path.join(root, "var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf")
+    started = os.stat(dropin).st_mtime
+    os.utime(config, (started + 60, started + 60) if later else (started - 60, started - 60))
+    disc = sel.kubelet_endpoint(root)
+    assert disc["endpoint"] == endpoint
+    note = ("kubelet-arg container-runtime-endpoint=unix:///run/gpu/containerd.sock in /etc/rancher/k3s/config.yaml was "
+            "written after k3s started (after the drop-in /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf "
+            "it wrote then): it is the next start's endpoint, not the running kubelet's")
+    assert (note in disc["notes"]) == (running and later), disc["notes"]
