@@ -188,6 +188,25 @@ def _rancher_installed(root):
     return None
 
 
+def distribution(root="/", procs=None):
+    """(name, evidence) of the distribution that runs or is installed here, among those whose own files name the GPU
+    Pods' handler and hold an admin kubeconfig: 'k3s', 'rke2' (a ``k3s``/``rke2 server|agent`` process, else their
+    configuration or unit), 'microk8s' (``kubelite``, else its args file); (None, None) for any other node."""
+    procs = nodefs.processes(root) if procs is None else procs
+    dist, proc = _rancher_process(procs)
+    if proc:
+        return dist, "%s %s (pid %d)" % (dist, proc["argv"][1], proc["pid"])
+    for p in procs:
+        if p["name"] == "kubelite":
+            return "microk8s", "kubelite (pid %d)" % p["pid"]
+    dist = _rancher_installed(root)
+    if dist:
+        return dist, "%s installed (%s)" % (dist, RANCHER[dist]["config"])
+    if nodefs.is_file(root, MICROK8S_ARGS):
+        return "microk8s", MICROK8S_ARGS
+    return None, None
+
+
 def _rancher_unit(root, dist, pid=None):
     unit = nodefs.proc_unit(root, pid) if pid else None
     for name in ([unit] if unit else []) + list(RANCHER[dist]["units"]):
