@@ -48,7 +48,7 @@ def distribution_kubeconfig(layout=None, root="/"):
     node is k3s, RKE2 or MicroK8s (``layout``, else ``_runtime.layouts.distribution``) and this user can read it;
     else None and why not (None: not such a node)."""
     if layout is None:
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layouts import distribution  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import distribution  # pylint: disable=import-outside-toplevel
         layout = distribution(root)[0]
     path = DISTRIBUTION_KUBECONFIGS.get(layout)
     if not path:
@@ -115,7 +115,7 @@ def resolve_kubectl(kubectl, kubeconfig):
     the node's distribution keeps it (RKE2: DISTRIBUTION_KUBECTL)."""
     path = kubectl if os.path.sep in kubectl else which(kubectl)
     if not path and kubectl == "kubectl":
-        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layouts import distribution  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import distribution  # pylint: disable=import-outside-toplevel
         path = DISTRIBUTION_KUBECTL.get(distribution()[0])
     if not path or not os.path.isfile(path):
         return None, "kubectl not found: %s" % kubectl

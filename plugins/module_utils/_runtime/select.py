@@ -44,6 +44,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context, nodefs, why
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layouts import discover
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layouts as _layouts
 # the runtime's own socket when neither the option nor CONTAINER_RUNTIME_ENDPOINT names one (the kubelet's defaults)
 DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}
 ENDPOINT_ENV = "CONTAINER_RUNTIME_ENDPOINT"
@@ -92,6 +93,12 @@ def check_endpoint(endpoint):
     if not text.startswith("unix://") or not text[len("unix://"):].startswith("/"):
         raise ValueError("runtime_endpoint %r: only unix:///absolute/path.sock CRI endpoints are supported" % (text,))
     return text
+
+
+def distribution(root="/", procs=None):
+    """(name, evidence) of the distribution here (k3s, rke2, microk8s, or None): ``_runtime.layouts.distribution``,
+    through this door for the k8s layer (the admin kubeconfig it writes, its kubectl)."""
+    return _layouts.distribution(root, procs)
 
 
 def kubelet_endpoint(root="/", procs=None):
