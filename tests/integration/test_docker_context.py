@@ -131,3 +131,28 @@ def test_a_dead_context_on_a_docker_host_is_still_docker(dockerd, cli):  # pylin
     assert "did not answer (docker info failed: Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock." \
            in info["selected_because"]
     assert info["cli_endpoint"]["endpoint"] == "unix:///nonexistent/docker.sock"
+
+
+def test_the_cdi_layer_never_contacts_a_refused_or_silent_docker(cli, tmp_path):
+    """Issue 44 item 5: the cdi layer reads docker's CDI configuration at the endpoint the selection used. An ssh://
+    context the selection refused is never contacted by it (the stand-in ssh records no call), and a daemon that never
+    answered (a dead socket: the real CLI 26 exits 0 with ServerErrors) is not recorded live with "CDISpecDirs is
+    empty": enabled unknown, live False, the reason said."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record as cdi_layer  # pylint: disable=import-outside-toplevel
+    docker, calls = cli
+    assert docker("context", "create", "remote", "--docker", "host=ssh://gpu@192.0.2.10").returncode == 0
+    assert docker("context", "use", "remote").returncode == 0
+    [info] = sel.select_runtimes("docker")
+    engine = describe(info)
+    engine["cdi_config"] = read_engine_config(engine)
+    cfg = engine["cdi_config"]
+    assert (cfg["enabled"], cfg["live"]) == (None, False) and cfg["reason"].startswith("not asked: the docker CLI would talk to ssh://"), cfg
+    cdi_layer(spec_dirs=[str(tmp_path)], discover_runtime_dirs_=False, devices=[], kinds=[], engines=[engine])
+    assert not calls.exists(), calls.read_text()
+    # a daemon that never answered: the CLI's own answer has ServerErrors and no ServerVersion
+    silent = {"name": "docker", "path": os.path.join(DOCKER_BIN, "docker"), "env": {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}}
+    cfg = read_engine_config(silent)
+    assert (cfg["enabled"], cfg["live"]) == (None, False), cfg
+    assert cfg["reason"] == "no docker daemon answered: Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock. " \
+                            "Is the docker daemon running?", cfg

@@ -298,6 +298,10 @@ def read_crio(info, timeout=CONFIG_TIMEOUT):
 
 
 def read_docker(info, timeout=CONFIG_TIMEOUT):
+    """docker's CDI configuration from ``docker info`` at the endpoint the detection used. A context the detection
+    refused (ssh://, tcp://) is never contacted, and neither is a daemon the detection found not answering (its reason
+    is kept); an answer without a server (docker 26 prints its client's info and exits 0: ``ServerErrors``, no
+    ``ServerVersion``) is no daemon, never a live configuration."""
     path = info.get("path") or which("docker")
     if not path:
         return _result("docker", "docker info", reason="no docker CLI")
@@ -305,17 +309,25 @@ def read_docker(info, timeout=CONFIG_TIMEOUT):
     env = dict(os.environ, **info["env"]) if info.get("env") else None
     source = "%s%s info --format '{{json .}}'" % ("DOCKER_HOST=%s " % info["env"]["DOCKER_HOST"] if (info.get("env") or {}).get(
         "DOCKER_HOST") else "", path)
+    if info.get("refused"):
+        return _result("docker", source, reason="not asked: %s" % info["refused"], live=False)
+    if info.get("daemon_running") is False:
+        return _result("docker", source, reason="not asked again: %s" % info.get("reason"), live=False)
     if isinstance(info.get("daemon_info"), dict) and info.get("path") == path:
         # the detection's own docker info call (same CLI, same daemon, this run): its answer, not a second call
         return _docker_live(docker_cdi(info["daemon_info"], source), info["daemon_info"], info)
     r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=env)
     if r["rc"] != 0:
-        return _result("docker", source, reason="docker info failed: %s" % (first_line(r["stderr"]) or r["error"]))
+        return _result("docker", source, reason="docker info failed: %s" % (first_line(r["stderr"]) or r["error"]), live=False)
     try:
         doc = json.loads(r["stdout"])
     except ValueError as exc:
-        return _result("docker", source, reason="docker info output is not JSON: %s" % exc)
+        return _result("docker", source, reason="docker info output is not JSON: %s" % exc, live=False)
     doc = doc if isinstance(doc, dict) else {}
+    if doc.get("ServerErrors") or not doc.get("ServerVersion"):
+        errors = [str(e) for e in doc.get("ServerErrors") or []]
+        return _result("docker", source, live=False, reason="no docker daemon answered: %s" % (
+            (errors[:1] or [first_line(r["stderr"])])[0] or "no server version in docker info's answer"))
     return _docker_live(docker_cdi(doc, source), doc, info)
 
 
