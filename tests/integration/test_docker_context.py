@@ -156,3 +156,18 @@ def test_the_cdi_layer_never_contacts_a_refused_or_silent_docker(cli, tmp_path):
     assert (cfg["enabled"], cfg["live"]) == (None, False), cfg
     assert cfg["reason"] == "no docker daemon answered: Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock. " \
                             "Is the docker daemon running?", cfg
+
+
+def test_dockers_builtin_runtimes_give_no_file_warning(dockerd):  # pylint: disable=redefined-outer-name
+    """Issue 44 item 7: the lab's dockerd (daemon.json: runtimes gpuprobe-runc, the default) lists runc and
+    io.containerd.runc.v2 as well in docker info; its file and the running daemon agree (cdi.engine.file PASS), where a
+    false WARN was given on every docker host."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine_live import file_checks  # pylint: disable=import-outside-toplevel
+    [info] = sel.select_runtimes("docker", endpoint=dockerd)
+    engine = describe(info)
+    engine["cdi_config"] = cfg = read_engine_config(engine)
+    assert {"runc", "io.containerd.runc.v2", "gpuprobe-runc"} <= set(cfg["handlers"]), cfg["handlers"]
+    assert cfg["file"]["source"] == os.path.join(ENGINES, "run", "dockerd", "daemon.json") and cfg["disagreements"] == [], cfg
+    [check] = file_checks(engine)
+    assert check["status"] == "PASS", check

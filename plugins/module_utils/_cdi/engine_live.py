@@ -56,6 +56,9 @@ CHECKS = {
 }
 
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
+# the runtimes dockerd registers itself, which `docker info` lists and no daemon.json names (moby daemon/runtime_unix.go:
+# runc (defaultRuntimeName) and the shim io.containerd.runc.v2; io.containerd.runtime.v1.linux before docker 23)
+DOCKER_BUILTIN_RUNTIMES = ("runc", "io.containerd.runc.v2", "io.containerd.runtime.v1.linux")
 NRI_DEFAULT_SOCKET = "/var/run/nri/nri.sock"
 
 
@@ -209,7 +212,8 @@ def docker_file(doc, source):
             "spec_dirs": doc.get("cdi-spec-dirs") if _str_list(doc.get("cdi-spec-dirs")) else None,
             "default_handler": doc.get("default-runtime") or None,
             "handlers": dict((n, {"binary": (r or {}).get("path")}) for n, r in sorted((doc.get("runtimes") or {}).items()))
-            if isinstance(doc.get("runtimes"), dict) else None}
+            if isinstance(doc.get("runtimes"), dict) else None,
+            "builtin_handlers": list(DOCKER_BUILTIN_RUNTIMES)}
 
 
 def dockerd_config_file(argv):
@@ -227,7 +231,9 @@ def dockerd_config_file(argv):
 
 def disagreements(file_cfg, live_cfg):
     """[(what, the file's value, the daemon's value)] where both say something and it differs. ``file_cfg`` and
-    ``live_cfg`` are dicts of enabled, spec_dirs, default_handler, handlers ({name: {binary}}); None is 'not said'."""
+    ``live_cfg`` are dicts of enabled, spec_dirs, default_handler, handlers ({name: {binary}}); None is 'not said'.
+    ``file_cfg['builtin_handlers']``: the handlers the daemon registers without its file (docker's), left out of the
+    comparison of the handlers' names."""
     out = []
     if not file_cfg or not live_cfg:
         return out
@@ -237,6 +243,9 @@ def disagreements(file_cfg, live_cfg):
             out.append((what, f, d))
     fh, dh = file_cfg.get("handlers"), live_cfg.get("handlers")
     if isinstance(fh, dict) and isinstance(dh, dict):
+        # the handlers the daemon registers itself (docker's runc and its shim) are not the file's to name
+        builtin = set(file_cfg.get("builtin_handlers") or []) - set(fh)
+        dh = dict((n, h) for n, h in dh.items() if n not in builtin)
         if sorted(fh) != sorted(dh):
             out.append(("handlers", sorted(fh), sorted(dh)))
         for name in sorted(set(fh) & set(dh)):

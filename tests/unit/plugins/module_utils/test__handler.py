@@ -97,6 +97,21 @@ def test_handler_binaries_that_differ_are_named():
     assert L.disagreements({"handlers": {"runc": {}}}, {"handlers": {"runc": {}, "x": {}}}) == [("handlers", ["runc"], ["runc", "x"])]
 
 
+def test_dockers_builtin_runtimes_are_no_disagreement():
+    """Issue 44 item 7: docker info lists the runtimes dockerd registers itself (runc, io.containerd.runc.v2) beside
+    daemon.json's: the recorded docker 26.1.5 against the lab's daemon.json agree; a runtime really missing from the
+    running daemon, or one it has that the file does not name, is still said."""
+    with open(os.path.join(FIX, "docker-26.1.5-info-cdi.recorded.json")) as fh:
+        live = L.docker_handlers(json.load(fh))
+    assert sorted(live["handlers"]) == ["gpuprobe-runc", "io.containerd.runc.v2", "runc"]
+    side = L.docker_file({"default-runtime": "gpuprobe-runc", "runtimes": {"gpuprobe-runc": {"path": "/usr/sbin/runc"}}}, "daemon.json")
+    assert L.disagreements(side, live) == []
+    side = L.docker_file({"runtimes": {"gpuprobe-runc": {"path": "/usr/sbin/runc"}, "nvidia": {"path": "/usr/bin/nvidia-container-runtime"}}}, "d")
+    assert L.disagreements(side, live) == [("handlers", ["gpuprobe-runc", "nvidia"], ["gpuprobe-runc"])]
+    side = L.docker_file({"runtimes": {}}, "d")
+    assert L.disagreements(side, live) == [("handlers", [], ["gpuprobe-runc"])]
+
+
 def test_nri_listening_and_connected_plugins_from_proc_net_unix(tmp_path):
     table = tmp_path / "unix"
     table.write_text(
