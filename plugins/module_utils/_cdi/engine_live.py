@@ -255,7 +255,8 @@ def disagreements(file_cfg, live_cfg):
     return out
 
 
-def _text(value):
+def value_text(value):
+    """A configuration value as the checks write it: on/off, [a, b], the string."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, list):
@@ -280,7 +281,7 @@ def file_checks(info):
     if not diffs:
         return [make_check("cdi.engine.file", PASS, label.strip(), "the file says what the daemon does",
                            "%s agrees with the running daemon (%s)" % (fsource, source))]
-    observed = "; ".join("%s: the file says %s (%s), the running daemon %s (%s)" % (what, _text(f), fsource, _text(d), source)
+    observed = "; ".join("%s: the file says %s (%s), the running daemon %s (%s)" % (what, value_text(f), fsource, value_text(d), source)
                          for what, f, d in diffs)
     return [make_check("cdi.engine.file", WARN, label.strip(), "the file says what the daemon does",
                        observed + "; the verdict follows the running daemon", CHECKS["cdi.engine.file"]["next"])]
