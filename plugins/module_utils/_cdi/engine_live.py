@@ -183,7 +183,8 @@ def nri_live(nri, proc_net_unix="/proc/net/unix"):
 
 
 def crio_handlers(doc):
-    """default handler, handlers and NRI of a ``crio status config`` document (the running server's)."""
+    """default handler, handlers, OCI hooks directories and NRI of a ``crio status config`` document (the running
+    server's)."""
     runtime = ((doc.get("crio") or {}).get("runtime")) or {}
     handlers = {}
     for name, rt in sorted((runtime.get("runtimes") or {}).items()):
@@ -192,7 +193,10 @@ def crio_handlers(doc):
                               "runtime_path": rt.get("runtime_path") or None,
                               "container_annotations": list(rt.get("allowed_annotations") or [])}
     nri = (doc.get("crio") or {}).get("nri")
+    hooks = runtime.get("hooks_dir")
     return {"default_handler": runtime.get("default_runtime") or None, "handlers": handlers,
+            # the OCI hooks directories CRI-O runs hooks from (the toolkit's legacy hook: _runtime.handler.oci_hooks)
+            "hooks_dirs": list(hooks) if _str_list(hooks) else None,
             "nri": {"enabled": bool(nri.get("enable_nri")), "socket_path": nri.get("nri_listen") or NRI_DEFAULT_SOCKET,
                     "plugin_path": nri.get("nri_plugin_dir")} if isinstance(nri, dict) else None}
 

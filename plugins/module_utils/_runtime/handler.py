@@ -36,11 +36,17 @@ read from the running engine's configuration (``_cdi.engine_live``) and, for the
   scripts set it), else ``$XDG_CONFIG_HOME/nvidia-container-runtime/config.toml``, else
   ``/etc/nvidia-container-runtime/config.toml`` (nvidia-container-toolkit api/config/v1/config.go GetConfigFilePath);
 - ``nri``: NRI on in the engine with plugins connected; a plugin injects for the Pods annotated for it (NVIDIA's reads
-  ``nvidia.cdi.k8s.io/``), which the probe is not: it is named, never counted as the probe's injector.
+  ``nvidia.cdi.k8s.io/``), which the probe is not: it is named, never counted as the probe's injector;
+- CRI-O's OCI hooks (``hooks_dir`` of its running configuration, CRI-O's default
+  ``/usr/share/containers/oci/hooks.d``): the toolkit's ``oci-nvidia-hook.json`` (nvidia-container-toolkit, its
+  legacy mode: ``nvidia-container-toolkit prestart``, ``when: always``) injects into every container the GPUs its
+  ``NVIDIA_VISIBLE_DEVICES`` names, as GPU Pods get it from the device plugin's envvar strategy. The probe asks through
+  CDI (NVIDIA's specs set ``NVIDIA_VISIBLE_DEVICES=void``): the hook is named, not counted as the probe's injector.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -162,6 +168,37 @@ def _engine_injects(engine, cfg):
     return {"by": "engine", "what": what, "spec_dirs": cfg.get("spec_dirs"), "source": cfg.get("source")}
 
 
+HOOK_BINARIES = ("nvidia-container-toolkit", "nvidia-container-runtime-hook")
+HOOK_LIMIT = 64 * 1024
+
+
+def oci_hooks(dirs, root="/"):
+    """NVIDIA's OCI hooks in the hooks directories ``dirs`` (the files CRI-O and podman read: ``*.json``, the 1.0.0
+    schema ``hook.path``, or 0.1.0's ``hook`` string): [{file, binary, when, stages}], in the directories' order."""
+    out = []
+    for d in dirs or []:
+        host = under_root(root, d)
+        try:
+            names = sorted(n for n in os.listdir(host) if n.endswith(".json"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(host, name)) as fh:
+                    doc = json.loads(fh.read(HOOK_LIMIT))
+            except (OSError, ValueError, UnicodeDecodeError):
+                continue
+            hook = doc.get("hook") if isinstance(doc, dict) else None
+            binary = hook.get("path") if isinstance(hook, dict) else hook if isinstance(hook, str) else None
+            if not isinstance(binary, str) or posixpath.basename(binary) not in HOOK_BINARIES:
+                continue
+            when = doc.get("when") if isinstance(doc.get("when"), dict) else {}
+            out.append({"file": posixpath.join(d, name), "binary": binary,
+                        "when": "always" if when.get("always") else ", ".join(sorted(when)) or "unspecified",
+                        "stages": doc.get("stages") or doc.get("stage") or []})
+    return out
+
+
 def injectors(engine, handler, engine_env=None, root="/"):
     """Who injects the probe's CDI devices through ``engine`` with ``handler`` (its dict from ``choose``): a list of
     {by, what, spec_dirs, source}, the first the one that acts first (the engine edits the OCI spec before the OCI
@@ -188,6 +225,11 @@ def injectors(engine, handler, engine_env=None, root="/"):
         else:
             notes.append("the NVIDIA runtime %s is in %s mode (%s): it injects through its legacy hook, not CDI" % (
                 nv["binary"], mode or "an unknown", nv["mode_from"]))
+    for hook in oci_hooks(cfg.get("hooks_dirs"), root):
+        notes.append("NVIDIA's OCI hook %s (%s: when %s, %s; the toolkit's legacy mode) injects the GPUs a container's "
+                     "NVIDIA_VISIBLE_DEVICES names, as GPU Pods get it from the device plugin's envvar strategy; the probe "
+                     "asks through CDI (NVIDIA's specs set NVIDIA_VISIBLE_DEVICES=void), so the hook is not its injector" % (
+                         hook["binary"], hook["file"], hook["when"], ", ".join(hook["stages"]) or "no stage"))
     nri = cfg.get("nri") or {}
     if nri.get("enabled"):
         notes.append("NRI is on (%s; %s; %d plugin(s) connected, installed: %s): a plugin injects CDI devices for the Pods "

@@ -258,3 +258,21 @@ def test_the_selection_sentence_names_the_handler_and_why():
     docker = {"name": "docker", "selected_because": "a docker daemon is running", "cdi_config": {"enabled": True}}
     H.attach(docker)
     assert docker["selected_because"] == "a docker daemon is running"
+
+
+def test_crio_oci_hook_per_toolkit_mode():
+    """Issue 44 item 9: CRI-O runs the OCI hooks of its hooks_dir (from its running configuration). The toolkit's
+    legacy hook (oci-nvidia-hook.json) is read and named beside CRI-O's CDI, not as the probe's injector; in CDI mode
+    (no NVIDIA hook) nothing is named."""
+    doc = _toml.loads(read(FIX, "crio-status-config.toml"))
+    cfg = dict(L.crio_handlers(doc), enabled=True, spec_dirs=["/etc/cdi"], source="crio status config")
+    assert cfg["hooks_dirs"] == ["/usr/share/containers/oci/hooks.d"]
+    engine = {"name": "crio", "cdi_config": cfg}
+    legacy = os.path.join(LIVE, "crio-hooks", "legacy")
+    h = H.choose(engine, root=legacy)
+    assert h["injector"]["by"] == "engine" and [i["by"] for i in h["injectors"]] == ["engine"]
+    [note] = [n for n in h["notes"] if "OCI hook" in n]
+    assert note.startswith("NVIDIA's OCI hook /usr/bin/nvidia-container-toolkit (/usr/share/containers/oci/hooks.d/"
+                           "oci-nvidia-hook.json: when always, prestart; the toolkit's legacy mode)"), note
+    assert H.oci_hooks(cfg["hooks_dirs"], os.path.join(LIVE, "crio-hooks", "cdi")) == []
+    assert not [n for n in H.choose(engine, root=os.path.join(LIVE, "crio-hooks", "cdi"))["notes"] if "OCI hook" in n]
