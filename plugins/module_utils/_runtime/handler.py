@@ -358,7 +358,10 @@ def attach(info, option=None, k8s=None, engine_env=None, root="/"):
     info["runtime_handler"] = handler
     if info.get("name") not in CRI_ENGINES:
         return handler
-    clause = "%s (%s)" % (handler.get("name") or "(the default)", SOURCES.get(handler.get("source"), handler.get("source")))
+    if handler.get("name"):
+        clause = "%s (%s)" % (handler["name"], SOURCES.get(handler.get("source"), handler.get("source")))
+    else:   # the engine's configuration was not read (a stale socket, no CRI config): its default, unnamed
+        clause = "the engine's default (its name unknown: the engine's configuration was not read)"
     selection = info.get("selection")
     if isinstance(selection, dict) and selection.get("runtime"):
         selection["handler"] = clause

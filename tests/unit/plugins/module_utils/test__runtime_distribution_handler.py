@@ -70,3 +70,13 @@ def test_the_distributions_admin_kubeconfig(tmp_path, layout, dist, kubeconfig):
     with open(os.path.join(home, ".kube", "config"), "w") as fh:
         fh.write("apiVersion: v1\n")
     assert _kubectl.implicit_kubeconfig(env, home, root) is None
+
+
+def test_an_unnamed_default_handler_is_said_once():
+    """docs/runtimes.md's stale-socket sentence: an engine whose configuration was not read has a default handler of
+    no known name; the sentence says so once ("(the default) (the engine's default)" before)."""
+    info = {"name": "containerd", "version": "1.7.24", "cdi_config": {"enabled": None, "reason": "not read"},
+            "selected_because": "containerd at unix:///run/containerd/containerd.sock (not answering)"}
+    _handler.attach(info)
+    assert info["selected_because"].endswith("; the probe's handler: the engine's default (its name unknown: the engine's "
+                                             "configuration was not read)"), info["selected_because"]

@@ -290,3 +290,18 @@ def test_k3s_kubelet_arg_written_after_start_is_not_live(node, running, later, e
             "written after k3s started (after the drop-in /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf "
             "it wrote then): it is the next start's endpoint, not the running kubelet's")
     assert (note in disc["notes"]) == (running and later), disc["notes"]
+
+
+def test_openshift_kubenswrapper_unit_with_the_endpoint_in_kubelet_conf(node):
+    """docs/runtimes.md's OpenShift row: newer MCO units start ``/usr/local/bin/kubenswrapper /usr/bin/kubelet
+    --config=/etc/kubernetes/kubelet.conf`` and the endpoint is the KubeletConfiguration's: read from the unit (not
+    running), the layout is OpenShift and the endpoint kubelet.conf's."""
+    root, _calls = node("openshift-crio", False)
+    with open(os.path.join(root, "etc/systemd/system/kubelet.service"), "w") as fh:
+        fh.write("[Service]\nExecStart=/usr/local/bin/kubenswrapper /usr/bin/kubelet --config=/etc/kubernetes/kubelet.conf "
+                 "--bootstrap-kubeconfig=/etc/kubernetes/kubeconfig --kubeconfig=/var/lib/kubelet/kubeconfig\n")
+    with open(os.path.join(root, "etc/kubernetes/kubelet.conf"), "a") as fh:
+        fh.write("containerRuntimeEndpoint: unix:///var/run/crio/crio.sock\n")
+    disc = sel.kubelet_endpoint(root)
+    assert (disc["layout"], disc["endpoint"]) == ("openshift", "unix:///var/run/crio/crio.sock"), disc
+    assert disc["source"] == "containerRuntimeEndpoint in /etc/kubernetes/kubelet.conf (kubelet.service's --config)"
