@@ -162,9 +162,10 @@ def unknown_because(errors, whose):
 
 def endpoint_of_args(root, args, whose, where, default_config=None):
     """The CRI endpoint of a kubelet started with ``args``: dict endpoint, source (a sentence naming the flag or the
-    file), config, config_dir, errors, unknown (why the endpoint could not be known, endpoint None). ``whose``: whose arguments they are ('the running kubelet'), ``where``: where
-    they were read ('/proc/901/cmdline'); ``default_config``: the config file to read when there is no --config
-    (kubeadm's, where only its files are there to read)."""
+    file), config, config_dir, errors, unknown (why the endpoint could not be known, endpoint None). ``whose``: whose
+    arguments they are ('the running kubelet'), ``where``: where they were read ('/proc/901/cmdline');
+    ``default_config``: the config file to read when there is no --config (kubeadm's, where only its files are there
+    to read)."""
     out = {"endpoint": None, "source": None, "config": None, "config_dir": None, "errors": [], "unknown": None}
     flag = flag_value(args, "--container-runtime-endpoint")
     config = flag_value(args, "--config") or default_config
