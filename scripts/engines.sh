@@ -18,8 +18,10 @@
 #                                         without network: OUTDIR/engines-PART.tar.xz + SHA256SUMS (.gpu-engines/)
 #   scripts/engines.sh unpack DIR         check and unpack them into the engines dir (scripts/gpu-engines.sh does)
 #
-# Nothing here touches the system's services, /run/containerd, /var/lib/docker, /var/lib/containerd or
-# /etc/cdi. Both engines read CDI specs from /etc/cdi and /var/run/cdi (their defaults, as on a real node).
+# Nothing here touches the system's services, /var/lib/docker, /var/lib/containerd or /etc/cdi; of /run/containerd
+# only the shim socket directory containerd 1.7 hard-codes (/run/containerd/s), removed at stop where the lab created
+# it and it is empty; runc's state is under the lab's directory (the runtime's Root). The daemons inherit no
+# descriptor of the caller's (a flock around this script is not held by them). Both engines read CDI specs from /etc/cdi and /var/run/cdi (their defaults, as on a real node).
 # Debian 13's runc and podman need glibc 2.38: on Debian 12 (2.36) containerd and dockerd use the system's
 # runc instead (printed by start). See docs/runtimes.md.
 set -euo pipefail
@@ -175,9 +177,31 @@ already_running() {  # NAME BINARY: dies when BINARY is not fetched; true (and s
   log "$1 already running (pid $(cat "$run/$1/pid"))"
 }
 
+# containerd 1.7 puts its shims' sockets in /run/containerd/s whatever its state dir (pkg/shim SocketAddress: the
+# default state dir, hard-coded), dockerd's containerd too: the directories of that path the lab had to create are
+# noted at start and removed at stop when empty (another containerd's live shims keep theirs)
+outside_dirs=(/run/containerd /run/containerd/s)
+
+note_outside() {  # NAME: the directories of outside_dirs that do not exist yet, which this start may create
+  local d
+  : > "$run/$1/outside"
+  for d in "${outside_dirs[@]}"; do [ -e "$d" ] || echo "$d" >> "$run/$1/outside"; done
+}
+
+remove_outside() {  # NAME: remove what note_outside listed, deepest first, only when empty
+  local d
+  [ -f "$run/$1/outside" ] || return 0
+  sort -r "$run/$1/outside" | while read -r d; do rmdir "$d" 2>/dev/null || true; done
+  rm -f "$run/$1/outside"
+}
+
 launch() {  # NAME CLIENT BINARY ARGS...: BINARY in a session of its own, log and pid under run/NAME, until CLIENT answers
   local name=$1 client=$2; shift 2
-  PATH=$(engine_path) setsid "$@" >"$run/$name/$name.log" 2>&1 < /dev/null &
+  note_outside "$name"
+  # the daemon keeps no descriptor of its caller's beyond 0-2 (a lock held by flock around this script would
+  # otherwise be held by the daemon, and every later flock of it would wait for the daemon's end)
+  ( for fd in "/proc/$BASHPID/fd"/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+    PATH=$(engine_path) exec setsid "$@" ) >"$run/$name/$name.log" 2>&1 < /dev/null &
   echo $! > "$run/$name/pid"
   wait_for 60 "$client" version || { tail -n 20 "$run/$name/$name.log" >&2; die "$name did not answer on its socket"; }
 }
@@ -240,6 +264,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "$runc_bin"
+        # runc's state under the lab's dir, not runc's default /run/containerd/runc/<namespace>
+        Root = "$c/runc"
         SystemdCgroup = false
 TOML
   launch containerd ctr_ "$eng/containerd/usr/bin/containerd" --config "$c/config.toml"
@@ -318,7 +344,8 @@ stop_containerd() {
   kill_pidfile "$c/pid"
   kill_shims "$c/containerd.sock"
   umount_under "$c"
-  rm -rf "$c/state"
+  rm -rf "$c/state" "$c/runc"
+  remove_outside containerd
   log "containerd stopped"
 }
 
@@ -334,6 +361,7 @@ stop_dockerd() {
   kill_shims "$d/exec/containerd/containerd.sock"
   umount_under "$d"
   rm -rf "$d/exec"
+  remove_outside dockerd
   log "dockerd stopped"
 }
 

@@ -12,6 +12,8 @@ configuration is what scripts/engines.sh writes (native snapshotter, cgroupfs, t
 - ``default``: default_runtime_name; ``enable_cdi``: the CRI plugin's switch, changed in the file only by
   ``set_file_cdi`` (the daemon keeps what it started with: containerd reads its file once);
 - ``nri``: the NRI plugin enabled, on a socket in the daemon's directory.
+
+Each handler's runc keeps its state under the daemon's directory (``Root``), not runc's default /run/containerd/runc.
 """
 import os
 import shutil
@@ -26,6 +28,7 @@ PAUSE_TAR = os.path.join(ENGINES, "run", "pause-image", "pause.tar")
 PROBE_TAR = os.path.join(ENGINES, "run", "probe-image.tar")
 DESCRIPTOR = os.path.join(ENGINES, "cri", "api.desc")
 SANDBOX_IMAGE = "localhost/gpuprobe-pause:local"
+OUTSIDE = ("/run/containerd", "/run/containerd/s")
 DISABLED = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
             "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
@@ -118,7 +121,7 @@ class Containerd(object):
             if self.annotations.get(name):
                 lines.append("  container_annotations = [%s]" % ", ".join('"%s"' % a for a in self.annotations[name]))
             lines += ["[%s.containerd.runtimes.%s.options]" % (cri, name), '  BinaryName = "%s"' % binary,
-                      "  SystemdCgroup = false"]
+                      '  Root = "%s/runc"' % b, "  SystemdCgroup = false"]
         return "\n".join(lines) + "\n"
 
     def ctr(self, *args, check=True, timeout=120):
@@ -129,6 +132,9 @@ class Containerd(object):
         return r
 
     def start(self, images=(PAUSE_TAR,)):
+        # containerd 1.7's shim sockets go to /run/containerd/s whatever its state dir: what this start creates there
+        # is removed at stop when empty (scripts/engines.sh does the same)
+        self.outside = [d for d in OUTSIDE if not os.path.exists(d)]
         for d in ("root", "state", "opt", "cni/bin", "cni/conf", "nri-plugins", "nri-conf"):
             os.makedirs(os.path.join(self.base, d), exist_ok=True)
         with open(self.config, "w") as f:
@@ -191,3 +197,8 @@ class Containerd(object):
             mounts = sorted((line.split()[4] for line in f if line.split()[4].startswith(self.base + "/")), reverse=True)
         for m in mounts:
             subprocess.run(["umount", "-l", m], capture_output=True, check=False)
+        for d in sorted(getattr(self, "outside", []), reverse=True):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass

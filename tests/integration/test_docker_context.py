@@ -107,3 +107,67 @@ def test_an_ssh_context_is_refused_and_never_asked(cli):
     # the bare CLI would have gone to that machine: it starts ssh
     docker("info")
     assert "192.0.2.10" in calls.read_text()
+
+
+def test_a_dead_context_on_a_docker_host_is_still_docker(dockerd, cli):  # pylint: disable=redefined-outer-name
+    """Issue 44 item 2: the CLI's current context names a socket nobody serves while a dockerd runs here: ``auto``
+    asks that daemon where it listens (the docker.sock it holds open, /proc/net/unix) and names the dead context;
+    before, "no running docker daemon" made podman the runtime of a docker host."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import nodefs  # pylint: disable=import-outside-toplevel
+    docker, _calls = cli
+    assert docker("context", "create", "dead", "--docker", "host=unix:///nonexistent/docker.sock").returncode == 0
+    assert docker("context", "use", "dead").returncode == 0
+    with open(os.path.join(ENGINES, "run", "dockerd", "dockerd.pid")) as fh:
+        pid = int(fh.read().strip())
+    procs = [p for p in nodefs.processes("/") if p["pid"] == pid]   # the lab's dockerd, alone (no kubelet, no other engine)
+    assert procs and procs[0]["name"] == "dockerd"
+    [info] = sel.select_runtimes("auto", procs=procs)
+    assert (info["name"], info["usable"], info["daemon_running"], info["endpoint"], info["env"]) == (
+        "docker", True, True, dockerd, {"DOCKER_HOST": dockerd}), info
+    assert info["selected_because"].startswith("docker 26.1.5+dfsg1 at %s, the socket the running dockerd (pid %d) listens on; "
+                                               "no kubelet installed" % (dockerd, pid)), info["selected_because"]
+    assert ("the docker CLI's endpoint unix:///nonexistent/docker.sock (context dead: currentContext dead in %s/config.json"
+            % os.environ["DOCKER_CONFIG"]) in info["selected_because"]
+    assert "did not answer (docker info failed: Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock." \
+           in info["selected_because"]
+    assert info["cli_endpoint"]["endpoint"] == "unix:///nonexistent/docker.sock"
+
+
+def test_the_cdi_layer_never_contacts_a_refused_or_silent_docker(cli, tmp_path):
+    """Issue 44 item 5: the cdi layer reads docker's CDI configuration at the endpoint the selection used. An ssh://
+    context the selection refused is never contacted by it (the stand-in ssh records no call), and a daemon that never
+    answered (a dead socket: the real CLI 26 exits 0 with ServerErrors) is not recorded live with "CDISpecDirs is
+    empty": enabled unknown, live False, the reason said."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.layer import record as cdi_layer  # pylint: disable=import-outside-toplevel
+    docker, calls = cli
+    assert docker("context", "create", "remote", "--docker", "host=ssh://gpu@192.0.2.10").returncode == 0
+    assert docker("context", "use", "remote").returncode == 0
+    [info] = sel.select_runtimes("docker")
+    engine = describe(info)
+    engine["cdi_config"] = read_engine_config(engine)
+    cfg = engine["cdi_config"]
+    assert (cfg["enabled"], cfg["live"]) == (None, False) and cfg["reason"].startswith("not asked: the docker CLI would talk to ssh://"), cfg
+    cdi_layer(spec_dirs=[str(tmp_path)], discover_runtime_dirs_=False, devices=[], kinds=[], engines=[engine])
+    assert not calls.exists(), calls.read_text()
+    # a daemon that never answered: the CLI's own answer has ServerErrors and no ServerVersion
+    silent = {"name": "docker", "path": os.path.join(DOCKER_BIN, "docker"), "env": {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}}
+    cfg = read_engine_config(silent)
+    assert (cfg["enabled"], cfg["live"]) == (None, False), cfg
+    assert cfg["reason"] == "no docker daemon answered: Cannot connect to the Docker daemon at unix:///nonexistent/docker.sock. " \
+                            "Is the docker daemon running?", cfg
+
+
+def test_dockers_builtin_runtimes_give_no_file_warning(dockerd):  # pylint: disable=redefined-outer-name
+    """Issue 44 item 7: the lab's dockerd (daemon.json: runtimes gpuprobe-runc, the default) lists runc and
+    io.containerd.runc.v2 as well in docker info; its file and the running daemon agree (cdi.engine.file PASS), where a
+    false WARN was given on every docker host."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine_live import file_checks  # pylint: disable=import-outside-toplevel
+    [info] = sel.select_runtimes("docker", endpoint=dockerd)
+    engine = describe(info)
+    engine["cdi_config"] = cfg = read_engine_config(engine)
+    assert {"runc", "io.containerd.runc.v2", "gpuprobe-runc"} <= set(cfg["handlers"]), cfg["handlers"]
+    assert cfg["file"]["source"] == os.path.join(ENGINES, "run", "dockerd", "daemon.json") and cfg["disagreements"] == [], cfg
+    [check] = file_checks(engine)
+    assert check["status"] == "PASS", check

@@ -204,3 +204,43 @@ def test_started_off_file_edited_on_is_cdi_off_for_the_verdict(tmp_path, synthet
         assert (verdict["verdict"], verdict["signature"]) == ("FAILED_AT_CDI", "cdi.engine.config"), verdict
     finally:
         d.stop()
+
+
+def test_k3s_gpu_pods_handler_by_its_rule_when_no_cluster_answers(tmp_path, synthetic, monkeypatch):
+    """Issue 44 item 4: a k3s node (tests/unit/fixtures/layouts/k3s) whose containerd (a real one, at k3s's socket) has
+    runc the default and the handlers k3s adds for the NVIDIA runtimes it finds, nvidia and nvidia-experimental (here
+    wrappers around runc that record their calls). No kubeconfig answers, so k3s's own rule names the GPU Pods'
+    handler: runtimeClassName nvidia. The probe's sandbox and container run through nvidia's binary, and only it."""
+    import tempfile  # pylint: disable=import-outside-toplevel
+    import layoutfixture  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as _handler  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as sel  # pylint: disable=import-outside-toplevel
+    _skip_unless_lab()
+    short = tempfile.mkdtemp(prefix="gk3s-", dir="/tmp")     # a socket path has 108 bytes
+    node = os.path.join(short, "n")
+    layoutfixture.build("k3s", node)
+    bins = dict((n, lab.recorder(short, n)) for n in ("nvidia", "nvidia-experimental"))
+    d = lab.Containerd(os.path.join(node, "run", "k3s", "containerd"), enable_cdi=True, handlers=bins)
+    try:
+        d.start(images=(lab.PAUSE_TAR, lab.PROBE_TAR))
+        monkeypatch.setenv("HOME", "/root")
+        [info] = sel.select_runtimes("auto", root=node, descriptor=lab.DESCRIPTOR)
+        assert info["usable"] and info["selection"]["layout"] == "k3s", info
+        engine = describe(info)
+        engine["cdi_config"] = read_engine_config(engine)
+        handler = _handler.attach(engine, None, {"error": "k8s NOT_RUN: no kubeconfig"})
+        assert (handler["name"], handler["request"], handler["source"], handler["binary"]) == (
+            "nvidia", "nvidia", "distribution", bins["nvidia"]), handler
+        assert handler["why"].startswith("k3s: GPU Pods name runtimeClassName nvidia (k3s ships the RuntimeClasses nvidia, "
+                                         "nvidia-experimental, nvidia-cdi;"), handler["why"]
+        assert "the running engine has the handler nvidia (the k8s layer could not read them (k8s NOT_RUN: no kubeconfig))" in handler["why"]
+        assert ", handler nvidia (the distribution's rule), the CRI endpoint of the kubelet inside k3s server" in engine["selected_because"]
+        record = _probe(synthetic, engine)
+        assert record["status"] == "PASS", record["reason"]
+        assert len(_runc_creates(bins["nvidia"])) >= 2 and _runc_creates(bins["nvidia-experimental"]) == []
+        assert record["evidence"]["container"]["cri"]["sandbox"]["runtime_handler"] == "nvidia"
+    finally:
+        d.stop()
+        import shutil  # pylint: disable=import-outside-toplevel
+        shutil.rmtree(short, ignore_errors=True)

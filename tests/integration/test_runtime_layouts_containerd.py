@@ -195,13 +195,19 @@ def test_the_running_kubelet_and_the_containerd_serving_its_endpoint(lab):  # py
     assert d["listening"] == [real, real + ".ttrpc"] and d["socket"] == real and d["errors"] == []
 
 
-def test_k3s_node_with_two_containerds_takes_the_kubelets(lab, bindir, monkeypatch):  # pylint: disable=redefined-outer-name
-    node = os.path.join(lab.base, "node")
+def _k3s_node(lab_, other, sandbox):
+    """The k3s tree under the lab, a real containerd at k3s's socket and another at the node path ``other``: (root,
+    k3s's socket's path on this machine)."""
+    node = os.path.join(lab_.base, "node")
     layoutfixture.build("k3s", node)
     k3s_sock = os.path.join(node, "run", "k3s", "containerd", "containerd.sock")
-    system_sock = os.path.join(node, "run", "containerd", "containerd.sock")
-    lab.containerd(k3s_sock, sandbox="rancher/mirrored-pause:3.6")
-    lab.containerd(system_sock, sandbox="registry.k8s.io/pause:3.10")
+    lab_.containerd(k3s_sock, sandbox="rancher/mirrored-pause:3.6")
+    lab_.containerd(os.path.join(node, other.lstrip("/")), sandbox=sandbox)
+    return node, k3s_sock
+
+
+def test_k3s_node_with_two_containerds_takes_the_kubelets(lab, bindir, monkeypatch):  # pylint: disable=redefined-outer-name
+    node, k3s_sock = _k3s_node(lab, "/run/containerd/containerd.sock", "registry.k8s.io/pause:3.10")
     monkeypatch.setenv("HOME", "/root")
     [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
     # the real containerd behind k3s's socket answered (its sandbox image, from its CRI Status configuration)
@@ -214,3 +220,59 @@ def test_k3s_node_with_two_containerds_takes_the_kubelets(lab, bindir, monkeypat
                           "inside k3s server (pid 812, ")
     assert why.endswith("the CRI Version call there answered containerd 1.7.24~ds1; also running, not the kubelet's: containerd "
                         "(pid 420, containerd.service) at /run/containerd/containerd.sock; dockerd (pid 455, docker.service)")
+
+
+def test_an_unreadable_kubelet_config_verifies_no_runtime_in_its_place(lab, tmp_path):  # pylint: disable=redefined-outer-name
+    """Issue 44 item 1: the kubelet's --config (0600, kubeadm >= 1.34 puts the endpoint there) names
+    /run/containerd-gpu; a second real containerd answers at the default socket. Read unprivileged, the endpoint is
+    unknown: no runtime is selected (neither daemon is asked), the cdi layer cannot judge one, the node is INCONCLUSIVE,
+    never COMPUTE_VERIFIED about the default's containerd. Read as root, the kubelet's own containerd answers."""
+    node = os.path.join(lab.base, "node")
+    layoutfixture.build("kubeadm134-config0600", node)
+    lab.containerd(os.path.join(node, "run", "containerd", "containerd.sock"), sandbox="registry.k8s.io/pause:3.10")
+    lab.containerd(os.path.join(node, "run", "containerd-gpu", "containerd.sock"), sandbox="localhost/gpu-pause:1")
+    with layoutfixture.unprivileged("kubeadm134-config0600", node) as uid:
+        [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
+    assert (info["name"], info["usable"], info["endpoint"], info.get("runtime_name")) == (None, False, None, None), info
+    assert ("is unknown: kubelet config /var/lib/kubelet/config.yaml not readable by uid %d: Permission denied" % uid
+            ) in info["selected_because"]
+    engine = describe(info)
+    engine["cdi_config"] = read_engine_config(engine)
+    (tmp_path / "gpu.yaml").write_text('cdiVersion: "0.5.0"\nkind: "k.example.com/gpu"\ndevices:\n- name: "0"\n'
+                                       '  containerEdits:\n    env: ["X=1"]\n')
+    cdi = cdi_layer(spec_dirs=[str(tmp_path)], discover_runtime_dirs_=False, devices=[DEVICE], kinds=["k.example.com/gpu"],
+                    engines=[engine])
+    [check] = [c for c in cdi["checks"] if c["id"] == "cdi.engine.config"]
+    assert check["status"] == "NOT_RUN" and "could not be known" in check["observed"], check
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import not_run  # pylint: disable=import-outside-toplevel
+    host = LayerBuilder("host")
+    host.evidence = {"driver_root": "/", "root": "/", "nvml": {"ok": True, "gpus": [{"index": 0, "uuid": "GPU-0", "compute_processes": []}]}}
+    records = {"host": host.build(status=PASS), "cdi": cdi, "runtime": not_run("runtime", info["reason"], {"engine": info}),
+               "compute": not_run("compute", "blocked: no runtime")}
+    v = node_verdict(records)
+    assert v["verdict"] == "INCONCLUSIVE", v
+    # read as root, the same node's kubelet uses the containerd at /run/containerd-gpu, which answers
+    [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
+    assert (info["name"], info["usable"], info["sandbox_image"], info["selection"]["endpoint"]) == (
+        "containerd", True, "localhost/gpu-pause:1", "unix:///run/containerd-gpu/containerd.sock"), info
+
+
+def test_k3s_kubelet_arg_added_after_start_does_not_win(lab, bindir, monkeypatch):  # pylint: disable=redefined-outer-name,unused-argument
+    """Issue 44 item 3: k3s runs with the drop-in it wrote at start (its containerd's socket); a kubelet-arg naming
+    another real containerd is added to config.yaml afterwards. The running kubelet's containerd (k3s's) is the one
+    asked, and the sentence says the edited file is the next start's; with the file older than the drop-in (there at
+    start) the kubelet-arg's containerd is."""
+    node, _k3s_sock = _k3s_node(lab, "/run/gpu/containerd.sock", "localhost/gpu-pause:1")
+    monkeypatch.setenv("HOME", "/root")
+    config = os.path.join(node, "etc", "rancher", "k3s", "config.yaml")
+    with open(config, "a") as fh:
+        fh.write("kubelet-arg:\n  - container-runtime-endpoint=unix:///run/gpu/containerd.sock\n")
+    started = os.stat(os.path.join(node, "var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf")).st_mtime
+    os.utime(config, (started + 60, started + 60))
+    [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
+    assert (info["name"], info["usable"], info["sandbox_image"], info["selection"]["endpoint"]) == (
+        "containerd", True, "rancher/mirrored-pause:3.6", "unix:///run/k3s/containerd/containerd.sock"), info
+    assert "in /etc/rancher/k3s/config.yaml was written after k3s started" in info["selected_because"]
+    os.utime(config, (started - 60, started - 60))
+    [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
+    assert (info["sandbox_image"], info["selection"]["endpoint"]) == ("localhost/gpu-pause:1", "unix:///run/gpu/containerd.sock"), info

@@ -35,6 +35,7 @@ import posixpath
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import toml as _toml
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import compat as _compat, engine_live as _live
+from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine_template as _template
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, NOT_RUN, PASS, LayerBuilder
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.nodefs import flag_value, same_socket
@@ -58,6 +59,7 @@ CHECKS = {
 }
 
 CHECKS.update(_live.CHECKS)
+CHECKS.update(_template.CHECKS)
 
 CONTAINERD_SECTIONS = {1: ("cri",), 2: ("io.containerd.grpc.v1.cri",), 3: ("io.containerd.cri.v1.runtime",)}
 CONTAINERD_DEFAULT_CONFIG = "/etc/containerd/config.toml"
@@ -252,6 +254,7 @@ def read_containerd(info, timeout=CONFIG_TIMEOUT):
         if same_socket(address, sock)[0]:
             out = containerd_cdi(doc, info.get("version"), source, _toml.reader_name())
             out["_doc"] = doc   # the whole dump, for the file's handlers and NRI (read_containerd_live takes it out)
+            out["_config"] = config   # the file itself, for the template it is regenerated from (k3s, MicroK8s)
             return out
         tried.append("%s serves %s" % (source, address))
     if not procs:
@@ -265,9 +268,10 @@ def read_containerd_live(info, timeout=CONFIG_TIMEOUT):
     with its file's (``read_containerd``) beside it as ``file`` and where they disagree (``disagreements``). Without a
     live config (the Status call gave none) the file's, saying so."""
     file_rec = read_containerd(info, timeout)
-    doc = file_rec.pop("_doc", None)
+    doc, config = file_rec.pop("_doc", None), file_rec.pop("_config", None)
     if not info.get("cri_config"):
         file_rec["live"] = False   # the running daemon gave no CRI config (CRI Status verbose): its file is all there is
+        file_rec["template"] = _template_of(config, None)
         return file_rec
     live = _live.containerd_live(info["cri_config"], "CRI Status (verbose) at %s" % info.get("endpoint"))
     side = dict((k, file_rec.get(k)) for k in ("source", "enabled", "spec_dirs", "reason", "config_version"))
@@ -275,7 +279,21 @@ def read_containerd_live(info, timeout=CONFIG_TIMEOUT):
         side.update(_live.containerd_file(doc))
     live.update(file=side, disagreements=_live.disagreements(side, live), nri=_live.nri_live(side.get("nri")),
                 reader=file_rec.get("reader"))
+    live["template"] = _template_of(config, live)
     return live
+
+
+def _template_of(config, live):
+    """``_cdi.engine_template.compare`` of the file ``config`` (its own text, not the dump: what it sets) with the
+    running daemon ``live``; None where no template is beside it."""
+    if not config or not _template.find(config)[0]:
+        return None
+    try:
+        with open(config) as fh:
+            generated = _toml.loads(fh.read(1024 * 1024))
+    except (OSError, UnicodeDecodeError, _toml.TomlError):
+        generated = {}
+    return _template.compare(config, live, generated)
 
 
 def read_crio(info, timeout=CONFIG_TIMEOUT):
@@ -298,6 +316,10 @@ def read_crio(info, timeout=CONFIG_TIMEOUT):
 
 
 def read_docker(info, timeout=CONFIG_TIMEOUT):
+    """docker's CDI configuration from ``docker info`` at the endpoint the detection used. A context the detection
+    refused (ssh://, tcp://) is never contacted, and neither is a daemon the detection found not answering (its reason
+    is kept); an answer without a server (docker 26 prints its client's info and exits 0: ``ServerErrors``, no
+    ``ServerVersion``) is no daemon, never a live configuration."""
     path = info.get("path") or which("docker")
     if not path:
         return _result("docker", "docker info", reason="no docker CLI")
@@ -305,17 +327,25 @@ def read_docker(info, timeout=CONFIG_TIMEOUT):
     env = dict(os.environ, **info["env"]) if info.get("env") else None
     source = "%s%s info --format '{{json .}}'" % ("DOCKER_HOST=%s " % info["env"]["DOCKER_HOST"] if (info.get("env") or {}).get(
         "DOCKER_HOST") else "", path)
+    if info.get("refused"):
+        return _result("docker", source, reason="not asked: %s" % info["refused"], live=False)
+    if info.get("daemon_running") is False:
+        return _result("docker", source, reason="not asked again: %s" % info.get("reason"), live=False)
     if isinstance(info.get("daemon_info"), dict) and info.get("path") == path:
         # the detection's own docker info call (same CLI, same daemon, this run): its answer, not a second call
         return _docker_live(docker_cdi(info["daemon_info"], source), info["daemon_info"], info)
     r = run([path, "info", "--format", "{{json .}}"], timeout=timeout, env=env)
     if r["rc"] != 0:
-        return _result("docker", source, reason="docker info failed: %s" % (first_line(r["stderr"]) or r["error"]))
+        return _result("docker", source, reason="docker info failed: %s" % (first_line(r["stderr"]) or r["error"]), live=False)
     try:
         doc = json.loads(r["stdout"])
     except ValueError as exc:
-        return _result("docker", source, reason="docker info output is not JSON: %s" % exc)
+        return _result("docker", source, reason="docker info output is not JSON: %s" % exc, live=False)
     doc = doc if isinstance(doc, dict) else {}
+    if doc.get("ServerErrors") or not doc.get("ServerVersion"):
+        errors = [str(e) for e in doc.get("ServerErrors") or []]
+        return _result("docker", source, live=False, reason="no docker daemon answered: %s" % (
+            (errors[:1] or [first_line(r["stderr"])])[0] or "no server version in docker info's answer"))
     return _docker_live(docker_cdi(doc, source), doc, info)
 
 
@@ -448,5 +478,5 @@ def engine_checks(engines, files, sources, requested, root="/"):
                         info["name"], dirs_text))
     checks = builder.checks
     for info in engines or []:
-        checks += [dict(c) for c in _live.handler_checks(info) + _live.file_checks(info)]
+        checks += [dict(c) for c in _live.handler_checks(info) + _live.file_checks(info) + _template.checks(info)]
     return checks

@@ -56,6 +56,9 @@ CHECKS = {
 }
 
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
+# the runtimes dockerd registers itself, which `docker info` lists and no daemon.json names (moby daemon/runtime_unix.go:
+# runc (defaultRuntimeName) and the shim io.containerd.runc.v2; io.containerd.runtime.v1.linux before docker 23)
+DOCKER_BUILTIN_RUNTIMES = ("runc", "io.containerd.runc.v2", "io.containerd.runtime.v1.linux")
 NRI_DEFAULT_SOCKET = "/var/run/nri/nri.sock"
 
 
@@ -180,7 +183,8 @@ def nri_live(nri, proc_net_unix="/proc/net/unix"):
 
 
 def crio_handlers(doc):
-    """default handler, handlers and NRI of a ``crio status config`` document (the running server's)."""
+    """default handler, handlers, OCI hooks directories and NRI of a ``crio status config`` document (the running
+    server's)."""
     runtime = ((doc.get("crio") or {}).get("runtime")) or {}
     handlers = {}
     for name, rt in sorted((runtime.get("runtimes") or {}).items()):
@@ -189,7 +193,10 @@ def crio_handlers(doc):
                               "runtime_path": rt.get("runtime_path") or None,
                               "container_annotations": list(rt.get("allowed_annotations") or [])}
     nri = (doc.get("crio") or {}).get("nri")
+    hooks = runtime.get("hooks_dir")
     return {"default_handler": runtime.get("default_runtime") or None, "handlers": handlers,
+            # the OCI hooks directories CRI-O runs hooks from (the toolkit's legacy hook: _runtime.handler.oci_hooks)
+            "hooks_dirs": list(hooks) if _str_list(hooks) else None,
             "nri": {"enabled": bool(nri.get("enable_nri")), "socket_path": nri.get("nri_listen") or NRI_DEFAULT_SOCKET,
                     "plugin_path": nri.get("nri_plugin_dir")} if isinstance(nri, dict) else None}
 
@@ -209,7 +216,8 @@ def docker_file(doc, source):
             "spec_dirs": doc.get("cdi-spec-dirs") if _str_list(doc.get("cdi-spec-dirs")) else None,
             "default_handler": doc.get("default-runtime") or None,
             "handlers": dict((n, {"binary": (r or {}).get("path")}) for n, r in sorted((doc.get("runtimes") or {}).items()))
-            if isinstance(doc.get("runtimes"), dict) else None}
+            if isinstance(doc.get("runtimes"), dict) else None,
+            "builtin_handlers": list(DOCKER_BUILTIN_RUNTIMES)}
 
 
 def dockerd_config_file(argv):
@@ -227,7 +235,9 @@ def dockerd_config_file(argv):
 
 def disagreements(file_cfg, live_cfg):
     """[(what, the file's value, the daemon's value)] where both say something and it differs. ``file_cfg`` and
-    ``live_cfg`` are dicts of enabled, spec_dirs, default_handler, handlers ({name: {binary}}); None is 'not said'."""
+    ``live_cfg`` are dicts of enabled, spec_dirs, default_handler, handlers ({name: {binary}}); None is 'not said'.
+    ``file_cfg['builtin_handlers']``: the handlers the daemon registers without its file (docker's), left out of the
+    comparison of the handlers' names."""
     out = []
     if not file_cfg or not live_cfg:
         return out
@@ -237,6 +247,9 @@ def disagreements(file_cfg, live_cfg):
             out.append((what, f, d))
     fh, dh = file_cfg.get("handlers"), live_cfg.get("handlers")
     if isinstance(fh, dict) and isinstance(dh, dict):
+        # the handlers the daemon registers itself (docker's runc and its shim) are not the file's to name
+        builtin = set(file_cfg.get("builtin_handlers") or []) - set(fh)
+        dh = dict((n, h) for n, h in dh.items() if n not in builtin)
         if sorted(fh) != sorted(dh):
             out.append(("handlers", sorted(fh), sorted(dh)))
         for name in sorted(set(fh) & set(dh)):
@@ -246,7 +259,8 @@ def disagreements(file_cfg, live_cfg):
     return out
 
 
-def _text(value):
+def value_text(value):
+    """A configuration value as the checks write it: on/off, [a, b], the string."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, list):
@@ -271,7 +285,7 @@ def file_checks(info):
     if not diffs:
         return [make_check("cdi.engine.file", PASS, label.strip(), "the file says what the daemon does",
                            "%s agrees with the running daemon (%s)" % (fsource, source))]
-    observed = "; ".join("%s: the file says %s (%s), the running daemon %s (%s)" % (what, _text(f), fsource, _text(d), source)
+    observed = "; ".join("%s: the file says %s (%s), the running daemon %s (%s)" % (what, value_text(f), fsource, value_text(d), source)
                          for what, f, d in diffs)
     return [make_check("cdi.engine.file", WARN, label.strip(), "the file says what the daemon does",
                        observed + "; the verdict follows the running daemon", CHECKS["cdi.engine.file"]["next"])]

@@ -21,6 +21,13 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.catalogue imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, last_line, run, which
 
 
+# the admin kubeconfig each distribution writes on its server nodes (k3s pkg/cli/cmds/server.go --write-kubeconfig
+# default, RKE2 the same under rke2, MicroK8s snap/microk8s-resources "microk8s config" credentials)
+DISTRIBUTION_KUBECONFIGS = {"k3s": "/etc/rancher/k3s/k3s.yaml", "rke2": "/etc/rancher/rke2/rke2.yaml",
+                            "microk8s": "/var/snap/microk8s/current/credentials/client.config"}
+# RKE2 keeps its kubectl off PATH (docs.rke2.io "Cluster Access")
+DISTRIBUTION_KUBECTL = {"rke2": "/var/lib/rancher/rke2/bin/kubectl"}
+
 # kubectl's words when the server does not serve a resource type at all (a cluster without resource.k8s.io)
 NOT_SERVED = re.compile(r"doesn't have a resource type|the server could not find the requested resource", re.I)
 
@@ -29,19 +36,54 @@ def _items(doc):
     return list((doc or {}).get("items") or [])
 
 
-def kubeconfig_reason(kubeconfig, environ=None, home=None):
-    """Why there is no cluster to talk to (None when a kubeconfig or an in-cluster service account exists)."""
+def _kubectl_finds_one(environ, home):
+    """Whether kubectl finds a kubeconfig (or a service account) of its own: KUBECONFIG's files, ~/.kube/config, a Pod."""
+    paths = [p for p in (environ.get("KUBECONFIG") or "").split(os.pathsep) if p]
+    default = os.path.join(home or os.path.expanduser("~"), ".kube", "config")
+    return any(os.path.isfile(p) for p in paths) or os.path.isfile(default) or bool(environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def distribution_kubeconfig(layout=None, root="/"):
+    """(path or None, why): the admin kubeconfig the node's distribution writes (DISTRIBUTION_KUBECONFIGS), when the
+    node is k3s, RKE2 or MicroK8s (``layout``, else ``_runtime.layouts.distribution``) and this user can read it;
+    else None and why not (None: not such a node)."""
+    if layout is None:
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import distribution  # pylint: disable=import-outside-toplevel
+        layout = distribution(root)[0]
+    path = DISTRIBUTION_KUBECONFIGS.get(layout)
+    if not path:
+        return None, None
+    host = os.path.join(root, path.lstrip("/"))
+    if os.access(host, os.R_OK) and os.path.isfile(host):
+        return host, "%s's admin kubeconfig %s" % (layout, path)
+    return None, "%s's admin kubeconfig %s %s" % (layout, path, "not readable by uid %d" % os.geteuid() if os.path.exists(host) else "absent")
+
+
+def implicit_kubeconfig(environ=None, home=None, root="/"):
+    """The kubeconfig to name on kubectl's command line where none is given and kubectl finds none of its own: the
+    distribution's admin kubeconfig (k3s writes /etc/rancher/k3s/k3s.yaml, RKE2 /etc/rancher/rke2/rke2.yaml, MicroK8s
+    its credentials/client.config), or None."""
+    environ = os.environ if environ is None else environ
+    if _kubectl_finds_one(environ, home):
+        return None
+    return distribution_kubeconfig(root=root)[0]
+
+
+def kubeconfig_reason(kubeconfig, environ=None, home=None, layout=None, root="/"):
+    """Why there is no cluster to talk to (None when a kubeconfig or an in-cluster service account exists, or the
+    node's distribution wrote an admin kubeconfig this user can read: ``distribution_kubeconfig``)."""
     environ = os.environ if environ is None else environ
     if kubeconfig:
         return None if os.path.isfile(kubeconfig) else "kubeconfig %s does not exist" % kubeconfig
+    if _kubectl_finds_one(environ, home):
+        return None
+    found, why = distribution_kubeconfig(layout, root)
+    if found:
+        return None
     paths = [p for p in (environ.get("KUBECONFIG") or "").split(os.pathsep) if p]
-    if any(os.path.isfile(p) for p in paths):
-        return None
     default = os.path.join(home or os.path.expanduser("~"), ".kube", "config")
-    if os.path.isfile(default) or environ.get("KUBERNETES_SERVICE_HOST"):
-        return None
-    return "no kubeconfig: option kubeconfig not given, KUBECONFIG %s, %s absent, not running in a Pod" % (
-        "lists no existing file (%s)" % environ["KUBECONFIG"] if paths else "unset", default)
+    return "no kubeconfig: option kubeconfig not given, KUBECONFIG %s, %s absent, %snot running in a Pod" % (
+        "lists no existing file (%s)" % environ["KUBECONFIG"] if paths else "unset", default, "%s, " % why if why else "")
 
 
 def _kubectl_json(base, args, timeout):
@@ -61,14 +103,20 @@ def _merge(docs):
 
 
 def kubectl_base(path, kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT):
-    """The argv prefix of every kubectl call: the program, its kubeconfig and context, the request timeout."""
+    """The argv prefix of every kubectl call: the program, its kubeconfig (given, else the distribution's admin
+    kubeconfig where kubectl finds none of its own: ``implicit_kubeconfig``) and context, the request timeout."""
+    kubeconfig = kubeconfig or implicit_kubeconfig()
     return [path] + (["--kubeconfig", kubeconfig] if kubeconfig else []) + (["--context", context] if context else []) \
         + ["--request-timeout", "%ds" % timeout]
 
 
 def resolve_kubectl(kubectl, kubeconfig):
-    """(path of kubectl or None, why there is no cluster to talk to or None)."""
+    """(path of kubectl or None, why there is no cluster to talk to or None). kubectl is looked for on PATH, else where
+    the node's distribution keeps it (RKE2: DISTRIBUTION_KUBECTL)."""
     path = kubectl if os.path.sep in kubectl else which(kubectl)
+    if not path and kubectl == "kubectl":
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import distribution  # pylint: disable=import-outside-toplevel
+        path = DISTRIBUTION_KUBECTL.get(distribution()[0])
     if not path or not os.path.isfile(path):
         return None, "kubectl not found: %s" % kubectl
     return path, kubeconfig_reason(kubeconfig)

@@ -11,7 +11,13 @@ Which handler (``choose``), in order:
 2. else the handler the GPU Pods on this node use, where the k8s layer read them (``evidence.runtime_handlers``: each
    GPU Pod's ``runtimeClassName`` -> its RuntimeClass's ``handler``; a Pod without one runs with the engine's default);
    the one most of them use, the others named;
-3. else the engine's default handler: what a Pod without ``runtimeClassName`` gets (containerd's
+3. else, on k3s, RKE2 and MicroK8s (the selection's layout), the distribution's own rule (``distribution_choice``):
+   k3s and RKE2 keep runc the default and add a handler per NVIDIA runtime they find (``nvidia``,
+   ``nvidia-experimental``, ``nvidia-cdi``), with RuntimeClasses of the same names (k3s manifests/runtimes.yaml,
+   pkg/agent/containerd/nvidia.go): GPU Pods name ``runtimeClassName: nvidia`` unless k3s runs with
+   ``--default-runtime`` (then the live default is that handler); MicroK8s' containerd template has the handler
+   ``nvidia-container-runtime`` and its GPU addon's operator adds ``nvidia`` (default when set as default runtime);
+4. else the engine's default handler: what a Pod without ``runtimeClassName`` gets (containerd's
    ``defaultRuntimeName`` and CRI-O's ``default_runtime`` from the running engine's configuration, docker's
    ``DefaultRuntime``). The CRI request then carries ``runtime_handler: ""`` as the kubelet's does.
 
@@ -30,11 +36,17 @@ read from the running engine's configuration (``_cdi.engine_live``) and, for the
   scripts set it), else ``$XDG_CONFIG_HOME/nvidia-container-runtime/config.toml``, else
   ``/etc/nvidia-container-runtime/config.toml`` (nvidia-container-toolkit api/config/v1/config.go GetConfigFilePath);
 - ``nri``: NRI on in the engine with plugins connected; a plugin injects for the Pods annotated for it (NVIDIA's reads
-  ``nvidia.cdi.k8s.io/``), which the probe is not: it is named, never counted as the probe's injector.
+  ``nvidia.cdi.k8s.io/``), which the probe is not: it is named, never counted as the probe's injector;
+- CRI-O's OCI hooks (``hooks_dir`` of its running configuration, CRI-O's default
+  ``/usr/share/containers/oci/hooks.d``): the toolkit's ``oci-nvidia-hook.json`` (nvidia-container-toolkit, its
+  legacy mode: ``nvidia-container-toolkit prestart``, ``when: always``) injects into every container the GPUs its
+  ``NVIDIA_VISIBLE_DEVICES`` names, as GPU Pods get it from the device plugin's envvar strategy. The probe asks through
+  CDI (NVIDIA's specs set ``NVIDIA_VISIBLE_DEVICES=void``): the hook is named, not counted as the probe's injector.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -156,6 +168,37 @@ def _engine_injects(engine, cfg):
     return {"by": "engine", "what": what, "spec_dirs": cfg.get("spec_dirs"), "source": cfg.get("source")}
 
 
+HOOK_BINARIES = ("nvidia-container-toolkit", "nvidia-container-runtime-hook")
+HOOK_LIMIT = 64 * 1024
+
+
+def oci_hooks(dirs, root="/"):
+    """NVIDIA's OCI hooks in the hooks directories ``dirs`` (the files CRI-O and podman read: ``*.json``, the 1.0.0
+    schema ``hook.path``, or 0.1.0's ``hook`` string): [{file, binary, when, stages}], in the directories' order."""
+    out = []
+    for d in dirs or []:
+        host = under_root(root, d)
+        try:
+            names = sorted(n for n in os.listdir(host) if n.endswith(".json"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(host, name)) as fh:
+                    doc = json.loads(fh.read(HOOK_LIMIT))
+            except (OSError, ValueError, UnicodeDecodeError):
+                continue
+            hook = doc.get("hook") if isinstance(doc, dict) else None
+            binary = hook.get("path") if isinstance(hook, dict) else hook if isinstance(hook, str) else None
+            if not isinstance(binary, str) or posixpath.basename(binary) not in HOOK_BINARIES:
+                continue
+            when = doc.get("when") if isinstance(doc.get("when"), dict) else {}
+            out.append({"file": posixpath.join(d, name), "binary": binary,
+                        "when": "always" if when.get("always") else ", ".join(sorted(when)) or "unspecified",
+                        "stages": doc.get("stages") or doc.get("stage") or []})
+    return out
+
+
 def injectors(engine, handler, engine_env=None, root="/"):
     """Who injects the probe's CDI devices through ``engine`` with ``handler`` (its dict from ``choose``): a list of
     {by, what, spec_dirs, source}, the first the one that acts first (the engine edits the OCI spec before the OCI
@@ -182,6 +225,11 @@ def injectors(engine, handler, engine_env=None, root="/"):
         else:
             notes.append("the NVIDIA runtime %s is in %s mode (%s): it injects through its legacy hook, not CDI" % (
                 nv["binary"], mode or "an unknown", nv["mode_from"]))
+    for hook in oci_hooks(cfg.get("hooks_dirs"), root):
+        notes.append("NVIDIA's OCI hook %s (%s: when %s, %s; the toolkit's legacy mode) injects the GPUs a container's "
+                     "NVIDIA_VISIBLE_DEVICES names, as GPU Pods get it from the device plugin's envvar strategy; the probe "
+                     "asks through CDI (NVIDIA's specs set NVIDIA_VISIBLE_DEVICES=void), so the hook is not its injector" % (
+                         hook["binary"], hook["file"], hook["when"], ", ".join(hook["stages"]) or "no stage"))
     nri = cfg.get("nri") or {}
     if nri.get("enabled"):
         notes.append("NRI is on (%s; %s; %d plugin(s) connected, installed: %s): a plugin injects CDI devices for the Pods "
@@ -212,16 +260,46 @@ def _k8s_choice(k8s):
     return name, why + ("; others use %s, not verified by this probe" % others if others else "")
 
 
+# the handlers, in order, that GPU Pods use by each distribution's rule (its sources: docs/runtimes.md)
+DISTRIBUTION_HANDLERS = {
+    "k3s": ("nvidia", "k3s: GPU Pods name runtimeClassName nvidia (k3s ships the RuntimeClasses nvidia, nvidia-experimental, "
+                      "nvidia-cdi; its containerd's default stays runc unless k3s runs with --default-runtime)"),
+    "rke2": ("nvidia", "RKE2: GPU Pods name runtimeClassName nvidia (as k3s: RuntimeClasses nvidia, nvidia-experimental, "
+                       "nvidia-cdi; the default stays runc unless --default-runtime)"),
+    "microk8s": ("nvidia", "MicroK8s: its GPU addon's operator adds the handler nvidia; its containerd template has "
+                           "nvidia-container-runtime"),
+}
+NVIDIA_HANDLERS = ("nvidia", "nvidia-cdi", "nvidia-experimental", "nvidia-legacy", "nvidia-container-runtime")
+
+
+def distribution_choice(engine, handlers, default):
+    """(handler name or '' for the default, why) by the distribution's rule on k3s, RKE2 and MicroK8s (the selection's
+    layout), or (None, None) elsewhere or where the engine has none of its GPU handlers."""
+    layout = (engine.get("selection") or {}).get("layout")
+    if layout not in DISTRIBUTION_HANDLERS or handlers is None:
+        return None, None
+    first, rule = DISTRIBUTION_HANDLERS[layout]
+    if default in NVIDIA_HANDLERS:
+        return "", "%s; the running engine's default handler is %s (as --default-runtime sets it), which Pods without " \
+                   "runtimeClassName get" % (rule, default)
+    for name in (first,) + tuple(h for h in NVIDIA_HANDLERS if h != first):
+        if name in handlers:
+            return name, "%s; the running engine has the handler %s%s" % (
+                rule, name, "" if name == first else " (not %s)" % first)
+    return None, "%s; but the running engine has none of the GPU handlers %s" % (rule, ", ".join(NVIDIA_HANDLERS))
+
+
 def choose(engine, option=None, k8s=None, engine_env=None, root="/"):
     """The handler the probe runs with through ``engine`` (a selected engine's dict with ``cdi_config`` from
     ``_cdi.engine.read_engine_config``): dict name (the handler), request (what RunPodSandbox carries: '' for the
-    default, as the kubelet sends for a Pod without runtimeClassName), source (option, k8s, default), why (one
+    default, as the kubelet sends for a Pod without runtimeClassName), source (option, k8s, distribution, default), why (one
     sentence), known (the engine has it, None unknown), binary, runtime_type, container_annotations, injector (the first
     of ``injectors``, None when none injects), injectors, notes."""
     cfg = engine.get("cdi_config") or {}
     handlers, default = cfg.get("handlers"), cfg.get("default_handler")
     cri = engine.get("name") in CRI_ENGINES
     picked, why_k8s = _k8s_choice(k8s)
+    dist_pick, dist_why = distribution_choice(engine, handlers, default) if cri else (None, None)
     request = ""
     if option and cri:
         name, source, request = option, "option", option
@@ -234,10 +312,13 @@ def choose(engine, option=None, k8s=None, engine_env=None, root="/"):
               "runtime %s" % (option, engine.get("name"), default or "(unknown)")
     elif picked is not None and cri:
         name, source, why, request = picked or default, "k8s", why_k8s, picked
+    elif dist_pick is not None:
+        name, source, request = dist_pick or default, "distribution", dist_pick
+        why = "%s (%s)" % (dist_why, why_k8s)
     else:
         name, source = default, "default"
-        why = "the engine's default handler %s (%s), what a Pod without runtimeClassName gets; %s" % (
-            default or "(unknown)", cfg.get("source") or "its configuration", why_k8s)
+        why = "the engine's default handler %s (%s), what a Pod without runtimeClassName gets; %s%s" % (
+            default or "(unknown)", cfg.get("source") or "its configuration", why_k8s, "; %s" % dist_why if dist_why else "")
     out = {"name": name, "request": request, "source": source,
            "why": why, "known": None if handlers is None else name in handlers}
     entry = (handlers or {}).get(name) or {}
@@ -264,7 +345,7 @@ def summary(handler):
 
 
 SOURCES = {"option": "verify_probe_runtime_handler", "k8s": "the GPU Pods' RuntimeClass on this node",
-           "default": "the engine's default"}
+           "distribution": "the distribution's rule", "default": "the engine's default"}
 HANDLER_CLAUSE = "; the probe's handler: "
 
 
@@ -277,7 +358,10 @@ def attach(info, option=None, k8s=None, engine_env=None, root="/"):
     info["runtime_handler"] = handler
     if info.get("name") not in CRI_ENGINES:
         return handler
-    clause = "%s (%s)" % (handler.get("name") or "(the default)", SOURCES.get(handler.get("source"), handler.get("source")))
+    if handler.get("name"):
+        clause = "%s (%s)" % (handler["name"], SOURCES.get(handler.get("source"), handler.get("source")))
+    else:   # the engine's configuration was not read (a stale socket, no CRI config): its default, unnamed
+        clause = "the engine's default (its name unknown: the engine's configuration was not read)"
     selection = info.get("selection")
     if isinstance(selection, dict) and selection.get("runtime"):
         selection["handler"] = clause

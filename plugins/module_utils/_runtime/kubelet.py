@@ -19,6 +19,10 @@ The endpoint is the kubelet's own precedence: the ``--container-runtime-endpoint
 ``containerRuntimeEndpoint`` of the ``--config-dir`` drop-ins (``*.conf``, in lexical order, the last that sets it),
 over that of the ``--config`` file, over the KubeletConfiguration default ``unix:///run/containerd/containerd.sock``
 (kubernetes pkg/kubelet/apis/config/v1beta1/defaults.go). A bare path is a unix socket (the kubelet accepts it).
+
+A file of that chain that cannot be read here (a ``--config`` kept 0600 for root while the collection runs
+unprivileged, a drop-in that is not YAML) makes the endpoint unknown (``endpoint`` None, ``unknown`` the reason): the
+kubelet reads its files as root and fails rather than fall back, so the default is never assumed in its place.
 """
 
 from __future__ import annotations
@@ -112,6 +116,28 @@ def running(root="/", procs=None):
     return None
 
 
+def read_config(root, path):
+    """(text, why): a kubelet configuration file's text, or None and why it could not be read here ('not readable
+    by uid 65534: Permission denied')."""
+    try:
+        with open(nodefs.resolve(root, path)[1], "r") as fh:
+            return fh.read(nodefs.READ_LIMIT), None
+    except OSError as exc:
+        return None, "not readable by uid %d: %s" % (os.geteuid(), exc.strerror or exc)
+    except UnicodeDecodeError:
+        return None, "not text"
+
+
+def file_endpoint(root, path, what):
+    """(value, error) of the kubelet configuration file ``path``: value '' when it sets no containerRuntimeEndpoint;
+    None and the error ('kubelet config /x not readable by uid 65534: Permission denied') when it cannot be read."""
+    text, why = read_config(root, path)
+    value = config_endpoint(text) if text is not None else None
+    if value is None:
+        return None, "%s %s %s" % (what, path, why or "not understood (YAML)")
+    return value, None
+
+
 def dropins_endpoint(root, config_dir):
     """(value, path, errors): the containerRuntimeEndpoint of the ``*.conf`` files of a kubelet --config-dir, merged in
     the lexical order the kubelet merges them (the last that sets it), or (None, None, errors)."""
@@ -120,21 +146,27 @@ def dropins_endpoint(root, config_dir):
         path = "%s/%s" % (config_dir.rstrip("/"), name)
         if not name.endswith(".conf") or not nodefs.is_file(root, path):
             continue
-        text = nodefs.read_text(root, path)
-        value = config_endpoint(text) if text is not None else None
-        if text is None or value is None:
-            errors.append("kubelet drop-in %s %s" % (path, "not readable" if text is None else "not understood (YAML)"))
+        value, error = file_endpoint(root, path, "kubelet drop-in")
+        if error:
+            errors.append(error)
         elif value:
             found = (value, path)
     return found[0], found[1], errors
 
 
+def unknown_because(errors, whose):
+    """The sentence of an endpoint that could not be known from ``errors`` (the files that could not be read)."""
+    return ("unknown: %s; %s reads its configuration as root and does not fall back to the default "
+            "unix:///run/containerd/containerd.sock, so no endpoint is assumed" % ("; ".join(errors), whose))
+
+
 def endpoint_of_args(root, args, whose, where, default_config=None):
     """The CRI endpoint of a kubelet started with ``args``: dict endpoint, source (a sentence naming the flag or the
-    file), config, config_dir, errors. ``whose``: whose arguments they are ('the running kubelet'), ``where``: where
-    they were read ('/proc/901/cmdline'); ``default_config``: the config file to read when there is no --config
-    (kubeadm's, where only its files are there to read)."""
-    out = {"endpoint": None, "source": None, "config": None, "config_dir": None, "errors": []}
+    file), config, config_dir, errors, unknown (why the endpoint could not be known, endpoint None). ``whose``: whose
+    arguments they are ('the running kubelet'), ``where``: where they were read ('/proc/901/cmdline');
+    ``default_config``: the config file to read when there is no --config (kubeadm's, where only its files are there
+    to read)."""
+    out = {"endpoint": None, "source": None, "config": None, "config_dir": None, "errors": [], "unknown": None}
     flag = flag_value(args, "--container-runtime-endpoint")
     config = flag_value(args, "--config") or default_config
     config_dir = flag_value(args, "--config-dir")
@@ -146,18 +178,20 @@ def endpoint_of_args(root, args, whose, where, default_config=None):
     if config_dir:
         value, path, errors = dropins_endpoint(root, config_dir)
         out["errors"] += errors
+        if errors:   # a drop-in not read may set it, later in the order than the one read
+            out.update(unknown=unknown_because(errors, whose), source=unknown_because(errors, whose))
+            return out
         if value:
             out.update(endpoint=normalize_endpoint(value), source="containerRuntimeEndpoint in %s (%s's --config-dir)" % (
                 path, whose))
             return out
     if config:
-        text = nodefs.read_text(root, config)
-        value = config_endpoint(text) if text is not None else None
-        if text is None:
-            out["errors"].append("kubelet config %s not readable" % config)
-        elif value is None:
-            out["errors"].append("kubelet config %s not understood (YAML)" % config)
-        elif value:
+        value, error = file_endpoint(root, config, "kubelet config")
+        if error:
+            out["errors"].append(error)
+            out.update(unknown=unknown_because([error], whose), source=unknown_because([error], whose))
+            return out
+        if value:
             out.update(endpoint=normalize_endpoint(value), source="containerRuntimeEndpoint in %s%s" % (
                 config, " (%s's --config)" % whose if config != default_config else ""))
             return out

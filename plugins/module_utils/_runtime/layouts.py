@@ -12,8 +12,9 @@
   ``--kubelet-args-file``); not running: the ``kubelet.service`` unit with its drop-ins and environment files
   (Kubespray's ``/etc/kubernetes/kubelet.env``, kubeadm's ``kubeadm-flags.env``);
 - k3s: the kubelet runs inside ``k3s server|agent`` (no kubelet process, binary or unit) and k3s erases its own
-  arguments from /proc. Its endpoint, in the kubelet's precedence: a ``kubelet-arg`` ``container-runtime-endpoint``,
-  else the KubeletConfiguration drop-ins k3s writes at start (``<data-dir>/agent/etc/kubelet.conf.d``,
+  arguments from /proc. Its endpoint, in the kubelet's precedence: a ``kubelet-arg`` ``container-runtime-endpoint``
+  (while k3s runs, only from a file not changed since the drop-ins k3s wrote at its start: a later edit is the next
+  start's, named in the notes), else the KubeletConfiguration drop-ins k3s writes at start (``<data-dir>/agent/etc/kubelet.conf.d``,
   ``00-k3s-defaults.conf``), else k3s's own rule: ``container-runtime-endpoint``, else with ``docker``
   ``unix:///run/k3s/cri-dockerd/cri-dockerd.sock``, else its bundled containerd
   ``unix:///run/k3s/containerd/containerd.sock``. k3s's options are its configuration file (``K3S_CONFIG_FILE``,
@@ -25,6 +26,8 @@ kubelet's unit); it only labels the sentence: the endpoint always comes from the
 """
 
 from __future__ import annotations
+
+import os
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import daemons as _daemons
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import kubelet as _kubelet
@@ -75,17 +78,20 @@ def rancher_options(root, dist, environ=None, cli=None):
     dropdir = config + ".d"
     files = ([config] if nodefs.is_file(root, config) else []) + [
         "%s/%s" % (dropdir, n) for n in nodefs.list_dir(root, dropdir) if n.lower().endswith((".yaml", ".yml"))]
-    values = {}
-    for _path, doc in _yaml_docs(root, files, errors):
+    values, origins = {}, {}
+    for path, doc in _yaml_docs(root, files, errors):
         for key, value in doc.items():
             key = str(key)
             append = key.endswith("+")
             key = key.rstrip("+")
+            items = value if isinstance(value, list) else [value]
             if append and key in values:
                 old = values[key] if isinstance(values[key], list) else [values[key]]
-                values[key] = old + (value if isinstance(value, list) else [value])
+                values[key] = old + items
+                origins[key] = origins.get(key, []) + [path] * len(items)
             else:
                 values[key] = value
+                origins[key] = [path] * len(items)
     # the command line's flags come after the file's (k3s pkg/configfilearg): a string flag's last value wins,
     # a slice flag (kubelet-arg) appends
     args = list(cli or [])
@@ -104,35 +110,58 @@ def rancher_options(root, dist, environ=None, cli=None):
             if key == "kubelet-arg":
                 old = values.get(key) or []
                 values[key] = (old if isinstance(old, list) else [old]) + [value]
+                origins[key] = origins.get(key, []) + ["the command line"]
             else:
                 values[key] = value
+                origins[key] = ["the command line"]
         i += 1
-    return {"values": values, "files": [f for f in files if nodefs.is_file(root, f)], "errors": errors, "config": config}
+    return {"values": values, "origins": origins, "files": [f for f in files if nodefs.is_file(root, f)], "errors": errors,
+            "config": config}
 
 
-def _kubelet_arg(values):
-    """The value of a container-runtime-endpoint kubelet-arg (the last), or None."""
-    found = None
-    args = values.get("kubelet-arg") or []
-    for arg in args if isinstance(args, list) else [args]:
+def _kubelet_arg(opts):
+    """(value, origin) of a container-runtime-endpoint kubelet-arg (the last; origin: the file that set it, or 'the
+    command line'), or (None, None)."""
+    found = (None, None)
+    args = opts["values"].get("kubelet-arg") or []
+    args = args if isinstance(args, list) else [args]
+    origins = (opts.get("origins") or {}).get("kubelet-arg") or []
+    for i, arg in enumerate(args):
         key, _sep, value = str(arg).lstrip("-").partition("=")
         if key == "container-runtime-endpoint":
-            found = value
+            found = (value, origins[i] if i < len(origins) else None)
     return found
 
 
-def rancher_endpoint(root, dist, opts):
-    """The endpoint of k3s's (RKE2's) kubelet from its options and the drop-ins it writes: dict endpoint, source."""
+def _changed_since(root, path, than):
+    """Whether the node file ``path`` was modified after ``than`` (a file k3s writes at every start)."""
+    try:
+        return os.stat(nodefs.resolve(root, path)[1]).st_mtime > os.stat(nodefs.resolve(root, than)[1]).st_mtime
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+def rancher_endpoint(root, dist, opts, running=False):
+    """The endpoint of k3s's (RKE2's) kubelet from its options and the drop-ins it writes: dict endpoint, source,
+    errors, notes. ``running``: k3s runs, so the drop-ins it wrote at its start are the live state, and a kubelet-arg in a
+    configuration file changed after them is the next start's (said in ``notes``), not the running kubelet's."""
     values = opts["values"]
     data_dir = str(values.get("data-dir") or RANCHER[dist]["data_dir"])
     conf_d = "%s/agent/etc/kubelet.conf.d" % data_dir.rstrip("/")
     from_files = "%s's options (%s)" % (dist, ", ".join(opts["files"]) or "no configuration file")
-    arg = _kubelet_arg(values)
-    if arg:
-        return {"endpoint": _kubelet.normalize_endpoint(arg), "source": "kubelet-arg container-runtime-endpoint=%s in %s" % (arg, from_files)}
+    arg, origin = _kubelet_arg(opts)
     value, path, errors = _kubelet.dropins_endpoint(root, conf_d)
+    notes = []
+    if arg and running and value and origin in opts["files"] and _changed_since(root, origin, path):
+        notes.append("kubelet-arg container-runtime-endpoint=%s in %s was written after %s started (after the drop-in %s "
+                     "it wrote then): it is the next start's endpoint, not the running kubelet's" % (arg, origin, dist, path))
+    elif arg:
+        return {"endpoint": _kubelet.normalize_endpoint(arg), "source": "kubelet-arg container-runtime-endpoint=%s in %s" % (arg, from_files)}
+    if errors:
+        why = _kubelet.unknown_because(errors, "the kubelet inside %s" % dist)
+        return {"endpoint": None, "unknown": why, "source": why, "errors": errors}
     if value:
-        return {"endpoint": _kubelet.normalize_endpoint(value), "errors": errors, "source": "containerRuntimeEndpoint in "
+        return {"endpoint": _kubelet.normalize_endpoint(value), "errors": errors, "notes": notes, "source": "containerRuntimeEndpoint in "
                 "%s, in the kubelet configuration drop-ins %s writes at start (%s)" % (path, dist, conf_d)}
     cre = values.get("container-runtime-endpoint")
     if cre:
@@ -157,6 +186,25 @@ def _rancher_installed(root):
                 systemd.unit_files(root, u)[0] for u in info["units"]):
             return dist
     return None
+
+
+def distribution(root="/", procs=None):
+    """(name, evidence) of the distribution that runs or is installed here, among those whose own files name the GPU
+    Pods' handler and hold an admin kubeconfig: 'k3s', 'rke2' (a ``k3s``/``rke2 server|agent`` process, else their
+    configuration or unit), 'microk8s' (``kubelite``, else its args file); (None, None) for any other node."""
+    procs = nodefs.processes(root) if procs is None else procs
+    dist, proc = _rancher_process(procs)
+    if proc:
+        return dist, "%s %s (pid %d)" % (dist, proc["argv"][1], proc["pid"])
+    for p in procs:
+        if p["name"] == "kubelite":
+            return "microk8s", "kubelite (pid %d)" % p["pid"]
+    dist = _rancher_installed(root)
+    if dist:
+        return dist, "%s installed (%s)" % (dist, RANCHER[dist]["config"])
+    if nodefs.is_file(root, MICROK8S_ARGS):
+        return "microk8s", MICROK8S_ARGS
+    return None, None
 
 
 def _rancher_unit(root, dist, pid=None):
@@ -234,7 +282,7 @@ def _from_rancher_process(root, out, dist, proc):
     out["kubelet"] = {"how": how, "pid": proc["pid"], "program": "%s %s" % (dist, sub), "argv": proc["argv"]}
     out["evidence"].append("%s %s (pid %d)" % (dist, sub, proc["pid"]))
     out["layout"] = dist
-    return rancher_endpoint(root, dist, opts)
+    return rancher_endpoint(root, dist, opts, running=True)
 
 
 def _from_files(root, out, which_kubelet):
@@ -280,7 +328,8 @@ def discover(root="/", which_kubelet=None, procs=None):
       ``pid``, ``program``, ``argv``);
     - layout: 'kubeadm', 'kubespray', 'k3s', 'rke2', 'microk8s', 'openshift', 'eks', 'kubelet' (none of those), or None;
     - endpoint (the kubelet's, as it names it, unix://...), source (a sentence: where it comes from), socket (its real
-      path on the node, links followed);
+      path on the node, links followed); unknown: why the endpoint could not be known (a file of the kubelet's that
+      cannot be read here), endpoint None then;
     - daemons: the running containerd/CRI-O/dockerd (``_runtime.daemons.running``), each with ``serves``: whether it
       serves the kubelet's endpoint (socket identity, ``nodefs.same_socket``); serving: that daemon or None;
     - errors; notes (the other daemons, said plainly).
@@ -289,7 +338,7 @@ def discover(root="/", which_kubelet=None, procs=None):
     """
     procs = nodefs.processes(root) if procs is None else procs
     out = {"installed": False, "evidence": [], "kubelet": None, "layout": None, "endpoint": None, "source": None,
-           "socket": None, "daemons": _daemons.running(root, procs), "serving": None, "errors": [], "notes": []}
+           "unknown": None, "socket": None, "daemons": _daemons.running(root, procs), "serving": None, "errors": [], "notes": []}
     k = _kubelet.running(root, procs)
     rancher = _rancher_process(procs)
     if k:
@@ -301,8 +350,14 @@ def discover(root="/", which_kubelet=None, procs=None):
     if found is None:
         return out
     out["installed"] = True
-    out["errors"] += found.get("errors") or []
-    out.update(endpoint=found["endpoint"], source=found["source"])
+    out["errors"] += [e for e in found.get("errors") or [] if e not in out["errors"]]
+    out["notes"] += found.get("notes") or []
+    out.update(endpoint=found["endpoint"], source=found["source"], unknown=found.get("unknown"))
+    if out["unknown"]:
+        # no endpoint to match: every daemon that runs is a candidate, none is the kubelet's by assumption
+        for d in out["daemons"]:
+            d["serves"] = False
+        return out
     out["socket"] = nodefs.identity(root, out["endpoint"])[0]
     _daemon_match(out, root)
     return out

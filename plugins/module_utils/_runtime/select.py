@@ -15,13 +15,17 @@ the probe's code (a module's imports are shipped and compiled on the node).
    environment files, kubeadm's files, k3s/RKE2's configuration, MicroK8s' args): the CRI endpoint that kubelet
    uses, in the kubelet's own precedence (the ``--container-runtime-endpoint`` flag, over the ``--config-dir``
    drop-ins, over the ``--config`` file, over the KubeletConfiguration default
-   ``unix:///run/containerd/containerd.sock``). The endpoint is compared with the running containerd and CRI-O
+   ``unix:///run/containerd/containerd.sock``). Where a file of that chain cannot be read here (a 0600 ``--config``,
+   the collection unprivileged), the endpoint is unknown: no runtime is selected (name None, the reason says so),
+   never the default's daemon in its place. The endpoint is compared with the running containerd and CRI-O
    processes by socket identity (``nodefs.same_socket``): the daemon serving it is named, and the others that run
    are said. Which engine serves it is what the CRI ``Version`` call answers, not the socket's name;
 2. else a running docker daemon (``docker info`` answers at the endpoint the docker CLI really uses:
    ``DOCKER_HOST``, else its current context, ``_runtime.docker_context``; a context that is not a local unix
    socket is refused, never asked), whatever its CDI state: a docker host's workloads run through docker, so CDI
-   off there is a cdi FAIL for docker, not a reason to verify another engine;
+   off there is a cdi FAIL for docker, not a reason to verify another engine. Where that endpoint does not answer
+   (a context at a dead socket) while a dockerd runs, the daemon is asked where it listens (its ``-H`` socket, else
+   the docker.sock it holds open): still docker, never podman;
 3. else podman.
 
 A list of names verifies through each of them (per-runtime records); ``auto`` cannot be part of a list. Every
@@ -40,6 +44,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import CRI_ENGINES, ENGINES
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import docker_context, nodefs, why
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.layouts import discover
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layouts as _layouts
 # the runtime's own socket when neither the option nor CONTAINER_RUNTIME_ENDPOINT names one (the kubelet's defaults)
 DEFAULT_ENDPOINTS = {"containerd": "unix:///run/containerd/containerd.sock", "crio": "unix:///var/run/crio/crio.sock"}
 ENDPOINT_ENV = "CONTAINER_RUNTIME_ENDPOINT"
@@ -88,6 +93,12 @@ def check_endpoint(endpoint):
     if not text.startswith("unix://") or not text[len("unix://"):].startswith("/"):
         raise ValueError("runtime_endpoint %r: only unix:///absolute/path.sock CRI endpoints are supported" % (text,))
     return text
+
+
+def distribution(root="/", procs=None):
+    """(name, evidence) of the distribution here (k3s, rke2, microk8s, or None): ``_runtime.layouts.distribution``,
+    through this door for the k8s layer (the admin kubeconfig it writes, its kubectl)."""
+    return _layouts.distribution(root, procs)
 
 
 def kubelet_endpoint(root="/", procs=None):
@@ -345,6 +356,34 @@ def _docker_because(docker):
     return "%s (%s)" % (where, docker["endpoint_source"]) if docker.get("endpoint_source") else where
 
 
+def dockerd_sockets(d):
+    """The sockets a running dockerd serves its API on: its ``-H`` unix socket, else the sockets named docker.sock it
+    listens on (its open sockets that /proc/net/unix names: a socket-activated ``fd://`` daemon's /run/docker.sock)."""
+    if d.get("socket"):
+        return [d["socket"]]
+    return [s for s in d.get("listening") or [] if os.path.basename(s) == "docker.sock"]
+
+
+def _running_dockerd(docker, local, no_kubelet, timeout, root):
+    """docker, where the docker CLI's endpoint did not answer while a dockerd runs: that daemon asked where it listens
+    (a docker host's workloads run through it, not through podman), else docker not usable with both reasons."""
+    cli_said = "the docker CLI's endpoint %s did not answer (%s)" % (_docker_because(docker), docker.get("reason"))
+    pids = ", ".join("pid %d" % d["pid"] for d in local)
+    for d in local:
+        for sock in dockerd_sockets(d):
+            there = cli_info("docker", timeout=timeout, endpoint=_dial("unix://" + sock, root), root=root)
+            if there.get("daemon_running"):
+                there["cli_endpoint"] = {"endpoint": docker.get("endpoint"), "source": docker.get("endpoint_source"),
+                                         "reason": docker.get("reason")}
+                return _describe(there, "docker %s at unix://%s, the socket the running dockerd (pid %d) listens on; %s; %s: "
+                                        "a docker host's workloads run through its daemon" % (
+                                            there.get("version"), sock, d["pid"], no_kubelet, cli_said))
+    known = [s for d in local for s in dockerd_sockets(d)]
+    reason = "a docker daemon runs here (%s) but %s%s" % (pids, cli_said, ", nor at %s" % ", ".join(known) if known else
+                                                         ", and the socket it listens on is not known")
+    return _describe(dict(docker, usable=False, reason=reason), "docker, %s; %s" % (no_kubelet, reason))
+
+
 def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descriptor=None, inspect=False, procs=None):
     """The engines a run verifies through: a list of detection dicts (name, version, path or endpoint, usable,
     reason, ...) each with ``selected_because``. ``auto`` gives exactly one (name None when no
@@ -365,6 +404,11 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
         answered = info.get("runtime_name") or (info.get("name") if info.get("usable") else None)
         return [_describe(info, "runtime_endpoint %s was given; the CRI Version call there answered %s" % (
             endpoint, "%s %s" % (answered, info.get("version")) if answered else "nothing (%s)" % info.get("reason")))]
+    if kubelet["installed"] and kubelet.get("unknown"):
+        selection = why.unknown_selection(kubelet)
+        info = {"name": None, "usable": False, "path": None, "endpoint": None, "version": None, "selection": selection,
+                "reason": "the kubelet's CRI endpoint could not be known (%s): no runtime is verified in its place" % kubelet["unknown"]}
+        return [_describe(info, selection["sentence"])]
     if kubelet["installed"]:
         serving = (kubelet.get("serving") or {}).get("engine")
         info = _cri_info(serving or _guess_cri(kubelet["endpoint"]), _dial(kubelet["endpoint"], root), timeout, descriptor)
@@ -380,6 +424,8 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
     if docker is not None and docker.get("refused") and local:
         return [_describe(docker, "docker, %s; a docker daemon runs here (%s) but %s" % (
             tried[0], ", ".join("pid %d" % d["pid"] for d in local), docker["refused"]))]
+    if docker is not None and local:
+        return [_running_dockerd(docker, local, tried[0], timeout, root)]
     tried.append("docker not asked: %s" % docker["refused"] if docker and docker.get("refused") else
                  "no running docker daemon (%s)" % (docker["reason"] if docker else "no docker CLI"))
     podman = cli_info("podman", timeout=timeout, inspect=inspect)

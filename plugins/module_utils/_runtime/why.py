@@ -49,6 +49,22 @@ def sentence(selection):
     return "%s, %s" % (head, "; ".join(selection["why"])) if selection.get("why") else head
 
 
+def unknown_selection(disc):
+    """The selection dict of a kubelet whose endpoint could not be known (``disc['unknown']``): no runtime is named in
+    its place; the daemons that run are said, none of them as the kubelet's."""
+    layout = disc.get("layout")
+    on_node = " on this %s node" % layout if layout and layout != "kubelet" else ""
+    why = ["the CRI endpoint of %s%s is %s" % ((disc.get("kubelet") or {}).get("how") or "the kubelet", on_node, disc["unknown"])]
+    ran = [_daemons.label(x) for x in disc.get("daemons") or [] if x["engine"] != "dockerd"]
+    why.append("running, none of them known to be the kubelet's: %s" % "; ".join(ran) if ran else "no containerd or CRI-O process was found")
+    why += [e for e in disc.get("errors") or [] if e not in disc["unknown"]]
+    sel = {"layout": layout, "kubelet": (disc.get("kubelet") or {}).get("how"), "endpoint": None, "source": disc.get("source"),
+           "socket": None, "daemon": None, "others": ran, "handler": None,
+           "runtime": "no runtime verified (the kubelet's endpoint is unknown)", "why": why}
+    sel["sentence"] = sentence(sel)
+    return sel
+
+
 def kubelet_selection(disc, info, endpoint):
     """The selection dict (layout, kubelet, endpoint, source, socket, daemon, others, handler, runtime, why, sentence)
     of the kubelet's runtime: ``disc`` from ``_runtime.layouts.discover``, ``info`` the CRI detection at

@@ -97,6 +97,21 @@ def test_handler_binaries_that_differ_are_named():
     assert L.disagreements({"handlers": {"runc": {}}}, {"handlers": {"runc": {}, "x": {}}}) == [("handlers", ["runc"], ["runc", "x"])]
 
 
+def test_dockers_builtin_runtimes_are_no_disagreement():
+    """Issue 44 item 7: docker info lists the runtimes dockerd registers itself (runc, io.containerd.runc.v2) beside
+    daemon.json's: the recorded docker 26.1.5 against the lab's daemon.json agree; a runtime really missing from the
+    running daemon, or one it has that the file does not name, is still said."""
+    with open(os.path.join(FIX, "docker-26.1.5-info-cdi.recorded.json")) as fh:
+        live = L.docker_handlers(json.load(fh))
+    assert sorted(live["handlers"]) == ["gpuprobe-runc", "io.containerd.runc.v2", "runc"]
+    side = L.docker_file({"default-runtime": "gpuprobe-runc", "runtimes": {"gpuprobe-runc": {"path": "/usr/sbin/runc"}}}, "daemon.json")
+    assert L.disagreements(side, live) == []
+    side = L.docker_file({"runtimes": {"gpuprobe-runc": {"path": "/usr/sbin/runc"}, "nvidia": {"path": "/usr/bin/nvidia-container-runtime"}}}, "d")
+    assert L.disagreements(side, live) == [("handlers", ["gpuprobe-runc", "nvidia"], ["gpuprobe-runc"])]
+    side = L.docker_file({"runtimes": {}}, "d")
+    assert L.disagreements(side, live) == [("handlers", [], ["gpuprobe-runc"])]
+
+
 def test_nri_listening_and_connected_plugins_from_proc_net_unix(tmp_path):
     table = tmp_path / "unix"
     table.write_text(
@@ -243,3 +258,21 @@ def test_the_selection_sentence_names_the_handler_and_why():
     docker = {"name": "docker", "selected_because": "a docker daemon is running", "cdi_config": {"enabled": True}}
     H.attach(docker)
     assert docker["selected_because"] == "a docker daemon is running"
+
+
+def test_crio_oci_hook_per_toolkit_mode():
+    """Issue 44 item 9: CRI-O runs the OCI hooks of its hooks_dir (from its running configuration). The toolkit's
+    legacy hook (oci-nvidia-hook.json) is read and named beside CRI-O's CDI, not as the probe's injector; in CDI mode
+    (no NVIDIA hook) nothing is named."""
+    doc = _toml.loads(read(FIX, "crio-status-config.toml"))
+    cfg = dict(L.crio_handlers(doc), enabled=True, spec_dirs=["/etc/cdi"], source="crio status config")
+    assert cfg["hooks_dirs"] == ["/usr/share/containers/oci/hooks.d"]
+    engine = {"name": "crio", "cdi_config": cfg}
+    legacy = os.path.join(LIVE, "crio-hooks", "legacy")
+    h = H.choose(engine, root=legacy)
+    assert h["injector"]["by"] == "engine" and [i["by"] for i in h["injectors"]] == ["engine"]
+    [note] = [n for n in h["notes"] if "OCI hook" in n]
+    assert note.startswith("NVIDIA's OCI hook /usr/bin/nvidia-container-toolkit (/usr/share/containers/oci/hooks.d/"
+                           "oci-nvidia-hook.json: when always, prestart; the toolkit's legacy mode)"), note
+    assert H.oci_hooks(cfg["hooks_dirs"], os.path.join(LIVE, "crio-hooks", "cdi")) == []
+    assert not [n for n in H.choose(engine, root=os.path.join(LIVE, "crio-hooks", "cdi"))["notes"] if "OCI hook" in n]

@@ -178,7 +178,15 @@ def test_a_json_config_and_unreadable_files(tmp_path):
     put(tmp_path, "/bad.yaml", "kind: [unclosed\n")
     assert kubelet.endpoint_of_args(str(tmp_path), ["--config", "/k.json"], "k", "w")["endpoint"] == "unix:///j.sock"
     out = kubelet.endpoint_of_args(str(tmp_path), ["--config", "/bad.yaml"], "k", "w")
-    assert out["endpoint"] == kubelet.DEFAULT_ENDPOINT and "not understood" in out["errors"][0]
+    # the kubelet fails on a file it cannot parse; it never falls back to the default: unknown, not the default
+    assert out["endpoint"] is None and "not understood" in out["errors"][0] and out["unknown"].startswith("unknown: kubelet config /bad.yaml")
+    out = kubelet.endpoint_of_args(str(tmp_path), ["--config", "/missing.yaml"], "k", "w")
+    assert out["endpoint"] is None and out["errors"] == ["kubelet config /missing.yaml not readable by uid %d: No such file or directory" % os.geteuid()]
+    # a drop-in not read may set it after the one read: unknown too; the flag still wins over both
+    put(tmp_path, "/d/10.conf", "containerRuntimeEndpoint: unix:///ten.sock\n")
+    put(tmp_path, "/d/20.conf", "containerRuntimeEndpoint: [unclosed\n")
+    assert kubelet.endpoint_of_args(str(tmp_path), ["--config-dir", "/d"], "k", "w")["endpoint"] is None
+    assert kubelet.endpoint_of_args(str(tmp_path), ["--config-dir", "/d", "--container-runtime-endpoint=/f.sock"], "k", "w")["endpoint"] == "unix:///f.sock"
 
 
 def test_kubelite_args_file(tmp_path):

@@ -245,3 +245,63 @@ def test_named_crio_on_kubespray_takes_the_kubelets_socket(node):
     root, _calls = node("kubespray-crio", False)
     [info] = sel.select_runtimes("crio", root=root)
     assert info["usable"] and _node_socket(root, info["endpoint"]) == "/run/crio/crio.sock"
+
+
+def test_an_unreadable_kubelet_config_is_unknown_never_the_default(node):
+    """Issue 44 item 1: kubeadm 1.34 writes the endpoint into config.yaml, kept 0600; a containerd runs at the default
+    socket. Unprivileged, the endpoint is unknown: no runtime is selected, and the default's daemon is not asked."""
+    root, calls = node("kubeadm134-config0600", True)
+    with layoutfixture.unprivileged("kubeadm134-config0600", root) as uid:
+        [info] = sel.select_runtimes("auto", root=root)
+    assert (info["name"], info["usable"], info["endpoint"], info["version"]) == (None, False, None, None)
+    assert info["selection"]["runtime"] == "no runtime verified (the kubelet's endpoint is unknown)"
+    assert info["selected_because"] == (
+        "no runtime verified (the kubelet's endpoint is unknown), the CRI endpoint of the running kubelet (pid 901, "
+        "kubelet.service) on this kubeadm node is unknown: kubelet config /var/lib/kubelet/config.yaml not readable by uid "
+        "%d: Permission denied; the running kubelet reads its configuration as root and does not fall back to the default "
+        "unix:///run/containerd/containerd.sock, so no endpoint is assumed; running, none of them known to be the kubelet's: "
+        "containerd (pid 512, containerd.service) at /run/containerd/containerd.sock; containerd (pid 530, "
+        "containerd-gpu.service) at /run/containerd-gpu/containerd.sock" % uid)
+    assert not calls.exists()
+    # read by root, the same tree gives the kubelet's own containerd
+    [info] = sel.select_runtimes("auto", root=root) if os.geteuid() == 0 else [None]
+    if info is not None:
+        assert info["selection"]["endpoint"] == "unix:///run/containerd-gpu/containerd.sock" and info["selection"]["daemon"]["pid"] == 530
+
+
+@pytest.mark.parametrize("running, later, endpoint", [
+    (True, True, "unix:///run/k3s/containerd/containerd.sock"),    # written after k3s started: the next start's
+    (True, False, "unix:///run/gpu/containerd.sock"),               # there when k3s started: the kubelet's flag
+    (False, True, "unix:///run/gpu/containerd.sock"),               # k3s not running: the next start is what counts
+])
+def test_k3s_kubelet_arg_written_after_start_is_not_live(node, running, later, endpoint):
+    """Issue 44 item 3: k3s erases its argv; the drop-in it writes at start is the live state. A kubelet-arg added to
+    config.yaml after that is the next start's endpoint, not the running kubelet's, and the sentence says so."""
+    root, _calls = node("k3s", running)
+    config = os.path.join(root, "etc/rancher/k3s/config.yaml")
+    with open(config, "a") as fh:
+        fh.write("kubelet-arg:\n  - container-runtime-endpoint=unix:///run/gpu/containerd.sock\n")
+    dropin = os.path.join(root, "var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf")
+    started = os.stat(dropin).st_mtime
+    os.utime(config, (started + 60, started + 60) if later else (started - 60, started - 60))
+    disc = sel.kubelet_endpoint(root)
+    assert disc["endpoint"] == endpoint
+    note = ("kubelet-arg container-runtime-endpoint=unix:///run/gpu/containerd.sock in /etc/rancher/k3s/config.yaml was "
+            "written after k3s started (after the drop-in /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf "
+            "it wrote then): it is the next start's endpoint, not the running kubelet's")
+    assert (note in disc["notes"]) == (running and later), disc["notes"]
+
+
+def test_openshift_kubenswrapper_unit_with_the_endpoint_in_kubelet_conf(node):
+    """docs/runtimes.md's OpenShift row: newer MCO units start ``/usr/local/bin/kubenswrapper /usr/bin/kubelet
+    --config=/etc/kubernetes/kubelet.conf`` and the endpoint is the KubeletConfiguration's: read from the unit (not
+    running), the layout is OpenShift and the endpoint kubelet.conf's."""
+    root, _calls = node("openshift-crio", False)
+    with open(os.path.join(root, "etc/systemd/system/kubelet.service"), "w") as fh:
+        fh.write("[Service]\nExecStart=/usr/local/bin/kubenswrapper /usr/bin/kubelet --config=/etc/kubernetes/kubelet.conf "
+                 "--bootstrap-kubeconfig=/etc/kubernetes/kubeconfig --kubeconfig=/var/lib/kubelet/kubeconfig\n")
+    with open(os.path.join(root, "etc/kubernetes/kubelet.conf"), "a") as fh:
+        fh.write("containerRuntimeEndpoint: unix:///var/run/crio/crio.sock\n")
+    disc = sel.kubelet_endpoint(root)
+    assert (disc["layout"], disc["endpoint"]) == ("openshift", "unix:///var/run/crio/crio.sock"), disc
+    assert disc["source"] == "containerRuntimeEndpoint in /etc/kubernetes/kubelet.conf (kubelet.service's --config)"

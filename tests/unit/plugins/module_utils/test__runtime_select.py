@@ -110,7 +110,10 @@ def test_execstart_bare_path_is_a_unix_socket(tmp_path):
 def test_unreadable_kubelet_config_is_said(tmp_path):
     _put(tmp_path, "/var/lib/kubelet/config.yaml", "kind: [unclosed\n")
     out = sel.kubelet_endpoint(str(tmp_path))
-    assert out["endpoint"] == _kubelet.DEFAULT_ENDPOINT and "not understood" in out["errors"][0]
+    assert out["endpoint"] is None and out["installed"] and "not understood" in out["errors"][0]
+    [info] = sel.select_runtimes("auto", root=str(tmp_path))
+    assert (info["name"], info["usable"], info["endpoint"]) == (None, False, None)
+    assert info["reason"].startswith("the kubelet's CRI endpoint could not be known (unknown: kubelet config /var/lib/kubelet/config.yaml not understood")
 
 
 # ---- auto, with fake engines on PATH --------------------------------------------------------------------------
