@@ -70,6 +70,15 @@ def _spooled_over(result, limits):
         _intake.MALFORMED, size, limits["max_bytes"])
 
 
+def run_of(result):
+    """The run a verify_node result names ({"id", "started"} for _intake.admit), or None when it names none (a result of
+    an older collection, or records given another way)."""
+    if not isinstance(result, dict) or not isinstance(result.get("run_id"), str):
+        return None
+    started = _intake.epoch_of(result.get("run_started_at"))
+    return None if started is None else {"id": result["run_id"], "started": started}
+
+
 def _from_result(result, host=None, limits=None):
     """(records, unreachable, error, runtimes) of a registered verify_node result (read back when it was spooled)."""
     if not isinstance(result, dict) or result.get("skipped"):
@@ -103,17 +112,20 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
     the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
     host is reported as not verified (LOST). What a node returned is read only after ``_intake.admit``: records above
     the cap (``limits``, record_limits) or that do not conform make the host RUN_FAILED (``_intake.MALFORMED``, the
-    sizes or the violations named), and are dropped. Where each host is: its inventory groups (``group_names``) and
+    sizes or the violations named), and are dropped; so are records that are not the run's their result names (its
+    ``run_id`` and ``run_started_at``: ``_intake.OTHER_RUN``). Where each host is: its inventory groups (``group_names``) and
     the values of the ``group_by`` variables it has.
     """
     limits = limits or DEFAULT_LIMITS
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
+        run = None
         if records_var:
             records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
             records, unreachable, error, runtimes = _from_result(hv.get(result_var), name, limits)
-        records, runtimes, malformed = _intake.admit(records, runtimes, limits)
+            run = run_of(hv.get(result_var))
+        records, runtimes, malformed = _intake.admit(records, runtimes, limits, run)
         if malformed and not unreachable:
             error = "%s; %s" % (malformed, error) if error else malformed
         if active is not None and name not in active and not unreachable and not error:

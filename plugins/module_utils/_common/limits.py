@@ -22,7 +22,9 @@ fewer than 300 checks and strings of a few hundred characters (docs/performance.
 from __future__ import annotations
 
 MIB = 1 << 20
-DEFAULT_LIMITS = {"max_bytes": 32 * MIB, "max_checks": 10000, "max_string": 64 * 1024}
+# max_clock_skew: the seconds a node's clock may differ from the controller's (the records' started_at are bound to
+# the run: plugin_utils/_report/intake.run_errors)
+DEFAULT_LIMITS = {"max_bytes": 32 * MIB, "max_checks": 10000, "max_string": 64 * 1024, "max_clock_skew": 300}
 LIMIT_WORDS = {"max_bytes": "bytes of JSON in all", "max_checks": "checks in one record", "max_string": "characters in one string"}
 TRUNCATED = u" \u2026[gpuprobe.layers: %d of %d characters kept]"
 
