@@ -47,15 +47,16 @@ NO_RECORD = ("no verify record for this host: it failed or became unreachable du
 
 
 def _plain(value):
-    """Template-free, JSON-clean copy of a hostvar (drops Ansible's tagged/lazy types)."""
-    return json.loads(json.dumps(value, default=str))
+    """Template-free, JSON-clean copy of a hostvar (drops Ansible's tagged/lazy types); a NaN or infinity in the
+    inventory's values (pins, group_by variables) becomes its text, so that every file of the report is strict JSON."""
+    return json.loads(json.dumps(value, default=str), parse_constant=str)
 
 
 def write_status(path, status):
     """The run's status file (gpuprobe_status_file): the gate (plugin_utils/_report/status.py), one list of hosts per case."""
     if not path:
         return
-    write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(status, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _spooled_over(result, limits):

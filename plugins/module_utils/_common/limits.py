@@ -75,7 +75,7 @@ def measure(value):
         elif item is None or kind is bool:
             size += 5
         elif kind is int or kind is float:
-            size += len(str(item))
+            size += _number_size(item)
         else:
             size, checks, longest = _other(item, size, checks, longest, push, extend)
     return {"bytes": size, "checks": checks, "string": longest}
@@ -97,7 +97,15 @@ def _other(item, size, checks, longest, push, extend):
         return size + 2 + len(item), checks, longest
     if isinstance(item, bool):
         return size + 5, checks, longest
-    return size + (len(str(item)) if isinstance(item, (int, float)) else 8), checks, longest
+    return size + (_number_size(item) if isinstance(item, (int, float)) else 8), checks, longest
+
+
+def _number_size(item):
+    """About the characters of ``item`` in JSON, never converting a huge int to text (Python refuses one of more than
+    4,300 digits, and converting costs quadratic time)."""
+    if isinstance(item, int) and item.bit_length() > 64:
+        return item.bit_length() * 30103 // 100000 + 2
+    return len(str(item))
 
 
 def over_limits(value, limits=None):

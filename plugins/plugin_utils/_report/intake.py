@@ -6,8 +6,8 @@
 
 A node is not trusted (docs/safety.md, "What the controller accepts from a node"). Everything it returns passes
 ``admit`` before anything else reads it: first the per-node cap (``_intake_limits``: total size, checks in one record,
-string length), then the result contract (``_result.validate_record``, and the layer a record is given under) and
-the types of every field the report reads (``shape_errors``). What the verdict asks beyond the shape (a runtime PASS
+string length), then the result contract (``_result.validate_record``, and the layer a record is given under),
+the types of every field the report reads and every number (finite, within 64 bits; ``shape_errors``). What the verdict asks beyond the shape (a runtime PASS
 that compared an edit, the statuses of the compute record's GPU rows) stays the verdict's: INCONCLUSIVE "malformed
 record", as docs/contract.md says. A node whose records do not pass
 is RUN_FAILED with ``MALFORMED`` and the violations named; its records are dropped, never read further, and every other
@@ -36,6 +36,11 @@ MAX_NAMED = 8          # violations named in the message (then "and N more")
 
 _TEXT = (str, type(None))
 _NUMBER = (int, float)
+# every number a node honestly reports (a count, an index, a size, an inode, a duration) fits a 64-bit integer, signed
+# or not; a float beyond that, NaN or an infinity is no reading, and NaN/Infinity cannot be written as strict JSON
+INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+NUMBER_BOUND = float(1 << 64)
+NUMBER_WORDS = "the 64-bit range"
 
 # the record's own fields the report reads, with the types it reads them as (None allowed everywhere: not said)
 RECORD_TYPES = (("reason", _TEXT, "a string"), ("signature", _TEXT, "a string"), ("started_at", _TEXT, "a string"))
@@ -89,8 +94,54 @@ def _kind_error(where, value, kind):
     return None
 
 
+def _number_fault(value):
+    """Why ``value`` (an int or a float, not a bool) is a number the controller does not read, or None."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "%s, not a finite number" % value
+        return None if -NUMBER_BOUND <= value <= NUMBER_BOUND else "%.3g, beyond %s" % (value, NUMBER_WORDS)
+    if INT_RANGE[0] <= value <= INT_RANGE[1]:
+        return None
+    return "an integer of %d bits, beyond %s" % (value.bit_length(), NUMBER_WORDS)
+
+
+def _any_bad_number(value):
+    """Whether ``value`` holds, at any depth, a number ``_number_fault`` refuses (one walk, no paths: the common case)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool) and _number_fault(item):
+            return True
+    return False
+
+
+def number_errors(value, where):
+    """'<where>.<path> is <why>' for each number of ``value`` that is not finite or is beyond NUMBER_WORDS: what the
+    report renders or sums (a duration, a count, an index) and what a strict JSON file can hold. Empty when none."""
+    if not _any_bad_number(value):
+        return []
+    out = []
+    stack = [(value, where)]
+    while stack and len(out) <= MAX_NAMED:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((sub, "%s.%s" % (path, key) if path else str(key)) for key, sub in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((sub, "%s[%d]" % (path, i)) for i, sub in enumerate(item))
+        elif isinstance(item, (int, float)) and not isinstance(item, bool):
+            why = _number_fault(item)
+            if why:
+                out.append("%s is %s" % (path, why))
+    return out
+
+
 def shape_errors(layer, record):
-    """The fields of a (contract-valid) record that the report reads as another type than the record gives."""
+    """The fields of a (contract-valid) record that the report reads as another type than the record gives, and every
+    number in it that the report could not render, sum or write as strict JSON (``number_errors``)."""
     errors = []
     for key, types, words in RECORD_TYPES:
         if not isinstance(record.get(key), types):
@@ -98,6 +149,9 @@ def shape_errors(layer, record):
     duration = record.get("duration_ms")
     if duration is not None and (isinstance(duration, bool) or not isinstance(duration, _NUMBER)):
         errors.append("duration_ms is %s, not a number" % type(duration).__name__)
+    elif duration is not None and not _number_fault(duration) and duration < 0:
+        errors.append("duration_ms is %s, not a duration (below 0)" % duration)
+    errors.extend(number_errors(record, ""))
     if any(not isinstance(item, str) for item in record["not_proven"]):
         errors.append("not_proven holds something other than strings")
     for i, check in enumerate(record["checks"]):

@@ -115,7 +115,7 @@ def detail_view(entry):
 
 def script_json(value):
     """JSON that cannot end the <script> it is in, nor open a comment there: "<", ">" and "&" as \\u escapes."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=False).replace("<", "\\u003c").replace(">", "\\u003e").replace(
+    return json.dumps(value, separators=(",", ":"), sort_keys=False, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e").replace(
         "&", "\\u0026")
 
 
