@@ -30,8 +30,9 @@ import math
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
-    COMPUTE_VERIFIED, FAIL, LAYERS, NOT_RUN, PASS, STATUSES, VERDICTS, WARN,
+    COMPUTE_VERIFIED, FAIL, LAYERS, NOT_RUN, STATUSES, VERDICTS, WARN,
 )
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.gpus import gpu_proven, listed_gpus, trusted_rows
 
 NODE_FILE = "gpuprobe-%s.prom"        # on the node, per mode (the file name node_metrics accepts)
 MODES = ("audit", "full")              # verify_node's modes (a post-check is a full run)
@@ -186,12 +187,13 @@ def node_samples(entry, mode, finished_at, duration=None, host=None):
     out.append(("gpuprobe_node_last_run_timestamp_seconds", base, float(finished_at)))
     if duration is not None:
         out.append(("gpuprobe_node_run_duration_seconds", base, round(float(duration), 3)))
-    trusted = entry.get("failing_layer") in (None, "compute")
+    # verified as the report counts it (_report.gpus): only a GPU the host layer lists, proven by the probe
+    trusted, listed = trusted_rows(entry), listed_gpus(entry)
     for gpu in entry.get("gpus") or []:
         if not isinstance(gpu, dict) or not gpu.get("expected"):
             continue
         labels = base + _gpu_labels(gpu.get("uuid"), gpu.get("index"))
-        out.append(("gpuprobe_gpu_verified", labels, 1 if trusted and gpu.get("status") == PASS else 0))
+        out.append(("gpuprobe_gpu_verified", labels, 1 if gpu_proven(gpu, listed, trusted) else 0))
     found = {}
     checks = ((entry.get("layers") or {}).get("host") or {}).get("checks") or []
     for check in checks:

@@ -21,6 +21,8 @@ def _entry(verdict="COMPUTE_VERIFIED", failing=None, signature=None, gpus=None, 
              "layers": dict((layer, {"status": "PASS"}) for layer in ("host", "cdi", "runtime", "compute"))}
     entry["layers"]["k8s"] = {"status": "NOT_RUN"}
     entry["layers"]["host"]["checks"] = checks or []
+    # the host layer lists the node's GPUs (a GPU it does not list is never verified: issue 43.3)
+    entry["layers"]["host"]["evidence"] = {"gpus": [{"index": g.get("index"), "uuid": g.get("uuid")} for g in entry["gpus"]]}
     entry.update(extra)
     return entry
 
@@ -42,6 +44,16 @@ def _parse(text):
 
 def _find(samples, name, **labels):
     return [v for n, lab, v in samples if n == name and all(lab.get(k) == want for k, want in labels.items())]
+
+
+def test_a_gpu_the_host_layer_does_not_list_is_never_verified():
+    entry = _entry()
+    entry["gpus"].append({"index": 2, "uuid": "GPU-deadbeef-3adf-2f39-7708-ea4742cf7baf", "expected": True, "status": "PASS"})
+    for text in (metrics.node_text(entry, "full", 1700000000), metrics.fleet_text(
+            {"hosts": {"n1": entry}, "counts": {}, "summary": {}}, lambda name: entry, "full", 1700000000)):
+        samples = _parse(text)
+        assert _find(samples, "gpuprobe_gpu_verified", uuid="GPU-deadbeef-3adf-2f39-7708-ea4742cf7baf") == [0]
+        assert _find(samples, "gpuprobe_gpu_verified", uuid=UUID0) == [1]
 
 
 def test_a_verified_node():
