@@ -20,8 +20,8 @@ small (the verdict), and ``1`` with the value as a label where it is large (a la
 label value is bounded: verdicts, states, layers and statuses are the collection's own names (anything else becomes
 ``other``), a signature or a health check id must look like one (letters, digits, ``._:/-``, at most 160 characters,
 else ``other``), a GPU UUID like a UUID (else empty), a runtime like a runtime name; host names are the inventory's. Every
-value is escaped as the exposition formats say (backslash, double quote, new line), and no label value can end a line
-or open another series.
+value is escaped as the exposition formats say (backslash, double quote, new line), its control characters first
+written as visible escapes (ESC, BEL, bidi), and no label value can end a line or open another series.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import re
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
     COMPUTE_VERIFIED, FAIL, LAYERS, NOT_RUN, STATUSES, VERDICTS, WARN,
 )
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import controls
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.gpus import gpu_proven, listed_gpus, trusted_rows
 
 NODE_FILE = "gpuprobe-%s.prom"        # on the node, per mode (the file name node_metrics accepts)
@@ -77,8 +78,11 @@ UNITS = {"gpuprobe_node_last_run_timestamp_seconds": "seconds", "gpuprobe_node_r
 
 
 def escape(value):
-    """A label value as the text formats want it: backslash, double quote and line feed escaped."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the text formats want it: every control character first written as a visible escape
+    (``_escape.controls``: ESC, BEL, CR, a newline, bidi and zero-width characters), then backslash and double quote
+    escaped. The value then holds the escape as text (a host name with ESC reads ``\\x1b``): a file printed on a
+    terminal or shown by a dashboard acts on nothing."""
+    return controls(value).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def bounded(value, allowed=None, pattern=None):

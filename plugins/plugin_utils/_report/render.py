@@ -102,7 +102,10 @@ def md_html(value):
 
 
 def _html_finalize(value):
-    return _text(value) if not isinstance(value, Markup) else value
+    """Every value the page prints (autoescaped after this): its text with every control character a visible escape
+    (``_escape.controls``; a newline and a tab are HTML's own whitespace): a bidi override or a zero-width character
+    from a node never reorders or hides what the page shows."""
+    return controls(_text(value), keep="\n\t") if not isinstance(value, Markup) else value
 
 
 def state_colour(state):
@@ -400,7 +403,19 @@ def _junit_suite(name, e, generated_at):
     for key, value in _junit_counts(e).items():
         suite.set(key, str(value))
     suite.set("time", "%.3f" % seconds)
-    return suite
+    return _junit_visible(suite)
+
+
+def _junit_visible(element):
+    """``element`` with every control character of its texts and attribute values a visible escape (``controls``; a
+    newline and a tab kept in a text, where they are the message's own lines): a CI page that shows a testcase's
+    message never reorders it (bidi), hides part of it (zero-width) or acts on it (ESC)."""
+    for item in element.iter():
+        if item.text:
+            item.text = controls(item.text, keep="\n\t")
+        for key, value in item.attrib.items():
+            item.set(key, controls(value))
+    return element
 
 
 def junit_chunks(report, full=None):
@@ -426,7 +441,7 @@ def junit_chunks(report, full=None):
         return
     # the root's start tag, then each host's testsuite as ElementTree writes it inside the root
     end = "</testsuites>"
-    yield xml_safe(ET.tostring(suites, encoding="unicode", short_empty_elements=False)[:-len(end)])
+    yield xml_safe(ET.tostring(_junit_visible(suites), encoding="unicode", short_empty_elements=False)[:-len(end)])
     for name in report["hosts"]:
         yield xml_safe(ET.tostring(_junit_suite(name, full(name), report["generated_at"]), encoding="unicode"))
     yield end + "\n"

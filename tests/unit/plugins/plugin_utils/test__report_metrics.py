@@ -116,8 +116,10 @@ def test_a_uuid_that_is_not_one_is_dropped_and_a_host_name_is_escaped():
     text = metrics.fleet_text(report, lambda name: entry, "postcheck", 1700000000)
     assert text.endswith("# EOF\n") and "# UNIT gpuprobe_node_last_run_timestamp_seconds seconds\n" in text
     samples = _parse(text)
-    assert _find(samples, "gpuprobe_gpu_verified", host=host, uuid="") == [1]
-    assert _find(samples, "gpuprobe_node_state", host=host, state="COMPUTE_VERIFIED") == [1]
+    # the host label holds the name with its newline written as a visible escape (issue 43.6)
+    shown = 'rack"7\\node\\n1'
+    assert _find(samples, "gpuprobe_gpu_verified", host=shown, uuid="") == [1]
+    assert _find(samples, "gpuprobe_node_state", host=shown, state="COMPUTE_VERIFIED") == [1]
     assert _find(samples, "gpuprobe_fleet_hosts", state="COMPUTE_VERIFIED") == [1]
     assert _find(samples, "gpuprobe_fleet_hosts", state="UNREACHABLE") == [0]
     assert _find(samples, "gpuprobe_fleet_gpus", status="verified") == [1]
