@@ -201,7 +201,17 @@ class ActionModule(ActionBase):
                 else:
                     write_atomic(path, text)
             except OSError as exc:
-                raise AnsibleActionFail("cannot write the %s %s: %s" % (key.replace("_", " "), path, exc))
+                gone = ""
+                if key == "status_file":
+                    # an earlier run's status must not be read as this run's: removed (or said that it could not be)
+                    try:
+                        os.unlink(path)
+                        gone = "; the status file there, an earlier run's, was removed"
+                    except FileNotFoundError:
+                        pass
+                    except OSError as why:
+                        gone = "; the status file there, an earlier run's, could not be removed either (%s): do not read it" % why
+                raise AnsibleActionFail("cannot write the %s %s: %s%s" % (key.replace("_", " "), path, exc, gone))
         return status
 
     def _not_written(self, args, exc, report):
