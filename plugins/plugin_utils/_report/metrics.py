@@ -140,9 +140,11 @@ _UUID_WHOLE = re.compile(r"^(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-
 
 
 def _gpu_labels(uuid, index):
-    """The GPU's labels: its index, and its UUID when it is one (else empty)."""
+    """The GPU's labels: its index, and its UUID when it is one (else empty), also as ``UUID``, dcgm-exporter's name for
+    it, so that a query joins the two exporters' GPU series ``on(UUID)`` without label_replace (docs/usage.md)."""
     index = index if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < 100000 else None
-    return (("gpu", "" if index is None else str(index)), ("uuid", str(uuid) if uuid and _UUID_WHOLE.match(str(uuid)) else ""))
+    uuid = str(uuid) if uuid and _UUID_WHOLE.match(str(uuid)) else ""
+    return (("gpu", "" if index is None else str(index)), ("uuid", uuid), ("UUID", uuid))
 
 
 def _health_subject(subject):

@@ -9,7 +9,7 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import mod
 
 UUID0 = "GPU-a198196e-3adf-2f39-7708-ea4742cf7baf"
 UUID1 = "GPU-b198196e-3adf-2f39-7708-ea4742cf7baf"
-SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(?:\{(?P<labels>(?:[a-z_]+="(?:[^"\\\n]|\\.)*",?)*)\})? (?P<value>\S+)$')
+SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(?:\{(?P<labels>(?:[A-Za-z_]+="(?:[^"\\\n]|\\.)*",?)*)\})? (?P<value>\S+)$')
 
 
 def _entry(verdict="COMPUTE_VERIFIED", failing=None, signature=None, gpus=None, checks=None, **extra):
@@ -37,13 +37,21 @@ def _parse(text):
         m = SAMPLE.match(line)
         assert m, line
         labels = dict((k, re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), v))
-                      for k, v in re.findall(r'([a-z_]+)="((?:[^"\\\n]|\\.)*)"', m.group("labels") or ""))
+                      for k, v in re.findall(r'([A-Za-z_]+)="((?:[^"\\\n]|\\.)*)"', m.group("labels") or ""))
         out.append((m.group("name"), labels, float(m.group("value"))))
     return out
 
 
 def _find(samples, name, **labels):
     return [v for n, lab, v in samples if n == name and all(lab.get(k) == want for k, want in labels.items())]
+
+
+def test_gpu_series_join_dcgm_exporters_on_uuid():
+    """dcgm-exporter names a GPU's UUID ``UUID``: every GPU series carries it, so a query joins the two on(UUID)."""
+    samples = _parse(metrics.node_text(_entry(checks=[{"id": "host.health.xid", "status": "FAIL", "subject": "GPU 1 " + UUID1}]),
+                                       "full", 1700000000))
+    gpu_series = [(n, lab) for n, lab, _v in samples if n.startswith("gpuprobe_gpu_")]
+    assert len(gpu_series) >= 4 and all(lab["UUID"] == lab["uuid"] and lab["UUID"] in (UUID0, UUID1) for _n, lab in gpu_series)
 
 
 def test_a_gpu_the_host_layer_does_not_list_is_never_verified():
