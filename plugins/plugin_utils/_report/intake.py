@@ -24,6 +24,7 @@ RUN_FAILED with ``OTHER_RUN`` and why, never its verdict.
 from __future__ import annotations
 
 import datetime
+import math
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.spec import VENDOR as _SELF_BUILT_VENDOR, run_kind, spec_file_name
@@ -97,7 +98,7 @@ def _kind_error(where, value, kind):
 def _number_fault(value):
     """Why ``value`` (an int or a float, not a bool) is a number the controller does not read, or None."""
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             return "%s, not a finite number" % value
         return None if -NUMBER_BOUND <= value <= NUMBER_BOUND else "%.3g, beyond %s" % (value, NUMBER_WORDS)
     if INT_RANGE[0] <= value <= INT_RANGE[1]:

@@ -118,8 +118,8 @@ def script_json(value):
     """JSON that cannot end the <script> it is in, nor open a comment there: "<", ">" and "&" as \\u escapes; every
     control character of its strings (bidi, zero-width, C0/C1) a visible escape (``_escape.visible``): the script shows
     them as text, where they would reorder or hide it."""
-    return json.dumps(visible(value, keep="\n\t"), separators=(",", ":"), sort_keys=False, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e").replace(
-        "&", "\\u0026")
+    text = json.dumps(visible(value, keep="\n\t"), separators=(",", ":"), sort_keys=False, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def host_order(report):

@@ -17,7 +17,7 @@ from hostilefixture import HIDDEN
 from test_fleet_report import HOSTVARS, record
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import metrics as M
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import status as S

@@ -93,7 +93,7 @@ def test_the_json_report_of_a_fleet_with_hostile_numbers_is_read_by_node_js(tmp_
     result = action.run(task_vars={"hostvars": hostvars})
     script = ("const fs = require('fs'); const read = (f) => JSON.parse(fs.readFileSync(f, 'utf8'));"
               " console.log(Object.keys(read(process.argv[1]).hosts).length, read(process.argv[2]).hosts);")
-    out = subprocess.run(["node", "-e", script, result["files"]["json"], str(status)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["node", "-e", script, result["files"]["json"], str(status)], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(len(hostvars))] * 2
     assert math.isclose(len(result["unverifiable"]), len(CASES))
