@@ -47,15 +47,16 @@ NO_RECORD = ("no verify record for this host: it failed or became unreachable du
 
 
 def _plain(value):
-    """Template-free, JSON-clean copy of a hostvar (drops Ansible's tagged/lazy types)."""
-    return json.loads(json.dumps(value, default=str))
+    """Template-free, JSON-clean copy of a hostvar (drops Ansible's tagged/lazy types); a NaN or infinity in the
+    inventory's values (pins, group_by variables) becomes its text, so that every file of the report is strict JSON."""
+    return json.loads(json.dumps(value, default=str), parse_constant=str)
 
 
 def write_status(path, status):
     """The run's status file (gpuprobe_status_file): the gate (plugin_utils/_report/status.py), one list of hosts per case."""
     if not path:
         return
-    write_atomic(path, json.dumps(status, indent=2, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(status, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _spooled_over(result, limits):
@@ -68,6 +69,15 @@ def _spooled_over(result, limits):
         return None
     return "{0}: over the cap: its spool file holds {1:,} bytes (record_limits.max_bytes: {2:,})".format(
         _intake.MALFORMED, size, limits["max_bytes"])
+
+
+def run_of(result):
+    """The run a verify_node result names ({"id", "started"} for _intake.admit), or None when it names none (a result of
+    an older collection, or records given another way)."""
+    if not isinstance(result, dict) or not isinstance(result.get("run_id"), str):
+        return None
+    started = _intake.epoch_of(result.get("run_started_at"))
+    return None if started is None else {"id": result["run_id"], "started": started}
 
 
 def _from_result(result, host=None, limits=None):
@@ -103,17 +113,20 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
     the verify play did not absorb): its records are incomplete, so only the layers that ran are kept and the
     host is reported as not verified (LOST). What a node returned is read only after ``_intake.admit``: records above
     the cap (``limits``, record_limits) or that do not conform make the host RUN_FAILED (``_intake.MALFORMED``, the
-    sizes or the violations named), and are dropped. Where each host is: its inventory groups (``group_names``) and
+    sizes or the violations named), and are dropped; so are records that are not the run's their result names (its
+    ``run_id`` and ``run_started_at``: ``_intake.OTHER_RUN``). Where each host is: its inventory groups (``group_names``) and
     the values of the ``group_by`` variables it has.
     """
     limits = limits or DEFAULT_LIMITS
     for name in names:
         hv = hostvars[name] if name in hostvars else {}
+        run = None
         if records_var:
             records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
             records, unreachable, error, runtimes = _from_result(hv.get(result_var), name, limits)
-        records, runtimes, malformed = _intake.admit(records, runtimes, limits)
+            run = run_of(hv.get(result_var))
+        records, runtimes, malformed = _intake.admit(records, runtimes, limits, run)
         if malformed and not unreachable:
             error = "%s; %s" % (malformed, error) if error else malformed
         if active is not None and name not in active and not unreachable and not error:
@@ -188,7 +201,17 @@ class ActionModule(ActionBase):
                 else:
                     write_atomic(path, text)
             except OSError as exc:
-                raise AnsibleActionFail("cannot write the %s %s: %s" % (key.replace("_", " "), path, exc))
+                gone = ""
+                if key == "status_file":
+                    # an earlier run's status must not be read as this run's: removed (or said that it could not be)
+                    try:
+                        os.unlink(path)
+                        gone = "; the status file there, an earlier run's, was removed"
+                    except FileNotFoundError:
+                        pass
+                    except OSError as why:
+                        gone = "; the status file there, an earlier run's, could not be removed either (%s): do not read it" % why
+                raise AnsibleActionFail("cannot write the %s %s: %s%s" % (key.replace("_", " "), path, exc, gone))
         return status
 
     def _not_written(self, args, exc, report):

@@ -127,7 +127,9 @@ class ActionModule(ActionBase):
                 call_args = dict(inspect_args, layers=inspect_layers, **(_probe_args(args) if whole else {}))
                 # where a node's records enter the controller: over the cap or not conforming, they are dropped here,
                 # before anything reads, spools or keeps them (_intake.screen)
-                out = _intake.screen(self._call(module, call_args, task_vars, calls), limits_of(args["record_limits"]))
+                # and that are not this run's (its id, its start): another run's records never make this node's verdict
+                out = _intake.screen(self._call(module, call_args, task_vars, calls), limits_of(args["record_limits"]),
+                                     {"id": run_id, "started": started, "self_built": own_spec})
                 if out.get("failed") or not isinstance(out.get("records"), dict):
                     # a failed call that returned records was interrupted in the probe stage: those records are kept
                     problems.append("the node-side call (%s) failed: %s" % (module, _message(out)))
@@ -170,6 +172,8 @@ class ActionModule(ActionBase):
             runtimes=per_runtime,
             verdict=verdict,
             run_id=run_id,
+            # when this node's part of the run started (the controller's clock): fleet_report binds the records to it
+            run_started_at=_intake.iso_time(started),
             layers=layers,
             calls=calls,
         )

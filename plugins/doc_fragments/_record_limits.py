@@ -35,4 +35,12 @@ options:
       max_string:
         description: The longest string (characters) anywhere in a node's records. Default 65536.
         type: int
+      max_clock_skew:
+        description:
+          - The seconds a node's clock may differ from the controller's. Every record is bound to the run that asked for
+            it; its C(started_at) must lie between the run's start (the verify task's, on the controller) and now, each
+            widened by this allowance. Records outside it, or naming another run's id, probe container, self-built CDI
+            kind or spec file, are another run's; the node is RUN_FAILED, the reason starting with "record of another run
+            from the node". Default 300 (5 minutes).
+        type: int
 """

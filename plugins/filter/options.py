@@ -2,8 +2,10 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filter gpuprobe.layers.option_errors: the options of a fleet run checked before any node runs
-(plugin_utils/_report/options.py decides; documentation: option_errors.yml next to this file)."""
+"""Filters gpuprobe.layers.option_errors: the options of a fleet run checked before any node runs
+(plugin_utils/_report/options.py decides; documentation: option_errors.yml next to this file), and
+gpuprobe.layers.run_path: a controller path of the run, a relative one under the directory ansible-playbook was started
+in (run_path.yml)."""
 
 from __future__ import annotations
 
@@ -59,6 +61,16 @@ def option_errors_filter(hostvars, hosts, current=None, current_host=None):
     return option_errors(host_values, role_options())
 
 
+def run_path(path):
+    """``path`` (a file or directory on the controller: the status, retry, metrics file, the report dir) as this run
+    means it: ``~`` expanded; a relative path joined to the directory ansible-playbook was started in, which stays the
+    working directory of Ansible's controller processes (a module on localhost runs in the playbook's directory
+    instead, and the shell's PWD may be another process's)."""
+    if not isinstance(path, str) or not path:
+        raise AnsibleFilterError("run_path: a non-empty path, not %r" % (path,))
+    return os.path.normpath(os.path.join(os.getcwd(), os.path.expanduser(path)))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"option_errors": option_errors_filter}
+        return {"option_errors": option_errors_filter, "run_path": run_path}

@@ -330,6 +330,13 @@ run_id:
   description: The id of this run.
   returned: always
   type: str
+run_started_at:
+  description:
+    - When this task started, on the controller's clock (ISO-8601 UTC). Every record the node returned started after
+      it and before the task ended, within O(record_limits.max_clock_skew); M(gpuprobe.layers.fleet_report) checks the
+      records against it and O(run_id) again.
+  returned: always
+  type: str
 layers:
   description: The layers this run selected.
   returned: always

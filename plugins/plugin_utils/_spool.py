@@ -54,7 +54,7 @@ def spool(result, host, run_id, brief=False):
         fd, tmp = tempfile.mkstemp(dir=where, prefix="%s-" % re.sub(r"[^A-Za-z0-9_.-]", "_", str(host))[:60], suffix=".part")
         with os.fdopen(fd, "w") as f:
             # json.dumps, not json.dump: dump encodes in pure Python (no C encoder for a file), several times slower
-            f.write(json.dumps(data, separators=(",", ":"), default=str))
+            f.write(json.dumps(data, separators=(",", ":"), default=str, allow_nan=False))
         path = tmp[:-len(".part")] + ".json"
         os.replace(tmp, path)
     except (OSError, TypeError, ValueError) as exc:
@@ -105,7 +105,7 @@ class EntrySpool(object):
         self._where = {}
 
     def put(self, name, entry):
-        data = json.dumps(entry, separators=(",", ":"), default=str).encode("utf-8")
+        data = json.dumps(entry, separators=(",", ":"), default=str, allow_nan=False).encode("utf-8")
         self._file.seek(0, os.SEEK_END)
         self._where[name] = (self._file.tell(), len(data))
         self._file.write(data + b"\n")

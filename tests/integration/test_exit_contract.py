@@ -244,3 +244,71 @@ def test_ansible_itself_failed(lab, tmp_path, name, argv, status, text):
     output = r.stdout + r.stderr
     assert (r.returncode, text in output) == (status, True), output[-3000:]
     assert "Verify the GPU layers of this node" not in output and not reports.exists()
+
+
+# issue 43.7: the gate reads only what this run wrote. The README's and docs/usage.md's commands, run as written (the
+# inventory and the node the only words replaced), in a directory where an earlier run's status.json says "passed".
+STALE = '{"status": "passed", "exit_status": 0}\n'
+
+
+def _block(path, heading):
+    text = open(os.path.join(ROOT, path)).read().split(heading, 1)[1]
+    return text.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+def _readme_gate_command():
+    lines = _block("README.md", "## Using it on GPU nodes").splitlines()
+    start = next(i for i, line in enumerate(lines) if "gpuprobe_mode=postcheck" in line and line.endswith("\\"))
+    command = lines[start][:-1] + lines[start + 1].split("#", 1)[0]
+    assert "gpuprobe_status_file=status.json" in command  # relative, as the README writes it
+    return command
+
+
+def _run_in(cwd, script):
+    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    return subprocess.run(["bash", "-c", script], cwd=str(cwd), env=env, capture_output=True, text=True, timeout=240, check=False)
+
+
+def test_the_readmes_gate_command_writes_this_runs_status_where_it_was_started(lab, tmp_path):
+    """The README's command with the installed collection's playbook (gpuprobe.layers.verify_gpu) and a relative status
+    file: its invalid invocation (the lab's misspelt pin) writes its status in the directory the command ran in, where
+    the earlier run's "passed" was, never inside the installed collection."""
+    (tmp_path / "status.json").write_text(STALE)
+    r = _run_in(tmp_path, _readme_gate_command().replace("fleet.yml", str(lab / "hosts.yml")))
+    output = r.stdout + r.stderr
+    assert r.returncode == 2 and "drver_version: did you mean driver_version?" in output, output[-3000:]
+    state = json.loads((tmp_path / "status.json").read_text())
+    assert (state["status"], state["exit_status"]) == ("invalid_invocation", 5)
+    import ansible_collections.gpuprobe.layers as installed  # pylint: disable=import-outside-toplevel
+    assert not glob.glob(os.path.join(os.path.dirname(installed.__file__), "**", "status.json"), recursive=True)
+
+
+@pytest.mark.parametrize("limit,exit_status,status", [
+    ("node", 1, "not_verified"),     # checked, FAILED_AT_CDI
+    ("nosuch", 1, None),             # ansible-playbook refuses the --limit before any play: no status file, never 0
+])
+def test_the_usage_wrapper_as_written(lab, tmp_path, limit, exit_status, status):
+    script = _block("docs/usage.md", "## Provisioning post-check")
+    script = "\n".join(line for line in script.splitlines() if not line.startswith("echo $?"))
+    assert script.startswith("rm -f status.json")
+    (tmp_path / "status.json").write_text(STALE)
+    r = _run_in(tmp_path, script.replace("inventory.yml", str(lab / "hosts.yml")).replace(
+        "playbooks/verify-gpu.yml", PLAYBOOK).replace("node42", limit))
+    assert r.returncode == exit_status, (r.stdout + r.stderr)[-3000:]
+    if status:
+        assert json.loads((tmp_path / "status.json").read_text())["status"] == status
+    else:
+        assert not (tmp_path / "status.json").exists()
+
+
+def test_a_run_removes_an_earlier_runs_status_before_any_node_runs(lab, tmp_path):
+    """Interrupted after the preflight (here: the report play's task fails on an unwritable retry file, so the status is
+    never written), the run leaves no status file at all, not the earlier "passed"."""
+    (tmp_path / "status.json").write_text(STALE)
+    (tmp_path / "retry-dir").mkdir()
+    r = _run_in(tmp_path, "ansible-playbook -i %s %s --limit node -e gpuprobe_mode=audit -e gpuprobe_status_file=status.json "
+                          "-e gpuprobe_retry_file=retry-dir -e gpuprobe_report_dir=reports" % (lab / "hosts.yml", PLAYBOOK))
+    output = r.stdout + r.stderr
+    assert r.returncode == 2 and "cannot write the retry file" in output, output[-3000:]
+    assert not (tmp_path / "status.json").exists()

@@ -28,7 +28,7 @@ MODES = ["full", "audit"]
 
 # the option record_limits of verify_node and fleet_report (what one node may return: _common.limits)
 RECORD_LIMITS_SPEC = dict(type="dict", default={}, options=dict(
-    max_bytes=dict(type="int"), max_checks=dict(type="int"), max_string=dict(type="int")))
+    max_bytes=dict(type="int"), max_checks=dict(type="int"), max_string=dict(type="int"), max_clock_skew=dict(type="int")))
 
 # The node-side inspect stage (gpuprobe.layers.node_layers, _node.inspect): host, cdi and k8s.
 NODE_LAYERS_ARGSPEC = dict(

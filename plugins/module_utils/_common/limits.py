@@ -22,7 +22,9 @@ fewer than 300 checks and strings of a few hundred characters (docs/performance.
 from __future__ import annotations
 
 MIB = 1 << 20
-DEFAULT_LIMITS = {"max_bytes": 32 * MIB, "max_checks": 10000, "max_string": 64 * 1024}
+# max_clock_skew: the seconds a node's clock may differ from the controller's (the records' started_at are bound to
+# the run: plugin_utils/_report/intake.run_errors)
+DEFAULT_LIMITS = {"max_bytes": 32 * MIB, "max_checks": 10000, "max_string": 64 * 1024, "max_clock_skew": 300}
 LIMIT_WORDS = {"max_bytes": "bytes of JSON in all", "max_checks": "checks in one record", "max_string": "characters in one string"}
 TRUNCATED = u" \u2026[gpuprobe.layers: %d of %d characters kept]"
 
@@ -73,7 +75,7 @@ def measure(value):
         elif item is None or kind is bool:
             size += 5
         elif kind is int or kind is float:
-            size += len(str(item))
+            size += _number_size(item)
         else:
             size, checks, longest = _other(item, size, checks, longest, push, extend)
     return {"bytes": size, "checks": checks, "string": longest}
@@ -95,7 +97,15 @@ def _other(item, size, checks, longest, push, extend):
         return size + 2 + len(item), checks, longest
     if isinstance(item, bool):
         return size + 5, checks, longest
-    return size + (len(str(item)) if isinstance(item, (int, float)) else 8), checks, longest
+    return size + (_number_size(item) if isinstance(item, (int, float)) else 8), checks, longest
+
+
+def _number_size(item):
+    """About the characters of ``item`` in JSON, never converting a huge int to text (Python refuses one of more than
+    4,300 digits, and converting costs quadratic time)."""
+    if isinstance(item, int) and item.bit_length() > 64:
+        return item.bit_length() * 30103 // 100000 + 2
+    return len(str(item))
 
 
 def over_limits(value, limits=None):

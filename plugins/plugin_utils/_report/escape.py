@@ -10,7 +10,9 @@ newline that forges a line of its own, BEL, the C1 controls (U+0080-U+009F, CSI 
 that reorder or hide text (bidi overrides and isolates, line and paragraph separators). ``controls`` writes each as a
 visible escape (``\\x1b``, ``\\r``, ``\\n``, ``\\u202e``) so that what is printed is exactly one line of what the node
 sent, and nothing of it acts on the terminal. Every line the callbacks and the playbook print about a node goes through
-``display_text``; the report's renderers use ``controls`` before their own escaping (docs/safety.md).
+``display_text``; the report's renderers use ``controls`` before their own escaping: Markdown (``_md``), HTML (the
+template's ``finalize`` and ``visible`` for the page script's data), JUnit (every text and attribute), the metrics'
+label values and the retry file (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -36,6 +38,18 @@ def controls(text, keep=""):
     if keep:
         return _CONTROL.sub(lambda m: m.group(0) if m.group(0) in keep else _escaped(m), text)
     return _CONTROL.sub(_escaped, text)
+
+
+def visible(value, keep=""):
+    """``value`` (JSON-like: mappings, lists, strings, numbers) with ``controls`` applied to every string in it, keys
+    included: the data a page's script shows as text (which would reorder or hide it as the raw characters say)."""
+    if isinstance(value, str):
+        return controls(value, keep)
+    if isinstance(value, dict):
+        return dict((visible(k, keep), visible(v, keep)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [visible(v, keep) for v in value]
+    return value
 
 
 def display_text(value):

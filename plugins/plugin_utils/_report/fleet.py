@@ -114,6 +114,8 @@ class Fleet(object):
         c = gpu_counts(entry)
         for key in ("total", "verified", "failed", "not_run", "mig_gpus"):
             self.gpus[key] += c[key]
+        if c["unlisted"]:  # GPUs the probe saw that no host layer lists: said only when there are some
+            self.gpus["unlisted"] = self.gpus.get("unlisted", 0) + c["unlisted"]
         self.gpus["hosts_with_failed_gpu"] += 1 if c["failed"] else 0
         self.gpus["hosts_with_unknown_gpus"] += 1 if c["unknown"] else 0
         self.gpus["hosts_without_gpus"] += 1 if c["none_listed"] else 0

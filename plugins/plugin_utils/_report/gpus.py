@@ -115,34 +115,77 @@ def physical_gpus(layers, rows):
                                       str(g.get("uuid") or "")))
 
 
-def gpu_counts(entry):
-    """Per-GPU counts of one host entry, in physical GPUs: total (the host inventory's GPUs, and any GPU of the rows
-    it does not list), verified (requested GPUs that PASSed: a kernel verified in the container on the GPU, or on
-    every MIG instance requested on it), failed (requested GPUs that FAILed: the GPU, or one instance on it), not_run
-    (the rest: busy, or compute did not reach them, or not requested). ``mig_instances`` counts the requested MIG
-    instances the same way (total, verified, failed, not_run)."""
-    host_gpus = ((entry["layers"].get("host") or {}).get("evidence") or {}).get("gpus") or []
-    gpus = [g for g in entry.get("gpus") or [] if isinstance(g, dict)]
-    rows = [g for g in gpus if g.get("expected")]
+def gpu_key(gpu):
+    """How a GPU row or a host inventory entry is told apart: its UUID (as NVML and CUDA share it), else its index."""
+    return _uuid_key(gpu.get("uuid")) or "index:%s" % gpu.get("index")
 
-    def key(g):
-        return _uuid_key(g.get("uuid")) or "index:%s" % g.get("index")
-    keys = set(key(g) for g in host_gpus if isinstance(g, dict))
-    keys.update(key(g) for g in gpus)
-    # a PASS row counts unless an earlier layer failed: a kernel that ran on a GPU the node's spec lies about
-    # (FAILED_AT_CDI) or that the runtime did not inject as asked proves the GPU, not that a container asking
-    # for it gets it. (On a node with one failing GPU, its other GPUs were proven: they count.)
-    trusted = entry.get("failing_layer") in (None, "compute")
-    verified = sum(1 for r in rows if r.get("status") == PASS) if trusted else 0
-    failed = sum(1 for r in rows if r.get("status") == FAIL)
-    instances = [i for g in gpus for i in g.get("instances") or [] if i.get("expected")]
+
+class Listed(object):
+    """The GPUs the host layer of a host entry lists (its evidence.gpus): the only GPUs that can count as verified (a
+    row for any other GPU speaks of a GPU the node's host layer never saw). ``len`` is how many it lists."""
+
+    def __init__(self, entry):
+        host_gpus = ((entry["layers"].get("host") or {}).get("evidence") or {}).get("gpus") or []
+        host_gpus = [g for g in host_gpus if isinstance(g, dict)]
+        self.keys = set(gpu_key(g) for g in host_gpus)
+        # index -> whether the host knows that GPU's UUID (a host layer without NVML may list a GPU without one)
+        self.indexes = {}
+        for g in host_gpus:
+            if g.get("index") is not None:
+                self.indexes[g["index"]] = self.indexes.get(g["index"], False) or bool(_uuid_key(g.get("uuid")))
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __contains__(self, row):
+        """Whether the host lists the GPU of a row: by its UUID; a row without one, or on a GPU whose UUID the host
+        does not know, by its index."""
+        if gpu_key(row) in self.keys:
+            return True
+        index = row.get("index")
+        return index in self.indexes and (not _uuid_key(row.get("uuid")) or not self.indexes[index])
+
+
+def listed_gpus(entry):
+    """The GPUs the host layer of a host entry lists (``Listed``)."""
+    return Listed(entry)
+
+
+def trusted_rows(entry):
+    """Whether a host entry's PASS rows may count: unless an earlier layer failed. A kernel that ran on a GPU the
+    node's spec lies about (FAILED_AT_CDI) or that the runtime did not inject as asked proves the GPU, not that a
+    container asking for it gets it. (On a node with one failing GPU, its other GPUs were proven: they count.)"""
+    return entry.get("failing_layer") in (None, "compute")
+
+
+def gpu_proven(row, listed, trusted):
+    """Whether a physical GPU row (``physical_gpus``) counts as verified: requested, PASSed, the host layer lists it
+    (``listed``: ``listed_gpus``), and ``trusted`` (``trusted_rows``)."""
+    return bool(trusted and row.get("expected") and row.get("status") == PASS and row in listed)
+
+
+def gpu_counts(entry):
+    """Per-GPU counts of one host entry, in physical GPUs, as seen: total (the GPUs the host inventory lists), verified
+    (those of them requested that PASSed: a kernel verified in the container on the GPU, or on every MIG instance
+    requested on it; ``gpu_proven``), failed (those requested that FAILed: the GPU, or one instance on it), not_run (the
+    rest: busy, or compute did not reach them, or not requested). ``unlisted``: the GPUs of the compute rows the host
+    layer does not list (never counted as verified, nor in the total). ``mig_instances`` counts the requested MIG
+    instances on listed GPUs the same way (total, verified, failed, not_run)."""
+    listed = listed_gpus(entry)
+    gpus = [g for g in entry.get("gpus") or [] if isinstance(g, dict)]
+    seen = [g for g in gpus if g in listed]
+    trusted = trusted_rows(entry)
+    verified = sum(1 for g in seen if gpu_proven(g, listed, trusted))
+    failed = sum(1 for g in seen if g.get("expected") and g.get("status") == FAIL)
+    instances = [i for g in seen for i in g.get("instances") or [] if i.get("expected")]
     inst_verified = sum(1 for i in instances if i.get("status") == PASS) if trusted else 0
     inst_failed = sum(1 for i in instances if i.get("status") == FAIL)
-    return {"total": len(keys), "verified": verified, "failed": failed, "not_run": max(len(keys) - verified - failed, 0),
-            "unknown": unknown_gpus(entry) if not keys else None, "none_listed": not keys and not unknown_gpus(entry),
+    return {"total": len(listed), "verified": verified, "failed": failed, "not_run": max(len(listed) - verified - failed, 0),
+            "unlisted": len(set(gpu_key(g) for g in gpus if g not in listed)),
+            "unknown": unknown_gpus(entry) if not listed else None, "none_listed": not listed and not unknown_gpus(entry),
             "mig_instances": {"total": len(instances), "verified": inst_verified, "failed": inst_failed,
                               "not_run": len(instances) - inst_verified - inst_failed},
-            "mig_gpus": sum(1 for g in gpus if g.get("mig"))}
+            "mig_gpus": sum(1 for g in seen if g.get("mig"))}
 
 
 def gpu_totals():

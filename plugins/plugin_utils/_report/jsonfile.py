@@ -17,7 +17,9 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact im
 
 
 def _compact(value):
-    return json.dumps(value, separators=(",", ":"), sort_keys=False, default=str)
+    # strict JSON (RFC 8259): NaN and Infinity are refused here, never written (the intake keeps them out of a node's
+    # records; docs/safety.md)
+    return json.dumps(value, separators=(",", ":"), sort_keys=False, default=str, allow_nan=False)
 
 
 def json_chunks(report, full=None):

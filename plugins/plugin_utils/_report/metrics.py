@@ -20,8 +20,8 @@ small (the verdict), and ``1`` with the value as a label where it is large (a la
 label value is bounded: verdicts, states, layers and statuses are the collection's own names (anything else becomes
 ``other``), a signature or a health check id must look like one (letters, digits, ``._:/-``, at most 160 characters,
 else ``other``), a GPU UUID like a UUID (else empty), a runtime like a runtime name; host names are the inventory's. Every
-value is escaped as the exposition formats say (backslash, double quote, new line), and no label value can end a line
-or open another series.
+value is escaped as the exposition formats say (backslash, double quote, new line), its control characters first
+written as visible escapes (ESC, BEL, bidi), and no label value can end a line or open another series.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ import math
 import re
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import (
-    COMPUTE_VERIFIED, FAIL, LAYERS, NOT_RUN, PASS, STATUSES, VERDICTS, WARN,
+    COMPUTE_VERIFIED, FAIL, LAYERS, NOT_RUN, STATUSES, VERDICTS, WARN,
 )
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import controls
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.gpus import gpu_proven, listed_gpus, trusted_rows
 
 NODE_FILE = "gpuprobe-%s.prom"        # on the node, per mode (the file name node_metrics accepts)
 MODES = ("audit", "full")              # verify_node's modes (a post-check is a full run)
@@ -76,8 +78,11 @@ UNITS = {"gpuprobe_node_last_run_timestamp_seconds": "seconds", "gpuprobe_node_r
 
 
 def escape(value):
-    """A label value as the text formats want it: backslash, double quote and line feed escaped."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the text formats want it: every control character first written as a visible escape
+    (``_escape.controls``: ESC, BEL, CR, a newline, bidi and zero-width characters), then backslash and double quote
+    escaped. The value then holds the escape as text (a host name with ESC reads ``\\x1b``): a file printed on a
+    terminal or shown by a dashboard acts on nothing."""
+    return controls(value).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def bounded(value, allowed=None, pattern=None):
@@ -135,9 +140,11 @@ _UUID_WHOLE = re.compile(r"^(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-
 
 
 def _gpu_labels(uuid, index):
-    """The GPU's labels: its index, and its UUID when it is one (else empty)."""
+    """The GPU's labels: its index, and its UUID when it is one (else empty), also as ``UUID``, dcgm-exporter's name for
+    it, so that a query joins the two exporters' GPU series ``on(UUID)`` without label_replace (docs/usage.md)."""
     index = index if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < 100000 else None
-    return (("gpu", "" if index is None else str(index)), ("uuid", str(uuid) if uuid and _UUID_WHOLE.match(str(uuid)) else ""))
+    uuid = str(uuid) if uuid and _UUID_WHOLE.match(str(uuid)) else ""
+    return (("gpu", "" if index is None else str(index)), ("uuid", uuid), ("UUID", uuid))
 
 
 def _health_subject(subject):
@@ -186,12 +193,13 @@ def node_samples(entry, mode, finished_at, duration=None, host=None):
     out.append(("gpuprobe_node_last_run_timestamp_seconds", base, float(finished_at)))
     if duration is not None:
         out.append(("gpuprobe_node_run_duration_seconds", base, round(float(duration), 3)))
-    trusted = entry.get("failing_layer") in (None, "compute")
+    # verified as the report counts it (_report.gpus): only a GPU the host layer lists, proven by the probe
+    trusted, listed = trusted_rows(entry), listed_gpus(entry)
     for gpu in entry.get("gpus") or []:
         if not isinstance(gpu, dict) or not gpu.get("expected"):
             continue
         labels = base + _gpu_labels(gpu.get("uuid"), gpu.get("index"))
-        out.append(("gpuprobe_gpu_verified", labels, 1 if trusted and gpu.get("status") == PASS else 0))
+        out.append(("gpuprobe_gpu_verified", labels, 1 if gpu_proven(gpu, listed, trusted) else 0))
     found = {}
     checks = ((entry.get("layers") or {}).get("host") or {}).get("checks") or []
     for check in checks:

@@ -22,6 +22,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result imp
 from ansible_collections.gpuprobe.layers.plugins.module_utils._host.health.reasons import SHORT, reason
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import COMPUTE_VERIFIED
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import Shape, host_tokens
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import visible
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.health import HEALTH_PREFIX, health_checks
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, UNREACHABLE
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import place_label, places
@@ -114,9 +115,11 @@ def detail_view(entry):
 
 
 def script_json(value):
-    """JSON that cannot end the <script> it is in, nor open a comment there: "<", ">" and "&" as \\u escapes."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=False).replace("<", "\\u003c").replace(">", "\\u003e").replace(
-        "&", "\\u0026")
+    """JSON that cannot end the <script> it is in, nor open a comment there: "<", ">" and "&" as \\u escapes; every
+    control character of its strings (bidi, zero-width, C0/C1) a visible escape (``_escape.visible``): the script shows
+    them as text, where they would reorder or hide it."""
+    text = json.dumps(visible(value, keep="\n\t"), separators=(",", ":"), sort_keys=False, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def host_order(report):

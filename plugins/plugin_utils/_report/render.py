@@ -51,6 +51,11 @@ MD_HOSTS = 500              # hosts not verified in the Markdown's hosts table, 
 MD_HOSTS_PER_CAUSE = 50     # host names listed per cause in the Markdown
 MD_PLACES = 20              # places per where table of the Markdown
 MD_DRIFT_ROWS = 50          # pin values of the Markdown's drift table
+MD_CAUSES = 200             # causes in the Markdown's causes table (and signatures, and rows of each breakdown table)
+# the most characters of the Markdown summary: what a GitHub comment or a merge request note holds (65,536); a larger
+# summary is made again with fewer hosts listed, then fewer names per cause, places, causes, pin values (_md_limits)
+MD_LIMIT = 65536
+MD_LIMITS = ("md_hosts", "md_hosts_per_cause", "md_places", "md_causes", "md_drift_rows")
 HEADLINE_PLACES = 5         # causes said concentrated among the headlines
 
 
@@ -102,7 +107,10 @@ def md_html(value):
 
 
 def _html_finalize(value):
-    return _text(value) if not isinstance(value, Markup) else value
+    """Every value the page prints (autoescaped after this): its text with every control character a visible escape
+    (``_escape.controls``; a newline and a tab are HTML's own whitespace): a bidi override or a zero-width character
+    from a node never reorders or hides what the page shows."""
+    return controls(_text(value), keep="\n\t") if not isinstance(value, Markup) else value
 
 
 def state_colour(state):
@@ -266,7 +274,8 @@ def view(report, full=None):
         "not_verified": not_verified,
         "page_data": (Markup(piece) for piece in page_data(report, full)),
         "script": _script(),
-        "md_hosts": MD_HOSTS, "md_hosts_per_cause": MD_HOSTS_PER_CAUSE, "md_drift_rows": MD_DRIFT_ROWS,
+        "md_hosts": MD_HOSTS, "md_hosts_per_cause": MD_HOSTS_PER_CAUSE, "md_drift_rows": MD_DRIFT_ROWS, "md_causes": MD_CAUSES,
+        "md_limit": MD_LIMIT,
         "UNREACHABLE": UNREACHABLE, "RUN_FAILED": RUN_FAILED, "PASS": PASS, "WARN": WARN, "FAIL": FAIL,
     }
 
@@ -300,8 +309,33 @@ def html_chunks(report, full=None):
     yield from _env("html").get_template("report.html.j2").generate(view(report, full))
 
 
+def _md_limits():
+    """The Markdown's limits, from the most generous (MD_HOSTS, ...) down to none listed: each step halves the first
+    limit (in MD_LIMITS' order) that is not yet 0, so what goes first is the least needed (the hosts table: every host
+    is in the JSON report), the causes last."""
+    limits = {"md_hosts": MD_HOSTS, "md_hosts_per_cause": MD_HOSTS_PER_CAUSE, "md_places": MD_PLACES,
+              "md_causes": MD_CAUSES, "md_drift_rows": MD_DRIFT_ROWS}
+    yield dict(limits)
+    for key in MD_LIMITS:
+        while limits[key]:
+            limits[key] //= 2
+            yield dict(limits)
+
+
 def markdown_chunks(report, full=None):
-    yield from _env("md").get_template("report.md.j2").generate(view(report, full))
+    """The Markdown summary, at most MD_LIMIT characters: made with the generous limits, and again with smaller ones
+    (``_md_limits``) while it is longer; one that is still longer with nothing listed (a fleet's own words alone) is
+    cut at a line, and says so."""
+    variables = view(report, full)
+    template = _env("md").get_template("report.md.j2")
+    text = ""
+    for limits in _md_limits():
+        text = template.render(dict(variables, md_where_tables=where_tables(report, limits["md_places"]), **limits))
+        if len(text) <= MD_LIMIT:
+            yield text
+            return
+    note = "\n\n(cut at %s characters: the JSON report has everything)\n" % "{:,}".format(MD_LIMIT)
+    yield text[:text.rfind("\n", 0, MD_LIMIT - len(note)) + 1] + note
 
 
 def render_html(report, full=None):
@@ -400,7 +434,19 @@ def _junit_suite(name, e, generated_at):
     for key, value in _junit_counts(e).items():
         suite.set(key, str(value))
     suite.set("time", "%.3f" % seconds)
-    return suite
+    return _junit_visible(suite)
+
+
+def _junit_visible(element):
+    """``element`` with every control character of its texts and attribute values a visible escape (``controls``; a
+    newline and a tab kept in a text, where they are the message's own lines): a CI page that shows a testcase's
+    message never reorders it (bidi), hides part of it (zero-width) or acts on it (ESC)."""
+    for item in element.iter():
+        if item.text:
+            item.text = controls(item.text, keep="\n\t")
+        for key, value in item.attrib.items():
+            item.set(key, controls(value))
+    return element
 
 
 def junit_chunks(report, full=None):
@@ -426,7 +472,7 @@ def junit_chunks(report, full=None):
         return
     # the root's start tag, then each host's testsuite as ElementTree writes it inside the root
     end = "</testsuites>"
-    yield xml_safe(ET.tostring(suites, encoding="unicode", short_empty_elements=False)[:-len(end)])
+    yield xml_safe(ET.tostring(_junit_visible(suites), encoding="unicode", short_empty_elements=False)[:-len(end)])
     for name in report["hosts"]:
         yield xml_safe(ET.tostring(_junit_suite(name, full(name), report["generated_at"]), encoding="unicode"))
     yield end + "\n"

@@ -48,6 +48,8 @@ def gpu_line(gpus, mode=None):
         if gpus.get("not_run"):
             why = "an audit runs no container" if mode == "audit" else "busy, or compute did not reach them"
             parts.append("{0:,} not verified ({1})".format(gpus["not_run"], why))
+    if gpus.get("unlisted"):
+        parts.append("{0} seen by the probe that no host layer lists (not counted)".format(plural(gpus["unlisted"], "GPU")))
     none = gpus.get("hosts_without_gpus", 0)
     if none:
         parts.append("%s no GPU (%s host layer ran and found none)" % (plural(none, "host lists", "hosts list"),

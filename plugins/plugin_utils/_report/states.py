@@ -40,6 +40,7 @@ UNREACHABLE_CAUSES = (
 )
 RUN_FAILED_CAUSES = (
     (r"malformed record from the node", "malformed record from the node"),
+    (r"record of another run from the node", "record of another run from the node"),
     (r"python[0-9.]*: (?:command )?not found|No such file or directory.*python|[Ii]nterpreter|"
      r"python.*(?:not found|No such file)", "no usable Python on the node"),
     (r"no verify record", "no verify record (the node failed or left during the verify play)"),

@@ -24,6 +24,8 @@ is in ``not_verified``), not a failure of the run.
 
 from __future__ import annotations
 
+import re
+
 SCHEMA_VERSION = 1
 PASSED, NOT_VERIFIED, NOT_CHECKED, REPORT_NOT_WRITTEN, INVALID = (
     "passed", "not_verified", "not_checked", "report_not_written", "invalid_invocation")
@@ -78,10 +80,36 @@ def gate(hosts, mode, require_verified, report, failing=None, error=None):
     return out
 
 
+# a host name that ``--limit @FILE`` reads as that one name: Ansible reads each line of the file as a host pattern, where
+# a leading '!', '&', '~' or '@', a glob ('*', '?', '[...]'), a subscript ('name[0]') or a line break mean something else
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+
+
+def limit_pattern(name):
+    """The line of the retry file for host ``name``: the name itself when Ansible's host patterns read it as just that
+    name (``_PLAIN_NAME``), else a regular expression that matches exactly it (``~^...\\Z``, every character outside
+    letters, digits and '_' written as a \\x, \\u or \\U escape): never a second line, a glob or an exclusion."""
+    name = str(name)
+    if _PLAIN_NAME.match(name):
+        return name
+    out = []
+    for ch in name:
+        code = ord(ch)
+        if ch.isascii() and (ch.isalnum() or ch == "_"):
+            out.append(ch)
+        elif code < 0x100:
+            out.append("\\x%02x" % code)
+        elif code < 0x10000:
+            out.append("\\u%04x" % code)
+        else:
+            out.append("\\U%08x" % code)
+    return "~^%s\\Z" % "".join(out)
+
+
 def retry_text(status):
-    """The retry file: the hosts the run fails (could not be checked; in a post-check, not verified), one per line,
-    for ``--limit @FILE``; empty when there is none."""
-    return "".join("%s\n" % name for name in sorted(status["failing"]))
+    """The retry file: the hosts the run fails (could not be checked; in a post-check, not verified), one per line
+    (``limit_pattern``), for ``--limit @FILE``; empty when there is none."""
+    return "".join("%s\n" % limit_pattern(name) for name in sorted(status["failing"]))
 
 
 def gate_lines(status, retry_file=None):
@@ -95,4 +123,9 @@ def gate_lines(status, retry_file=None):
         lines.append("the play recap counts %s failed=1 by the final gate: %s (the report says why, per host)%s" % (
             _plural(len(failing), "host"), ", ".join(parts),
             "; to run them again: --limit @%s" % retry_file if retry_file else ""))
+        escaped = sum(1 for name in failing if limit_pattern(name) != name)
+        if retry_file and escaped:
+            lines.append("the retry file gives %s as a regular expression (~^...\\Z) that matches only that name: "
+                         "%s a character --limit would read as a pattern or a line break" % (
+                             _plural(escaped, "host"), "its name holds" if escaped == 1 else "their names hold"))
     return lines

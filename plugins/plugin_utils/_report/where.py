@@ -100,8 +100,9 @@ def concentration(members, where_places, total, alpha=ALPHA):
     {dim, value, hosts}; "concentrated": the place where they are
     concentrated, or None}. They are concentrated in a place when more than half of them, at least two, are there and
     that many would be there by chance (a binomial draw with the place's share of the fleet) less often than ``alpha``
-    divided by the number of places looked at; of several such places, the least likely by chance (the most
-    specific: a rack before its zone)."""
+    divided by the number of places looked at; of several such places, the narrowest (the fewest of the fleet's
+    hosts: a rack before its zone, even where all of them are in the zone and only most in the rack), then the least
+    likely by chance."""
     n = len(members)
     counts, who = {}, {}
     for i, where in enumerate(members):
@@ -129,7 +130,7 @@ def concentration(members, where_places, total, alpha=ALPHA):
                 said.append((chance, dim != GROUP, fleet.get((dim, value), total), dim, value, count))
     concentrated = None
     if said:
-        _chance, _var, _size, dim, value, count = min(said)
+        _chance, _var, _size, dim, value, count = min(said, key=lambda s: (s[2], s[0], s[1], s[3], s[4]))
         concentrated = {"dim": dim, "value": value, "hosts": count}
     return {"places": top, "concentrated": concentrated}
 

@@ -1,12 +1,16 @@
 """Issue 34, "Done when": the controller's report path fed random records shaped like the result contract, valid and
 broken, with hostile strings (control characters, Markdown, HTML) in every field, for several nodes beside an honest
 one. Whatever they hold: no exception, every node reported (the honest one COMPUTE_VERIFIED), every format escaped
-(Markdown as a CommonMark+GFM renderer reads it, HTML, JUnit well-formed, the JSON readable) and every line printed on
-the terminal one line that acts on nothing. Deterministic (derandomized, no example database) and bounded."""
+(Markdown as a CommonMark+GFM renderer reads it, HTML, JUnit well-formed, the JSON strict) and every line printed on
+the terminal one line that acts on nothing. Issue 43: numbers no report can hold (NaN, infinities, thousands of digits)
+anywhere, and results that name their run beside records of another (started long before it or in the future, another
+run id, container or self-built CDI kind): such a node is RUN_FAILED, never its verdict. Deterministic (derandomized,
+no example database) and bounded."""
 import json
 import os
 import shutil
 import tempfile
+import time
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -16,11 +20,15 @@ from test_fleet_report import HOSTVARS, record
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LAYERS, NOT_RUN, PASS, STATUSES, WARN, LayerBuilder
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake
 
 TEXT = st.one_of(st.sampled_from(HOSTILE), st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30))
+# numbers a report cannot hold (issue 43.4): not finite, beyond 64 bits, thousands of digits
+HOSTILE_NUMBER = st.one_of(st.sampled_from((float("nan"), float("inf"), float("-inf"), 10 ** 4000, -(10 ** 4000), 1 << 64,
+                                            -(1 << 63) - 1, 1e300)), st.floats(), st.integers())
 # something that is not what the contract says a field holds
 JUNK = st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), st.booleans(), TEXT, st.lists(st.integers(), max_size=3),
-                 st.dictionaries(TEXT, st.integers(), max_size=2))
+                 st.dictionaries(TEXT, st.integers(), max_size=2), HOSTILE_NUMBER)
 STATUS = st.one_of(st.sampled_from(STATUSES), st.sampled_from(STATUSES), TEXT)
 
 
@@ -47,7 +55,7 @@ EVIDENCE = _maybe(st.fixed_dictionaries({}, optional={
         {"index": st.integers(0, 3), "uuid": TEXT, "mig_uuid": TEXT}), max_size=2))})),
     "nodes": _maybe(st.lists(st.fixed_dictionaries({"name": TEXT, "gpu_labels": _maybe(st.dictionaries(TEXT, TEXT, max_size=2))}),
                              max_size=2)),
-    "spec_digest": TEXT, "note": TEXT}))
+    "spec_digest": TEXT, "note": TEXT, "reading": HOSTILE_NUMBER}))
 
 
 @st.composite
@@ -61,7 +69,7 @@ def records(draw):
             "reason": _maybe(st.one_of(TEXT, st.just("a reason"))),
             "checks": _maybe(st.lists(_maybe(CHECK), max_size=4)), "evidence": EVIDENCE,
             "not_proven": _maybe(st.lists(TEXT, max_size=2)), "versions": _maybe(st.dictionaries(TEXT, TEXT, max_size=2)),
-            "started_at": _maybe(TEXT), "duration_ms": _maybe(st.floats(0, 1e4)),
+            "started_at": _maybe(TEXT), "duration_ms": _maybe(st.floats(0, 1e4), HOSTILE_NUMBER),
             "signature": _maybe(st.one_of(TEXT, st.just("x.failed")) if status == FAIL else st.none()),
             "points_to": _maybe(st.sampled_from((None,) + LAYERS + ("image",)))})))
     return draw(_maybe(st.just(out), JUNK))
@@ -100,7 +108,42 @@ def conforming(draw):
     return out
 
 
+RUN_ID = "20260101000000-7"
+STARTED = time.time() - 60   # when "this run" (a verify_node result naming RUN_ID) started
+# when a record of a result that names its run started: in the run, or long before it (replayed), or in the future
+STARTED_AT = st.one_of(st.just(STARTED + 1), st.just(STARTED + 1), st.floats(0, 2e9), st.just(STARTED - 86400))
+OTHER_RUN = st.sampled_from((RUN_ID, RUN_ID, "20200101000000-1", "x"))
+
+
+@st.composite
+def of_a_run(draw):
+    """A verify_node result that names its run (run_id, run_started_at): conforming records, each started in the run or
+    not, whose runtime and compute records name this run's id, containers and self-built devices, or another's."""
+    out = draw(conforming())
+    for layer, rec in out.items():
+        rec["started_at"] = _intake.iso_time(draw(STARTED_AT))
+        if layer == "runtime":
+            rec["evidence"]["run_id"] = draw(OTHER_RUN)
+            rec["evidence"]["container"] = {"name": "gpuprobe-%s-0a1b2c3d" % draw(OTHER_RUN)}
+        if layer == "compute":
+            rec["evidence"]["container"].update(container_name="gpuprobe-%s-0a1b2c3d" % draw(OTHER_RUN),
+                                                cdi_devices=["gpuprobe.local/gpu-%s=0" % draw(OTHER_RUN)])
+    return {"verify_result": {"records": out, "run_id": RUN_ID, "run_started_at": _intake.iso_time(STARTED)}}
+
+
+def _of_this_run(result):
+    """Whether every record of a result ``of_a_run`` made is this run's (then only the contract can refuse it)."""
+    records = result["records"]
+    runtime, compute = records.get("runtime"), records.get("compute")
+    names = [runtime["evidence"]["run_id"], runtime["evidence"]["container"]["name"]] if runtime else []
+    if compute:
+        names += [compute["evidence"]["container"]["container_name"], compute["evidence"]["container"]["cdi_devices"][0]]
+    return all(RUN_ID in n for n in names) and all(
+        STARTED - 300 <= _intake.epoch_of(r["started_at"]) <= time.time() + 300 for r in records.values())
+
+
 NODE = st.one_of(
+    of_a_run(),
     conforming().map(lambda r: {"verify_result": {"records": r}}),
     conforming().map(lambda r: {"verify_result": {"records": r}}),
     records().map(lambda r: {"verify_result": {"records": r}}),
@@ -109,6 +152,10 @@ NODE = st.one_of(
     st.builds(lambda status, text: {"verify_result": {"records": {"host": dict(record("host", status), reason=text)}}},
               st.sampled_from((PASS, WARN, FAIL, NOT_RUN)), TEXT),
 )
+
+
+def _refuse(constant):
+    raise AssertionError("not strict JSON: %s" % constant)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None, print_blob=True,
@@ -130,6 +177,16 @@ def test_random_records_never_cost_the_fleet_its_report_nor_escape_their_format(
             assert json.load(f)["report"] == "written"
         for why in result["unverifiable"].values():
             assert why.startswith(("verify run failed: ", "host unreachable: "))
+        for name, hv in hostvars.items():
+            result_ = hv.get("verify_result") or {}
+            if result_.get("run_id") == RUN_ID and not _of_this_run(result_):
+                # a record of another run is that node's RUN_FAILED, never its verdict (the contract's violations, when
+                # there are any, are named first)
+                why = "malformed" if _intake.violations(result_["records"]) else "record of another run"
+                assert result["unverifiable"][name].startswith("verify run failed: %s record" % why
+                                                               if why == "malformed" else "verify run failed: " + why), name
+            if name in result["unverifiable"]:
+                assert result["verdicts"][name] == "INCONCLUSIVE"
         files = result["files"]
         with open(files["markdown"]) as f:
             # (its hosts table lists the hosts not verified)
@@ -139,7 +196,9 @@ def test_random_records_never_cost_the_fleet_its_report_nor_escape_their_format(
         with open(files["junit"]) as f:
             assert_junit_safe(f.read())
         with open(files["json"]) as f:
-            assert sorted(json.load(f)["hosts"]) == names
+            assert sorted(json.loads(f.read(), parse_constant=_refuse)["hosts"]) == names  # strict JSON: no NaN/Infinity
+        with open(status) as f:
+            json.loads(f.read(), parse_constant=_refuse)
         for line in result["summary_lines"] + list(result["failing"].values()):
             assert_terminal_safe(line)
     finally:

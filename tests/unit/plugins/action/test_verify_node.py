@@ -64,11 +64,29 @@ class Node(object):
         if self.fail.get("probe") == "interrupted":
             return {"interrupted": "interrupted by signal 15: the probe container and the host control were stopped and removed"}
         if self.probe_records is not None:
-            out = {"records": self.probe_records, "spec_removed": None}
+            out = {"records": _of_run(self.probe_records, p["run_id"]), "spec_removed": None}
             if p["remove_spec"]:
                 out.update(_node_probe.remove_run_spec(p["run_id"], p["self_built_spec_dir"]))
             return out
         return _node_probe.probe(p, check_mode)
+
+
+def _of_run(records, run_id):
+    """``records`` as an honest node of run ``run_id`` returns them: a runtime record that ran names this run's id and
+    its container, and so does a compute record whose container ran (what the controller binds a record to:
+    _intake.run_errors)."""
+    out = dict(records)
+    runtime = out.get("runtime")
+    if runtime and runtime["status"] != NOT_RUN:
+        evidence = dict(runtime["evidence"], run_id=run_id)
+        evidence["container"] = dict(evidence.get("container") or {}, name="gpuprobe-%s-0a1b2c3d" % run_id)
+        out["runtime"] = dict(runtime, evidence=evidence)
+    compute = out.get("compute")
+    container = (compute or {}).get("evidence", {}).get("container") or {}
+    if container.get("executed"):
+        evidence = dict(compute["evidence"], container=dict(container, container_name="gpuprobe-%s-0a1b2c3d" % run_id))
+        out["compute"] = dict(compute, evidence=evidence)
+    return out
 
 
 def _with_defaults(argspec, args):
@@ -181,7 +199,7 @@ def test_a_probe_that_removed_its_container_costs_no_cleanup_call(tree, monkeypa
     node = Node(probe_records={"runtime": runtime, "compute": _passing("compute")})
     result = run(_action({"root": tree, "nvml": False, "k8s": False}), node)
     assert [c[0] for c in node.calls] == ["verify"] and len(node.probes) == 1
-    assert result["records"]["runtime"] == runtime
+    assert result["records"]["runtime"] == _of_run({"runtime": runtime}, result["run_id"])["runtime"]
 
 
 def _self_built(tmp_path, tree):

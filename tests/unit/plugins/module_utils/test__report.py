@@ -58,8 +58,10 @@ GPU_ROW = {"index": 0, "uuid": "GPU-6b1d2c3e-0000-4000-8000-000000000000", "mode
 
 def healthy(driver="580.159.04", api="13000", runtime="podman 4.3.1", digest="sha256:aa"):
     return {
+        # the host layer lists the GPU the compute row proves (a GPU it does not list is never verified: issue 43.3)
         "host": rec("host", PASS, versions={"driver": driver, "cuda_driver_api": api},
-                    evidence={"nvml": {"driver_version": driver, "cuda_driver_version_int": int(api)}}),
+                    evidence={"nvml": {"driver_version": driver, "cuda_driver_version_int": int(api)},
+                              "gpus": [{"index": GPU_ROW["index"], "uuid": GPU_ROW["uuid"], "name": GPU_ROW["model"]}]}),
         # every edit of the requested device accounted for (cdi.trust.accounted PASS, as the layer writes it)
         "cdi": accounted(rec("cdi", PASS, evidence={"spec_digest": digest})),
         # an edit compared (runtime PASS needs one) and a proven per-GPU row (COMPUTE_VERIFIED needs them)
@@ -95,7 +97,7 @@ def report():
         {"name": "cpu-only", "records": no_gpu(), "pins": {"driver_version": "580.159.04"}},
         {"name": "old-driver", "records": healthy(driver="570.1"), "pins": {"driver_version": "580.159.04"}},
         {"name": "gone", "records": None, "unreachable": "ssh: connect to host gone port 22: No route"},
-        {"name": "crashed", "records": {"host": healthy()["host"]}, "error": "cdi_facts: MODULE FAILURE"},
+        {"name": "crashed", "records": {"host": rec("host", PASS)}, "error": "cdi_facts: MODULE FAILURE"},
     ]
     return F.build_report(hosts, "2026-12-02T18:30:00Z", run={"mode": "full", "cdi_source": "node"})
 
@@ -148,8 +150,8 @@ def test_counts(report):
     assert report["summary"] == {"hosts": 6, "compute_verified": 2, "failed": 2, "inconclusive": 2,
                                  "unreachable": 1, "run_failed": 1, "unverifiable": 2, "drifted": 2, "k8s_findings": 0,
                                  "drift_differs": 1, "drift_unknown": 1,
-                                 "gpus": {"total": 2, "verified": 2, "failed": 0, "not_run": 0, "hosts_with_failed_gpu": 0,
-                                          "hosts_with_unknown_gpus": 4, "unknown_gpus_why": {"not_listed": 2, "run_failed": 1,
+                                 "gpus": {"total": 3, "verified": 2, "failed": 0, "not_run": 1, "hosts_with_failed_gpu": 0,
+                                          "hosts_with_unknown_gpus": 3, "unknown_gpus_why": {"not_listed": 1, "run_failed": 1,
                                                                                              "unreachable": 1},
                                           "hosts_without_gpus": 0, "mig_gpus": 0, "mig_instances": NO_MIG}}
 
@@ -299,8 +301,9 @@ def test_summary_lines(report):
     # issue 22.4: the end-of-run summary is one line per group of hosts (state, count, cause), not per host
     lines = F.summary_lines(report)
     assert lines[0] == "6 hosts: 1 failed at host, 1 failed at compute, 1 unreachable, 1 run failed, 2 verified"
-    assert lines[1] == ("2 of 2 GPUs verified in a container; the GPUs of 4 hosts are unknown and not counted (1 not reached, "
-                        "1 whose run failed, 2 whose host layer did not list them)")
+    assert lines[1] == ("2 of 3 GPUs verified in a container; 1 not verified (busy, or compute did not reach them); the GPUs "
+                        "of 3 hosts are unknown and not counted (1 not reached, 1 whose run failed, 1 whose host layer did "
+                        "not list them)")
     assert "  1 host UNREACHABLE: no route to host (e.g. gone)" in lines
     assert "  1 host FAILED_AT_COMPUTE: compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND -> runtime (e.g. gpu-jit)" in lines
     assert lines[-2:] == ["  1 host differs from its pins: driver_version on 1 host",
@@ -574,8 +577,9 @@ def _counts(summary):
     ([_inst_row(0, 1)], {0: [1, 2, 3]}, True, (1, 1, 0, 0), (1, 1, 0, 0), PASS),
     # a MIG GPU beside a GPU without MIG
     ([_inst_row(0, 1), _inst_row(0, 3), dict(GPU_ROW, index=1, uuid=P1)], {0: [1, 3], 1: []}, True, (2, 2, 0, 0), (2, 2, 0, 0), PASS),
-    # the host inventory lists no instance (host layer without NVML): the parent comes from the cdi identity
-    ([_inst_row(0, 1), _inst_row(0, 2)], {}, True, (1, 1, 0, 0), (2, 2, 0, 0), PASS),
+    # the host inventory lists the GPU but no instance (host layer without NVML: procfs lists GPUs, not MIG instances): the
+    # parent comes from the cdi identity
+    ([_inst_row(0, 1), _inst_row(0, 2)], {0: []}, True, (1, 1, 0, 0), (2, 2, 0, 0), PASS),
     # an instance the container saw but did not ask for (its UUID as the probe prints it): under its GPU, not requested
     ([_inst_row(0, 1), _inst_row(0, 2, expected=False, uuid="GPU-" + _mig(0, 2)[4:])], {0: [1, 2]}, True,
      (1, 1, 0, 0), (1, 1, 0, 0), PASS),
@@ -592,6 +596,13 @@ def test_mig_instances_are_counted_under_their_physical_gpu(rows, inventory, ide
     line = F.summary_lines(report)[1]
     assert line.startswith("%d of %s verified in a container" % (gpus[1], SN.plural(gpus[0], "GPU")))
     assert "MIG: %d of %s verified on 1 GPU" % (instances[1], SN.plural(instances[0], "requested instance")) in line
+
+
+def test_instances_on_a_gpu_the_host_layer_does_not_list_prove_nothing_of_the_node():
+    """issue 43.3: the host layer lists no GPU at all; the instances' parent (from the cdi identity) is not counted."""
+    report = F.build_report([{"name": "n", "records": _mig_node([_inst_row(0, 1), _inst_row(0, 2)], {})}], "t")
+    assert _counts(report["summary"]) == ((0, 0, 0, 0), (0, 0, 0, 0)) and report["summary"]["gpus"]["unlisted"] == 1
+    assert F.summary_lines(report)[1].startswith("No GPU was seen: 1 GPU seen by the probe that no host layer lists (not counted)")
 
 
 def test_mig_instances_are_listed_under_their_gpu_in_every_format():
@@ -616,7 +627,8 @@ def test_mig_instances_are_listed_under_their_gpu_in_every_format():
 
 def test_junit_is_valid_xml_whatever_characters_a_node_reported():
     """A control character in any string a node reported (an event message, a slice attribute) would make
-    report.xml unreadable: every character XML 1.0 forbids is replaced, the rest kept."""
+    report.xml unreadable: each is a visible escape (issue 43.6; a tab and a newline kept in a text), and every other
+    character XML 1.0 forbids is replaced, the rest kept."""
     records = healthy()
     records["k8s"] = rec("k8s", FAIL, "k8s.dra.host_match", observed="advertises GPU GPU-\x1b[2J\x07evil\x00\ufffe")
     records["k8s"]["reason"] = "bad\x01 reason\ttab"
@@ -624,6 +636,6 @@ def test_junit_is_valid_xml_whatever_characters_a_node_reported():
     text = V.render_junit(report)
     root = ET.fromstring(text.split("\n", 1)[1])
     failure = root.find(".//failure")
-    assert failure.get("message") == "bad\ufffd reason\ttab"
-    assert "GPU-\ufffd[2J\ufffdevil\ufffd\ufffd" in failure.text
+    assert failure.get("message") == "bad\\x01 reason\\ttab"
+    assert "GPU-\\x1b[2J\\aevil\\x00\ufffd" in failure.text
     assert V.xml_safe("a\x1fb\nc\U0001f600") == "a\ufffdb\nc\U0001f600"

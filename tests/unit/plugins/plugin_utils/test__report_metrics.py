@@ -9,7 +9,7 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import mod
 
 UUID0 = "GPU-a198196e-3adf-2f39-7708-ea4742cf7baf"
 UUID1 = "GPU-b198196e-3adf-2f39-7708-ea4742cf7baf"
-SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(?:\{(?P<labels>(?:[a-z_]+="(?:[^"\\\n]|\\.)*",?)*)\})? (?P<value>\S+)$')
+SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(?:\{(?P<labels>(?:[A-Za-z_]+="(?:[^"\\\n]|\\.)*",?)*)\})? (?P<value>\S+)$')
 
 
 def _entry(verdict="COMPUTE_VERIFIED", failing=None, signature=None, gpus=None, checks=None, **extra):
@@ -21,6 +21,8 @@ def _entry(verdict="COMPUTE_VERIFIED", failing=None, signature=None, gpus=None, 
              "layers": dict((layer, {"status": "PASS"}) for layer in ("host", "cdi", "runtime", "compute"))}
     entry["layers"]["k8s"] = {"status": "NOT_RUN"}
     entry["layers"]["host"]["checks"] = checks or []
+    # the host layer lists the node's GPUs (a GPU it does not list is never verified: issue 43.3)
+    entry["layers"]["host"]["evidence"] = {"gpus": [{"index": g.get("index"), "uuid": g.get("uuid")} for g in entry["gpus"]]}
     entry.update(extra)
     return entry
 
@@ -35,13 +37,31 @@ def _parse(text):
         m = SAMPLE.match(line)
         assert m, line
         labels = dict((k, re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), v))
-                      for k, v in re.findall(r'([a-z_]+)="((?:[^"\\\n]|\\.)*)"', m.group("labels") or ""))
+                      for k, v in re.findall(r'([A-Za-z_]+)="((?:[^"\\\n]|\\.)*)"', m.group("labels") or ""))
         out.append((m.group("name"), labels, float(m.group("value"))))
     return out
 
 
 def _find(samples, name, **labels):
     return [v for n, lab, v in samples if n == name and all(lab.get(k) == want for k, want in labels.items())]
+
+
+def test_gpu_series_join_dcgm_exporters_on_uuid():
+    """dcgm-exporter names a GPU's UUID ``UUID``: every GPU series carries it, so a query joins the two on(UUID)."""
+    samples = _parse(metrics.node_text(_entry(checks=[{"id": "host.health.xid", "status": "FAIL", "subject": "GPU 1 " + UUID1}]),
+                                       "full", 1700000000))
+    gpu_series = [(n, lab) for n, lab, _v in samples if n.startswith("gpuprobe_gpu_")]
+    assert len(gpu_series) >= 4 and all(lab["UUID"] == lab["uuid"] and lab["UUID"] in (UUID0, UUID1) for _n, lab in gpu_series)
+
+
+def test_a_gpu_the_host_layer_does_not_list_is_never_verified():
+    entry = _entry()
+    entry["gpus"].append({"index": 2, "uuid": "GPU-deadbeef-3adf-2f39-7708-ea4742cf7baf", "expected": True, "status": "PASS"})
+    for text in (metrics.node_text(entry, "full", 1700000000), metrics.fleet_text(
+            {"hosts": {"n1": entry}, "counts": {}, "summary": {}}, lambda name: entry, "full", 1700000000)):
+        samples = _parse(text)
+        assert _find(samples, "gpuprobe_gpu_verified", uuid="GPU-deadbeef-3adf-2f39-7708-ea4742cf7baf") == [0]
+        assert _find(samples, "gpuprobe_gpu_verified", uuid=UUID0) == [1]
 
 
 def test_a_verified_node():
@@ -104,8 +124,10 @@ def test_a_uuid_that_is_not_one_is_dropped_and_a_host_name_is_escaped():
     text = metrics.fleet_text(report, lambda name: entry, "postcheck", 1700000000)
     assert text.endswith("# EOF\n") and "# UNIT gpuprobe_node_last_run_timestamp_seconds seconds\n" in text
     samples = _parse(text)
-    assert _find(samples, "gpuprobe_gpu_verified", host=host, uuid="") == [1]
-    assert _find(samples, "gpuprobe_node_state", host=host, state="COMPUTE_VERIFIED") == [1]
+    # the host label holds the name with its newline written as a visible escape (issue 43.6)
+    shown = 'rack"7\\node\\n1'
+    assert _find(samples, "gpuprobe_gpu_verified", host=shown, uuid="") == [1]
+    assert _find(samples, "gpuprobe_node_state", host=shown, state="COMPUTE_VERIFIED") == [1]
     assert _find(samples, "gpuprobe_fleet_hosts", state="COMPUTE_VERIFIED") == [1]
     assert _find(samples, "gpuprobe_fleet_hosts", state="UNREACHABLE") == [0]
     assert _find(samples, "gpuprobe_fleet_gpus", status="verified") == [1]

@@ -59,6 +59,22 @@ def test_a_cause_is_said_concentrated_only_where_it_is(failing, said):
     assert not [x for x in labels if x.startswith("rack=") and "rack_" + x[len("rack="):] in labels]
 
 
+def test_the_narrowest_place_is_named_a_rack_before_its_zone():
+    """issue 43.8: 2,000 hosts, 40 racks of 50 in 4 zones; a cause of 40 hosts, all in zone_b, 21 of them in rack_r05.
+    Both are rare by chance (the zone even rarer: all of them); the rack, where the operator goes, is named."""
+    members, tally = [], W.WhereTally()
+    for r in range(40):
+        for s in range(50):
+            where = W.host_where(["rack_r%02d" % r, "zone_%s" % "abcd"[r // 10]])
+            bad = (r == 5 and s < 21) or (r in (6, 7) and s < 10 and (r, s) != (7, 9))
+            tally.add({"where": where, "state": "FAILED_AT_CDI" if bad else "COMPUTE_VERIFIED"})
+            if bad:
+                members.append(where)
+    assert len(members) == 40
+    got = W.concentration(members, tally.summary("COMPUTE_VERIFIED")["places"], 2000)
+    assert got["concentrated"] == {"dim": "group", "value": "rack_r05", "hosts": 21}
+
+
 def test_the_words_of_a_concentration():
     group = {"cause": "cdi.host.library_version", "count": 59, "where": {"concentrated": {"dim": "group", "value": "rack_r03", "hosts": 40}}}
     assert W.concentration_line(group) == "cdi.host.library_version: 59 hosts, 40 of them in rack_r03"
