@@ -38,6 +38,7 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render imp
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.files import write_atomic, write_report_set
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import metrics as _metrics
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import slices as _slices
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import status as _status
 
 REPORT_NOT_WRITTEN = "gpuprobe report not written to %s (no file of this run was kept; latest.* are the previous run's)"
@@ -172,6 +173,12 @@ def failing_hosts(report, require_verified, where):
     return dict((name, display_text(why)) for name, why in failing.items())
 
 
+def _slice_settings(args, run):
+    """What the slices of a run and their merge must share (_report.slices.SAME)."""
+    return dict(mode=run.get("mode"), cdi_source=run.get("cdi_source"), require_verified=args["require_verified"],
+                group_by=args["group_by"])
+
+
 def collect_drills(hostvars, names, drills_var):
     rows = []
     for name in names:
@@ -228,6 +235,48 @@ class ActionModule(ActionBase):
         except OSError as exc:
             raise AnsibleActionFail("the report is written, the metrics file %s is not: %s" % (args["metrics_file"], exc))
 
+    @staticmethod
+    def _write_slice(args, run, report, store):
+        """A slice's file (_report.slices): its hosts' full entries, for the merge."""
+        settings = _slice_settings(args, run)
+        path = _slices.slice_path(args["slice"]["dir"], args["slice"]["run_id"], report["hosts"])
+        head = _slices.header(args["slice"]["run_id"], report["hosts"], settings, run)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_atomic(path, _slices.slice_text(head, sorted(report["hosts"]), store.get))
+        except OSError as exc:
+            raise AnsibleActionFail("the slice file %s of run %s is not written: %s" % (path, args["slice"]["run_id"], exc))
+        return {"slice": path}
+
+    @staticmethod
+    def _refused(args, why):
+        """A merge of slices refused (_report.slices): the gate is report_not_written with the reason, and no report,
+        retry or metrics file of this merge is written (a partial fleet is never reported)."""
+        message = "%s: the slices of run %s were not merged: %s" % (
+            REPORT_NOT_WRITTEN % args["report_dir"], args["slice"]["run_id"], why)
+        status = _status.gate({}, (args["run"] or {}).get("mode"), args["require_verified"], "failed", error=message)
+        status.update(files={}, retry_file=None, metrics_file=None)
+        try:
+            write_status(args.get("status_file"), status)
+        except OSError as exc:
+            message += "; the status file %s is not written either: %s" % (args["status_file"], exc)
+        raise AnsibleActionFail(message)
+
+    def _entries(self, args, hostvars, names, active, limits):
+        """Each host's full entry in name order, and the run's facts: from hostvars (a run, or a slice of one), or
+        from the slice files of the run (a merge, after _report.slices.headers has found them whole)."""
+        run = dict(args["run"])
+        if not (args["slice"] and args["slice"]["merge"]):
+            items = collect_hosts(hostvars, sorted(names), args["result_var"],
+                                  args["records_var"], args["pins_var"], active, limits, args["group_by"])
+            return (entry_of(item) for item in items), run
+        settings = _slice_settings(args, run)
+        try:
+            heads = _slices.headers(args["slice"]["dir"], args["slice"]["run_id"], names, settings, args["slice"]["count"])
+        except (_slices.SliceError, OSError) as exc:
+            self._refused(args, exc)
+        return _slices.merged(heads), _slices.merged_run(heads, run)
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
@@ -237,12 +286,18 @@ class ActionModule(ActionBase):
             limits = limits_of(args["record_limits"])
         except ValueError as exc:
             raise AnsibleActionFail(str(exc))
+        slicing = args["slice"]
+        if slicing and _slices.run_id_error(slicing["run_id"]):
+            raise AnsibleActionFail(_slices.run_id_error(slicing["run_id"]))
+        if slicing and not slicing["merge"]:
+            # a slice writes its hosts' entries only: the gate, retry and metrics files are the merge's
+            args = dict(args, status_file=None, retry_file=None, metrics_file=None)
         hostvars = task_vars.get("hostvars") or {}
         names = list(dict.fromkeys(args["hosts"]))
         active = set(args["active_hosts"]) if args["active_hosts"] is not None else None
         drills = collect_drills(hostvars, names, args["drills_var"]) if args["drills_var"] else None
         now = datetime.datetime.now(datetime.timezone.utc)
-        run = dict(args["run"])
+        entries, run = self._entries(args, hostvars, names, active, limits)
         run.setdefault("ansible_version", (task_vars.get("ansible_version") or {}).get("full"))
 
         files = {}
@@ -256,23 +311,28 @@ class ActionModule(ActionBase):
             # one host at a time, in the report's (name) order: its full entry goes to the fleet's figures and the
             # store, and only its brief entry stays
             fleet = _fleet.Fleet(args["group_by"])
-            for item in collect_hosts(hostvars, sorted(names), args["result_var"], args["records_var"], args["pins_var"],
-                                      active, limits, args["group_by"]):
-                entry = entry_of(item)
-                fleet.add(entry)
-                if store is not None and failure is None:
-                    try:
-                        store.put(entry["name"], entry)
-                    except OSError as exc:
-                        failure = exc
-            item = entry = None
+            try:
+                for entry in entries:
+                    fleet.add(entry)
+                    if store is not None and failure is None:
+                        try:
+                            store.put(entry["name"], entry)
+                        except OSError as exc:
+                            failure = exc
+            except (_slices.SliceError, ValueError, OSError) as exc:
+                if not (slicing and slicing["merge"]):
+                    raise
+                self._refused(args, exc)   # a slice file that is not whole, read in the merge
+            entry = None
             report = fleet.report(now.strftime("%Y-%m-%dT%H:%M:%SZ"), run=run, drills=drills)
             del fleet
             unverifiable = dict((name, entry["unverifiable"]) for name, entry in report["hosts"].items()
                                 if entry["unverifiable"])
             if failure is not None:
                 self._not_written(args, failure, report)
-            if store is not None:
+            if store is not None and slicing and not slicing["merge"]:
+                files = self._write_slice(args, run, report, store)
+            elif store is not None:
                 report_dir = args["report_dir"]
 
                 def full(name):

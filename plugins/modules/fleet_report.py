@@ -124,6 +124,39 @@ options:
         variable has no value for it. The playbook sets it from C(gpuprobe_report_group_by).
     type: list
     elements: str
+  slice:
+    description:
+      - >-
+        A run split into slices (AWX/AAP job slicing, or several C(ansible-playbook --limit) runs), all with the same
+        O(slice.run_id) (L(docs/fleet.md,https://github.com/gpuprobe/layers/blob/main/docs/fleet.md), "Sliced runs").
+      - >-
+        In a slice (O(slice.merge=false)) the full entries of the hosts in O(hosts), their verdicts decided, are written
+        to one slice file, C(<dir>/<run_id>/<digest of the hosts>.slice.jsonl), and nothing else: no report set, and
+        O(status_file), O(retry_file) and O(metrics_file) are the merge's (not written); RV(files) has C(slice).
+      - >-
+        In the merge (O(slice.merge=true)) every slice file of the run is read instead of hostvars, and the report,
+        O(status_file), O(retry_file) and O(metrics_file) are written as for the same hosts run unsliced. The merge is
+        refused, with the status C(report_not_written) (exit status 3) and the reason in O(status_file) and the task's
+        error, and no other file written, when there is no slice of the run, a slice is of another run or was run with
+        another mode, CDI source, O(require_verified) or O(group_by), O(slice.count) is given and differs, a host of
+        O(hosts) is in no slice (a slice is missing), or a host is in two slices or not in O(hosts).
+    type: dict
+    suboptions:
+      run_id:
+        description: The run's id, shared by its slices and the merge (letters, digits, C(_), C(.), C(-)).
+        type: str
+        required: true
+      dir:
+        description: The directory of the slice files, shared by the slices and the merge.
+        type: path
+        required: true
+      merge:
+        description: Merge the run's slices into the report (true), or write this slice's file (false).
+        type: bool
+        default: false
+      count:
+        description: In the merge, the number of slices the run has (a missing slice is refused by its hosts anyway).
+        type: int
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._record_limits
@@ -158,7 +191,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: Paths of the files written (in the run's directory), by format (empty in check mode).
+  description: Paths of the files written (in the run's directory), by format (empty in check mode); in a slice, C(slice), its slice file.
   returned: always
   type: dict
   sample: {json: /srv/reports/gpuprobe-report-20261202T183000Z/gpuprobe-report.json}

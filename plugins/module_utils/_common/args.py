@@ -134,4 +134,11 @@ FLEET_REPORT_ARGSPEC = dict(
     metrics_file=dict(type="path"),
     record_limits=RECORD_LIMITS_SPEC,
     group_by=dict(type="list", elements="str"),
+    # a run split into slices (plugin_utils/_report/slices.py): each slice writes its hosts' entries, the merge the report
+    slice=dict(type="dict", options=dict(
+        run_id=dict(type="str", required=True),
+        dir=dict(type="path", required=True),
+        merge=dict(type="bool", default=False),
+        count=dict(type="int"),
+    )),
 )

@@ -41,6 +41,7 @@ PLAYBOOK_OPTIONS = (
     "gpuprobe_status_file", "gpuprobe_retry_file", "gpuprobe_metrics_file", "gpuprobe_dedicated_node", "gpuprobe_drill_variants",
     "gpuprobe_k8s_publish", "gpuprobe_k8s_publish_label", "gpuprobe_k8s_condition_type", "gpuprobe_k8s_kubeconfig",
     "gpuprobe_k8s_context", "gpuprobe_k8s_node_names", "gpuprobe_report_group_by",
+    "gpuprobe_slice_run", "gpuprobe_slice_dir", "gpuprobe_slice_count",
 )
 
 # variables the collection sets itself (facts of its modules, set_fact/register of its playbooks and roles):
@@ -318,6 +319,12 @@ VERIFY_DOMAINS = {
 }
 
 
+def _slice_run_error(value):
+    """Why a slice run id cannot be used (it names a directory: _report.slices), or None."""
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.slices import run_id_error  # pylint: disable=import-outside-toplevel
+    return run_id_error(str(value))
+
+
 def _trust():
     """The cdi layer's allowlist (its check of the declared trusted edits), imported when an option is checked."""
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import trust as _cdi_trust  # pylint: disable=import-outside-toplevel
@@ -341,6 +348,10 @@ PLAYBOOK_DOMAINS = {
     "gpuprobe_report_group_by": _list_of(_variable_name, non_empty=False),
     "gpuprobe_retry_file": _text,
     "gpuprobe_metrics_file": _text,
+    "gpuprobe_slice_run": lambda v: None if v in ("", None) else _slice_run_error(v),
+    "gpuprobe_slice_dir": _text,
+    "gpuprobe_slice_count": lambda v: None if v in ("", None) or (isinstance(v, int) and not isinstance(v, bool) and v > 0) or (
+        isinstance(v, str) and v.isdigit() and int(v) > 0) else "must be a whole number of slices greater than 0",
     "gpuprobe_pins": _pins,
     "gpuprobe_dedicated_node": _flag,
     "gpuprobe_drill_variants": _list_of(_one_of(VARIANTS)),
