@@ -243,8 +243,8 @@ class ActionModule(ActionBase):
                     self._sweep(args, run_id, engine, task_vars, calls, problems)
             elif got is None:
                 # audit mode, or the node did not get to this runtime (its call failed or was interrupted first)
-                got = _gate.gated(_gate.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
-                                  or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
+                gate = _gate.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
+                got = _gate.gated(gate or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
                 if out is not None and not isinstance(out.get("records"), dict) and index == 0:
                     self._sweep(args, run_id, engine, task_vars, calls, problems)  # the call may have died mid-probe
             # else: the node's gate stopped this runtime's probe, and its records say why

@@ -122,8 +122,8 @@ def _start_site(runtime, edits):
     """Where a container that did not start failed: the edits its runtime's words name (a hook by number while the
     spec adds hooks: the probe container adds none of its own); none when the runtime's own classification says it
     was refused (RUNTIME_REFUSED: it could not do what was asked, which is the runtime's)."""
-    check = next((c for c in runtime.get("checks") or [] if c.get("id") == "runtime.container.started"
-                  and c.get("status") == FAIL), None)
+    check = next((c for c in runtime.get("checks") or [] if (c.get("id"), c.get("status")) == ("runtime.container.started", FAIL)),
+                 None)
     if check is None or runtime.get("signature") in RUNTIME_REFUSED:
         return []
     words = check.get("observed") or ""
