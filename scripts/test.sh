@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed (scripts/bootstrap.sh) and runs the whole test suite:
 #   pytest (unit + integration with real podman/runc), ansible-test sanity (under the current ansible-core and 2.17,
-#   the oldest meta/runtime.yml claims), ansible-lint (production profile), molecule scenarios, the execution
+#   the oldest meta/runtime.yml claims), ansible-lint (production profile), galaxy-importer on the built tarball (what
+#   Galaxy and Automation Hub run on an upload), molecule scenarios, the execution
 #   environment's build context, and a smoke run of the README's verify-gpu.yml under both ansible-cores.
 #   Exit status: 0 when every stage passed, 1 otherwise.
 # With arguments, runs only pytest with those arguments (after the rebuild), e.g.
@@ -43,6 +44,7 @@ stage() {
 }
 stage sanity bash scripts/sanity.sh
 stage ansible-lint ansible-lint --profile production --offline
+stage galaxy-importer bash scripts/galaxy-importer.sh
 stage molecule bash scripts/molecule.sh
 stage ee-check bash scripts/ee-check.sh
 stage smoke bash scripts/smoke.sh

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: cdi_facts
 short_description: The cdi layer of GPU-in-container readiness (CDI specs, resolution, host objects)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Loads every Container Device Interface (CDI) spec file of the spec directories strictly, resolves the
     requested devices the way the reference Go library (container-device-interface C(pkg/cdi)) does, and

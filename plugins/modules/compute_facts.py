@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: compute_facts
 short_description: The compute layer of GPU-in-container readiness (a verified CUDA kernel in the container)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Builds the compute layer record
     (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)), returned as the fact

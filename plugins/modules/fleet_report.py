@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fleet_report
 short_description: Aggregate the layer records of a fleet into JSON, Markdown, HTML and JUnit reports
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Runs on the controller (action plugin). Reads, for every host in O(hosts), the layer records that
     the P(gpuprobe.layers.verify#role) role left in hostvars, decides each node's verdict with the

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: host_facts
 short_description: The host layer of GPU-in-container readiness (GPU, driver, device nodes)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads what NVIDIA GPU, driver and device nodes the node has and returns the host layer record
     (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_host).

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: k8s_facts
 short_description: The optional k8s layer - does the scheduler see the GPUs, and why is a GPU Pod Pending?
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Asks C(kubectl) for the nodes, the Pods and their events and, where the cluster serves C(resource.k8s.io), for
     the Dynamic Resource Allocation objects (ResourceSlices, DeviceClasses, ResourceClaims and their templates), and

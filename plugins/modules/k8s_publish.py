@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: k8s_publish
 short_description: Publish each node's verdict as a Node condition (and optionally a label) where the cluster reads it
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Opt-in. Writes one Node condition per host through the Node's C(status) subresource
     (C(kubectl patch node N --subresource=status --type=strategic)), so readiness gates, remediation controllers and

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_metrics
 short_description: Write a node's gpuprobe metrics file for node_exporter's textfile collector
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Writes O(content) (Prometheus text format, rendered on the controller by M(gpuprobe.layers.verify_node) from the
     node's records and verdict) to O(dir)/O(name) in one step, so that node_exporter never reads half a file - a hidden

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_probe
 short_description: Internal - the runtime and compute layers of one node in one process (the probe stage of node_verify)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - >-
     B(Internal module, not meant to be used directly.) It is the probe stage of M(gpuprobe.layers.node_verify) as a

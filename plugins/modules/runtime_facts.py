@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: runtime_facts
 short_description: The runtime layer of GPU-in-container readiness (what the container really got)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Starts one short-lived probe container with the requested CDI devices through a real container runtime
     and returns the runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_runtime).

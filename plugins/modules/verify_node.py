@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: verify_node
 short_description: Verify every GPU layer of one node in one task, with the verdict decided on the controller
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - >-
     Runs the layers of L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md) on one node in

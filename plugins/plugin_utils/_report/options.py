@@ -5,7 +5,7 @@
 """PRIVATE: the options of a gpuprobe.layers fleet run, checked on the controller before any node runs.
 
 This file is not public API; it may change without notice. Pure functions: the filter
-``gpuprobe.layers.option_errors`` (plugins/filter/options.py) gives them the variables of every host and
+``gpuprobe.layers.option_errors`` (plugins/filter/option_errors.py) gives them the variables of every host and
 the role's argument specs; playbooks/verify-gpu.yml fails its options play (after the selection check) with the
 errors returned here (docs/usage.md, "Exit statuses").
 

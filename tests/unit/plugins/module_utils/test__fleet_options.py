@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.filter.options import option_errors_filter, role_options
+from ansible_collections.gpuprobe.layers.plugins.filter.option_errors import option_errors_filter, role_options
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import options as opts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
