@@ -18,12 +18,12 @@ description:
   - V(COMPUTE_VERIFIED) only when compute PASSed inside a container that got the GPU through CDI and every expected
     GPU row of the compute record (C(evidence.gpus)) PASSed; V(FAILED_AT_<LAYER>) for the first FAIL in order host,
     cdi, runtime, compute, attributed from the cause
-    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)); else V(INCONCLUSIVE).
+    (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)); else V(INCONCLUSIVE).
   - A missing layer counts as NOT_RUN.
 positional: _input
 options:
   _input:
-    description: Mapping layer name -> layer record (see L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+    description: Mapping layer name -> layer record (see L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
     type: dict
     required: true
 """

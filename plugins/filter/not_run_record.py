@@ -34,7 +34,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: A layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) with status NOT_RUN.
+  description: A layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)) with status NOT_RUN.
   type: dict
 """
 

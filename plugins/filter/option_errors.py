@@ -19,7 +19,7 @@ description:
     sources, types from the argument specs, whole-number timeouts greater than 0, combinations).
   - "An unknown name is reported with its closest known name (C(unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode?))."
   - Each message ends with the hosts it concerns. The playbook fails its options play, before any node
-    runs, when the list is not empty (L(docs/usage.md#exit-statuses,https://github.com/gpuprobe/layers/blob/main/docs/usage.md#exit-statuses)).
+    runs, when the list is not empty (L(docs/usage.md#exit-statuses,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md#exit-statuses)).
   - "A misspelt pin name in C(gpuprobe_pins) is named the same way (C(drver_version: did you mean driver_version?))."
 positional: _input, hosts, current, current_host
 options:

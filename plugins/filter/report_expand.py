@@ -17,7 +17,7 @@ description:
     what else differs); its verdict, state, cause, group and where are on its own line. This filter gives back the
     report with every host's full entry (every layer record, as schema 2 wrote it) and without C(shapes).
   - A report of schema 2, or a host written whole, is returned as it is.
-    L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md) ("JSON schema") describes the
+    L(docs/usage.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md) ("JSON schema") describes the
     encoding, for readers in other languages.
 positional: _input
 options:

@@ -25,7 +25,7 @@ description:
     cannot be told), are returned in RV(unmatched), each with a warning, and fail the task after the other Nodes are
     written, since a verdict that was asked to be published and was not is an error. A read or a write that fails is
     returned in RV(errors) and fails the task; nothing is hidden.
-  - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) (get/list nodes,
+  - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md) (get/list nodes,
     patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -88,13 +88,13 @@ options:
     default: 8
 requirements:
   - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status)
-    (L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md)).
+    (L(docs/k8s.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md)).
 seealso:
   - module: gpuprobe.layers.k8s_facts
   - module: gpuprobe.layers.fleet_report
   - name: Publishing the verdict to the cluster
     description: The condition and label written, how hosts are matched to Nodes, the RBAC, and the action group.
-    link: https://github.com/gpuprobe/layers/blob/main/docs/k8s.md#publishing-the-verdict-to-the-cluster-opt-in
+    link: https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md#publishing-the-verdict-to-the-cluster-opt-in
 """
 
 EXAMPLES = r"""

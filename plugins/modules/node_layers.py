@@ -57,7 +57,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: The records of the layers that ran, layer name -> record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+  description: >-
+    The records of the layers that ran, layer name -> record
+    (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 spec:

@@ -20,7 +20,7 @@ description:
     O(name), never writes under C(/etc/cdi), and writes nothing else.
   - M(gpuprobe.layers.verify_node) calls it after each node's verdict when its option C(metrics_dir) is set
     (C(verify_metrics_dir) of the P(gpuprobe.layers.verify#role) role);
-    L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md), "Metrics", lists the series.
+    L(docs/usage.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md), "Metrics", lists the series.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._attributes

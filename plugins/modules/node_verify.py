@@ -57,7 +57,7 @@ EXAMPLES = r"""
 RETURN = r"""
 records:
   description: The records of the inspect stage's layers (host, cdi, k8s), layer name -> record
-    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+    (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 probes:
