@@ -2,8 +2,9 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprobe.layers.plugins.filter import (drill_result, layer_gate, node_verdict as node_verdict_plugin,
-                                                                 not_run_record, report_diff, report_diff_markdown, report_expand)
+from ansible_collections.gpuprobe.layers.plugins.filter import drill_result, layer_gate, not_run_record
+from ansible_collections.gpuprobe.layers.plugins.filter import node_verdict as node_verdict_plugin
+from ansible_collections.gpuprobe.layers.plugins.filter import report_diff, report_diff_markdown, report_expand
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LayerBuilder, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
