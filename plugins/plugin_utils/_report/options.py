@@ -66,9 +66,11 @@ ETC_CDI = re.compile(r"^/etc/cdi(/|$)")
 
 
 def _validator_spec(role_options):
+    """The argument spec that checks the options' types; their choices are checked by each option's domain below,
+    which says it once and in the words of every other value error ("verify_x is 9: must be one of ...")."""
     spec = {}
     for name, option in (role_options or {}).items():
-        spec[name] = dict((k, option[k]) for k in ("type", "elements", "choices") if k in option)
+        spec[name] = dict((k, option[k]) for k in ("type", "elements") if k in option)
     return spec
 
 

@@ -84,6 +84,17 @@ def test_unrelated_names_and_collection_facts_are_not_errors():
     assert opts.unknown_name_errors({"gpuprobe_fleet": "x", "verify_result": {}}, ROLE) == []
 
 
+def test_a_value_outside_the_choices_is_one_error():
+    """Issue 46: verify_dcgm_diag=9 was refused twice, by the argument spec's choices and by its domain."""
+    assert opts.value_errors({"verify_dcgm_diag": 9}, ROLE) == ["verify_dcgm_diag is 9: must be one of 0, 1, 2, 3, 4"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, o in ROLE.items() if o.get("choices")))
+def test_every_choice_option_is_checked_by_its_domain(name):
+    errors = opts.value_errors({name: 99 if ROLE[name].get("type") == "int" else "not-one-of-the-choices"}, ROLE)
+    assert len(errors) == 1 and errors[0].startswith(name), errors
+
+
 def test_errors_name_their_hosts():
     errors = opts.option_errors({"a": {"gpuprobe_mode": "bogus"}, "b": {"gpuprobe_mode": "bogus", "verify_probe_timeout": 0}}, ROLE)
     assert errors == ["gpuprobe_mode is 'bogus': must be one of audit, full, postcheck [every host]",
