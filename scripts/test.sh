@@ -52,8 +52,10 @@ stage ee-check bash scripts/ee-check.sh
 stage smoke bash scripts/smoke.sh
 # tests/gpu is collected too: without a GPU its tests are skipped, and pytest's summary says how many
 # ("SKIPPED [N] tests/gpu/...: needs a real NVIDIA GPU"); scripts/gpu-e2e.sh runs them on a GPU host
-# the 25 slowest tests are listed at the end: where the suite's time goes (CI should stay well under 20 minutes)
-stage pytest python -m pytest -p no:cacheprovider --durations=25 tests/unit tests/integration tests/gpu
+# the 25 slowest tests are listed at the end: where the suite's time goes (the whole script: 15 minutes at most on a
+# 2-core machine). Two workers (pytest-xdist): the tests of real engines (tests/integration, tests/gpu) on one, in
+# order, as a serial run has them; the unit tests on the other (tests/conftest.py)
+stage pytest python -m pytest -p no:cacheprovider -n 2 --dist loadgroup --durations=25 tests/unit tests/integration tests/gpu
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED stages: ${failed[*]}" >&2
   exit 1

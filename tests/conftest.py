@@ -45,6 +45,19 @@ def pytest_configure(config):  # pylint: disable=unused-argument
     init_plugin_loader()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test.sh): the tests of tests/integration and tests/gpu share
+    the system's podman storage, the engines lab's sockets, /var/run/cdi and loopback ports, so they stay together on
+    one worker, one after another, as in a serial run; the unit tests (fixture trees, each in its own tmp_path) go to
+    the other worker. Without xdist the marker does nothing."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    shared = tuple(os.path.join(here, d) + os.sep for d in ("integration", "gpu"))
+    for item in items:
+        if str(item.fspath).startswith(shared):
+            item.add_marker(pytest.mark.xdist_group("system"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def nothing_left_outside_the_checkout():
     """Remove what this session created outside the checkout (see the module's docstring)."""
