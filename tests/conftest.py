@@ -45,6 +45,27 @@ def pytest_configure(config):  # pylint: disable=unused-argument
     init_plugin_loader()
 
 
+# integration tests that start no container and no engine, and share nothing of the system (controller-side runs on
+# fixture trees, a browser, servers on ports of their own): they may run beside the others
+CONTROLLER_ONLY = frozenset(("test_exit_contract.py", "test_compare_reports.py", "test_fleet_output.py",
+                             "test_k8s_action_group.py", "test_k8s_kubectl_http.py", "test_report_browser.py",
+                             "test_cdi_differential.py", "test_metrics.py"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test.sh): the tests of tests/integration and tests/gpu that
+    use the system's podman storage, the engines lab's sockets or /var/run/cdi stay together on one worker, one after
+    another, as in a serial run; the unit tests (fixture trees, each in its own tmp_path) and CONTROLLER_ONLY go to
+    either worker. Without xdist the marker does nothing."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    shared = tuple(os.path.join(here, d) + os.sep for d in ("integration", "gpu"))
+    for item in items:
+        path = str(item.fspath)
+        if path.startswith(shared) and os.path.basename(path) not in CONTROLLER_ONLY:
+            item.add_marker(pytest.mark.xdist_group("system"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def nothing_left_outside_the_checkout():
     """Remove what this session created outside the checkout (see the module's docstring)."""

@@ -132,7 +132,7 @@ class ActionModule(ActionBase):
                                      {"id": run_id, "started": started, "self_built": own_spec})
                 if out.get("failed") or not isinstance(out.get("records"), dict):
                     # a failed call that returned records was interrupted in the probe stage: those records are kept
-                    problems.append("the node-side call (%s) failed: %s" % (module, _message(out)))
+                    problems.append("the node-side call (%s) failed: %s" % (module, self._failure(out, task_vars)))
                 if not isinstance(out.get("records"), dict):
                     for layer in inspect_layers:
                         records[layer] = not_run(layer, problems[0])
@@ -247,10 +247,10 @@ class ActionModule(ActionBase):
                     self._sweep(args, run_id, engine, task_vars, calls, problems)
             elif got is None:
                 # audit mode, or the node did not get to this runtime (its call failed or was interrupted first)
-                got = _gate.gated(_gate.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
-                                  or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
+                gate = _gate.engine_gate(records, engine, args["mode"], problems[0] if problems else None)[1]
+                got = _gate.gated(gate or "blocked: the node-side call (%s) returned no entry for this runtime" % VERIFY_MODULE)
                 if out is not None and not isinstance(out.get("records"), dict) and index == 0:
-                    self._sweep(args, run_id, engine, task_vars, calls, problems)  # the call may have died mid-probe
+                    self._sweep(args, run_id, engine, task_vars, calls, problems, failed_call=out)  # it may have died mid-probe
             # else: the node's gate stopped this runtime's probe, and its records say why
             missing = "the node-side call (%s) did not return a record: %s" % (VERIFY_MODULE, _message(out or {}))
             got = dict((layer, (got or {}).get(layer) or not_run(layer, missing)) for layer in PROBE_LAYERS)
@@ -271,15 +271,34 @@ class ActionModule(ActionBase):
         self._fixup_perms2((tmp, remote))
         return remote
 
-    def _sweep(self, args, run_id, engine, task_vars, calls, problems):  # pylint: disable=too-many-arguments
-        """probe_cleanup of this run's probe containers through one runtime."""
+    def _failure(self, out, task_vars):
+        """Why a node-side call failed; when no module output came back (the node's Python could not run it), with
+        the interpreter named and the last line it wrote."""
+        text = _message(out)
+        if "module_stderr" not in out and "interpreter" not in text:
+            return text
+        interpreter = task_vars.get("ansible_python_interpreter")
+        try:
+            interpreter = self._templar.template(interpreter) if interpreter else None
+        except AnsibleError:
+            interpreter = str(interpreter)  # named as written
+        said = str(out.get("module_stderr") or "").strip().splitlines()
+        stderr = said[-1].strip() if said and said[-1].strip() not in text else ""
+        return "the node's Python interpreter (%s) did not run it: %s%s" % (
+            interpreter or "discovered by Ansible, ansible_python_interpreter unset", text,
+            " (its stderr: %s)" % stderr if stderr else "")
+
+    def _sweep(self, args, run_id, engine, task_vars, calls, problems, failed_call=None):  # pylint: disable=too-many-arguments
+        """probe_cleanup of this run's probe containers through one runtime. ``failed_call``: the node-side call that
+        did not return; when the sweep fails as that call did, no module ran on the node (its Python cannot run
+        them), so nothing of this run was started there and none is said to be left."""
         sweep = {"run_id": run_id, "specs": False, "environment": args["probe_environment"], "timeout": args["probe_timeout"],
                  "runtime": engine["name"] if engine.get("name") in RUNTIMES else "auto"}
         if engine.get("endpoint") and engine.get("name") in ("containerd", "crio", "docker"):
             sweep["runtime_endpoint"] = engine["endpoint"]  # where this run's probe lives (a CRI socket, docker's)
         cleanup = self._call("gpuprobe.layers.probe_cleanup", sweep, task_vars, calls)
         calls[-1]["result"] = dict((k, cleanup.get(k)) for k in ("containers", "errors", "msg") if cleanup.get(k))
-        if cleanup.get("failed"):
+        if cleanup.get("failed") and not (failed_call is not None and _message(cleanup) == _message(failed_call)):
             problems.append("the probe container(s) of run %s may be left on the node: %s" % (run_id, _message(cleanup)))
 
     def _remove_spec(self, run_id, args, task_vars, calls, problems):

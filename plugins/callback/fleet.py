@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 name: fleet
 type: stdout
 short_description: Ansible's default screen output, with one line per node for gpuprobe.layers fleet runs
-version_added: "0.1.0"
+version_added: "1.0.0"
 author:
   - gpuprobe.layers contributors (!UNKNOWN)
 description:

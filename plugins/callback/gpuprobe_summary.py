@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 name: gpuprobe_summary
 type: aggregate
 short_description: Progress (hosts done / total) and the hosts by cause for gpuprobe.layers fleet runs
-version_added: "0.1.0"
+version_added: "1.0.0"
 author:
   - gpuprobe.layers contributors (!UNKNOWN)
 description:

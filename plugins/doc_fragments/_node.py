@@ -106,7 +106,7 @@ options:
       - The runtime(s) the verdict speaks for - V(auto), one of V(podman), V(docker), V(containerd), V(crio), or a
         list of them. The cdi layer selects them (V(auto) - the running kubelet's CRI runtime, else the installed
         kubelet's, else a running docker daemon at the docker CLI's endpoint, else podman;
-        L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)),
+        L(docs/runtimes.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)),
         reads each one's own CDI configuration and judges the spec versions and dirs for each
         (C(cdi.engine.config), C(cdi.runtime.*)); C(evidence.engines) lists them with why each was chosen.
     type: raw

@@ -14,9 +14,9 @@ options:
     description:
       - The cap on what one node may return, checked where its records enter the controller (M(gpuprobe.layers.verify_node)
         as the node's result arrives, M(gpuprobe.layers.fleet_report) as the records are read back;
-        L(docs/safety.md,https://github.com/gpuprobe/layers/blob/main/docs/safety.md)).
+        L(docs/safety.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/safety.md)).
       - Above any limit, or when its records do not conform to the result contract
-        (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md), with the types of
+        (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md), with the types of
         every field the report reads), the node's records are dropped before anything reads, spools or renders them, its
         layers are C(NOT_RUN) and the node is RUN_FAILED, the reason starting with "malformed record from the node" and
         naming the sizes or the violations. Every other node is reported as usual.

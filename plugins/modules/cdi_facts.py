@@ -9,17 +9,17 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: cdi_facts
 short_description: The cdi layer of GPU-in-container readiness (CDI specs, resolution, host objects)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Loads every Container Device Interface (CDI) spec file of the spec directories strictly, resolves the
     requested devices the way the reference Go library (container-device-interface C(pkg/cdi)) does, and
     checks every device node, mount and hook of the merged edits on the host. Returns the cdi layer record
-    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_cdi).
+    (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_cdi).
   - "Reading: every spec, JSON and YAML alike, is read as the library reads it (sigs.k8s.io/yaml on go-yaml v2,
     then encoding/json): go-yaml v2 scalars (C(1:30) and C(2001-12-14) stay text, C(name: 1.0) is device C(1),
     C(y)/C(n) are booleans), the first YAML document only, JSON C(\\/) escapes rejected; a spec that would make
     the library panic is a FAIL (C(cdi.spec.library_panic));
-    L(docs/cdi-loader.md,https://github.com/gpuprobe/layers/blob/main/docs/cdi-loader.md) gives each rule and its
+    L(docs/cdi-loader.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/cdi-loader.md) gives each rule and its
     source."
   - "Reading is bounded: each spec file is opened non-blocking and judged as opened (a regular file only, never one on
     procfs, sysfs, devtmpfs or another kernel pseudo-filesystem, whatever link led there), read up to O(max_spec_size)
@@ -53,7 +53,7 @@ description:
     library panic FAILs whatever is requested."
   - When no spec provides a requested kind the layer FAILs (C(no CDI spec provides nvidia.com/gpu)); it never
     PASSes without a spec. Parsing a spec proves nothing about the GPU; a spec on a node without the GPU FAILs
-    because its device nodes are absent. Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
+    because its device nodes are absent. Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._attributes.facts
@@ -161,7 +161,7 @@ ansible_facts:
   contains:
     gpuprobe_cdi:
       description:
-        - The cdi layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+        - The cdi layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
         - C(evidence.requested_devices) lists the qualified names resolved; C(evidence.expected_edits) holds
           their merged container edits in the order the reference library applies them, C(env) (K=V),
           C(deviceNodes) (path, hostPath, type, major, minor (filled from the host node when the spec omits

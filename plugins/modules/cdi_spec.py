@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: cdi_spec
 short_description: Write or remove a self-built CDI spec for GPU experiments and fault drills
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Builds a minimal CDI spec of the run's own kind C(gpuprobe.local/gpu-<run_id>) from the host's real device
     nodes and driver root and writes it to C(<spec_dir>/gpuprobe-<run_id>.yaml), or removes that file (O(state=absent)).

@@ -9,10 +9,10 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: compute_facts
 short_description: The compute layer of GPU-in-container readiness (a verified CUDA kernel in the container)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Builds the compute layer record
-    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)), returned as the fact
+    (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)), returned as the fact
     C(gpuprobe_compute), from the
     compute steps that M(gpuprobe.layers.runtime_facts) ran inside the CDI-injected container
     (O(container_probe)), that is dlopen of C(libcuda.so.1) (and the file actually loaded), C(cuInit), driver API
@@ -22,7 +22,7 @@ description:
   - Runs the same probe on the host outside any container (O(host_control)), so that host PASS + container
     FAIL points at the injection (C(points_to=runtime)) and both FAIL points at the host.
   - A failure's signature is C(compute.dlopen.libcuda), C(compute.cuda.<CUresult name>),
-    C(compute.verify.mismatch) or C(compute.timeout) (L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md)).
+    C(compute.verify.mismatch) or C(compute.timeout) (L(docs/checks.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/checks.md)).
   - Every GPU is proven on its own; C(evidence.gpus) holds one row per expected GPU (O(expected_gpus)) and per
     GPU seen in the container beyond them - C(index), C(uuid), C(model), C(expected), C(seen_in_container),
     C(ordinal), C(status), C(signature), C(reason).
@@ -97,7 +97,7 @@ ansible_facts:
   contains:
     gpuprobe_compute:
       description:
-        - The compute layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+        - The compute layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
         - C(evidence.gpus) holds the per-GPU rows (see the description); C(evidence.expected_gpus) and
           C(evidence.expected_source) say what was expected.
         - C(evidence.container) holds C(executed), C(cdi_devices) (the devices of a container that ran, never the

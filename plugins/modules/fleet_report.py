@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fleet_report
 short_description: Aggregate the layer records of a fleet into JSON, Markdown, HTML and JUnit reports
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Runs on the controller (action plugin). Reads, for every host in O(hosts), the layer records that
     the P(gpuprobe.layers.verify#role) role left in hostvars, decides each node's verdict with the
@@ -29,7 +29,7 @@ description:
   - Files and directories get the mode the controller's umask leaves (0644 and 0755 under 022, 0600 and 0700 under
     077), as the reports name hosts, GPU UUIDs and process owners; run with the umask their readers need.
   - The JSON schema is versioned (C(schema_version)) and documented in
-    L(docs/usage.md#reading-the-report,https://github.com/gpuprobe/layers/blob/main/docs/usage.md#reading-the-report).
+    L(docs/usage.md#reading-the-report,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md#reading-the-report).
   - Run it once per play, for example with C(run_once) and C(delegate_to=localhost).
 options:
   hosts:
@@ -112,7 +112,7 @@ options:
     description:
       - When set, an OpenMetrics file (written atomically after the report) of every host's verdict, state, failing
         layer and signature, layer statuses, per-GPU verification and health findings, and the fleet's counts, each
-        host labelled C(host) (L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md), "Metrics"). Not written in check mode.
+        host labelled C(host) (L(docs/usage.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md), "Metrics"). Not written in check mode.
     type: path
   group_by:
     description:
@@ -166,15 +166,15 @@ attributes:
   check_mode:
     details: In check mode the report is built and summarised but no file is written.
 notes:
-  - The verdict rules are in L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md); the
+  - The verdict rules are in L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md); the
     report format in
-    L(docs/usage.md#reading-the-report,https://github.com/gpuprobe/layers/blob/main/docs/usage.md#reading-the-report).
+    L(docs/usage.md#reading-the-report,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md#reading-the-report).
 seealso:
   - module: gpuprobe.layers.verify_node
     description: Verifies one node and keeps its records for this report.
   - name: Reading the report
     description: The report's files, its states and where failures concentrate.
-    link: https://github.com/gpuprobe/layers/blob/main/docs/usage.md#reading-the-report
+    link: https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md#reading-the-report
 """
 
 EXAMPLES = r"""

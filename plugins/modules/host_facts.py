@@ -9,10 +9,10 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: host_facts
 short_description: The host layer of GPU-in-container readiness (GPU, driver, device nodes)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads what NVIDIA GPU, driver and device nodes the node has and returns the host layer record
-    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_host).
+    (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_host).
   - NVML is read through pynvml (model, UUID, PCI bus id, minor number, MIG, persistence and compute mode,
     memory, running compute processes, driver/NVML/CUDA driver API versions). The kernel module version
     (C(/proc/driver/nvidia/version), C(/sys/module/nvidia/version)) is compared with NVML's driver version and
@@ -26,14 +26,14 @@ description:
   - On a machine without an NVIDIA GPU the record is a FAIL whose reason starts with
     C(no NVIDIA driver / device nodes), followed by the exact evidence; the module itself does not fail.
   - Each GPU's health is read too (C(host.health.*),
-    L(docs/health.md,https://github.com/gpuprobe/layers/blob/main/docs/health.md)), namely ECC mode and uncorrectable
+    L(docs/health.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/health.md)), namely ECC mode and uncorrectable
     counts, retired
     pages or row remapping, clock event reasons, temperature against the slowdown threshold, PCIe link width and
     replays, the driver's recovery action, NVLink fabric registration, and this boot's NVRM Xid events from the
     kernel log (C(journalctl -k -b), else C(dmesg --notime)). A reading the driver does not expose is NOT_RUN with
     NVML's error code.
   - Read-only (counters are never reset, no mode is changed); never loads kernel modules or changes the driver.
-    Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
+    Check ids are listed in L(docs/checks.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
@@ -72,8 +72,8 @@ options:
     description:
       - Overrides of the WARN/FAIL thresholds of the C(host.health.*) checks, threshold name -> whole number, or
         null to record the reading without judging it; the names and defaults are in
-        L(docs/checks.md#health-thresholds,https://github.com/gpuprobe/layers/blob/main/docs/checks.md#health-thresholds)
-        and L(docs/health.md,https://github.com/gpuprobe/layers/blob/main/docs/health.md). Unknown names and bad values
+        L(docs/checks.md#health-thresholds,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/checks.md#health-thresholds)
+        and L(docs/health.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/health.md). Unknown names and bad values
         fail the module before anything is read.
       - The thresholds in force are recorded in C(evidence.health.thresholds).
     type: dict
@@ -120,7 +120,7 @@ ansible_facts:
   contains:
     gpuprobe_host:
       description:
-        - The host layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+        - The host layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
         - C(evidence) holds C(root), C(driver_root), C(nvml) (ok, error, driver_version, nvml_version,
           cuda_driver_version, cuda_driver_version_int, gpu_count, gpus; each raw NVML GPU with C(mig_devices)),
           C(kernel_module), C(libraries), C(device_nodes) (keyed by path as seen from the node), C(modules_loaded),
@@ -131,7 +131,7 @@ ansible_facts:
           C(clock_event_reasons), C(clock_event_source), C(temperature_c), C(temperature_slowdown_c),
           C(temperature_shutdown_c), C(pcie), C(recovery_action), C(fabric) and C(errors), the NVML error of each
           reading that failed) and C(kernel_log) (C(source), C(error), C(lines) and C(events), each Xid with C(pci),
-          C(xid), C(detail), C(meaning) and C(line)); L(docs/health.md,https://github.com/gpuprobe/layers/blob/main/docs/health.md).
+          C(xid), C(detail), C(meaning) and C(line)); L(docs/health.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/health.md).
         - C(evidence.gpus) is the per-GPU inventory, sorted by index, one row per GPU with C(index) (null for procfs
           rows), C(uuid), C(minor), C(pci_bus_id) (Linux form C(0000:06:00.0)), C(name), C(memory_total_bytes),
           C(device_node) (C(/dev/nvidiaN) when that character device exists, else null), C(source) (C(nvml) or

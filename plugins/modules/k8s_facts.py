@@ -9,12 +9,12 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: k8s_facts
 short_description: The optional k8s layer - does the scheduler see the GPUs, and why is a GPU Pod Pending?
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Asks C(kubectl) for the nodes, the Pods and their events and, where the cluster serves C(resource.k8s.io), for
     the Dynamic Resource Allocation objects (ResourceSlices, DeviceClasses, ResourceClaims and their templates), and
-    returns the k8s layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_k8s).
-    L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) describes both paths.
+    returns the k8s layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_k8s).
+    L(docs/k8s.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md) describes both paths.
   - Per node, the GPU path it is on, device plugin (allocatable C(nvidia.com/gpu), C(nvidia.com/mig-*)), DRA
     (ResourceSlices of driver C(gpu.nvidia.com)), both (a FAIL) or neither (a FAIL); capacity and allocatable, the
     GPU feature labels, and for DRA the pools, the devices with their attributes and taints, and the claims
@@ -28,7 +28,7 @@ description:
     its GPUs and loaded driver (UUID, C(gpu-<minor>), PCI bus id, driver version).
   - No kubectl, no kubeconfig or an unreachable API server make the record C(NOT_RUN) with that exact reason.
   - This layer says nothing about the driver or libraries inside a Pod. Check ids are listed in
-    L(docs/checks.md,https://github.com/gpuprobe/layers/blob/main/docs/checks.md).
+    L(docs/checks.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/checks.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._k8s
@@ -65,13 +65,13 @@ options:
     type: str
 requirements:
   - kubectl on the host running the module, and credentials that can list nodes, Pods and events, and for DRA
-    resourceslices, deviceclasses, resourceclaims and resourceclaimtemplates (L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md)).
+    resourceslices, deviceclasses, resourceclaims and resourceclaimtemplates (L(docs/k8s.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md)).
 seealso:
   - module: gpuprobe.layers.host_facts
   - module: gpuprobe.layers.k8s_publish
   - name: The k8s layer
     description: The two GPU paths, Pending explained, the RBAC, and the kubectl options set once through the action group.
-    link: https://github.com/gpuprobe/layers/blob/main/docs/k8s.md
+    link: https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md
 """
 
 EXAMPLES = r"""
@@ -117,7 +117,7 @@ ansible_facts:
   contains:
     gpuprobe_k8s:
       description:
-        - The k8s layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+        - The k8s layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
         - C(evidence) holds C(kubectl), C(resources), C(nodes) (name, path, capacity, allocatable, gpu_labels, ready,
           unschedulable, dra (slices, pools, devices, claims)), C(gpu_pods) (namespace, name, phase, node, requests,
           claims, reason, message, events, dra_events), C(pods_error), C(self_node) and C(dra) (state, errors,

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: k8s_publish
 short_description: Publish each node's verdict as a Node condition (and optionally a label) where the cluster reads it
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Opt-in. Writes one Node condition per host through the Node's C(status) subresource
     (C(kubectl patch node N --subresource=status --type=strategic)), so readiness gates, remediation controllers and
@@ -32,7 +32,7 @@ description:
     with a warning, and fails the task after the other Nodes are written, since a verdict that was asked to be
     published and was not is an error. A read or a write that fails is
     returned in RV(errors) and fails the task; nothing is hidden.
-  - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md) (get/list nodes,
+  - The RBAC this needs is in L(docs/k8s.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md) (get/list nodes,
     patch nodes/status, and patch nodes for O(label)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -106,13 +106,13 @@ options:
     default: 8
 requirements:
   - kubectl 1.24 or newer (C(--subresource)), and credentials allowed to patch C(nodes/status)
-    (L(docs/k8s.md,https://github.com/gpuprobe/layers/blob/main/docs/k8s.md)).
+    (L(docs/k8s.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md)).
 seealso:
   - module: gpuprobe.layers.k8s_facts
   - module: gpuprobe.layers.fleet_report
   - name: Publishing the verdict to the cluster
     description: The condition and label written, how hosts are matched to Nodes, the RBAC, and the action group.
-    link: https://github.com/gpuprobe/layers/blob/main/docs/k8s.md#publishing-the-verdict-to-the-cluster-opt-in
+    link: https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/k8s.md#publishing-the-verdict-to-the-cluster-opt-in
 """
 
 EXAMPLES = r"""

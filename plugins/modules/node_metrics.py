@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_metrics
 short_description: Write a node's gpuprobe metrics file for node_exporter's textfile collector
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Writes O(content) (Prometheus text format, rendered on the controller by M(gpuprobe.layers.verify_node) from the
     node's records and verdict) to O(dir)/O(name) in one step, so that node_exporter never reads half a file - a hidden
@@ -20,7 +20,7 @@ description:
     O(name), never writes under C(/etc/cdi), and writes nothing else.
   - M(gpuprobe.layers.verify_node) calls it after each node's verdict when its option C(metrics_dir) is set
     (C(verify_metrics_dir) of the P(gpuprobe.layers.verify#role) role);
-    L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md), "Metrics", lists the series.
+    L(docs/usage.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md), "Metrics", lists the series.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuprobe.layers._attributes

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_probe
 short_description: Internal - the runtime and compute layers of one node in one process (the probe stage of node_verify)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - >-
     B(Internal module, not meant to be used directly.) It is the probe stage of M(gpuprobe.layers.node_verify) as a
@@ -24,9 +24,10 @@ description:
     O(remove_spec) this run's self-built spec is removed at the end, also on an interrupt.
   - The spec files that provide the requested devices are read again before the container starts and after it
     ran; when one is not what the cdi layer read (its sha256 in the cdi record), the runtime layer is C(NOT_RUN)
-    "spec changed since the cdi layer read it" and no container is started (L(docs/safety.md,https://github.com/gpuprobe/layers/blob/main/docs/safety.md)).
+    "spec changed since the cdi layer read it" and no container is started
+    (L(docs/safety.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/safety.md)).
   - GPUs with compute processes of others are not probed unless O(allow_busy_gpu)
-    (L(docs/safety.md,https://github.com/gpuprobe/layers/blob/main/docs/safety.md)).
+    (L(docs/safety.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/safety.md)).
   - A layer whose code raises is recorded C(NOT_RUN) with the error; options that cannot work fail the module.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -83,7 +84,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: The C(runtime) and C(compute) records (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+  description: The C(runtime) and C(compute) records (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 spec_removed:

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_verify
 short_description: Internal - every layer of one node in one process (called by verify_node in full mode)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - >-
     B(Internal module, not meant to be used directly.) The P(gpuprobe.layers.verify_node#module) action runs it on the
@@ -57,7 +57,7 @@ EXAMPLES = r"""
 RETURN = r"""
 records:
   description: The records of the inspect stage's layers (host, cdi, k8s), layer name -> record
-    (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+    (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
   returned: always
   type: dict
 probes:

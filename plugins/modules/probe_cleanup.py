@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: probe_cleanup
 short_description: Remove probe containers and self-built CDI specs left by gpuprobe runs
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Removes only what is provably this collection's and belongs to a run that is over. Ours means a container
     labelled C(gpuprobe.run) (exact label value, name C(gpuprobe-*)) or a spec file C(<spec_dir>/gpuprobe-<run_id>.yaml)

@@ -9,10 +9,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: runtime_facts
 short_description: The runtime layer of GPU-in-container readiness (what the container really got)
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Starts one short-lived probe container with the requested CDI devices through a real container runtime
-    and returns the runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)) as the fact C(gpuprobe_runtime).
+    and returns the runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md))
+    as the fact C(gpuprobe_runtime).
   - From inside the container the probe (Python standard library only, bind-mounted read-only) records each
     expected device node (type, major:minor, mode) and what C(open(O_RDWR)) returns on it (C(EPERM) from the
     device cgroup and C(EACCES) from the file mode are different findings), the mounts
@@ -52,7 +53,7 @@ options:
         CRI-O process serving it by socket identity; else a running docker daemon at the endpoint the docker CLI
         really uses (C(DOCKER_HOST), else its current context; a context that is not a local unix socket is
         refused); else podman
-        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
+        (L(docs/runtimes.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
       - V(containerd) and V(crio) are reached through the CRI at O(runtime_endpoint) (else the kubelet's endpoint, else
         the engine's default socket). A runtime that cannot be used (docker with CDI off, no CRI adapter or
         nothing on the socket) gives a C(NOT_RUN) record with the reason.
@@ -185,7 +186,7 @@ ansible_facts:
   contains:
     gpuprobe_runtime:
       description:
-        - The runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)).
+        - The runtime layer record (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)).
         - C(evidence) holds C(requested_devices), C(expected_edits), C(engine) (runtime name, path, version,
           OCI runtime; C(version) is C(unknown) when the runtime's answer is not a version), C(owner) (host, pid,
           started), C(container) (name, argv, rc, wall_ms, timed_out, started, stderr, cleanup, stdout_bytes,

@@ -9,10 +9,10 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: verify_node
 short_description: Verify every GPU layer of one node in one task, with the verdict decided on the controller
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - >-
-    Runs the layers of L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md) on one node in
+    Runs the layers of L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md) on one node in
     order host -> cdi -> runtime -> compute (+ k8s) with one node-side call, and returns every layer's record and the
     node verdict (the collection's single verdict function, decided on the controller). In full mode, when runtime
     or compute is selected, that call is M(gpuprobe.layers.node_verify): the inspect stage (host, cdi, k8s), the
@@ -145,7 +145,7 @@ options:
   probe_runtime:
     description:
       - The runtime(s) the verdict speaks for
-        (L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md)) - V(auto), one of V(podman),
+        (L(docs/usage.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md)) - V(auto), one of V(podman),
         V(docker), V(containerd),
         V(crio), or a list of them (V([containerd, docker])).
       - V(auto) takes the runtime the node's workloads use - the CRI endpoint of the kubelet, found running first
@@ -156,7 +156,7 @@ options:
         uses (C(DOCKER_HOST), else its current context; a remote context is refused; CDI off there is a cdi FAIL for
         docker), else podman. Why, in one sentence, is in C(records.cdi.evidence.engines[].selected_because) and
         C(verdict.runtime.selected_because)
-        (L(docs/runtimes.md,https://github.com/gpuprobe/layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
+        (L(docs/runtimes.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/runtimes.md#which-runtime-a-nodes-pods-use-the-layouts)).
       - A list verifies through each runtime in turn - the runtime and compute layers run once per runtime
         (C(runtimes)), and the node is C(COMPUTE_VERIFIED) only when every one of them proved it.
     type: raw
@@ -224,7 +224,7 @@ options:
       - node_exporter's textfile collector directory on the node (for example C(/var/lib/prometheus/node-exporter)).
         After the verdict, the node's series (verdict, failing layer, signature, layer statuses, run time, per-GPU
         verification and health findings;
-        L(docs/usage.md,https://github.com/gpuprobe/layers/blob/main/docs/usage.md), "Metrics") are rendered on the controller and written there as
+        L(docs/usage.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md), "Metrics") are rendered on the controller and written there as
         C(gpuprobe-<mode>.prom) by M(gpuprobe.layers.node_metrics) (one more node-side call). Not for an unreachable
         node, nor in check mode. A file that cannot be written is a warning, not a failure of the node.
       - Empty (the default) writes nothing.
@@ -236,7 +236,7 @@ options:
         (the P(gpuprobe.layers.verify#role) role passes C(verify_)); only V(verify_).
       - One task argument instead of one template per option - Ansible compiles every template anew in each forked
         worker, about 30 ms of controller CPU per node for the role's options
-        (L(docs/performance.md,https://github.com/gpuprobe/layers/blob/main/docs/performance.md)).
+        (L(docs/performance.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/performance.md)).
     type: str
   spool:
     description:
@@ -244,7 +244,7 @@ options:
         of this ansible-playbook process, removed when the run ends) instead of in the result, which then has
         RV(records_file) and RV(layer_status). M(gpuprobe.layers.fleet_report) reads them back. For runs of many
         nodes, where every registered result stays in the controller's memory until the run ends
-        (L(docs/performance.md,https://github.com/gpuprobe/layers/blob/main/docs/performance.md)).
+        (L(docs/performance.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/performance.md)).
       - A file that cannot be written leaves the records in the result, with a warning.
     type: bool
     default: false
@@ -264,10 +264,10 @@ seealso:
   - module: gpuprobe.layers.fleet_report
   - name: The result contract and the verdict rules
     description: What every layer record holds, and how the node verdict is decided from the records.
-    link: https://github.com/gpuprobe/layers/blob/main/docs/contract.md
+    link: https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md
   - name: Running gpuprobe.layers over a fleet
     description: Modes, options, exit statuses, tags, check mode and the report.
-    link: https://github.com/gpuprobe/layers/blob/main/docs/usage.md
+    link: https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md
 """
 
 EXAMPLES = r"""
@@ -292,7 +292,7 @@ RETURN = r"""
 records:
   description:
     - Every layer's record, layer name -> record
-      (L(docs/contract.md,https://github.com/gpuprobe/layers/blob/main/docs/contract.md)); the layers that did not run
+      (L(docs/contract.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/contract.md)); the layers that did not run
       are C(NOT_RUN) with
       their reason. With several runtimes, C(runtime) and C(compute) are the first runtime's (every runtime's are in
       RV(runtimes)).
@@ -347,7 +347,7 @@ calls:
     - The node-side calls made (C(module), C(wall_ms), C(failed), C(payload_reused)), for the cost of a node.
       C(payload_reused) is true when the module's AnsiballZ payload was not built in this run but kept from an earlier
       run of the same sources (the controller cache, C(GPUPROBE_CACHE),
-      L(docs/performance.md,https://github.com/gpuprobe/layers/blob/main/docs/performance.md)).
+      L(docs/performance.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/performance.md)).
   returned: always
   type: list
   elements: dict

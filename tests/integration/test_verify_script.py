@@ -4,7 +4,10 @@ instead of the default inventory/localhost.yml, no false "collections path ... w
 and the gate's statuses of real runs (0 passed, 1 not_verified, 2 not_checked, 3 report_not_written, 5
 invalid_invocation) over a synthetic node reached through the local connection and a host whose SSH port is closed,
 with the retry file of the hosts to run again."""
+import glob
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -141,3 +144,40 @@ def test_exit_status(lab, tmp_path, name, args, status, text, retry):
         assert not retry_file.exists()
     else:
         assert retry_file.read_text().split() == retry
+
+
+@pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")), reason="README's localhost run is the one of a machine without a GPU")
+def test_a_run_on_this_machine_says_what_the_readme_says(tmp_path):
+    """README.md: on a machine without a GPU, `bash scripts/verify.sh` exits 0 with no warning (issue 46: Ansible's
+    "Could not match supplied host pattern" of the gate's empty group, cryptography's DSA deprecation warnings), and
+    its report says the reasons the README quotes (the cdi reason quoted was not the one printed)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    host = re.search(r'host `FAIL` "([^"]+?) …"', readme).group(1)
+    cdi = re.search(r'cdi `FAIL` "([^"]+)"', readme).group(1)
+    blocked = re.search(r'runtime and compute `NOT_RUN` "([^"]+)", verdict `(\w+)`', readme)
+    rc, output = _verify(["-e", "gpuprobe_report_dir=%s" % (tmp_path / "reports")], tmp_path)
+    assert rc == 0, output[-3000:]
+    assert [line for line in output.splitlines() if "WARNING" in line or "Warning" in line] == []
+    with open(str(tmp_path / "reports" / "gpuprobe-report-latest.json"), encoding="utf-8") as f:
+        entry = json.load(f)["hosts"]["localhost"]
+    layers = entry["layers"]
+    assert layers["host"]["status"] == "FAIL" and layers["host"]["reason"].startswith(host + " ")
+    assert (layers["cdi"]["status"], layers["cdi"]["reason"]) == ("FAIL", cdi)
+    assert [(layers[k]["status"], layers[k]["reason"]) for k in ("runtime", "compute")] == [("NOT_RUN", blocked.group(1))] * 2
+    assert entry["verdict"] == blocked.group(2)
+
+
+def test_a_python_that_cannot_run_is_named_and_nothing_is_said_left(lab, tmp_path):
+    """Issue 46: a node whose Python cannot run a module: the message names that interpreter and what it wrote, and
+    does not say the probe container may be left on the node (no module ran there: nothing was started)."""
+    python = tmp_path / "broken-python"
+    python.write_text("#!/bin/sh\necho 'this python is broken' >&2\nexit 1\n")
+    python.chmod(0o755)
+    rc, output = _verify(["-i", str(lab / "hosts.yml"), "--limit", "cfgnode", "-e", "ansible_python_interpreter=%s" % python,
+                          "-e", "gpuprobe_report_dir=%s" % (tmp_path / "reports")], tmp_path)
+    assert rc == 2, output[-3000:]
+    with open(str(tmp_path / "reports" / "gpuprobe-report-latest.json"), encoding="utf-8") as f:
+        error = json.load(f)["hosts"]["cfgnode"]["error"]
+    assert "the node's Python interpreter (%s) did not run it" % python in error and "this python is broken" in error, error
+    assert "may be left" not in error

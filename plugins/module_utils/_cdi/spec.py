@@ -403,9 +403,9 @@ def spec_owner_info(path):
         info["created"] = int(values["GPUPROBE_CREATED"])
     name = posixpath.basename(path)
     # ours: our kind, and the file name is the one its run id gives (exact, never a substring match)
-    info["ours"] = bool(is_our_kind(info["kind"]) and info["run_id"] and RUN_ID_RE.match(info["run_id"])
-                        and name == spec_file_name(info["run_id"])
-                        and (info["kind"] == LEGACY_KIND or info["kind"] == run_kind(info["run_id"])))
+    run_id = info["run_id"]
+    ours_named = bool(run_id and RUN_ID_RE.match(run_id)) and name == spec_file_name(run_id)
+    info["ours"] = bool(is_our_kind(info["kind"]) and ours_named and info["kind"] in (LEGACY_KIND, run_kind(run_id)))
     return info
 
 

@@ -57,8 +57,8 @@ def _version_only(args):
 
 
 def _engine_info(args):
-    return args[:1] == ["info"] and (args[1:] in ([], ["--format", "{{json .}}"])
-                                     or (len(args) == 3 and args[1] == "--format" and args[2].startswith("{{")))
+    templated = len(args) == 3 and args[1] == "--format" and args[2].startswith("{{")
+    return args[:1] == ["info"] and (templated or args[1:] in ([], ["--format", "{{json .}}"]))
 
 
 def _engine_version(args):
@@ -198,9 +198,11 @@ def _node_status_patch(body):
     if not (isinstance(conditions, list) and len(conditions) == 1 and isinstance(conditions[0], dict)):
         return False
     cond = conditions[0]
-    return (isinstance(cond.get("type"), str) and set(cond) <= set(CONDITION_KEYS)
-            and all(isinstance(v, str) for v in cond.values()) and cond.get("status") in CONDITION_STATUSES
-            and node_condition_type_refused(cond["type"]) is None)
+    if not isinstance(cond.get("type"), str) or not set(cond) <= set(CONDITION_KEYS):
+        return False
+    if not all(isinstance(v, str) for v in cond.values()) or cond.get("status") not in CONDITION_STATUSES:
+        return False
+    return node_condition_type_refused(cond["type"]) is None
 
 
 def _node_label_patch(body):
@@ -208,8 +210,9 @@ def _node_label_patch(body):
     key in a namespace reserved for Kubernetes (kubernetes.io/, *.kubernetes.io/, k8s.io/, *.k8s.io/)."""
     meta = body.get("metadata") if list(body) == ["metadata"] else None
     labels = meta.get("labels") if isinstance(meta, dict) and list(meta) == ["labels"] else None
-    return (isinstance(labels, dict) and len(labels) == 1 and all(isinstance(v, str) for v in labels.values())
-            and not any(reserved_prefix(k) or k.startswith("$") for k in labels))
+    if not isinstance(labels, dict) or len(labels) != 1 or not all(isinstance(v, str) for v in labels.values()):
+        return False
+    return not any(reserved_prefix(k) or k.startswith("$") for k in labels)
 
 
 def _kubectl_node_write(args):

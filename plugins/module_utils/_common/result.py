@@ -286,8 +286,8 @@ def validate_record(record):
             errors.append("PASS record holds a FAIL check")
         if record["status"] in (PASS, WARN) and isinstance(record["not_proven"], list):
             said = " ".join(str(item) for item in record["not_proven"])
-            unsaid = sorted(set(str(c["id"]) for c in record["checks"] if isinstance(c, dict) and c.get("status") == NOT_RUN
-                                and "id" in c and str(c["id"]) not in said))
+            not_run_ids = set(str(c["id"]) for c in record["checks"] if isinstance(c, dict) and c.get("status") == NOT_RUN and "id" in c)
+            unsaid = sorted(i for i in not_run_ids if i not in said)
             if unsaid:
                 errors.append("NOT_RUN check(s) %s missing from not_proven" % ", ".join(unsaid))
     for key in ("evidence", "versions"):

@@ -28,9 +28,9 @@ def host_driver_facts(host_record):
     evidence = (host_record or {}).get("evidence") or {}
     nvml = evidence.get("nvml") or {}
     module = evidence.get("kernel_module") or {}
-    facts = {"cuda_driver_api": nvml.get("cuda_driver_version_int"),
-             "driver_version": nvml.get("driver_version") or module.get("proc_driver_version")
-             or module.get("sys_module_version"), "driver_root": evidence.get("driver_root"), "libcuda": None, "unknown": []}
+    driver_version = nvml.get("driver_version") or module.get("proc_driver_version") or module.get("sys_module_version")
+    facts = {"cuda_driver_api": nvml.get("cuda_driver_version_int"), "driver_version": driver_version,
+             "driver_root": evidence.get("driver_root"), "libcuda": None, "unknown": []}
     if isinstance(facts["driver_root"], dict):
         facts["driver_root"] = facts["driver_root"].get("path")
     if not isinstance(facts["cuda_driver_api"], int):

@@ -222,8 +222,7 @@ def record(container_probe, runtime_record=None, host_record=None, host_control=
     elif not container["compute_requested"]:
         skip_reason = "the probe container ran without compute (runtime_facts compute: false)"
     runs = [(p, "container" if isolation == "shared" else "container %s" % (e["container_name"] or i))
-            for i, (p, e) in enumerate(zip(probes, evidences)) if e["executed"] and e["compute_requested"]
-            and not e["compute_skipped"]]
+            for i, (p, e) in enumerate(zip(probes, evidences)) if e["executed"] and e["compute_requested"] and not e["compute_skipped"]]
     rows, unlisted = gpu_rows(runs, expected_gpus, plan, timeout, shared=isolation == "shared") if not skip_reason else (
         _not_run_rows(expected_gpus, skip_reason), None)
     builder.evidence["gpus"] = _public_rows(rows)

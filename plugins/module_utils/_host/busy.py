@@ -200,8 +200,7 @@ def busy_on(busy, uuid, norm=lambda u: str(u).lower()):
     key = norm(uuid) if uuid else None
     if not key:
         return []
-    return [p for p in busy or [] if (p.get("gpu_uuid") and norm(p["gpu_uuid"]) == key)
-            or (p.get("parent_uuid") and norm(p["parent_uuid"]) == key)]
+    return [p for p in busy or [] if key in (norm(u) for u in (p.get("gpu_uuid"), p.get("parent_uuid")) if u)]
 
 
 def _name(entry):
@@ -250,8 +249,8 @@ def _idle_uuids(host_record, busy):
     for gpu in (((host_record or {}).get("evidence") or {}).get("nvml") or {}).get("gpus") or []:
         if _mig_enabled(gpu):
             instances = gpu.get("mig_devices") or []
-            idle = [inst["uuid"] for inst in instances if inst.get("uuid") and inst.get("compute_processes") is not None
-                    and not busy_on(busy, inst["uuid"])]
+            listed = [inst["uuid"] for inst in instances if inst.get("uuid") and inst.get("compute_processes") is not None]
+            idle = [uuid for uuid in listed if not busy_on(busy, uuid)]
             out.update(idle)
             if gpu.get("uuid") and instances and len(idle) == len(instances) and not busy_on(busy, gpu["uuid"]):
                 out.add(gpu["uuid"])

@@ -76,8 +76,8 @@ def read_modules(root):
     sys_module = under_root(root, "/sys/module")
     if os.path.isdir(sys_module):
         # a loadable module has initstate; built-ins have no such file
-        return dict((m, os.path.exists(os.path.join(sys_module, m, "initstate"))
-                     or os.path.exists(os.path.join(sys_module, m, "version"))) for m in MODULES), "/sys/module"
+        return dict((m, any(os.path.exists(os.path.join(sys_module, m, name)) for name in ("initstate", "version")))
+                    for m in MODULES), "/sys/module"
     return dict((m, None) for m in MODULES), None
 
 

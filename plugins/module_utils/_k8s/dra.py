@@ -304,8 +304,9 @@ def claims_on_node(claims, devices, node, driver=DRA_DRIVER):
         alloc = claim.get("allocation")
         if not alloc:
             continue
-        held = [r for r in alloc["results"] if r["driver"] == driver
-                and ((r["driver"], r["pool"], r["device"]) in published or r["pool"] == node or node in alloc["nodes"])]
+        on_node = node in alloc["nodes"]
+        ours = [r for r in alloc["results"] if r["driver"] == driver]
+        held = [r for r in ours if on_node or r["pool"] == node or (r["driver"], r["pool"], r["device"]) in published]
         if held:
             out.append(dict(claim, devices_here=["%s/%s" % (r["pool"], r["device"]) for r in held],
                             unpublished=["%s/%s" % (r["pool"], r["device"]) for r in held

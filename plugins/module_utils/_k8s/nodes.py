@@ -195,8 +195,9 @@ def _check_dra_node(b, node):
 
 def is_gpu_node(node):
     """A node summary that has GPUs by any sign: device plugin capacity or allocatable, a GPU label, DRA slices."""
-    return (any(node["capacity"].values()) or any(node["allocatable"].values())
-            or any(k in node["gpu_labels"] for k in GPU_PRESENT_LABELS) or bool((node.get("dra") or {}).get("slices")))
+    if any(node["capacity"].values()) or any(node["allocatable"].values()):
+        return True
+    return any(k in node["gpu_labels"] for k in GPU_PRESENT_LABELS) or bool((node.get("dra") or {}).get("slices"))
 
 
 def check_nodes(b, nodes, resources, dra_info):

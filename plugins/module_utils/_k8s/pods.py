@@ -148,9 +148,16 @@ def pod_claims(pod, claims_by_name, templates_by_name, gpu_classes, known_classe
             if template:
                 entry["device_classes"] = sorted(set(c for r in template["requests"] for c in r["device_classes"]))
         out.append(entry)
-    gpu = [c for c in out if set(c["device_classes"]) & gpu_classes or any(d.startswith(dra.DRA_DRIVER + "/") for d in c["devices"])
-           or (known_classes is not None and set(c["device_classes"]) - known_classes)
-           or (not c["device_classes"] and not c["devices"])]  # unresolved: cannot tell it is not a GPU claim
+
+    def maybe_gpu(row):
+        classes = set(row["device_classes"])
+        if classes & gpu_classes or any(d.startswith(dra.DRA_DRIVER + "/") for d in row["devices"]):
+            return True
+        if known_classes is not None and classes - known_classes:
+            return True
+        return not classes and not row["devices"]  # unresolved: cannot tell it is not a GPU claim
+
+    gpu = [c for c in out if maybe_gpu(c)]
     return out if gpu else None
 
 

@@ -117,8 +117,8 @@ def probe_containers(engine, run_id=None, timeout=30):
     except (ValueError, AttributeError) as exc:
         raise RuntimeError("%s ps: output not understood: %s" % (engine["name"], exc))
     # the runtime's filter is by label; ownership is decided on the exact parsed value, never a substring
-    return [c for c in rows if c["run_id"] and RUN_ID_RE.match(c["run_id"]) and c["name"].startswith("gpuprobe-")
-            and (run_id is None or c["run_id"] == run_id)]
+    ours = [c for c in rows if c["run_id"] and RUN_ID_RE.match(c["run_id"]) and c["name"].startswith("gpuprobe-")]
+    return [c for c in ours if run_id is None or c["run_id"] == run_id]
 
 
 class CliAdapter(object):

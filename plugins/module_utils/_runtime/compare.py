@@ -108,8 +108,8 @@ def compare_nodes(builder, expected_nodes, observed_nodes, resolved=None):
     for entry in expected_nodes:
         exp = expected_node(entry)
         path = exp["path"]
-        node = (observed_nodes.get(container_path(path, resolved)) or observed_nodes.get(clean_path(path))
-                or observed_nodes.get(path) or {"present": False})
+        seen = (observed_nodes.get(p) for p in (container_path(path, resolved), clean_path(path), path))
+        node = next((n for n in seen if n), {"present": False})
         want_type = NODE_TYPES.get(exp["type"] or "c", exp["type"])
         want = "%s %s:%s" % (want_type, exp["major"], exp["minor"]) if exp["major"] is not None else want_type
         if not node.get("present"):
@@ -297,8 +297,9 @@ def loader_check(builder, expected_edits, inventory):
         builder.add("runtime.loader.libcuda", WARN, subject, want, "resolved to the mounted file, whose host source is "
                     "the CUDA toolkit stub: %s; %s" % (resolved, context))
         return None
-    held = None if points else (_mount_holding(path, expected_edits, in_container)
-                                or _mount_holding(real, expected_edits, in_container))
+    held = None
+    if not points:
+        held = _mount_holding(path, expected_edits, in_container) or _mount_holding(real, expected_edits, in_container)
     if held is not None:  # a directory the spec mounts gives libcuda: the spec's file, not the image's
         builder.add("runtime.loader.libcuda", PASS, subject, "a libcuda of the directory the spec mounts at %s"
                     % held.get("containerPath"), "resolved to %s; %s" % (resolved, context))
@@ -328,8 +329,7 @@ def _relevant_env(env, expected_env):
 
 def _relevant_mounts(mounts, expected_mounts, resolved=None):
     points = set(container_path(m.get("containerPath"), resolved) for m in expected_mounts or [])
-    return [m for m in mounts or [] if m.get("mount_point") in points or "nvidia" in (m.get("mount_point") or "")
-            or "cuda" in (m.get("mount_point") or "")]
+    return [m for m in mounts or [] if m.get("mount_point") in points or any(w in (m.get("mount_point") or "") for w in ("nvidia", "cuda"))]
 
 
 def observed_checks(builder, expected_edits, inventory, start):

@@ -170,9 +170,9 @@ def edits_not_applied(runtime_record, signature=None):
     """The edit checks of a runtime record that say an edit was not applied as the spec asks; with a failure
     ``signature``, only the kinds of edit that can cause it (EDITS_THAT_CAN_CAUSE; every kind for the others)."""
     kinds = EDITS_THAT_CAN_CAUSE.get(signature)
-    return [c for c in edits_compared(runtime_record) if c["status"] in EDIT_CHECKS[c["id"]]
-            and (kinds is None or c["id"].startswith(kinds))
-            and (c["id"] != "runtime.device_node.mode" or _mode_denies_more(c))]
+    differing = [c for c in edits_compared(runtime_record) if c["status"] in EDIT_CHECKS[c["id"]]]
+    of_kind = [c for c in differing if kinds is None or c["id"].startswith(kinds)]
+    return [c for c in of_kind if c["id"] != "runtime.device_node.mode" or _mode_denies_more(c)]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -229,8 +229,7 @@ def container_failure(compute_record):
     failed = next((s for s in steps if s.get("device") is None and not s.get("ok")), None)
     if failed is not None:
         return {"step": failed.get("step"), "signature": record.get("signature"), "uuid": None}
-    row = next((r for r in evidence.get("gpus") or [] if isinstance(r, dict) and r.get("expected")
-                and r.get("status") == FAIL), None)
+    row = next((r for r in evidence.get("gpus") or [] if isinstance(r, dict) and r.get("expected") and r.get("status") == FAIL), None)
     if row is None:
         hung = (evidence.get("container") or {}).get("hung_step")
         return {"step": hung, "signature": record.get("signature"), "uuid": None}

@@ -150,8 +150,8 @@ def _start_site(runtime, edits):
     output; a hook path the engine's own hooks share does not say whose hook failed), or the spec hook its hook number
     can only be (``_hooks_by_number``); none when the runtime's own classification says it was refused
     (RUNTIME_REFUSED: it could not do what was asked, which is the runtime's)."""
-    check = next((c for c in runtime.get("checks") or [] if c.get("id") == "runtime.container.started"
-                  and c.get("status") == FAIL), None)
+    check = next((c for c in runtime.get("checks") or [] if (c.get("id"), c.get("status")) == ("runtime.container.started", FAIL)),
+                 None)
     if check is None or runtime.get("signature") in RUNTIME_REFUSED:
         return []
     words = check.get("observed") or ""

@@ -547,8 +547,8 @@ def _one_runtime(records):
     rows = _gpu_rows(records)
     # compute WARN still computed (a named risk: an unexpected GPU seen, the host control failing alone); the
     # per-GPU rows decide whether every expected GPU was proven
-    if (_layer_status(records, "compute") in (PASS, WARN) and _cdi_injected(compute)
-            and _layer_status(records, "runtime") in (PASS, WARN)):
+    ran = all(_layer_status(records, layer) in (PASS, WARN) for layer in ("compute", "runtime"))
+    if ran and _cdi_injected(compute):
         unproven = _unverified_gpus(rows) or "; ".join(
             why for why in (_cdi_unproven(records) or _trust_unproven(records), _uncovered_identity(records, rows),
                             _runtime_unproven(records), _probe_file(records)[1],

@@ -200,8 +200,8 @@ def _migrate_flat_latest(report_dir, basename, paths):
     directory of hard links that ``latest`` points at, and each file a symlink through ``latest`` to its link, one
     atomic step at a time, so that the previous set stays the readable one. Returns that directory, or None."""
     flat = dict((s, p) for s, p in paths["latest_files"].items() if os.path.isfile(p) and not os.path.islink(p))
-    others = [name for name in os.listdir(report_dir) if name.startswith("%s-latest." % basename)
-              and os.path.isfile(os.path.join(report_dir, name)) and not os.path.islink(os.path.join(report_dir, name))]
+    named = [name for name in os.listdir(report_dir) if name.startswith("%s-latest." % basename)]
+    others = [name for name in named if os.path.isfile(os.path.join(report_dir, name)) and not os.path.islink(os.path.join(report_dir, name))]
     for name in others:
         flat.setdefault(name[len("%s-latest" % basename):], os.path.join(report_dir, name))
     if not flat or os.path.lexists(paths["latest"]):

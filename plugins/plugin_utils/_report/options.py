@@ -5,7 +5,7 @@
 """PRIVATE: the options of a gpuprobe.layers fleet run, checked on the controller before any node runs.
 
 This file is not public API; it may change without notice. Pure functions: the filter
-``gpuprobe.layers.option_errors`` (plugins/filter/options.py) gives them the variables of every host and
+``gpuprobe.layers.option_errors`` (plugins/filter/option_errors.py) gives them the variables of every host and
 the role's argument specs; playbooks/verify-gpu.yml fails its options play (after the selection check) with the
 errors returned here (docs/usage.md, "Exit statuses").
 
@@ -67,9 +67,11 @@ ETC_CDI = re.compile(r"^/etc/cdi(/|$)")
 
 
 def _validator_spec(role_options):
+    """The argument spec that checks the options' types; their choices are checked by each option's domain below,
+    which says it once and in the words of every other value error ("verify_x is 9: must be one of ...")."""
     spec = {}
     for name, option in (role_options or {}).items():
-        spec[name] = dict((k, option[k]) for k in ("type", "elements", "choices") if k in option)
+        spec[name] = dict((k, option[k]) for k in ("type", "elements") if k in option)
     return spec
 
 

@@ -2,11 +2,16 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprobe.layers.plugins.filter.verdict import FilterModule
+from ansible_collections.gpuprobe.layers.plugins.filter import drill_result, layer_gate, not_run_record
+from ansible_collections.gpuprobe.layers.plugins.filter import node_verdict as node_verdict_plugin
+from ansible_collections.gpuprobe.layers.plugins.filter import report_diff, report_diff_markdown, report_expand
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LayerBuilder, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
-F = FilterModule().filters()
+# every filter that takes records or reports, each from its own plugin file (its documentation is in it)
+F = {}
+for _plugin in (drill_result, layer_gate, node_verdict_plugin, not_run_record, report_diff, report_diff_markdown, report_expand):
+    F.update(_plugin.FilterModule().filters())
 
 
 def failed_host():

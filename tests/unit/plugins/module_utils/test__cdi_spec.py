@@ -12,7 +12,7 @@ import hostfixture
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprobe.layers.plugins.filter.options import role_options
+from ansible_collections.gpuprobe.layers.plugins.filter.option_errors import role_options
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import names as _cdi_names
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import validate as _cdi_validate

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuprobe.layers.plugins.filter.options import option_errors_filter, role_options
+from ansible_collections.gpuprobe.layers.plugins.filter.option_errors import option_errors_filter, role_options
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import options as opts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -82,6 +82,17 @@ def test_unrelated_names_and_collection_facts_are_not_errors():
     names = {"gpu_count": 1, "verity_x": 1, "ansible_host": "x", "gpuprobe_fleet": "x", "verify_result": {}}
     assert opts.candidate_names(names) == ["gpuprobe_fleet", "verify_result", "verity_x"]
     assert opts.unknown_name_errors({"gpuprobe_fleet": "x", "verify_result": {}}, ROLE) == []
+
+
+def test_a_value_outside_the_choices_is_one_error():
+    """Issue 46: verify_dcgm_diag=9 was refused twice, by the argument spec's choices and by its domain."""
+    assert opts.value_errors({"verify_dcgm_diag": 9}, ROLE) == ["verify_dcgm_diag is 9: must be one of 0, 1, 2, 3, 4"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, o in ROLE.items() if o.get("choices")))
+def test_every_choice_option_is_checked_by_its_domain(name):
+    errors = opts.value_errors({name: 99 if ROLE[name].get("type") == "int" else "not-one-of-the-choices"}, ROLE)
+    assert len(errors) == 1 and errors[0].startswith(name), errors
 
 
 def test_errors_name_their_hosts():

@@ -11,7 +11,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspe
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import select as _runtime_select
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine as E
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import engine_live as L
-from ansible_collections.gpuprobe.layers.plugins.filter.options import role_options
+from ansible_collections.gpuprobe.layers.plugins.filter.option_errors import role_options
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.options import value_errors
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as H
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.catalogue import classify_start_error

@@ -12,7 +12,7 @@ from verdictlab import (  # noqa: F401 pylint: disable=unused-import
     node, passing_control, probe_steps, spec_without as without,
 )
 
-from ansible_collections.gpuprobe.layers.plugins.filter.verdict import FilterModule
+from ansible_collections.gpuprobe.layers.plugins.filter.node_verdict import FilterModule
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict import attribution as _attribution
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import script as _probe
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import model as _report

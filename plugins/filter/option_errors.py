@@ -2,12 +2,66 @@
 # Copyright (c) gpuprobe.layers contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters gpuprobe.layers.option_errors: the options of a fleet run checked before any node runs
-(plugin_utils/_report/options.py decides; documentation: option_errors.yml next to this file), and
-gpuprobe.layers.run_path: a controller path of the run, a relative one under the directory ansible-playbook was started
-in (run_path.yml)."""
+"""Filter gpuprobe.layers.option_errors: the options of a fleet run checked before any node runs
+(plugin_utils/_report/options.py decides)."""
 
 from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: option_errors
+author: gpuprobe.layers contributors (!UNKNOWN)
+version_added: "1.0.0"
+short_description: The errors of the gpuprobe_* and verify_* variables of a fleet run
+description:
+  - Checks, for every host, each variable whose name starts with C(gpuprobe_) or C(verify_) (or with a near
+    miss of those prefixes such as C(gpuprob_)) against the options of playbooks/verify-gpu.yml and of the
+    P(gpuprobe.layers.verify#role) role (its meta/argument_specs.yml), and their values (modes, CDI
+    sources, types from the argument specs, whole-number timeouts greater than 0, combinations).
+  - "An unknown name is reported with its closest known name (C(unknown variable gpuprobe_mdoe: did you mean gpuprobe_mode?))."
+  - Each message ends with the hosts it concerns. The playbook fails its options play, before any node
+    runs, when the list is not empty (L(docs/usage.md#exit-statuses,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md#exit-statuses)).
+  - "A misspelt pin name in C(gpuprobe_pins) is named the same way (C(drver_version: did you mean driver_version?))."
+positional: _input, hosts, current, current_host
+options:
+  _input:
+    description: C(hostvars).
+    type: dict
+    required: true
+  hosts:
+    description: The hosts of the run, usually C(ansible_play_hosts_all).
+    type: list
+    elements: str
+    required: true
+  current:
+    description:
+      - The C(gpuprobe_*)/C(verify_*) variables of the task's own context (name -> value), which also holds
+        extra vars and the play vars of an importing playbook (absent from C(hostvars)).
+    type: dict
+    default: {}
+  current_host:
+    description: The host whose context C(current) comes from (C(inventory_hostname)).
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Check the options before any node runs
+  ansible.builtin.assert:
+    that: __errors | length == 0
+    fail_msg: "{{ __errors }}"
+  vars:
+    __names: "{{ query('ansible.builtin.varnames', '^(gpuprobe|verify)_') }}"
+    __errors: >-
+      {{ hostvars | gpuprobe.layers.option_errors(ansible_play_hosts_all,
+           dict(__names | zip(query('ansible.builtin.vars', *__names))), inventory_hostname) }}
+  run_once: true
+"""
+
+RETURN = r"""
+_value:
+  description: One line per error, naming the variable, its closest known name when misspelt, and the hosts; empty when the run may start.
+  type: list
+  elements: str
+"""
 
 import json
 import os
@@ -61,16 +115,6 @@ def option_errors_filter(hostvars, hosts, current=None, current_host=None):
     return option_errors(host_values, role_options())
 
 
-def run_path(path):
-    """``path`` (a file or directory on the controller: the status, retry, metrics file, the report dir) as this run
-    means it: ``~`` expanded; a relative path joined to the directory ansible-playbook was started in, which stays the
-    working directory of Ansible's controller processes (a module on localhost runs in the playbook's directory
-    instead, and the shell's PWD may be another process's)."""
-    if not isinstance(path, str) or not path:
-        raise AnsibleFilterError("run_path: a non-empty path, not %r" % (path,))
-    return os.path.normpath(os.path.join(os.getcwd(), os.path.expanduser(path)))
-
-
 class FilterModule(object):
     def filters(self):
-        return {"option_errors": option_errors_filter, "run_path": run_path}
+        return {"option_errors": option_errors_filter}
