@@ -128,7 +128,7 @@ options:
     description:
       - >-
         A run split into slices (AWX/AAP job slicing, or several C(ansible-playbook --limit) runs), all with the same
-        O(slice.run_id) (L(docs/fleet.md,https://github.com/gpuprobe/layers/blob/main/docs/fleet.md), "Sliced runs").
+        O(slice.run_id) (L(docs/fleet.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/fleet.md), "Sliced runs").
       - >-
         In a slice (O(slice.merge=false)) the full entries of the hosts in O(hosts), their verdicts decided, are written
         to one slice file, C(<dir>/<run_id>/<digest of the hosts>.slice.jsonl), and nothing else: no report set, and

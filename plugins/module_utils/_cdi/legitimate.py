@@ -141,8 +141,8 @@ def driver_file(rel, name, kind, driver_version):
     ``name``: its file name; ``kind``: 'file', 'dir', 'socket'), or None."""
     if kind == "file" and is_library(name, driver_version) and posixpath.dirname(rel) in library_dirs():
         return "library"
-    if kind == "file" and PROGRAM.match(name) and (PROGRAM_DIR.match(posixpath.dirname(rel))
-                                                  or posixpath.dirname(rel) in ["/" + d for d in BIN_DIRS]):
+    in_program_dir = bool(PROGRAM_DIR.match(posixpath.dirname(rel))) or posixpath.dirname(rel) in ["/" + d for d in BIN_DIRS]
+    if kind == "file" and PROGRAM.match(name) and in_program_dir:
         return "program"
     if kind == "file" and FIRMWARE.match(rel):
         return "firmware"

@@ -148,10 +148,9 @@ class Host(object):
                 st = os.lstat(path)
                 if st.st_uid != 0:
                     why = "%s belongs to uid %d, not root" % (path, st.st_uid)
-                elif st.st_mode & 0o022 and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX) \
-                        and not stat.S_ISLNK(st.st_mode):
-                    why = "%s is writable by %s (mode %04o)" % (path, "group" if st.st_mode & 0o020 else "others",
-                                                                 stat.S_IMODE(st.st_mode))
+                elif st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode) and not _sticky_dir(st.st_mode):
+                    who = "group" if st.st_mode & 0o020 else "others"
+                    why = "%s is writable by %s (mode %04o)" % (path, who, stat.S_IMODE(st.st_mode))
             except PATH_ERRORS as exc:
                 why = "%s: %s" % (path, path_error(exc))
             if not first:
@@ -159,6 +158,11 @@ class Host(object):
             if why or path == "/":
                 return why
             path, first = posixpath.dirname(path), False
+
+
+def _sticky_dir(mode):
+    """A directory anyone may write in but only an entry's owner may replace it in (/tmp)."""
+    return stat.S_ISDIR(mode) and bool(mode & stat.S_ISVTX)
 
 
 def _describe(kind, edit):

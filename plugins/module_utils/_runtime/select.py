@@ -379,8 +379,8 @@ def _running_dockerd(docker, local, no_kubelet, timeout, root):
                                         "a docker host's workloads run through its daemon" % (
                                             there.get("version"), sock, d["pid"], no_kubelet, cli_said))
     known = [s for d in local for s in dockerd_sockets(d)]
-    reason = "a docker daemon runs here (%s) but %s%s" % (pids, cli_said, ", nor at %s" % ", ".join(known) if known else
-                                                         ", and the socket it listens on is not known")
+    where = ", nor at %s" % ", ".join(known) if known else ", and the socket it listens on is not known"
+    reason = "a docker daemon runs here (%s) but %s%s" % (pids, cli_said, where)
     return _describe(dict(docker, usable=False, reason=reason), "docker, %s; %s" % (no_kubelet, reason))
 
 

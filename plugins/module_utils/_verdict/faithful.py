@@ -10,10 +10,11 @@ runtime's or the loader's words. One rule over three things, read from the recor
 
 - **where the failure sits** (``failure_sites``): the paths a runtime's start error names (a mount's source or
   target, also under the container's root directory, a device node, a hook the engine does not also add; a hook by
-  number where that number can only be a spec hook beside the engine's own, ``_hooks_by_number``); the device node whose open() the runtime layer saw refused; the file the loader's words name, or the
-  library name it could not find (the runtime's loader check, the probe's dlopen); the library that failed a step
-  (the libcuda that answered a libcuda failure, the PTX JIT compiler CUDA loads at PTX load); the driver libraries the
-  binding found not to be the driver root's (``foreign_libraries``);
+  number where that number can only be a spec hook beside the engine's own, ``_hooks_by_number``); the device node
+  whose open() the runtime layer saw refused; the file the loader's words name, or the library name it could not find
+  (the runtime's loader check, the probe's dlopen); the library that failed a step (the libcuda that answered a
+  libcuda failure, the PTX JIT compiler CUDA loads at PTX load); the driver libraries the binding found not to be the
+  driver root's (``foreign_libraries``);
 - **the edit that made it** (``edits_at``): the edits the start error names, the deviceNode of that path, the mount
   of that file (or of a directory holding it), the mount that gives that library name;
 - **applied as asked** (``as_asked``): a container that did not start over an edit its runtime names, the runtime

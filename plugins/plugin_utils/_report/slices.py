@@ -147,9 +147,10 @@ def headers(directory, run_id, selection, settings, count=None):
                                            "is" if len(missing) == 1 else "are", run_id, _example(missing)))
     stray = set(owner) - selection
     if stray:
+        plural = len(stray) != 1
         raise SliceError("%d host%s of run %s's slices %s not in the merge's selection (%s): merge with the slices' "
-                         "inventory and gpuprobe_hosts" % (len(stray), "" if len(stray) == 1 else "s", run_id,
-                                                          "is" if len(stray) == 1 else "are", _example(stray)))
+                         "inventory and gpuprobe_hosts" % (len(stray), "s" if plural else "", run_id, "are" if plural else "is",
+                                                           _example(stray)))
     return heads
 
 

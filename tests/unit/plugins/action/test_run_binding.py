@@ -55,7 +55,7 @@ def _host(started):
     (86400, None, False),                       # yesterday's honest records
     (time.time() - 1577836800, None, False),    # 2020-01-01
     (-3600, None, False),                       # from the future
-])
+], ids=["now", "200s-behind", "200s-behind-skew-60", "yesterday", "2020-01-01", "future"])  # stable ids for xdist's workers
 def test_verify_node_binds_every_record_to_the_tasks_start(age, limits, admitted):
     args = {"mode": "audit", "k8s": False}
     if limits:

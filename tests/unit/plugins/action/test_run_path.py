@@ -9,7 +9,7 @@ from actionlab import make_action
 from test_fleet_report import HOSTVARS
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
-from ansible_collections.gpuprobe.layers.plugins.filter.options import run_path
+from ansible_collections.gpuprobe.layers.plugins.filter.run_path import run_path
 
 
 def test_a_relative_path_is_under_the_directory_the_run_was_started_in(tmp_path, monkeypatch):
