@@ -13,7 +13,6 @@ installed root-owned for this test only and removed after. The verdict runs thro
 records as ``generator-shape-v1.18`` evidence."""
 import glob
 import os
-import shutil
 
 import pytest
 
@@ -34,7 +33,8 @@ SONAMES = ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler")
 def stand_in_hook():
     if os.path.lexists(HOOK):
         pytest.skip("%s exists on this host: not replaced" % HOOK)
-    shutil.copy(STAND_IN, HOOK)
+    with open(STAND_IN) as src, open(HOOK, "w") as dst:  # a program of its own: the host's python3 runs it
+        dst.write("#!/usr/bin/python3\n" + src.read())
     os.chown(HOOK, 0, 0)
     os.chmod(HOOK, 0o755)
     yield HOOK
@@ -72,8 +72,8 @@ def generator_shape(host):
         gpu = [d for d in spec["devices"] if d["name"] == "0"][0]
         gpu["containerEdits"] = {"deviceNodes": [{"path": "/dev/nvidia%s" % host["evidence"]["nvml"]["gpus"][0].get("minor", 0)}]}
         spec["devices"] = [gpu]
-        own = [e for e in spec["containerEdits"].get("env") or [] if e.startswith(("GPUPROBE_RUN_ID=", "GPUPROBE_OWNER=",
-                                                                                 "GPUPROBE_CREATED="))]
+        names = ("GPUPROBE_RUN_ID=", "GPUPROBE_OWNER=", "GPUPROBE_CREATED=")
+        own = [e for e in spec["containerEdits"].get("env") or [] if e.startswith(names)]
         spec["containerEdits"] = {  # the run's own GPUPROBE_* entries kept: they say whose spec this is (cleanup)
             "env": ["NVIDIA_CTK_LIBCUDA_DIR=%s" % inside, "NVIDIA_VISIBLE_DEVICES=void"] + own,
             "deviceNodes": [{"path": n} for n in nodes],

@@ -35,6 +35,8 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict i
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("engine", ["podman", "containerd"], indirect=True)]
 
 NVML_IN_CONTAINER = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+
+
 def _driver_edits(lab_, nvml=None, ptxjit=None):  # noqa: F811 pylint: disable=redefined-outer-name
     """The fake driver's edits: the driver root's own libcuda, NVML from ``nvml`` and the JIT compiler from ``ptxjit``
     (None: the driver root's own)."""

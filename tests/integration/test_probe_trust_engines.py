@@ -63,7 +63,9 @@ def _member(lab_, name):
     lib = os.path.join(evil_dir, "libimpostor.so.1")  # the impostor libcuda, copied outside what the site declared
     if not os.path.exists(lib):
         shutil.copy(os.path.join(lab_.base, "impostor", "libcuda.so.1"), lib)
-    ro = lambda host, target: {"hostPath": host, "containerPath": target, "options": RO}  # noqa: E731
+
+    def ro(host, target):
+        return {"hostPath": host, "containerPath": target, "options": RO}
     encodings = os.path.dirname(_evil(lab_, "lib/encodings/__init__.py", "import runpy\n"))
     return {
         # issue 42's six rows

@@ -392,8 +392,8 @@ def test_per_device_isolation_runs_one_compute_container_per_device(lab):
     assert len(set(names + [record["evidence"]["container"]["name"]])) == 3  # three containers, all removed
     # each container ran a probe file of its own, each looked at again after its run (issue 42 item 4)
     unchanged = [c for c in record["checks"] if c["id"] == "runtime.probe.unchanged"]
-    assert [(c["subject"], c["status"]) for c in unchanged] == [(n, "PASS") for n in
-                                                                 [record["evidence"]["container"]["name"]] + names]
+    containers = [record["evidence"]["container"]["name"]] + names
+    assert [(c["subject"], c["status"]) for c in unchanged] == [(n, "PASS") for n in containers]
     compute = _compute_layer.record(probe, record, host_record=idle_host(GPU_A, GPU_B), host_control=False,
                                     expected_gpus=expected_gpus(GPU_A, GPU_B))
     assert validate_record(compute) == []

@@ -107,27 +107,27 @@ def _mount(host_path, container_path, options=None):
 # 42's review among them: python's ._pth and build-tree landmarks, a script over a link to the interpreter, OpenSSL's
 # configuration, an NVML that is not the driver's, a hook of its own)
 LIB = "%s/libnvidia-ml.so.%s" % (LIBDIR, DRIVER)
+
+
+def _nvhook(*args):
+    return {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook", "args": ["nvidia-cdi-hook"] + list(args)}
+
+
 MEMBERS = {
-    "python3._pth beside the interpreter": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/python3._pth", b"/opt/evil/lib\n"),
-                                                        "/usr/bin/python3._pth")),
-    "a directory the _pth names": lambda root: ("mounts", _mount(os.path.dirname(_evil(root, "/opt/evil/lib/encodings/__init__.py")),
-                                                "/opt/evil/lib")),
-    "Modules/Setup.local (a build tree's landmark)": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/Setup.local", b""),
-                                                                   "/usr/bin/Modules/Setup.local")),
+    "python3._pth beside the interpreter": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/python3._pth", b"/opt/evil/lib\n"), "/usr/bin/python3._pth")),
+    "a directory the _pth names": lambda root: ("mounts", _mount(os.path.dirname(_evil(root, "/opt/evil/lib/encodings/__init__.py")), "/opt/evil/lib")),
+    "Modules/Setup.local (a build tree's landmark)": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/Setup.local", b""), "/usr/bin/Modules/Setup.local")),
     "a stdlib at /usr/Lib": lambda root: ("mounts", _mount(os.path.dirname(_evil(root, "/opt/evil/Lib/os.py")), "/usr/Lib")),
-    "a script over /usr/bin/python (a link to python3)": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/python", b"#!/opt/x\n", 0o755),
-                                                                       "/usr/bin/python")),
+    "a script over /usr/bin/python (a link to python3)": lambda root: (
+        "mounts", _mount(_evil(root, "/opt/evil/python", b"#!/opt/x\n", 0o755), "/usr/bin/python")),
     "openssl.cnf": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/openssl.cnf", b"[openssl_init]\n"), "/usr/lib/ssl/openssl.cnf")),
-    "an NVML that is not the driver's": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/libnvidia-ml.so.1", b"\x7fELF"),
-                                                      LIBDIR + "/libnvidia-ml.so.1")),
-    "a driver-named file in /tmp": lambda root: ("mounts", _mount(_evil(root, "/tmp/lib/libcuda.so.%s" % DRIVER, b"\x7fELF"),
-                                                 LIBDIR + "/libcuda.so.1")),
+    "an NVML that is not the driver's": lambda root: ("mounts", _mount(_evil(root, "/opt/evil/libnvidia-ml.so.1", b"\x7fELF"), LIBDIR + "/libnvidia-ml.so.1")),
+    "a driver-named file in /tmp": lambda root: ("mounts", _mount(_evil(root, "/tmp/lib/libcuda.so.%s" % DRIVER, b"\x7fELF"), LIBDIR + "/libcuda.so.1")),
     "a driver library not owned by root": lambda root: ("mounts", _mount(_chown(root, LIB), LIB)),
-    "a group-writable driver library": lambda root: ("mounts", _mount(_chmod(root, "%s/libnvidia-glcore.so.%s" % (LIBDIR, DRIVER), 0o775),
-                                                     "%s/libnvidia-glcore.so.%s" % (LIBDIR, DRIVER))),
-    "the driver's library read-write": lambda root: ("mounts", _mount("%s/libnvidia-eglcore.so.%s" % (LIBDIR, DRIVER),
-                                                     "%s/libnvidia-eglcore.so.%s" % (LIBDIR, DRIVER),
-                                                     ["nosuid", "nodev", "rbind"])),
+    "a group-writable driver library": lambda root: (
+        "mounts", _mount(_chmod(root, "%s/libnvidia-glcore.so.%s" % (LIBDIR, DRIVER), 0o775), "%s/libnvidia-glcore.so.%s" % (LIBDIR, DRIVER))),
+    "the driver's library read-write": lambda root: (
+        "mounts", _mount("%s/libnvidia-eglcore.so.%s" % (LIBDIR, DRIVER), "%s/libnvidia-eglcore.so.%s" % (LIBDIR, DRIVER), ["nosuid", "nodev", "rbind"])),
     "the driver's library over a stdlib module": lambda root: ("mounts", _mount(LIB, "/usr/lib/python3.11/json/__init__.py")),
     "the driver's library under another name": lambda root: ("mounts", _mount(LIB, LIBDIR + "/libssl.so.3")),
     "the driver's library into the probe's directory": lambda root: ("mounts", _mount(LIB, "/gpuprobe-0123456789abcdef/libnvidia-ml.so.1")),
@@ -142,24 +142,20 @@ MEMBERS = {
     "PYTHONPATH": lambda root: ("env", "PYTHONPATH=/opt/evil"),
     "NVIDIA_VISIBLE_DEVICES=all": lambda root: ("env", "NVIDIA_VISIBLE_DEVICES=all"),
     "a createRuntime hook of its own": lambda root: ("hooks", {"hookName": "createRuntime", "path": "/usr/bin/true", "args": ["true"]}),
-    "a createContainer hook of its own": lambda root: ("hooks", {"hookName": "createContainer", "path": "/bin/sh",
-                                                "args": ["sh", "-c", "sed -i s/x/y/ /gpuprobe*/probe.py"]}),
-    "the NVIDIA hook, unknown subcommand": lambda root: ("hooks", {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook",
-                                                 "args": ["nvidia-cdi-hook", "exec", "/bin/sh"]}),
-    "the NVIDIA hook linking python3": lambda root: ("hooks", {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook",
-                                             "args": ["nvidia-cdi-hook", "create-symlinks", "--link",
-                                                      "libcuda.so.1::/usr/bin/python3"]}),
-    "the NVIDIA hook linking libc": lambda root: ("hooks", {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook",
-                                          "args": ["nvidia-cdi-hook", "create-symlinks", "--link",
-                                                   "libcuda.so.1::%s/libc.so.6" % LIBDIR]}),
-    "the NVIDIA hook, ldcache of another folder": lambda root: ("hooks", {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook",
-                                                        "args": ["nvidia-cdi-hook", "update-ldcache", "--folder", "/opt/evil"]}),
-    "the NVIDIA hook with LD_PRELOAD": lambda root: ("hooks", {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook",
-                                             "args": ["nvidia-cdi-hook", "disable-device-node-modification"],
-                                             "env": ["LD_PRELOAD=/opt/evil/x.so"]}),
-    "the NVIDIA hook's name on another program": lambda root: ("hooks", {"hookName": "createContainer",
-                                                       "path": _evil(root, "/opt/evil/nvidia-cdi-hook", b"#!/bin/sh\n", 0o755),
-                                                       "args": ["nvidia-cdi-hook", "disable-device-node-modification"]}),
+    "a createContainer hook of its own": lambda root: (
+        "hooks", {"hookName": "createContainer", "path": "/bin/sh", "args": ["sh", "-c", "sed -i s/x/y/ /gpuprobe*/probe.py"]}),
+    "the NVIDIA hook, unknown subcommand": lambda root: (
+        "hooks", {"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook", "args": ["nvidia-cdi-hook", "exec", "/bin/sh"]}),
+    "the NVIDIA hook linking python3": lambda root: (
+        "hooks", _nvhook("create-symlinks", "--link", "libcuda.so.1::/usr/bin/python3")),
+    "the NVIDIA hook linking libc": lambda root: (
+        "hooks", _nvhook("create-symlinks", "--link", "libcuda.so.1::%s/libc.so.6" % LIBDIR)),
+    "the NVIDIA hook, ldcache of another folder": lambda root: (
+        "hooks", _nvhook("update-ldcache", "--folder", "/opt/evil")),
+    "the NVIDIA hook with LD_PRELOAD": lambda root: (
+        "hooks", dict(_nvhook("disable-device-node-modification"), env=["LD_PRELOAD=/opt/evil/x.so"])),
+    "the NVIDIA hook's name on another program": lambda root: (
+        "hooks", dict(_nvhook("disable-device-node-modification"), path=_evil(root, "/opt/evil/nvidia-cdi-hook", b"#!/bin/sh\n", 0o755))),
     "a block device": lambda root: ("deviceNodes", {"path": "/dev/sda", "type": "b", "major": 8, "minor": 0}),
     "a driver node path over a block device": lambda root: ("deviceNodes", {"path": "/dev/nvidia7", "hostPath": _blk(root)}),
     "a node with an owner": lambda root: ("deviceNodes", {"path": "/dev/nvidia0", "uid": 1000}),

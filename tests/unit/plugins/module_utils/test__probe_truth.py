@@ -271,8 +271,8 @@ HOST_FILES = {"libnvidia-ml": NVML, "libnvidia-ptxjitcompiler": PTXJIT}
 
 LIBRARIES = [
     # (name, mapped besides libcuda: (container path, content, why), driver root files, binding, in the observation)
-    ("NVML and the JIT compiler the driver root's", [("%s/libnvidia-ml.so.1" % LIBDIR, NVML, "name, spec mount"),
-                                                      ("%s/libnvidia-ptxjitcompiler.so.1" % LIBDIR, PTXJIT, "name")],
+    ("NVML and the JIT compiler the driver root's",
+     [("%s/libnvidia-ml.so.1" % LIBDIR, NVML, "name, spec mount"), ("%s/libnvidia-ptxjitcompiler.so.1" % LIBDIR, PTXJIT, "name")],
      HOST_FILES, "PASS", "every driver library mapped in the probe is the driver root's: libcuda.so.%s, "
                          "libnvidia-ml.so.1, libnvidia-ptxjitcompiler.so.1" % DRIVER),
     ("a versioned name (nvidia-ctk's symlink resolved)", [("%s/libnvidia-ml.so.%s" % (LIBDIR, DRIVER), NVML, "name")],
@@ -295,7 +295,7 @@ LIBRARIES = [
 
 
 @pytest.mark.parametrize("name,mapped,files,binding,said", LIBRARIES, ids=[x[0] for x in LIBRARIES])
-def test_every_driver_library_the_probe_mapped_must_be_the_hosts(tmp_path, name, mapped, files, binding, said):  # pylint: disable=unused-argument,too-many-arguments
+def test_every_driver_library_the_probe_mapped_must_be_the_hosts(tmp_path, name, mapped, files, binding, said):  # noqa: E501 pylint: disable=unused-argument,too-many-arguments
     """Issue 42 item 3: the binding covers NVML, the JIT compiler and anything the probe's process mapped from a spec
     mount: the same content as the driver root's libX.so.<driver version>, else FAIL naming it; no such host file
     (or no digest) NOT_RUN naming it, never PASS."""

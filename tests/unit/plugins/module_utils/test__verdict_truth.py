@@ -433,7 +433,9 @@ EDITS = {
 NO_OWN_HOOKS = {"known": True, "stages": {}, "source": "containers.conf: none; hooks_dir /usr/share/containers/oci/hooks.d", "why": None}
 
 
-def _start_failure(words, engine_hooks=NO_OWN_HOOKS, edits=EDITS):
+def _start_failure(words, engine_hooks=None, edits=None):
+    engine_hooks = NO_OWN_HOOKS if engine_hooks is None else engine_hooks
+    edits = EDITS if edits is None else edits
     b = LayerBuilder("runtime", RUNTIME_CHECKS)
     b.evidence = {"requested_devices": ["nvidia.com/gpu=0"], "expected_edits": edits, "engine_hooks": engine_hooks}
     b.add("runtime.engine.available", PASS, "podman", observed="podman 4.3.1")
