@@ -2,6 +2,12 @@
 node-style specs, reproduced with synthetic char devices, a compiled libcuda whose cuInit answers what the
 driver answered there, and real CDI injection from /var/run/cdi. The cdi record comes from the cdi layer on
 the same spec file; the node verdict is the real one.
+
+The lab's files, synthetic device nodes and env stand in for a driver, and no NVIDIA generator writes them: the cdi
+layer is told they are the site's declared trusted edits (trusted_edits, ``accounted.declaring``), as a site running
+such a lab declares them; without that the node is FAILED_AT_CDI by cdi.trust.accounted and no container starts
+(``_undeclared``). An edit a test adds as its subject that no GPU spec makes (the toolkit's stub on LD_LIBRARY_PATH, a
+hook of its own) is FAILED_AT_CDI undeclared, and declared it runs the old path.
 """
 import json
 import os
@@ -9,22 +15,42 @@ import os
 import pytest
 
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+from accounted import declaring
 from test_runtime_podman import LIB_IN_CONTAINER, Lab, idle_host, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, validate_record
+from ansible_collections.gpuprobe.layers.plugins.module_utils._node.gate import gated, layer_gate
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN, LayerBuilder, validate_record
 from ansible_collections.gpuprobe.layers.plugins.module_utils._verdict.verdict import node_verdict
 
 pytestmark = pytest.mark.integration
 STUBS = "/usr/local/cuda/lib64/stubs"
 
 
-def _cdi_record(lab_):
+def _cdi_record(lab_, trusted_edits=None):
     record = _cdi_layer.record(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
-                               devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
+                               devices=[lab_.device], kinds=[lab_.device.split("=")[0]], trusted_edits=trusted_edits)
     assert validate_record(record) == []
     return record
+
+
+def _unaccounted(cdi):
+    return [c["observed"].split(": not accounted for: ")[0] for c in cdi["checks"]
+            if c["id"] == "cdi.trust.accounted" and c["status"] == FAIL]
+
+
+def _undeclared(lab_, trusted_edits=None):
+    """The node of the spec written last on an idle host whose layer PASSed, its cdi layer given ``trusted_edits`` (none:
+    the site declared nothing), as the node-side flow leaves it: (verdict, signature, the unaccounted edits), the gate's
+    reason; no container is run."""
+    host = LayerBuilder("host")
+    host.evidence = idle_host()["evidence"]
+    host = host.build(status=PASS)
+    cdi = _cdi_record(lab_, trusted_edits)
+    blocked = layer_gate({"host": host, "cdi": cdi})
+    v = node_verdict(dict(gated(blocked), host=host, cdi=cdi) if blocked else {"host": host, "cdi": cdi})
+    return (v["verdict"], v["signature"], _unaccounted(cdi)), blocked
 
 
 def _node_edits(lab_, rc=100):
@@ -40,9 +66,10 @@ def _node_edits(lab_, rc=100):
     }
 
 
-def _records(lab_, edits, control=verdictlab.passing_control):
+def _records(lab_, edits, control=verdictlab.passing_control, trusted_edits=None):
+    """The node's records; the cdi layer given ``trusted_edits``, by default every edit of the lab's (``declaring``)."""
     lab_.write_spec(edits)
-    cdi = _cdi_record(lab_)
+    cdi = _cdi_record(lab_, declaring(edits) if trusted_edits is None else trusted_edits)
     # an idle GPU per the host's NVML evidence (without it the probe would not touch the GPU at all)
     runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=idle_host())
     compute = _compute_layer.record(probe, runtime, host_record=idle_host(), host_runner=control, timeout=30)
@@ -71,13 +98,21 @@ def test_spec_without_nvidiactl_points_at_cdi(lab):
     v = node_verdict(records)
     assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_NO_DEVICE", "cdi")
     assert [(b["check"], b["observed"]) for b in v["because"]] == [("cdi.nvidia.nvidiactl", "absent")]
+    (verdict, signature, _edits), gate = _undeclared(lab)  # the lab's stand-in driver undeclared
+    assert (verdict, signature, gate) == ("FAILED_AT_CDI", "cdi.trust.accounted", "blocked by cdi FAIL")
 
 
 def test_stub_first_on_the_library_path_fails_the_loader_check_and_points_at_cdi(lab):
     edits = _node_edits(lab)
+    lab_driver = declaring(edits)
     stub = verdictlab.compile_libcuda(os.path.join(lab.lib, "stubs", "libcuda.so.1"), 34)
     edits["mounts"].append({"hostPath": stub, "containerPath": STUBS + "/libcuda.so.1", "options": ["ro", "bind"]})
     edits["env"].append("LD_LIBRARY_PATH=%s" % STUBS)
+    # the toolkit's stub and the loader path to it are edits no generator writes: FAILED_AT_CDI, and no container runs
+    lab.write_spec(edits)
+    assert _undeclared(lab, lab_driver) == (("FAILED_AT_CDI", "cdi.trust.accounted", [
+        "mount %s -> %s/libcuda.so.1" % (stub, STUBS), "env LD_LIBRARY_PATH=%s" % STUBS]), "blocked by cdi FAIL")
+    # declared by the site, the same drill runs: the runtime's loader check FAILs and points at the spec, as it did
     records = _records(lab, edits)
     assert "WARN" in _statuses(records["cdi"], "cdi.nvidia.libcuda")
     loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
@@ -122,10 +157,15 @@ def _hook(lab_, exit_code):
 
 def test_a_spec_hook_that_fails_is_the_spec_s_quoting_the_runtime(lab):
     edits = lab.full_edits()
+    lab_driver = declaring(edits)
     hook = _hook(lab, 3)
     edits["hooks"] = [{"hookName": "createContainer", "path": hook, "args": ["hook.sh"]}]
     lab.write_spec(edits)
-    cdi = _cdi_record(lab)
+    # a hook of the spec's own is no edit a generator writes: FAILED_AT_CDI, the gate blocks, the hook never runs
+    assert _undeclared(lab, lab_driver) == (("FAILED_AT_CDI", "cdi.trust.accounted", ["hook createContainer %s " % hook]),
+                                            "blocked by cdi FAIL")
+    # declared by the site, it runs: the runtime's words name the spec's hook, as they did
+    cdi = _cdi_record(lab, declaring(edits))
     assert _statuses(cdi, "cdi.host.hook") == [PASS]  # it exists, root-owned and executable: only running it fails
     runtime, probe = lab.run(cdi["evidence"]["expected_edits"], compute=False)
     assert probe is None and runtime["status"] == FAIL

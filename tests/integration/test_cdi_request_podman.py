@@ -117,10 +117,16 @@ def test_a_foreign_one_character_vendor_fails_the_layer_only_where_podman_panics
     if podman_version == "4.3.1":  # Debian 12: CDI 0.5.2 reads cdiVersion up to 0.5.0
         assert panicked is (version == "0.5.0"), err
         assert not panicked or "cdi.ValidateVendorName" in err, err
+    # the requested device's env X=1 is the test's own, no generator's: declared trusted (cdi.trust.accounted)
     rec = _cdi_layer.record(spec_dirs=[str(spec_dir)], discover_runtime_dirs_=False, devices=[kind + "=x"], kinds=[kind],
-                            engines=[{"name": "podman", "version": podman_version}])
+                            engines=[{"name": "podman", "version": podman_version}],
+                            trusted_edits=[{"env": "X", "why": "the test's device"}])
     (got,) = [c for c in rec["checks"] if c["id"] == "cdi.spec.library_panic" and c["subject"] == str(foreign)]
     assert got["status"] == (FAIL if panicked else PASS), got
     assert (rec["status"] == FAIL) is panicked, rec["reason"]
+    undeclared = _cdi_layer.record(spec_dirs=[str(spec_dir)], discover_runtime_dirs_=False, devices=[kind + "=x"],
+                                   kinds=[kind], engines=[{"name": "podman", "version": podman_version}])
+    assert [c["observed"].split(":")[0] for c in undeclared["checks"] if c["id"] == "cdi.trust.accounted"] == ["env X=1"]
+    assert undeclared["status"] == FAIL
     if panicked and podman_version == "4.3.1":
         assert "library's ValidateVendorName panic" in got["observed"], got  # the function that panicked in podman

@@ -58,7 +58,7 @@ def _tasks(run_id, spec_dir, root, variant="full", devices=None):
             "run_id": run_id, "spec_dir": spec_dir, "root": str(root), "driver_root": "/usr/local/nvidia", "variant": variant}},
         {"name": "check", "gpuprobe.layers.cdi_facts": {
             "spec_dirs": [spec_dir], "discover_runtime_dirs": False, "devices": devices or ["{{ spec_result.kind }}=0"],
-            "host": {"evidence": {"nvml": {"driver_version": DRIVER}, "driver_root": "%s/usr/local/nvidia" % root,
+            "host": {"evidence": {"nvml": {"driver_version": DRIVER}, "root": str(root), "driver_root": "/usr/local/nvidia",
                                   "device_nodes": {"/dev/nvidia0": {"exists": True, "type": "char", "major": 195, "minor": 0}}}}}},
         {"name": "remove", "register": "removed", "gpuprobe.layers.cdi_spec": {"run_id": run_id, "spec_dir": spec_dir, "state": "absent"}},
     ]

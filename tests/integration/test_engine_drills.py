@@ -23,7 +23,7 @@ import uuid
 import pytest
 
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
-from test_attribution_podman import _node_edits, _records as _attribution_records
+from test_attribution_podman import _node_edits, _records as _attribution_records, _undeclared
 from test_fake_driver_podman import DRIVER, _build as _build_driver, _records as _fake_driver_records
 from test_probe_failures_podman import CRASHES, _build
 from test_runtime_podman import GPU_A, IMAGE, LIB_IN_CONTAINER, Lab, _checks, _podman_env, expected_gpus, idle_host
@@ -294,6 +294,7 @@ def test_spec_without_nvidiactl_points_at_cdi(lab):
     assert _outcome(records["runtime"]) == ("PASS", None, None)
     v = node_verdict(records)
     assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.cuda.CUDA_ERROR_NO_DEVICE", "cdi")
+    assert _undeclared(lab)[0][:2] == ("FAILED_AT_CDI", "cdi.trust.accounted")  # the lab's driver, undeclared
 
 
 def test_an_impostor_libcuda_is_never_verified(lab):
@@ -303,6 +304,7 @@ def test_an_impostor_libcuda_is_never_verified(lab):
     records, _probe = _fake_driver_records(lab, fake)
     v = node_verdict(records)
     assert (v["verdict"], v["signature"], v["points_to"]) == ("FAILED_AT_COMPUTE", "compute.driver.binding", "cdi")
+    assert _undeclared(lab)[0][:2] == ("FAILED_AT_CDI", "cdi.trust.accounted")  # the impostor, undeclared
 
 
 def test_the_driver_roots_own_file_is_compute_verified(lab):
@@ -313,6 +315,7 @@ def test_the_driver_roots_own_file_is_compute_verified(lab):
     v = node_verdict(records)
     assert v["verdict"] == "COMPUTE_VERIFIED", v
     assert probe["runtime"].startswith(lab.engine.name + " ")
+    assert _undeclared(lab)[0][:2] == ("FAILED_AT_CDI", "cdi.trust.accounted")  # the lab's driver, undeclared
 
 
 # ---- cleanup and interrupts, per engine ----------------------------------------------------------------------

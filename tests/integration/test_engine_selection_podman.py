@@ -7,6 +7,7 @@ Specs use a kind unique to the run (/var/run/cdi, or a temporary dir) and are re
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -18,6 +19,28 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common import arg
 pytestmark = pytest.mark.integration
 IMAGE = os.environ.get("GPUPROBE_PROBE_IMAGE", "localhost/gpuprobe-probe:local")
 SPEC = "cdiVersion: 0.5.0\nkind: %s\ndevices:\n- name: d0\n  containerEdits:\n    env: [GPUPROBE_ENGINE_TEST=%s]\n"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENGINES = os.path.realpath(os.environ.get("GPUPROBE_ENGINES_DIR", os.path.join(ROOT, ".build", "engines")))
+
+
+def _no_lab_dockerd():
+    """The engines lab's own dockerd stopped: test_engine_drills starts it for the session (its engine fixture starts
+    it again for a later module that needs it), and auto rightly chooses a running docker daemon over podman."""
+    if os.path.exists(os.path.join(ENGINES, "run", "dockerd", "pid")):
+        r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "engines.sh"), "stop", "dockerd"], capture_output=True,
+                           text=True, timeout=180, check=False, env=dict(os.environ, PYTHON=sys.executable))
+        assert r.returncode == 0, r.stderr[-2000:]
+
+
+def _dockerd_running():
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open("/proc/%s/comm" % pid) as fh:
+                if fh.read().strip() == "dockerd":
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _podman_version():
@@ -31,7 +54,9 @@ def lab(tmp_path, monkeypatch):
         pytest.skip("needs root, podman and runc")
     if shutil.which("kubelet") or os.path.exists("/var/lib/kubelet/config.yaml"):
         pytest.skip("a kubelet is installed here: auto would (rightly) choose its CRI runtime")
-    if shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=30).returncode == 0:
+    _no_lab_dockerd()
+    if _dockerd_running() or shutil.which("docker") and subprocess.run(
+            ["docker", "info"], capture_output=True, check=False, timeout=30).returncode == 0:
         pytest.skip("a docker daemon is running here: auto would (rightly) choose docker")
     if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
         pytest.skip("the probe image %s is not built (scripts/build-probe-image.sh)" % IMAGE)

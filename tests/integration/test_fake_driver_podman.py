@@ -14,6 +14,11 @@ libcuda.so.580.159.04) decides:
   PASSes and, with the cdi layer and a passing host control, the node is COMPUTE_VERIFIED. That is what the
   binding can prove: the answer came from the host driver root's own library; the driver root itself is the
   host's (its integrity is not the container's to prove).
+
+The lab's files (the driver root is a directory of the lab's, not a driver root the node has), synthetic device nodes
+and the fake driver's env are no generator's edits: the cdi layer is told they are the site's declared trusted edits
+(trusted_edits, ``accounted.declaring``). Undeclared, the node is FAILED_AT_CDI by cdi.trust.accounted and no
+container starts.
 """
 import json
 import os
@@ -23,6 +28,8 @@ import subprocess
 import pytest
 
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
+from accounted import declaring
+from test_attribution_podman import _undeclared
 from test_runtime_podman import LIB_IN_CONTAINER, Lab, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi import layer as _cdi_layer
@@ -69,7 +76,7 @@ def _records(lab_, libcuda, claimed_cuda=CUDA):
     lab_.write_spec(edits)
     host = _host(os.path.join(lab_.base, "driver"))
     cdi = _cdi_layer.record(spec_dirs=[os.path.dirname(lab_.spec_path)], discover_runtime_dirs_=False,
-                            devices=[lab_.device], kinds=[lab_.device.split("=")[0]])
+                            devices=[lab_.device], kinds=[lab_.device.split("=")[0]], trusted_edits=declaring(edits))
     runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=host)
     assert probe is not None, json.dumps([c for c in runtime["checks"] if c["status"] != "PASS"])[:3000]
     compute = _compute_layer.record(probe, runtime, host_record=host, host_runner=verdictlab.passing_control,
@@ -103,6 +110,9 @@ def test_an_impostor_libcuda_is_never_verified(lab, driver, where):  # noqa: F81
     v = node_verdict(records)
     assert v["verdict"] == "FAILED_AT_COMPUTE" and v["signature"] == "compute.driver.binding", v
     assert v["points_to"] == "cdi", v  # the libcuda that answered is the file the spec mounted
+    (verdict, signature, edits), gate = _undeclared(lab)  # undeclared, the impostor is no driver file
+    assert (verdict, signature, gate) == ("FAILED_AT_CDI", "cdi.trust.accounted", "blocked by cdi FAIL")
+    assert "mount %s -> %s" % (fake, LIB_IN_CONTAINER) in edits, edits
 
 
 def test_the_driver_file_with_another_cuda_version_is_never_verified(lab, driver):  # noqa: F811 pylint: disable=redefined-outer-name
@@ -110,6 +120,7 @@ def test_the_driver_file_with_another_cuda_version_is_never_verified(lab, driver
     assert [c["status"] for c in _binding(records["compute"])] == [FAIL]
     assert "12080" in _binding(records["compute"])[0]["observed"]
     assert node_verdict(records)["verdict"] == "FAILED_AT_COMPUTE"
+    assert _undeclared(lab)[0][:2] == ("FAILED_AT_CDI", "cdi.trust.accounted")
 
 
 def test_the_driver_roots_own_file_is_bound(lab, driver):  # noqa: F811 pylint: disable=redefined-outer-name
@@ -118,3 +129,7 @@ def test_the_driver_roots_own_file_is_bound(lab, driver):  # noqa: F811 pylint: 
     assert records["compute"]["status"] == PASS, records["compute"]["reason"]
     v = node_verdict(records)
     assert v["verdict"] == "COMPUTE_VERIFIED", v["reason"]
+    assert "rests on edits the site declared trusted (trusted_edits)" in v["reason"], v["reason"]  # and says so
+    (verdict, signature, edits), gate = _undeclared(lab)
+    assert (verdict, signature, gate) == ("FAILED_AT_CDI", "cdi.trust.accounted", "blocked by cdi FAIL")
+    assert "mount %s -> %s" % (driver, LIB_IN_CONTAINER) in edits, edits

@@ -240,8 +240,9 @@ def test_an_unreadable_kubelet_config_verifies_no_runtime_in_its_place(lab, tmp_
     engine["cdi_config"] = read_engine_config(engine)
     (tmp_path / "gpu.yaml").write_text('cdiVersion: "0.5.0"\nkind: "k.example.com/gpu"\ndevices:\n- name: "0"\n'
                                        '  containerEdits:\n    env: ["X=1"]\n')
+    # the device's env X=1 is the test's own, no generator's: declared trusted (cdi.trust.accounted)
     cdi = cdi_layer(spec_dirs=[str(tmp_path)], discover_runtime_dirs_=False, devices=[DEVICE], kinds=["k.example.com/gpu"],
-                    engines=[engine])
+                    engines=[engine], trusted_edits=[{"env": "X", "why": "the test's device"}])
     [check] = [c for c in cdi["checks"] if c["id"] == "cdi.engine.config"]
     assert check["status"] == "NOT_RUN" and "could not be known" in check["observed"], check
     from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import not_run  # pylint: disable=import-outside-toplevel
@@ -251,6 +252,10 @@ def test_an_unreadable_kubelet_config_verifies_no_runtime_in_its_place(lab, tmp_
                "compute": not_run("compute", "blocked: no runtime")}
     v = node_verdict(records)
     assert v["verdict"] == "INCONCLUSIVE", v
+    undeclared = cdi_layer(spec_dirs=[str(tmp_path)], discover_runtime_dirs_=False, devices=[DEVICE],
+                           kinds=["k.example.com/gpu"], engines=[engine])
+    v = node_verdict(dict(records, cdi=undeclared))
+    assert (v["verdict"], v["signature"]) == ("FAILED_AT_CDI", "cdi.trust.accounted"), v
     # read as root, the same node's kubelet uses the containerd at /run/containerd-gpu, which answers
     [info] = sel.select_runtimes("auto", root=node, descriptor=DESCRIPTOR)
     assert (info["name"], info["usable"], info["sandbox_image"], info["selection"]["endpoint"]) == (

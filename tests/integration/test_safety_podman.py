@@ -68,7 +68,9 @@ SELF_BUILT_RUN = textwrap.dedent("""
     present = sorted(os.listdir(args["spec_dir"]))
     try:
         device = [d for d in spec["devices"] if not d.endswith("=all")][0]
-        host = {"layer": "host", "evidence": {"nvml": {"driver_version": "%s"}}}
+        # the host record as the host layer writes it over the tree: its root, the driver root as a node path
+        host = {"layer": "host", "evidence": {"root": args["root"], "driver_root": "/usr/local/nvidia",
+                                              "nvml": {"driver_version": "%s"}}}
         cdi = _cdi_layer.record(spec_dirs=[args["spec_dir"]], discover_runtime_dirs_=False, devices=[device],
                              kinds=[spec["kind"]], host=host, root="/")
         runtime, probe = _runtime_layer.record({"run_id": run_id, "image": args["image"], "cdi_devices": [device],

@@ -9,6 +9,10 @@ rule alone: the edit applied as asked at which the failure sits, named with the 
 - the PTX JIT compiler CUDA loads by name (a fake libcuda here dlopens libnvidia-ptxjitcompiler.so.1 at
   cuModuleLoadData and looks up the JIT's entry point, as the driver does): NVML's library mounted under its name (the
   SONAME says so), the JIT compiler on a noexec mount, or where no loader looks.
+
+The lab's files, nodes and env stand in for a driver, and no generator writes them (nor a library at /opt/gpu): the
+cdi layer is told they are the site's declared trusted edits (trusted_edits, ``accounted.declaring``); undeclared,
+each such node is FAILED_AT_CDI by cdi.trust.accounted and no container starts (``_undeclared``).
 """
 import os
 import shutil
@@ -17,7 +21,8 @@ import subprocess
 import pytest
 
 import verdictlab  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
-from test_attribution_podman import _cdi_record, _node_edits, _records, _statuses, tools  # noqa: F401 pylint: disable=unused-import
+from accounted import declaring
+from test_attribution_podman import _cdi_record, _node_edits, _records, _statuses, _undeclared, tools  # noqa: F401 pylint: disable=unused-import
 from test_runtime_podman import GPU_A, LIB_IN_CONTAINER, idle_host, lab, podman_env, probe_image  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._compute import layer as _compute_layer
@@ -84,6 +89,12 @@ def _verdicts(records):
     return node_verdict(records), node_verdict(alone)
 
 
+def _blocked_undeclared(lab_):
+    """Undeclared, the lab's spec (written last) is FAILED_AT_CDI by cdi.trust.accounted and the gate blocks the probe."""
+    (verdict, signature, edits), gate = _undeclared(lab_)
+    assert (verdict, signature, gate) == ("FAILED_AT_CDI", "cdi.trust.accounted", "blocked by cdi FAIL"), edits
+
+
 # ---------------------------------------------------------------------------------------------------
 # device nodes: the driver opens them O_RDWR (195:0 is not in the runtime's default allow-list: the spec's rule decides)
 
@@ -97,6 +108,7 @@ def test_a_node_whose_cgroup_permissions_deny_open_is_the_spec_s(lab, permission
     assert _statuses(records["cdi"], "cdi.nvidia.cgroup_read") == [lacking["r"]]
     assert _statuses(records["cdi"], "cdi.nvidia.cgroup_write") == [lacking["w"]]
     full, alone = _verdicts(records)
+    _blocked_undeclared(lab)
     assert (full["verdict"], full["points_to"]) == ("FAILED_AT_RUNTIME", "cdi"), full["reason"]
     assert set(b["check"] for b in full["because"]) == set(
         "cdi.nvidia.cgroup_%s" % name for name, access in (("read", "r"), ("write", "w")) if access not in permissions)
@@ -131,6 +143,7 @@ def test_a_libcuda_on_a_noexec_mount_is_the_spec_s(lab):  # noqa: F811 pylint: d
     loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
     assert loader["status"] == FAIL and "failed to map segment" in loader["observed"], loader
     full, alone = _verdicts(records)
+    _blocked_undeclared(lab)
     assert (full["verdict"], full["signature"], full["points_to"]) == (
         "FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi"), full["reason"]
     assert "cdi.nvidia.libcuda_noexec" in [b["check"] for b in full["because"]], full["because"]
@@ -149,6 +162,7 @@ def test_a_libcuda_mounted_where_the_loader_does_not_look_is_the_spec_s(lab, pla
     loader = [c for c in records["runtime"]["checks"] if c["id"] == "runtime.loader.libcuda"][0]
     assert loader["status"] == FAIL and "cannot open shared object file" in loader["observed"], loader
     full, alone = _verdicts(records)
+    _blocked_undeclared(lab)
     assert (full["verdict"], full["signature"], full["points_to"]) == (
         "FAILED_AT_RUNTIME", "runtime.loader.libcuda", "cdi"), full["reason"]
     assert "cdi.nvidia.libcuda_path" in [b["check"] for b in full["because"]]
@@ -168,7 +182,7 @@ def _jit_records(lab_, jit_source, container_path=PTXJIT_IN_CONTAINER, extra=())
                         {"hostPath": jit_source, "containerPath": container_path,
                          "options": ["ro", "nosuid", "nodev", "bind"] + list(extra)}]}
     lab_.write_spec(edits)
-    cdi = _cdi_record(lab_)
+    cdi = _cdi_record(lab_, declaring(edits))
     runtime, probe = lab_.run(cdi["evidence"]["expected_edits"], host=idle_host())
     assert probe is not None, runtime["reason"]
     compute = _compute_layer.record(probe, runtime, host_record=idle_host(), host_runner=verdictlab.passing_control,
@@ -217,6 +231,7 @@ def test_a_jit_compiler_the_loader_cannot_use_as_mounted_is_the_spec_s(lab, how,
         c for c in records["runtime"]["checks"] if c["id"].startswith("runtime.mount.") and c["status"] != PASS]
     assert records["compute"]["signature"] == "compute.cuda.CUDA_ERROR_JIT_COMPILER_NOT_FOUND", records["compute"]["reason"]
     full, alone = _verdicts(records)
+    _blocked_undeclared(lab)
     assert (full["verdict"], full["points_to"]) == ("FAILED_AT_COMPUTE", "cdi"), full["reason"]
     assert check in [b["check"] for b in full["because"]], full["because"]
     assert (alone["verdict"], alone["points_to"]) == ("FAILED_AT_COMPUTE", "cdi"), alone["reason"]

@@ -104,9 +104,16 @@ def _not_a_library(full, container_path):
     return "a directory, mounted at a library name" if found["why"] == "a directory" else found["why"]
 
 
+def host_root(host, root):
+    """Where the host record's paths are: its own ``root`` (a fixture tree, while the cdi layer reads a self-built spec's
+    host paths from /), as ``_cdi.trust`` reads them; ``root`` when it names none."""
+    evidence = (host or {}).get("evidence") or {}
+    return evidence["root"] if isinstance(evidence.get("root"), str) and evidence["root"] else root
+
+
 def driver_libcuda(host, root, driver_version, stem="libcuda"):
-    """(the driver root's <stem>.so.<running driver version> as a host path, or None; why not): libcuda by default,
-    any driver library (libnvidia-ml, libnvidia-ptxjitcompiler) by its ``stem``."""
+    """(the driver root's <stem>.so.<running driver version> as a node path, or None; why not): libcuda by default,
+    any driver library (libnvidia-ml, libnvidia-ptxjitcompiler) by its ``stem``; looked up under ``host_root``."""
     evidence = (host or {}).get("evidence") or {}
     driver_root = evidence.get("driver_root")
     if isinstance(driver_root, dict):
@@ -114,7 +121,7 @@ def driver_libcuda(host, root, driver_version, stem="libcuda"):
     if not driver_root or not driver_version:
         return None, "the host record gives no driver root (%s) or running driver (%s)" % (driver_root, driver_version)
     name = "%s.so.%s" % (stem, driver_version)
-    candidate = library_path(root, driver_root, name)
+    candidate = library_path(host_root(host, root), driver_root, name)
     if candidate is not None:
         return candidate, None
     return None, "no %s in the driver root %s" % (name, driver_root)
@@ -128,7 +135,7 @@ def libcuda_identity(builder, host_path, full, host, root, driver_version):  # p
     if want is None:
         builder.add("cdi.host.libcuda_identity", NOT_RUN, host_path, observed=why)
         return
-    same, how = same_file(full, under_root(root, want))
+    same, how = same_file(full, under_root(host_root(host, root), want))
     if same is None:
         builder.add("cdi.host.libcuda_identity", NOT_RUN, host_path, "the content of %s" % want, how)
     else:
@@ -200,7 +207,7 @@ def host_checks(builder, edits, root="/", host=None, driver=None):
 
     def driver_root_file(stem):
         want, why = driver_libcuda(host, root, driver_version, stem)
-        return ((want, under_root(root, want)) if want else None), why
+        return ((want, under_root(host_root(host, root), want)) if want else None), why
     library_checks(builder, edits, root, driver_root_file)
     for hook in edits["hooks"]:
         path = hook["path"] or ""
