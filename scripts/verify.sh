@@ -41,6 +41,9 @@ fi
 status_dir=$(mktemp -d)
 trap 'rm -rf "$status_dir"' EXIT
 rc=0
+# the retry file's directory: reports/ of this checkout, also when gpuprobe_report_dir puts the report elsewhere
+# (a fresh clone has none until a report was written there)
+mkdir -p "$root/reports"
 ansible-playbook "${inventory[@]}" "$root/playbooks/verify-gpu.yml" -e "gpuprobe_report_dir=$root/reports" \
   -e "gpuprobe_status_file=$status_dir/status.json" -e "gpuprobe_retry_file=$root/reports/gpuprobe.retry" "$@" || rc=$?
 if [ ! -f "$status_dir/status.json" ]; then

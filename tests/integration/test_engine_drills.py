@@ -488,6 +488,11 @@ def test_auto_on_a_node_with_only_this_engine_selects_it(lab):
     edits = lab.full_edits()
     lab.write_spec(edits)
     auto = {"runtime": "auto"}
+    if lab.engine.name != "docker":
+        # a running docker daemon is rightly auto's choice: the lab's own dockerd, left up by an earlier module of the
+        # session (test_docker_context), is stopped first (this module's docker cases start it again)
+        from test_engine_selection_podman import _no_lab_dockerd  # pylint: disable=import-outside-toplevel
+        _no_lab_dockerd()
     if lab.engine.name == "containerd":
         auto.update(runtime_endpoint=lab.engine.params["runtime_endpoint"], cri_descriptor=lab.engine.params["cri_descriptor"])
     env = {"DOCKER_HOST": lab.engine.params["runtime_endpoint"]} if lab.engine.name == "docker" else {}
