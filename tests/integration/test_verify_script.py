@@ -174,7 +174,11 @@ def test_a_python_that_cannot_run_is_named_and_nothing_is_said_left(lab, tmp_pat
     python = tmp_path / "broken-python"
     python.write_text("#!/bin/sh\necho 'this python is broken' >&2\nexit 1\n")
     python.chmod(0o755)
-    rc, output = _verify(["-i", str(lab / "hosts.yml"), "--limit", "cfgnode", "-e", "ansible_python_interpreter=%s" % python,
+    # the node's own interpreter, as an inventory sets it for that node (an extra var would be the controller's too:
+    # the preflight's file task on localhost runs with the controller's Python)
+    broken = tmp_path / "broken.yml"
+    broken.write_text("all:\n  hosts:\n    cfgnode:\n      ansible_python_interpreter: %s\n" % python)
+    rc, output = _verify(["-i", str(lab / "hosts.yml"), "-i", str(broken), "--limit", "cfgnode",
                           "-e", "gpuprobe_report_dir=%s" % (tmp_path / "reports")], tmp_path)
     assert rc == 2, output[-3000:]
     with open(str(tmp_path / "reports" / "gpuprobe-report-latest.json"), encoding="utf-8") as f:
