@@ -66,17 +66,23 @@ def test_the_gpu_operators_management_spec_is_accounted_for(tmp_path):
     assert [c["status"] for c in checks] == [PASS] and checks[0]["subject"] == "management.nvidia.com/gpu=all"
 
 
-def test_this_collections_own_self_built_spec_is_accounted_for(tmp_path):
+def _self_built_record(tmp_path, gpus):
+    """The cdi record of this collection's own self-built spec over a node tree (driver root /usr/local/nvidia), read
+    as verify_node reads it: the spec's host paths under the tree, the layer's root /, the host record's root the tree."""
     root = str(tmp_path / "node")
-    hostfixture.build_node(root, gpus=2)
+    hostfixture.build_node(root, gpus=gpus)
     host = generators.host_record(root, "/usr/local/nvidia")
     os.makedirs(os.path.join(root, "usr/local/nvidia/bin"))
     with open(os.path.join(root, "usr/local/nvidia/bin/nvidia-smi"), "w") as f:
         f.write("#!/bin/sh\n")
     spec_dir = str(tmp_path / "run-cdi")
     written = _cdi_spec.ensure_spec("t42", state="present", spec_dir=spec_dir, root=root, driver_root="/usr/local/nvidia", host=host)
-    record = _cdi_layer.record(spec_dirs=[spec_dir], discover_runtime_dirs_=False, devices=[written["devices"][0]],
-                               kinds=[written["kind"]], root="/", host=host)
+    return _cdi_layer.record(spec_dirs=[spec_dir], discover_runtime_dirs_=False, devices=[written["devices"][0]],
+                             kinds=[written["kind"]], root="/", host=host)
+
+
+def test_this_collections_own_self_built_spec_is_accounted_for(tmp_path):
+    record = _self_built_record(tmp_path, gpus=2)
     checks = _trust(record)
     assert [c["status"] for c in checks] == [PASS], checks
     env = [r for r in list(record["evidence"]["trust"]["devices"].values())[0] if r["kind"] == "env"]
@@ -87,16 +93,7 @@ def test_over_a_tree_the_host_checks_find_the_driver_root_where_trust_does(tmp_p
     """verify_node over a fixture tree: the host record's driver root is a path under its own root, while the cdi layer
     reads the self-built spec's host paths from /. The host checks look the driver's files up there, as the trust check
     does (they looked under /: 'no libcuda.so.<version> in the driver root', the identity NOT_RUN)."""
-    root = str(tmp_path / "node")
-    hostfixture.build_node(root, gpus=1)
-    host = generators.host_record(root, "/usr/local/nvidia")
-    os.makedirs(os.path.join(root, "usr/local/nvidia/bin"))
-    with open(os.path.join(root, "usr/local/nvidia/bin/nvidia-smi"), "w") as f:
-        f.write("#!/bin/sh\n")
-    spec_dir = str(tmp_path / "run-cdi")
-    written = _cdi_spec.ensure_spec("t42", state="present", spec_dir=spec_dir, root=root, driver_root="/usr/local/nvidia", host=host)
-    record = _cdi_layer.record(spec_dirs=[spec_dir], discover_runtime_dirs_=False, devices=[written["devices"][0]],
-                               kinds=[written["kind"]], root="/", host=host)
+    record = _self_built_record(tmp_path, gpus=1)
     identity = [c for c in record["checks"] if c["id"] == "cdi.host.libcuda_identity"]
     assert [c["status"] for c in identity] == [PASS], identity
     assert "/usr/local/nvidia/lib64/libcuda.so.%s" % generators.DRIVER in identity[0]["expected"]
