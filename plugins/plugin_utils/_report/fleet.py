@@ -23,7 +23,8 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.health imp
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.model import SCHEMA_VERSION, brief, entry_of, grouped, norm
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_hosts, drift_lines, gpu_line, plural
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, group_hosts, state_rank, state_words
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import WhereTally, concentration, concentration_line
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.todo import TodoTally, todo_text
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import WhereTally, concentration, concentration_line, concentration_words
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -98,6 +99,7 @@ class Fleet(object):
     def __init__(self, group_by=None):
         self.hosts = {}
         self.where = WhereTally(group_by)
+        self.todo = TodoTally()
         self.shapes = Shapes()
         self.health = HealthTally()
         self.breakdown = dict((dim, {}) for dim in BREAKDOWN)
@@ -108,6 +110,7 @@ class Fleet(object):
     def add(self, entry):
         self.hosts[entry["name"]] = brief(entry)
         self.where.add(entry)
+        self.todo.add(entry)
         self.shapes.add(entry)
         self.health.add(entry)
         _tally_breakdown(self.breakdown, entry)
@@ -139,6 +142,7 @@ class Fleet(object):
                 row.update(item)
                 drift.append(row)
         crosscheck = crosscheck_nodes(dict((e["name"], e["verdict"]) for e in ordered), self.k8s_nodes, self.drivers)
+        where = self.where.summary(COMPUTE_VERIFIED)
         report = {
             "schema_version": SCHEMA_VERSION,
             "generated_at": generated_at,
@@ -162,9 +166,10 @@ class Fleet(object):
             },
             "groups": group_hosts(ordered),
             "breakdown": _sorted_breakdown(self.breakdown),
-            "where": self.where.summary(COMPUTE_VERIFIED),
+            "where": where,
             "health": self.health.summary(),
             "drift": drift,
+            "drift_groups": drift_groups(drift, lambda name: self.hosts[name]["where"], where["places"], len(ordered)),
             "k8s_crosscheck": crosscheck,
             "shapes": self.shapes.as_json(),
             "hosts": dict((e["name"], e) for e in ordered),
@@ -176,6 +181,7 @@ class Fleet(object):
                 report["hosts"][name]["group"] = group["id"]
             group["where"] = concentration([report["hosts"][name]["where"] for name in group["hosts"]],
                                            report["where"]["places"], len(ordered))
+            group["todo"] = self.todo.of(group)
         report["summary"].update(("drift_" + state, n) for state, n in drift_hosts(drift).items())
         report["summary"]["k8s_findings"] = len(crosscheck)
         report["summary"]["gpus"] = copy.deepcopy(self.gpus)
@@ -184,6 +190,25 @@ class Fleet(object):
             report["summary"]["drills"] = len(drills)
             report["summary"]["drills_matched"] = sum(1 for d in drills if d.get("match"))
         return report
+
+
+DRIFT_EXAMPLES = 3          # hosts named per pin value of the drift
+
+
+def drift_groups(drift, where_of, where_places, total):
+    """The drift by pin value (key, expected, observed, state, note), the most hosts first: {key, expected, observed,
+    state, note, count (hosts), examples (the first DRIFT_EXAMPLES), where (where its hosts are, as for a cause:
+    ``_report.where.concentration``)}. ``where_of``: a host's name -> its ``where``."""
+    rows = {}
+    for d in drift:
+        key = (d.get("key"), d.get("expected"), d.get("observed"), d.get("state"), d.get("note"))
+        rows.setdefault(key, []).append(d.get("host"))
+    out = []
+    for (key, expected, observed, state, note), names in rows.items():
+        out.append({"key": key, "expected": expected, "observed": observed, "state": state, "note": note,
+                    "count": len(names), "examples": names[:DRIFT_EXAMPLES],
+                    "where": concentration([where_of(name) for name in names], where_places, total)})
+    return sorted(out, key=lambda r: (-r["count"], str(r["key"]), str(r["expected"]), str(r["observed"])))
 
 
 def build_report(hosts, generated_at, run=None, drills=None, group_by=None):
@@ -220,10 +245,25 @@ def summary_lines(report):
         points = " -> %s" % g["points_to"] if g.get("points_to") else ""
         where = "; %s" % concentration_line(g, cause=False) if (g.get("where") or {}).get("concentrated") else ""
         lines.append("  %s %s: %s%s (e.g. %s%s)" % (plural(g["count"], "host"), g["state"], g["cause"], points, g["example"], where))
+        todo = todo_text(g)
+        if todo:
+            lines.append("    what to do: %s" % todo)
     for f in (report.get("health") or {}).get("findings") or []:
         lines.append("  health %s: %s" % (f["status"], health_line(f)))
     lines.extend("  " + line for line in drift_lines(s, (report.get("counts") or {}).get("drift_by_pin"), report.get("drift")))
+    lines.extend("    " + drift_where_line(row) for row in report.get("drift_groups") or [] if (row.get("where") or {}).get("concentrated"))
     return lines
+
+
+def drift_where_line(row):
+    """'driver_version differs (expected 580.159.04, observed 570.1): 40 hosts, all of them in rack_r03' of a drift
+    group (``drift_groups``) whose hosts are concentrated in one place."""
+    def short(value):
+        text = " ".join(str(value).split())
+        return text if len(text) <= 100 else text[:97] + "..."
+    what = "differs (expected %s, observed %s)" % (short(row.get("expected")), short(row.get("observed"))) \
+        if row.get("state") == "differs" else "not observed (expected %s)" % short(row.get("expected"))
+    return "%s %s: %s, %s" % (row.get("key"), what, plural(row["count"], "host"), concentration_words(row["count"], row["where"]["concentrated"]))
 
 
 def fleet_line(report):

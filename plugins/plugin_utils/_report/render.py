@@ -37,6 +37,7 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.page impor
 )
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.sentences import drift_lines, drift_text, gpu_line, plural
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states import RUN_FAILED, STATES, UNREACHABLE, state_words
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.todo import todo_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import GROUP, concentration_line, concentration_words
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -44,12 +45,11 @@ TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templat
 STATUS_COLOURS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", NOT_RUN: "#6e7781"}
 STATE_COLOURS = {COMPUTE_VERIFIED: "#1a7f37", INCONCLUSIVE: "#6e7781", UNREACHABLE: "#8250df", RUN_FAILED: "#bc4c00"}
 BREAKDOWN_TITLES = {"gpu_model": "GPU model", "driver_branch": "driver branch", "runtime": "container runtime"}
-# what the page and the Markdown summary show at most (the JSON report has everything)
-HTML_PLACES = 500           # places per where table of the page (every place is in its where filter)
+# what the page and the Markdown summary show at most (the JSON report has everything; the page every place)
 HTML_DRIFT_ROWS = 200       # pin values of the drift table
 MD_HOSTS = 500              # hosts not verified in the Markdown's hosts table, and k8s findings
 MD_HOSTS_PER_CAUSE = 50     # host names listed per cause in the Markdown
-MD_PLACES = 20              # places per where table of the Markdown
+MD_PLACES = 100             # places per where table of the Markdown
 MD_DRIFT_ROWS = 50          # pin values of the Markdown's drift table
 MD_CAUSES = 200             # causes in the Markdown's causes table (and signatures, and rows of each breakdown table)
 # the most characters of the Markdown summary: what a GitHub comment or a merge request note holds (65,536); a larger
@@ -138,9 +138,9 @@ def predicted_text(row):
 
 
 def where_text(group):
-    """Where the hosts of a cause not verified are, in the causes table: '40 of them in rack_r03' when they are
-    concentrated there (``_report.where.concentration``), else the places holding the most of them ('zone_a 3,
-    rack_r12 2'), or ''."""
+    """Where the hosts of a cause not verified (or of a pin value of the drift, ``fleet.drift_groups``) are, in the
+    causes and drift tables: '40 of them in rack_r03' when they are concentrated there
+    (``_report.where.concentration``), else the places holding the most of them ('zone_a 3, rack_r12 2'), or ''."""
     where = group.get("where") or {}
     if group.get("state") == COMPUTE_VERIFIED:
         return ""
@@ -210,30 +210,22 @@ def state_tiles(report):
              "colour": state_colour(state)} for state, n in (report["counts"].get("by_state") or {}).items()]
 
 
-def where_tables(report, limit):
-    """(dimension, title, [(value, {hosts, states})], how many to show) per dimension of the report's where: the
-    inventory groups, then each group_by variable, the places with the most hosts not verified first."""
+def where_tables(report, limit=None):
+    """(dimension, title, [(value, {hosts, states})], how many to show: every one, or at most ``limit``) per
+    dimension of the report's where: the inventory groups, then each group_by variable, the places with the most hosts
+    not verified first."""
     where = report.get("where") or {}
     out = []
     for dim in where.get("by") or []:
         rows = list(((where.get("places") or {}).get(dim) or {}).items())
         if rows:
-            out.append((dim, "inventory group" if dim == GROUP else dim, rows, min(len(rows), limit)))
+            out.append((dim, "inventory group" if dim == GROUP else dim, rows, len(rows) if limit is None else min(len(rows), limit)))
     return out
 
 
 def drift_rows(report):
-    """The drift by pin value: {key, expected, observed, state, note, hosts (how many), examples (up to 3)}, the
-    most hosts first."""
-    rows = {}
-    for d in report.get("drift") or []:
-        key = (d.get("key"), d.get("expected"), d.get("observed"), d.get("state"), d.get("note"))
-        row = rows.setdefault(key, {"key": key[0], "expected": key[1], "observed": key[2], "state": key[3], "note": key[4],
-                                    "hosts": 0, "examples": []})
-        row["hosts"] += 1
-        if len(row["examples"]) < 3:
-            row["examples"].append(d.get("host"))
-    return sorted(rows.values(), key=lambda r: (-r["hosts"], str(r["key"]), str(r["expected"]), str(r["observed"])))
+    """The drift by pin value, the most hosts first, with where their hosts are (the report's ``drift_groups``)."""
+    return report.get("drift_groups") or []
 
 
 def _script():
@@ -256,13 +248,13 @@ def view(report, full=None):
         "layers": LAYERS,
         "headlines": headlines(report),
         "drift_lines": drift_lines(report["summary"], report["counts"].get("drift_by_pin"), report.get("drift")),
-        "drift_rows": drift_rows(report)[:HTML_DRIFT_ROWS],
+        "drift_rows": drift_rows(report), "html_drift_rows": HTML_DRIFT_ROWS,
         "tiles": state_tiles(report),
         "colours": colours(),
         "groups": groups,
         "breakdown": [(dim, BREAKDOWN_TITLES.get(dim, dim), (report.get("breakdown") or {}).get(dim) or {}) for dim in BREAKDOWN],
         "where_dims": list((report.get("where") or {}).get("by") or []),
-        "where_tables": where_tables(report, HTML_PLACES),
+        "where_tables": where_tables(report),
         "md_where_tables": where_tables(report, MD_PLACES),
         "place_labels": [p[2] for p in page_places(report)],
         "findings": page_findings(report)[0],
@@ -295,7 +287,7 @@ def _env(kind):
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                           finalize=_html_finalize if kind == "html" else _md)
         env.filters.update(text=_text, md=_md, raw=Markup, known=md_known, md_block=md_block, md_html=md_html,
-                           plural=plural, state_words=state_words, where_text=where_text,
+                           plural=plural, state_words=state_words, where_text=where_text, todo_text=todo_text,
                            state_colour=state_colour, status_colour=status_colour, because_text=because_text,
                            health_line=health_line, predicted_text=predicted_text, not_read_lines=not_read_lines)
         _ENVS[kind] = env

@@ -199,7 +199,7 @@ def test_markdown_has_table_counts_drift_and_the_page_every_check(report):
     hosts_table = md.split("\n## Hosts\n", 1)[1].split("\n## ", 1)[0]
     assert "| gpu-ok |" not in hosts_table and "| old-driver |" not in hosts_table     # verified: in the JSON
     assert "| FAILED\\_AT\\_HOST | 1 |" in md
-    assert "| driver\\_version | 580.159.04 | 570.1 | differs: host layer | 1 | old-driver |" in md
+    assert "| driver\\_version | 580.159.04 | 570.1 | differs: host layer | 1 |  | old-driver |" in md
     assert "host unreachable: ssh: connect to host gone port 22: No route" in md
     data = page_data(V.render_html(report))
     assert [c[:2] for c in checks(detail(data, "gpu-jit"), "compute")] == [["compute.cuda.module_load", "FAIL"]]
