@@ -304,3 +304,35 @@ def test_malformed_declarations_are_refused_with_the_entry_named(given, error):
         trust.check_declared([{"env": "OK"}, given])
     assert "trusted_edits[1]" in str(exc.value) and error in str(exc.value)
 
+
+def test_each_runtime_is_judged_on_the_device_its_own_library_reads(tmp_path):
+    """Two runtimes whose CDI libraries read the specs differently (podman 4.3.1: v0.5.2, no annotations, cdiVersion
+    <= 0.5.0; containerd 1.7.24: v0.7.2). The higher-priority file has annotations: podman drops it (a WARN: the other
+    file still provides the device) and injects the clean device of /etc/cdi; containerd injects the other file's
+    device with LD_PRELOAD. Judged on podman's reading alone, that device was never looked at and containerd's probe
+    ran with it."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import cdi_for_runtime
+
+    root = str(tmp_path / "node")
+    generators.driver_tree(root)
+    clean = generators.nvml_spec((1, 17, 8))
+    clean["cdiVersion"] = "0.5.0"
+    evil = yaml.safe_load(yaml.safe_dump(clean))
+    evil.update(cdiVersion="0.6.0", annotations={"x.example.com/a": "b"})
+    evil["devices"][0]["containerEdits"]["env"] = ["LD_PRELOAD=/tmp/evil.so"]
+    for d, spec in (("etc/cdi", clean), ("var/run/cdi", evil)):
+        os.makedirs(os.path.join(root, d))
+        with open(os.path.join(root, d, "nvidia.yaml"), "w") as f:
+            yaml.safe_dump(spec, f)
+    host = generators.host_record(root)
+    versions = {"podman": "4.3.1", "containerd": "1.7.24"}
+    host["evidence"].update(tools_probed=True, tools=dict((n, {"path": "/usr/bin/" + n, "version": v, "error": None}) for n, v in versions.items()))
+    engines = [{"name": n, "version": v, "usable": True, "cdi_config": {"enabled": True, "spec_dirs": ["/etc/cdi", "/var/run/cdi"]}}
+               for n, v in versions.items()]
+    record = _cdi_layer.record(spec_dirs=["/etc/cdi", "/var/run/cdi"], discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"],
+                               kinds=["nvidia.com/gpu"], root=root, host=host, engines=engines)
+    by_runtime = dict((c.get("runtime"), c) for c in _trust(record))
+    assert by_runtime["podman"]["status"] == PASS, by_runtime
+    assert by_runtime["containerd"]["status"] == FAIL and "LD_PRELOAD" in by_runtime["containerd"]["observed"], by_runtime
+    assert not layer_gate({"host": host, "cdi": cdi_for_runtime(record, "podman")})
+    assert "cdi" in layer_gate({"host": host, "cdi": cdi_for_runtime(record, "containerd")})
