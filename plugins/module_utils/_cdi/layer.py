@@ -360,8 +360,10 @@ def record(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds
     collected = [_byruntime.Collect() for _g in groups]
     registry, conflicts, overrides, resolved, unresolved, expansions, sources = _judge_files(
         collected[0], files, devices, requested_kinds, unread)
+    judged = [(registry, resolved)]  # each reading's devices: the trust check judges what each runtime injects
     for group, collect in zip(groups[1:], collected[1:]):
-        _judge_files(collect, _byruntime.read_as(files, group), devices, requested_kinds, unread)
+        g_registry, _c, _o, g_resolved, _u, _e, _s = _judge_files(collect, _byruntime.read_as(files, group), devices, requested_kinds, unread)
+        judged.append((g_registry, g_resolved))
     _byruntime.merge(b, groups, collected)
     edits, sources = merge_edits(registry, resolved, root) if resolved else (
         {"env": [], "deviceNodes": [], "mounts": [], "hooks": [], "additionalGids": []}, {})
@@ -382,12 +384,19 @@ def record(spec_dirs=SPEC_DIRS, discover_runtime_dirs_=True, devices=None, kinds
     if resolved:
         host_checks(b, edits, root, host, driver)
         inject_checks(b, edits)
-        # every edit of each requested device accounted for, else a FAIL that blocks the probe (docs/safety.md)
-        trust_rows, trusted = _trust.trust_checks(
-            [(q, merge_edits(registry, [q], root)[0], _other_edit_fields(registry, q)) for q in resolved], root, host,
-            trusted_edits, driver[0])
-        for c in trust_rows:
-            b.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
+        # every edit of each requested device accounted for, else a FAIL that blocks the probe (docs/safety.md), as
+        # each runtime's library reads the specs: a file one reading drops (a WARN when another file provides the
+        # device) leaves that runtime the other file's device, whose edits are judged for it
+        trust_collected = [_byruntime.Collect() for _g in groups]
+        for i, ((g_registry, g_resolved), collect) in enumerate(zip(judged, trust_collected)):
+            trust_rows, g_trusted = _trust.trust_checks(
+                [(q, merge_edits(g_registry, [q], root)[0], _other_edit_fields(g_registry, q)) for q in g_resolved], root,
+                host, trusted_edits, driver[0])
+            if i == 0:
+                trusted = g_trusted
+            for c in trust_rows:
+                collect.add(c["id"], c["status"], c["subject"], c["expected"], c["observed"], c["hint"])
+        _byruntime.merge(b, groups, trust_collected)
         if is_nvidia(edits):
             nvidia_checks(b, edits, root)
     audit(b, files, list(existing), edits, root, used=set(sources.values()), dir_order=host_dirs)

@@ -97,8 +97,11 @@ HOOK_ENV = re.compile(r"^NVIDIA_CTK_DEBUG=(true|false)$")
 HOOK_FLAGS = {
     "create-symlinks": {"--link": "link"},
     "update-ldcache": {"--folder": "folder", "--ldconfig-path": "ldconfig"},
-    "enable-cuda-compat": {"--host-driver-version": "version", "--host-cuda-version": "cuda",
-                           "--cuda-compat-container-root": "abs"},
+    # nvml mode writes only --host-driver-version=<the running driver's version> (pkg/nvcdi/driver-nvml.go v1.17.5-v1.20:
+    # EnableCUDACompatHookOptions{HostDriverVersion: version}); --host-cuda-version and --cuda-compat-container-root
+    # are the Tegra/CSV mode's (pkg/nvcdi/lib-csv.go), not covered. A lower version makes the hook put the image's
+    # CUDA compat libcuda first on the loader's path: a driver library that is not the host's
+    "enable-cuda-compat": {"--host-driver-version": "version"},
     "chmod": {"--mode": "mode", "--path": "chmod_path"},
     "disable-device-node-modification": {},
     "update-application-profile": {},
@@ -218,9 +221,13 @@ def hook_subcommand(path, args):
 
 
 def link_ok(value, lib_dirs, dev_prefixes):
-    """A create-symlinks --link TARGET::LINK as the generators write it: a library's own name in a directory where
-    the spec mounts the driver's libraries (libGLX_indirect.so.0 for libGLX_nvidia, gbm/nvidia-drm_gbm.so for
-    ../libnvidia-allocator.so.1), or a DRM node's /dev/dri/by-path link; TARGET relative."""
+    """A create-symlinks --link TARGET::LINK as the generators write it: another name of a driver library the spec
+    mounts in that directory (``lib_dirs``: container directory -> the names, by stem, of the driver libraries mounted
+    there; internal/discover/symlinks.go: libcuda.so, libGLX_indirect.so.0 for libGLX_nvidia, libnvidia-opticalflow.so,
+    the sonames; graphics.go: gbm/nvidia-drm_gbm.so for ../libnvidia-allocator.so.1, libnvidia-vulkan-producer.so,
+    libglxserver_nvidia.so), or a DRM node's /dev/dri/by-path link; TARGET relative. The hook removes a file at LINK
+    (create-symlinks.go createLink), so a name of a library the spec does not mount (libcrypto.so.3 over the image's
+    own) is not the generators'."""
     if not value or "::" not in value:
         return False
     target, link = value.split("::", 1)
@@ -231,24 +238,25 @@ def link_ok(value, lib_dirs, dev_prefixes):
     if BY_PATH.match(name):
         return any(directory == clean(p + "/dev/dri/by-path") for p in dev_prefixes) and "/" in target
     if directory.endswith("/gbm"):
-        return directory[:-4] in lib_dirs and name == "nvidia-drm_gbm.so" and target == "../libnvidia-allocator.so.1"
-    if directory not in lib_dirs or "/" in target:
+        return "libnvidia-allocator" in lib_dirs.get(directory[:-4], ()) and name == "nvidia-drm_gbm.so" and \
+            target == "../libnvidia-allocator.so.1"
+    if directory not in lib_dirs or "/" in target or stem(target) not in lib_dirs[directory]:
         return False
     if name == "libGLX_indirect.so.0":
         return stem(target) == "libGLX_nvidia"
     return bool(stem(name)) and stem(name) == stem(target) and bool(re.match(r"^[^/]+\.so(\.[0-9]+)*$", name))
 
 
-def flag_value_ok(kind, value, lib_dirs, dev_prefixes):
+def flag_value_ok(kind, value, lib_dirs, dev_prefixes, driver_version=None):
+    """Whether one hook flag's value has the generators' shape (``lib_dirs``: as link_ok; ``driver_version``: the
+    running driver's, the only --host-driver-version the generators write)."""
     if value is None:
         return False
     checks = {
         "link": lambda v: link_ok(v, lib_dirs, dev_prefixes),
         "folder": lambda v: clean(v) in lib_dirs,
         "ldconfig": lambda v: bool(re.match(r"^@?/(usr/)?s?bin/ldconfig(\.real)?$", v)),
-        "version": lambda v: bool(re.match(r"^%s$" % VERSION, v)),
-        "cuda": lambda v: bool(re.match(r"^[0-9]+\.[0-9]+$", v)),
-        "abs": lambda v: v.startswith("/"),
+        "version": lambda v: bool(driver_version) and v == driver_version,
         "mode": lambda v: v == "755",
         "chmod_path": lambda v: clean(v) in ("/dev/dri", "/dev/nvidia-caps"),
     }

@@ -14,11 +14,12 @@ gate blocks on a cdi FAIL), so nothing the spec added runs in or for the probe's
 
 A mount is accounted for when its host side is a file of the installed driver: its real path (links followed, under
 ``root``) is a regular file (a socket or the MPS directory for IPC) in the driver root's place for its kind, named as
-the driver names that kind, owned by root with no write bit for group or others, and so is every directory above
-it (a sticky directory such as /tmp excepted); its container path is where the generators put it; its options are
-read-only bind. A device node: a driver node path, a char device, its host side the same path (under the driver
-root). A hook: the NVIDIA hook program (root-owned, as above), ``createContainer``, a known subcommand whose every
-flag and value has the generators' shape, no env. An env entry: the generators' values, or this collection's own.
+the driver names that kind, owned by root with no write bit for group or others, and so is every entry the kernel
+visits to reach it from the spec's hostPath (directories, links; a sticky directory such as /tmp excepted); its
+container path is where the generators put it; its options are read-only bind. A device node: a driver node path, a
+char device on the host with the spec's major:minor its own, its host side the same path (under the driver root). A
+hook: the NVIDIA hook program (root-owned, as above), ``createContainer``, a known subcommand whose every flag and
+value has the generators' shape, no env. An env entry: the generators' values, or this collection's own.
 """
 
 from __future__ import annotations
@@ -136,28 +137,51 @@ class Host(object):
             return node_path[len(self.driver_root):]
         return None
 
-    def root_owned(self, real):
-        """None when ``real`` and every directory above it belong to root with no write bit for group or others (a
-        sticky directory excepted), else why not."""
-        path, first = real, True
-        while True:
-            if path in self._chain and not first:
-                return self._chain[path]
-            why = None
+    def root_owned(self, path):
+        """None when every entry the kernel visits to resolve ``path`` (a path of this process, links not yet followed)
+        belongs to root with no write bit for group or others (a sticky directory excepted; a link by its owner): each
+        directory, each link and what it names, and the file itself; else why not. Only root can then change what the
+        path leads to between this check and the runtime's mount or exec. The resolved path alone is not enough: a
+        link (or a directory) of another user on the way, say /tmp/x/lib -> the driver's libcuda, is retargeted after
+        the check and the container gets that user's file."""
+        pending, cur, hops = [p for p in str(path).split("/") if p], "/", 0
+        why = self._entry("/")[0]
+        while not why and pending:
+            part = pending.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                cur = posixpath.dirname(cur)
+                continue
+            entry = posixpath.join(cur, part)
+            why, link = self._entry(entry)
+            if why or link is None:
+                cur = entry
+                continue
+            hops += 1
+            if hops > 40:
+                return "%s: too many levels of symbolic links" % path
+            cur = "/" if link.startswith("/") else cur
+            pending = [p for p in link.split("/") if p] + pending
+        return why
+
+    def _entry(self, path):
+        """(why ``path`` is not root's alone, else None; its link target when it is a link) from one lstat."""
+        if path not in self._chain:
+            why, link = None, None
             try:
                 st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    link = os.readlink(path)
                 if st.st_uid != 0:
                     why = "%s belongs to uid %d, not root" % (path, st.st_uid)
-                elif st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode) and not _sticky_dir(st.st_mode):
+                elif st.st_mode & 0o022 and link is None and not _sticky_dir(st.st_mode):
                     who = "group" if st.st_mode & 0o020 else "others"
                     why = "%s is writable by %s (mode %04o)" % (path, who, stat.S_IMODE(st.st_mode))
             except PATH_ERRORS as exc:
                 why = "%s: %s" % (path, path_error(exc))
-            if not first:
-                self._chain[path] = why
-            if why or path == "/":
-                return why
-            path, first = posixpath.dirname(path), False
+            self._chain[path] = (why, link)
+        return self._chain[path]
 
 
 def _sticky_dir(mode):
@@ -191,7 +215,9 @@ def _file_kind(st_mode):
 
 
 def account_mount(host, mount):
-    """(why it is accounted for, None, the kind of driver file) or (None, why not, None) for one mount."""
+    """(why it is accounted for, None, the kind of driver file) or (None, why not, None) for one mount; a driver file
+    that is not root's alone is (None, why not, its kind): the device FAILs on it, and the hooks naming it are not
+    refused a second time."""
     host_path = mount.get("hostPath")
     if not host_path or not str(host_path).startswith("/"):
         return None, "its hostPath is not an absolute path", None
@@ -213,9 +239,9 @@ def account_mount(host, mount):
         where = "driver root %s, driver %s" % (host.driver_root or "unknown", host.driver_version or "version unknown")
         return None, "%s is not a file of the installed NVIDIA driver (%s): not a driver library, program, firmware, " \
                      "ICD/config file or IPC socket where the driver keeps one" % (node, where), None
-    owner = host.root_owned(real)
+    owner = host.root_owned(under_root(host.root, host_path))
     if owner:
-        return None, "%s is the driver's %s by name and place, but %s" % (node, kind, owner), None
+        return None, "%s is the driver's %s by name and place, but %s" % (node, kind, owner), kind  # (a FAIL of its own)
     given = host.node_path(_legit.clean(host_path)) or _legit.clean(host_path)
     where = _legit.placed(kind, host.relative(given) or given, given, mount.get("containerPath"), name)
     if where is None:
@@ -241,9 +267,18 @@ def account_node(host, node):
     declared = (node.get("declared") or {}).get("type") if isinstance(node.get("declared"), dict) else node.get("type")
     if declared not in (None, "", "c"):
         return None, "type %r: the driver's nodes are char devices" % declared
-    found = (node.get("host") or {}).get("type") if isinstance(node.get("host"), dict) else None
-    if found not in (None, "c"):
-        return None, "its host node is a %s device, not a char device" % {"b": "block", "p": "fifo"}.get(found, found)
+    filled = node.get("host") if isinstance(node.get("host"), dict) else None
+    found = (filled or {}).get("type")
+    if found not in (None, "c") or (filled is not None and found is None):
+        if found:
+            return None, "its host node is a %s device, not a char device" % {"b": "block", "p": "fifo"}.get(found, found)
+        return None, "its host node cannot be read (%s): the runtime would make the node from the spec's numbers alone" % (
+            filled.get("error") or "absent")
+    # the runtime makes the container's node from the spec's major:minor when it gives them (fillMissingInfo reads the
+    # host only for what is missing): the generators' are the host node's own (v1.19 reads them there), never others
+    if filled is not None and (node.get("major"), node.get("minor")) != (filled.get("major"), filled.get("minor")):
+        return None, "major:minor %s:%s, not its host node's %s:%s" % (node.get("major"), node.get("minor"),
+                                                                       filled.get("major"), filled.get("minor"))
     if node.get("uid") is not None:
         return None, "uid %s: the generators never set a node's owner" % node.get("uid")
     mode = node.get("fileMode")
@@ -269,9 +304,10 @@ def account_hook(host, hook, lib_dirs):
     for flag, value in _legit.flag_pairs(rest):
         if flag not in flags:
             return None, "%s with %s: not one of its generators' flags (%s)" % (sub, flag, ", ".join(sorted(flags)) or "none")
-        if not _legit.flag_value_ok(flags[flag], value, lib_dirs, prefixes):
+        if not _legit.flag_value_ok(flags[flag], value, lib_dirs, prefixes, host.driver_version):
             return None, "%s %s %s: not the shape the generators write (%s)" % (
                 sub, flag, value, "a directory where the spec mounts the driver's libraries" if flags[flag] in ("folder", "link")
+                else "the running driver's version %s" % (host.driver_version or "(unknown)") if flags[flag] == "version"
                 else flags[flag])
     try:
         real = os.path.realpath(under_root(host.root, hook.get("path")))
@@ -282,7 +318,7 @@ def account_hook(host, hook, lib_dirs):
         return None, "the hook program %s is not where the toolkit installs it (%s)" % (hook.get("path"), ", ".join(_legit.HOOK_DIRS))
     if not stat.S_ISREG(st.st_mode) or posixpath.basename(real) not in _legit.HOOK_PROGRAMS:
         return None, "the hook program %s is %s, not the NVIDIA hook" % (hook.get("path"), real)
-    owner = host.root_owned(real)
+    owner = host.root_owned(under_root(host.root, hook.get("path")))
     if owner:
         return None, "the hook program is the NVIDIA hook by name, but %s" % owner
     return "the NVIDIA hook's %s" % sub, None
@@ -292,12 +328,13 @@ def device_accounting(edits, host, declared=None, other=None):
     """One row per edit of one device's merged edits: {edit, kind, by: 'generators'|'declared'|None, why, declared}.
     ``other``: container edit fields the merge does not carry (intelRdt, netDevices), by name."""
     rows = []
-    mounted_lib_dirs = set()
+    mounted_lib_dirs = {}  # container directory -> the stems of the driver libraries mounted there
     for mount in edits.get("mounts") or []:
         why, not_why, kind = account_mount(host, mount)
         rows.append(("mounts", mount, why, not_why))
         if kind == "library":
-            mounted_lib_dirs.add(posixpath.dirname(_legit.clean(mount.get("containerPath"))))
+            target = _legit.clean(mount.get("containerPath"))
+            mounted_lib_dirs.setdefault(posixpath.dirname(target), set()).add(_legit.stem(posixpath.basename(target)))
     for node in edits.get("deviceNodes") or []:
         rows.append(("deviceNodes", node) + account_node(host, node))
     for hook in edits.get("hooks") or []:

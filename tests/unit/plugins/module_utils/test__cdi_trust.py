@@ -177,7 +177,51 @@ MEMBERS = {
     "a driver node path over a block device": lambda root: ("deviceNodes", {"path": "/dev/nvidia7", "hostPath": _blk(root)}),
     "a node with an owner": lambda root: ("deviceNodes", {"path": "/dev/nvidia0", "uid": 1000}),
     "a group that is no node's": lambda root: ("additionalGids", 1234),
+    # review r42: what a path leads to is only the driver's while no one but root can change the way there
+    "a driver library through a link of another user's directory": lambda root: (
+        "mounts", _mount(_user_link(root, "/opt/user/lib", os.path.join(root, LIB.lstrip("/")), own_dir=True), LIBDIR + "/libnvidia-ml.so.1")),
+    "a driver library through another user's link in a sticky directory": lambda root: (
+        "mounts", _mount(_user_link(root, "/tmp/libnvidia-ml.so.1", os.path.join(root, LIB.lstrip("/")), sticky=True), LIBDIR + "/libnvidia-ml.so.1")),
+    "the NVIDIA hook through another user's directory link": lambda root: (
+        "hooks", dict(_nvhook("disable-device-node-modification"),
+                      path=os.path.join(_user_link(root, "/usr/local/bin", os.path.join(root, "usr/bin")), "nvidia-cdi-hook"))),
+    # the runtime makes a node from the spec's major:minor when given: the host node's own, and a host node there
+    "a driver node path with another device's numbers": lambda root: (
+        "deviceNodes", {"path": _mknod(root, "/dev/nvidia1", 195, 1), "type": "c", "major": 1, "minor": 1}),
+    "a driver node path the host lacks, made from the spec's numbers": lambda root: (
+        "deviceNodes", {"path": "/dev/nvidia9", "type": "c", "major": 195, "minor": 0}),
+    # nvml mode's enable-cuda-compat names the running driver only; a lower one puts the image's compat libcuda first
+    "the NVIDIA hook's cuda compat for another driver version": lambda root: (
+        "hooks", _nvhook("enable-cuda-compat", "--host-driver-version=1.0.0")),
+    "the NVIDIA hook's cuda compat from another root": lambda root: (
+        "hooks", _nvhook("enable-cuda-compat", "--host-driver-version=%s" % DRIVER, "--cuda-compat-container-root=/opt/evil")),
+    "the NVIDIA hook's cuda compat by CUDA version": lambda root: (
+        "hooks", _nvhook("enable-cuda-compat", "--host-cuda-version=99.0")),
+    # create-symlinks removes what is at LINK: only other names of a driver library the spec mounts there
+    "the NVIDIA hook relinking an image library of the same name": lambda root: (
+        "hooks", _nvhook("create-symlinks", "--link", "libcrypto.so.1.1::%s/libcrypto.so.3" % LIBDIR)),
+    "the NVIDIA hook linking a driver library the spec does not mount": lambda root: (
+        "hooks", _nvhook("create-symlinks", "--link", "libnvidia-nvvm.so.4::%s/libnvidia-nvvm.so" % LIBDIR)),
 }
+
+
+def _user_link(root, path, target, own_dir=False, sticky=False):
+    """A link at ``path`` of uid 1000 (in a directory of that user, or in a sticky directory) to ``target``: the
+    user retargets it between the check and the runtime's use."""
+    full = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    if own_dir:
+        os.chown(os.path.dirname(full), 1000, 1000)
+    if sticky:
+        os.chmod(os.path.dirname(full), 0o1777)
+    os.symlink(target, full)
+    os.lchown(full, 1000, 1000)
+    return path
+
+
+def _mknod(root, path, major, minor):
+    hostfixture.mknod_under(root, path, major, minor)
+    return path
 
 
 def _chown(root, path):
@@ -259,3 +303,36 @@ def test_malformed_declarations_are_refused_with_the_entry_named(given, error):
     with pytest.raises(ValueError) as exc:
         trust.check_declared([{"env": "OK"}, given])
     assert "trusted_edits[1]" in str(exc.value) and error in str(exc.value)
+
+
+def test_each_runtime_is_judged_on_the_device_its_own_library_reads(tmp_path):
+    """Two runtimes whose CDI libraries read the specs differently (podman 4.3.1: v0.5.2, no annotations, cdiVersion
+    <= 0.5.0; containerd 1.7.24: v0.7.2). The higher-priority file has annotations: podman drops it (a WARN: the other
+    file still provides the device) and injects the clean device of /etc/cdi; containerd injects the other file's
+    device with LD_PRELOAD. Judged on podman's reading alone, that device was never looked at and containerd's probe
+    ran with it."""
+    from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import cdi_for_runtime
+
+    root = str(tmp_path / "node")
+    generators.driver_tree(root)
+    clean = generators.nvml_spec((1, 17, 8))
+    clean["cdiVersion"] = "0.5.0"
+    evil = yaml.safe_load(yaml.safe_dump(clean))
+    evil.update(cdiVersion="0.6.0", annotations={"x.example.com/a": "b"})
+    evil["devices"][0]["containerEdits"]["env"] = ["LD_PRELOAD=/tmp/evil.so"]
+    for d, spec in (("etc/cdi", clean), ("var/run/cdi", evil)):
+        os.makedirs(os.path.join(root, d))
+        with open(os.path.join(root, d, "nvidia.yaml"), "w") as f:
+            yaml.safe_dump(spec, f)
+    host = generators.host_record(root)
+    versions = {"podman": "4.3.1", "containerd": "1.7.24"}
+    host["evidence"].update(tools_probed=True, tools=dict((n, {"path": "/usr/bin/" + n, "version": v, "error": None}) for n, v in versions.items()))
+    engines = [{"name": n, "version": v, "usable": True, "cdi_config": {"enabled": True, "spec_dirs": ["/etc/cdi", "/var/run/cdi"]}}
+               for n, v in versions.items()]
+    record = _cdi_layer.record(spec_dirs=["/etc/cdi", "/var/run/cdi"], discover_runtime_dirs_=False, devices=["nvidia.com/gpu=0"],
+                               kinds=["nvidia.com/gpu"], root=root, host=host, engines=engines)
+    by_runtime = dict((c.get("runtime"), c) for c in _trust(record))
+    assert by_runtime["podman"]["status"] == PASS, by_runtime
+    assert by_runtime["containerd"]["status"] == FAIL and "LD_PRELOAD" in by_runtime["containerd"]["observed"], by_runtime
+    assert not layer_gate({"host": host, "cdi": cdi_for_runtime(record, "podman")})
+    assert "cdi" in layer_gate({"host": host, "cdi": cdi_for_runtime(record, "containerd")})
