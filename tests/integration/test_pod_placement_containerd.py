@@ -25,7 +25,8 @@ import uuid
 import pytest
 
 import containerd_lab as lab
-from test_runtime_podman import IMAGE, Lab
+from test_handlers_containerd import _skip_unless_lab as _lab_or_skip, synthetic  # noqa: F401 pylint: disable=unused-import
+from test_runtime_podman import IMAGE
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._node import inspect as _node
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri as _cri_adapter
@@ -38,32 +39,15 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result imp
 pytestmark = pytest.mark.integration
 
 
-def _skip_unless_lab():
-    why = lab.missing()
-    if why:
-        pytest.skip(why)
-    if not os.path.exists(lab.PROBE_TAR):
-        pytest.skip("no probe image archive at %s (scripts/engines.sh start containerd saves it)" % lab.PROBE_TAR)
-    if not pod_cgroup.cgroup_mounts():
-        pytest.skip("no cgroup filesystem mounted here")
-
-
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    _skip_unless_lab()
+    _lab_or_skip()
+    if not pod_cgroup.cgroup_mounts():
+        pytest.skip("no cgroup filesystem mounted here")
     d = lab.Containerd(tmp_path_factory.mktemp("ctd-placement"), enable_cdi=True)
     d.start(images=(lab.PAUSE_TAR, lab.PROBE_TAR))
     yield d
     d.stop()
-
-
-@pytest.fixture
-def synthetic(tmp_path):
-    one = Lab(tmp_path)
-    one.write_spec(one.full_edits())
-    yield one
-    if os.path.exists(one.spec_path):
-        os.unlink(one.spec_path)
 
 
 @pytest.fixture
@@ -119,7 +103,7 @@ def _cgroup_dirs(parent, ident):
 
 
 def test_the_sandbox_lands_in_the_besteffort_qos_cgroup_and_cleanup_leaves_nothing(daemon, synthetic, qos_root, tmp_path,
-                                                                                    monkeypatch):
+                                                                                   monkeypatch):
     pod = _kubelet_settings(tmp_path, "cgroupDriver: cgroupfs\ncgroupRoot: %s\n" % qos_root)
     parent = qos_root + "/kubepods/besteffort"
     seen = {}

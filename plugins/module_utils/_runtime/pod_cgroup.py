@@ -148,7 +148,7 @@ def choose(pod, runtime_driver=None, mounts=None):
     driver, root, per_qos = (pod.get(k) or {} for k in ("cgroup_driver", "cgroup_root", "cgroups_per_qos"))
     if per_qos.get("value") is False:
         return no_parent(because="cgroupsPerQOS false (%s): the kubelet sends no cgroup parent either "
-                          "(podContainerManagerNoop), the runtime's default" % per_qos.get("source"))
+                         "(podContainerManagerNoop), the runtime's default" % per_qos.get("source"))
     if per_qos.get("value") is not True:
         return no_parent("cgroupsPerQOS is not a boolean (%s): no cgroup parent is given" % per_qos.get("source"))
     if driver.get("value") not in DRIVERS:
@@ -156,9 +156,9 @@ def choose(pod, runtime_driver=None, mounts=None):
             driver.get("value"), driver.get("source")))
     if runtime_driver and runtime_driver != driver["value"]:
         return no_parent("the kubelet is configured with the %s cgroup driver (%s) but the runtime reports %s (CRI "
-                          "RuntimeConfig), which a kubelet with the KubeletCgroupDriverFromCRI feature uses instead: the "
-                          "driver the kubelet uses cannot be known here, no cgroup parent is given" % (
-                              driver["value"], driver.get("source"), runtime_driver))
+                         "RuntimeConfig), which a kubelet with the KubeletCgroupDriverFromCRI feature uses instead: the "
+                         "driver the kubelet uses cannot be known here, no cgroup parent is given" % (
+                             driver["value"], driver.get("source"), runtime_driver))
     components = parse_cgroupfs(root.get("value") or "/") + [NODE_ALLOCATABLE, QOS]
     try:
         parent = to_systemd(components) if driver["value"] == "systemd" else to_cgroupfs(components)
@@ -172,8 +172,8 @@ def choose(pod, runtime_driver=None, mounts=None):
     there = [m for m in mounts if os.path.isdir(m.rstrip("/") + parent)]
     if not there:
         return no_parent("%s is not in this node's cgroup filesystem (%s): the kubelet has not made it (not running, or "
-                          "placing Pods elsewhere) and none is made in its place; no cgroup parent is given" % (
-                              because, ", ".join(mounts) or "no cgroup mount seen"), driver=driver["value"], qos=QOS)
+                         "placing Pods elsewhere) and none is made in its place; no cgroup parent is given" % (
+                             because, ", ".join(mounts) or "no cgroup mount seen"), driver=driver["value"], qos=QOS)
     return {"parent": parent, "unknown": None, "driver": driver["value"], "qos": QOS,
             "because": "%s, found under %s; the runtime names the probe's cgroups in it by their ids, which the kubelet "
                        "never takes for a Pod's (no 'pod' in them)" % (because, ", ".join(there))}
