@@ -24,6 +24,7 @@ import time
 import uuid as uuidlib
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import cri_client as _cri
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import pod_cgroup as _pod_cgroup
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common import owner as _owner
 from ansible_collections.gpuprobe.layers.plugins.module_utils._probe import contract as _probe_contract
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.options import check_device, check_image
@@ -43,6 +44,9 @@ LOG_NAME = "probe.log"                # the container's CRI log file, in the san
 MIN_CALL_S = 2.0                      # every call gets at least this much, even when the probe's budget is spent
 LOG_LIMIT = 64 * 1024 * 1024          # bytes of the CRI log read (the probe prints kilobytes; a flood is cut here)
 STATES = {"SANDBOX_READY": "running", "SANDBOX_NOTREADY": "exited"}
+# the sandbox's annotations that carry its cgroup parent, for a cleanup in another process (``remove``)
+PARENT_ANNOTATION = "gpuprobe.cgroup_parent"
+DRIVER_ANNOTATION = "gpuprobe.cgroup_driver"
 
 
 def _user(user):
@@ -58,8 +62,8 @@ def _user(user):
 class _Calls(object):
     """The CRI calls of one probe, for the record: method, milliseconds, and the error when one failed."""
 
-    def __init__(self, client, deadline):
-        self.client, self.deadline, self.done = client, deadline, []
+    def __init__(self, client, deadline, done=None, endpoint=None):
+        self.client, self.deadline, self.done, self.endpoint = client, deadline, [] if done is None else done, endpoint
 
     def left(self):
         return max(MIN_CALL_S, self.deadline - time.monotonic())
@@ -67,6 +71,8 @@ class _Calls(object):
     def __call__(self, method, *args, **kwargs):
         t0 = time.monotonic()
         entry = {"call": method}
+        if self.endpoint:
+            entry["endpoint"] = self.endpoint
         self.done.append(entry)
         try:
             return getattr(self.client, method)(*args, timeout=self.left(), **kwargs)
@@ -84,10 +90,43 @@ class CriAdapter(object):
         self.info = info
         self.name = info["name"]
         self._sandboxes = {}   # probe name -> sandbox id, of this process's probes
+        self._placements = {}  # probe name -> its cgroup placement (_pod_cgroup.choose)
 
-    def _client(self, timeout=_cri.DEFAULT_TIMEOUT):
-        return _cri.CRIClient(self.info.get("endpoint") or endpoint_of(self.name), self.info.get("descriptor"),
+    def _client(self, timeout=_cri.DEFAULT_TIMEOUT, endpoint=None):
+        return _cri.CRIClient(endpoint or self.info.get("endpoint") or endpoint_of(self.name), self.info.get("descriptor"),
                               timeout=timeout)
+
+    def image_service(self):
+        """The endpoint whose ImageService the probe's image goes through, as the kubelet's: dict endpoint (None: the
+        runtime endpoint's own), source (a sentence). The kubelet pulls through its imageServiceEndpoint when set
+        (``--image-service-endpoint``, KubeletConfiguration ``imageServiceEndpoint``), else through its runtime endpoint
+        (pkg/kubelet/kubelet.go)."""
+        pod = self.info.get("kubelet_pod")
+        runtime = self.info.get("endpoint") or endpoint_of(self.name)
+        if not pod:
+            return {"endpoint": None, "source": "the runtime endpoint %s (no kubelet's settings to follow)" % runtime}
+        image = pod.get("image_endpoint") or {}
+        if image.get("value") is None:
+            return {"endpoint": None, "source": "the runtime endpoint %s: the kubelet's imageServiceEndpoint is %s" % (
+                runtime, image.get("source") or pod.get("unknown"))}
+        if not image["value"] or image["value"] == runtime:
+            return {"endpoint": None, "source": "the runtime endpoint %s, as the kubelet's (imageServiceEndpoint: %s)" % (
+                runtime, image.get("source"))}
+        return {"endpoint": image["value"], "source": "the kubelet's image service endpoint %s (%s), not the runtime "
+                "endpoint %s" % (image["value"], image.get("source"), runtime)}
+
+    def placement(self, calls):
+        """The sandbox's cgroup parent as the kubelet places a BestEffort Pod (``_pod_cgroup.choose``), with the driver
+        the runtime reports where it does (CRI RuntimeConfig)."""
+        pod = self.info.get("kubelet_pod")
+        if not pod or pod.get("unknown"):
+            return _pod_cgroup.choose(pod)
+        try:
+            reported = calls("cgroup_driver")
+        except _cri.CRIError as exc:
+            return _pod_cgroup.no_parent("the runtime's cgroup driver could not be asked (%s): no cgroup parent is "
+                                         "given" % exc)
+        return _pod_cgroup.choose(pod, runtime_driver=reported)
 
     def run_probe(self, request):
         devices = [check_device(d) for d in request["devices"]]
@@ -117,14 +156,23 @@ class CriAdapter(object):
         client = self._client()
         calls = _Calls(client, time.monotonic() + timeout)
         summary["calls"] = calls.done
+        summary["image_service"] = images = self.image_service()
+        image_client = None
         try:
-            if not calls("image_present", request["image"]):
+            if images["endpoint"]:
+                image_client = self._client(endpoint=images["endpoint"])
+            image_calls = _Calls(image_client, calls.deadline, calls.done, images["endpoint"]) if image_client else calls
+            if not image_calls("image_present", request["image"]):
                 if (request.get("pull") or "never") == "never":
                     raise _cri.CRIError("ImageStatus", "NOT_FOUND", "image not found: %s is not present in %s and pull "
-                                        "is never (ErrImageNeverPull)" % (request["image"], self.name))
-                calls("pull_image", request["image"])
+                                        "is never (ErrImageNeverPull)" % (request["image"], images["endpoint"] or self.name))
+                image_calls("pull_image", request["image"])
+            summary["cgroup_parent"] = placement = self.placement(calls)
+            annotations = {PARENT_ANNOTATION: placement["parent"], DRIVER_ANNOTATION: placement["driver"]} \
+                if placement["parent"] else {}
             config = client.sandbox_config(request["name"], str(uuidlib.uuid4()), namespace=NAMESPACE, labels=labels,
-                                           log_directory=log_dir)
+                                           annotations=annotations, log_directory=log_dir, cgroup_parent=placement["parent"])
+            self._placements[request["name"]] = placement
             sandbox = calls("run_pod_sandbox", config, runtime_handler=handler)
             self._sandboxes[request["name"]] = summary["sandbox_id"] = sandbox
             cid = calls("create_container", sandbox, config, CONTAINER, request["image"], command, cdi_devices=devices,
@@ -145,8 +193,13 @@ class CriAdapter(object):
             result["timed_out"] = result["timed_out"] or exc.timeout
             result["error"] = "timeout after %gs" % timeout if exc.timeout else str(exc)
             result["stderr"] = (result["stderr"] or "") + "Error: %s\n" % exc
+        except _cri.CRIUnavailable as exc:
+            result["error"] = "the image service endpoint %s: %s" % (images["endpoint"], exc)
+            result["stderr"] = (result["stderr"] or "") + "Error: %s\n" % result["error"]
         finally:
             client.close()
+            if image_client is not None:
+                image_client.close()
             result["duration_ms"] = round((time.monotonic() - t0) * 1000.0, 1)
         return result
 
@@ -184,17 +237,29 @@ class CriAdapter(object):
     def remove(self, name, timeout=30):
         """Remove the probe's sandbox tree (its containers, then the sandbox), found by the id this process got or by
         its name among our labelled sandboxes (a sandbox whose RunPodSandbox call an interrupt cut short)."""
-        removed, error = False, None
+        removed, error, cgroups = False, None, None
+        placement = self._placements.pop(name, None)
         try:
             with self._client(timeout) as client:
                 ids = set([self._sandboxes.pop(name)]) if name in self._sandboxes else set()
-                ids.update(row["id"] for row, _item in self._ours(client, timeout=timeout) if row["name"] == name)
+                for row, item in self._ours(client, timeout=timeout):
+                    if row["name"] == name:
+                        ids.add(row["id"])
+                        placement = placement or _annotated_placement(item)
                 for sandbox in sorted(ids):
+                    # the ids whose cgroups the runtime makes in the parent: the sandbox's and its containers'
+                    owned = [sandbox] + [c["id"] for c in client.list_containers(sandbox_id=sandbox, timeout=timeout)]
                     client.remove_sandbox_tree(sandbox, timeout=timeout)
                     removed = True
+                    if placement and placement.get("parent"):
+                        cgroups = _pod_cgroup.remove(placement, owned)
+                        error = cgroups["error"]
         except (_cri.CRIError, _cri.CRIUnavailable) as exc:
             error = str(exc)
-        return {"rc": 1 if error else 0, "removed": removed, "error": error}
+        out = {"rc": 1 if error else 0, "removed": removed, "error": error}
+        if cgroups is not None:
+            out["cgroups"] = cgroups
+        return out
 
     def list_ours(self, run_id=None, timeout=30):
         try:
@@ -202,6 +267,14 @@ class CriAdapter(object):
                 return [row for row, _item in self._ours(client, run_id, timeout)]
         except (_cri.CRIError, _cri.CRIUnavailable) as exc:
             raise RuntimeError("%s: our sandboxes cannot be listed: %s" % (self.name, exc))
+
+
+def _annotated_placement(item):
+    """The cgroup placement a sandbox of ours was given, from its annotations (a cleanup in another process)."""
+    ann = item.get("annotations") or {}
+    if ann.get(PARENT_ANNOTATION):
+        return {"parent": ann[PARENT_ANNOTATION], "driver": ann.get(DRIVER_ANNOTATION)}
+    return None
 
 
 def _bounded(lines, limit):

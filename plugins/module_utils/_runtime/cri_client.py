@@ -285,6 +285,19 @@ class CRIClient:
             flt["pod_sandbox_id"] = sandbox_id
         return self.call("ListContainers", {"filter": flt} if flt else {}, timeout).get("containers", [])
 
+    def cgroup_driver(self, timeout=None):
+        """The cgroup driver the runtime reports (CRI ``RuntimeConfig``: 'systemd', 'cgroupfs'), None where the
+        runtime does not implement the call (containerd 1.7) or reports none."""
+        if "RuntimeConfig" not in self._calls:   # a descriptor of a CRI API older than the call
+            return None
+        try:
+            linux = self.call("RuntimeConfig", {}, timeout).get("linux") or {}
+        except CRIError as exc:
+            if exc.code == "UNIMPLEMENTED":
+                return None
+            raise
+        return {"SYSTEMD": "systemd", "CGROUPFS": "cgroupfs"}.get(str(linux.get("cgroup_driver") or "").upper())
+
     def image_present(self, image, timeout=None):
         """True when the runtime holds ``image`` (ImageStatus; no pull)."""
         return bool(self.call("ImageStatus", {"image": {"image": image}}, timeout).get("image"))

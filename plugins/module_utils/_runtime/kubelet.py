@@ -48,9 +48,9 @@ def normalize_endpoint(value):
     return "unix://" + value if value.startswith("/") else value
 
 
-def config_endpoint(text):
-    """containerRuntimeEndpoint of a KubeletConfiguration (YAML or JSON): its value, '' when not set, None when the
-    text is not understood."""
+def config_value(text, key):
+    """``key`` of a KubeletConfiguration (YAML or JSON): its value (a string, a bool as YAML reads it), '' when not set,
+    None when the text is not understood."""
     try:
         import yaml  # pylint: disable=import-outside-toplevel
     except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
@@ -64,10 +64,15 @@ def config_endpoint(text):
             return ""
         if not isinstance(doc, dict):
             return None
-        value = doc.get("containerRuntimeEndpoint")
-        return "" if value is None else str(value)
-    m = re.search(r"^containerRuntimeEndpoint\s*:\s*['\"]?([^'\"#\s]+)", text, re.M)
+        value = doc.get(key)
+        return "" if value is None else value if isinstance(value, bool) else str(value)
+    m = re.search(r"^%s\s*:\s*['\"]?([^'\"#\s]+)" % re.escape(key), text, re.M)
     return m.group(1) if m else ""
+
+
+def config_endpoint(text):
+    """containerRuntimeEndpoint of a KubeletConfiguration (``config_value``)."""
+    return config_value(text, "containerRuntimeEndpoint")
 
 
 def kubelite_args(root, path, environ):
@@ -128,36 +133,37 @@ def read_config(root, path):
         return None, "not text"
 
 
-def file_endpoint(root, path, what):
-    """(value, error) of the kubelet configuration file ``path``: value '' when it sets no containerRuntimeEndpoint;
-    None and the error ('kubelet config /x not readable by uid 65534: Permission denied') when it cannot be read."""
+def file_endpoint(root, path, what, key="containerRuntimeEndpoint"):
+    """(value, error) of the kubelet configuration file ``path``: value '' when it sets no ``key``
+    (containerRuntimeEndpoint); None and the error ('kubelet config /x not readable by uid 65534: Permission denied')
+    when it cannot be read."""
     text, why = read_config(root, path)
-    value = config_endpoint(text) if text is not None else None
+    value = config_value(text, key) if text is not None else None
     if value is None:
         return None, "%s %s %s" % (what, path, why or "not understood (YAML)")
     return value, None
 
 
-def dropins_endpoint(root, config_dir):
-    """(value, path, errors): the containerRuntimeEndpoint of the ``*.conf`` files of a kubelet --config-dir, merged in
-    the lexical order the kubelet merges them (the last that sets it), or (None, None, errors)."""
+def dropins_endpoint(root, config_dir, key="containerRuntimeEndpoint"):
+    """(value, path, errors): the ``key`` (containerRuntimeEndpoint) of the ``*.conf`` files of a kubelet --config-dir,
+    merged in the lexical order the kubelet merges them (the last that sets it), or (None, None, errors)."""
     found, errors = (None, None), []
     for name in nodefs.list_dir(root, config_dir):
         path = "%s/%s" % (config_dir.rstrip("/"), name)
         if not name.endswith(".conf") or not nodefs.is_file(root, path):
             continue
-        value, error = file_endpoint(root, path, "kubelet drop-in")
+        value, error = file_endpoint(root, path, "kubelet drop-in", key)
         if error:
             errors.append(error)
-        elif value:
+        elif value != "":
             found = (value, path)
     return found[0], found[1], errors
 
 
-def unknown_because(errors, whose):
-    """The sentence of an endpoint that could not be known from ``errors`` (the files that could not be read)."""
-    return ("unknown: %s; %s reads its configuration as root and does not fall back to the default "
-            "unix:///run/containerd/containerd.sock, so no endpoint is assumed" % ("; ".join(errors), whose))
+def unknown_because(errors, whose, fallback="the default unix:///run/containerd/containerd.sock, so no endpoint is assumed"):
+    """The sentence of an endpoint (or of what ``fallback`` names) that could not be known from ``errors`` (the files
+    that could not be read)."""
+    return "unknown: %s; %s reads its configuration as root and does not fall back to %s" % ("; ".join(errors), whose, fallback)
 
 
 def endpoint_of_args(root, args, whose, where, default_config=None):
@@ -165,12 +171,13 @@ def endpoint_of_args(root, args, whose, where, default_config=None):
     file), config, config_dir, errors, unknown (why the endpoint could not be known, endpoint None). ``whose``: whose
     arguments they are ('the running kubelet'), ``where``: where they were read ('/proc/901/cmdline');
     ``default_config``: the config file to read when there is no --config (kubeadm's, where only its files are there
-    to read)."""
+    to read); pod: what it sends in RunPodSandbox and where it pulls (``pod_settings``)."""
     out = {"endpoint": None, "source": None, "config": None, "config_dir": None, "errors": [], "unknown": None}
     flag = flag_value(args, "--container-runtime-endpoint")
     config = flag_value(args, "--config") or default_config
     config_dir = flag_value(args, "--config-dir")
     out.update(config=config, config_dir=config_dir)
+    out["pod"] = pod_settings(root, args, whose, where, config, config_dir)
     if flag:
         out.update(endpoint=normalize_endpoint(flag), source="--container-runtime-endpoint=%s on %s's command line (%s)" % (
             flag, whose, where))
@@ -198,6 +205,72 @@ def endpoint_of_args(root, args, whose, where, default_config=None):
     missing = ", no containerRuntimeEndpoint in %s" % config if config else ", no config file"
     out.update(endpoint=DEFAULT_ENDPOINT, source="the KubeletConfiguration default: no --container-runtime-endpoint on "
                "%s's command line (%s)%s" % (whose, where, missing))
+    return out
+
+
+# what the kubelet sends in RunPodSandbox and where it pulls, beside its endpoint: (name, flag, KubeletConfiguration key,
+# default of kubernetes pkg/kubelet/apis/config/v1beta1/defaults.go). cgroupRoot '' becomes '/' where cgroupsPerQOS is
+# on (cmd/kubelet/app/server.go: "--cgroups-per-qos enabled, but --cgroup-root was not specified.  defaulting to /");
+# imageServiceEndpoint '' is the runtime endpoint (pkg/kubelet/kubelet.go: "remoteImageEndpoint is same as
+# remoteRuntimeEndpoint if not explicitly specified").
+POD_SETTINGS = (("cgroup_driver", "--cgroup-driver", "cgroupDriver", "cgroupfs"),
+                ("cgroup_root", "--cgroup-root", "cgroupRoot", ""),
+                ("cgroups_per_qos", "--cgroups-per-qos", "cgroupsPerQOS", True),
+                ("image_endpoint", "--image-service-endpoint", "imageServiceEndpoint", ""))
+BOOL_FLAGS = ("--cgroups-per-qos",)
+
+
+def _bool(value):
+    """A Go flag or YAML boolean (strconv.ParseBool's words), or None when it is not one."""
+    if isinstance(value, bool):
+        return value
+    return {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}.get(str(value).strip().lower())
+
+
+def _bool_flag(args, name):
+    """The last ``--name`` (true) / ``--name=value`` of a Go boolean flag (pflag takes no separate value), or None."""
+    found = None
+    for arg in args:
+        if arg == name:
+            found = "true"
+        elif arg.startswith(name + "="):
+            found = arg[len(name) + 1:]
+    return found
+
+
+def pod_settings(root, args, whose, where, config=None, config_dir=None):
+    """What the kubelet started with ``args`` puts in a Pod's RunPodSandbox and where it pulls, in its precedence (flag,
+    over the ``--config-dir`` drop-ins, over the ``--config`` file, over the default): dict per ``POD_SETTINGS`` name
+    {value, source}, errors, unknown (why they could not be known: a file of the chain not read; each value None then).
+    ``config``/``config_dir``: the files, where the args do not name them (kubeadm's, k3s's drop-ins)."""
+    config = flag_value(args, "--config") or config
+    config_dir = flag_value(args, "--config-dir") or config_dir
+    out, flags = {"errors": [], "unknown": None}, set()
+    for name, flag, key, default in POD_SETTINGS:
+        given = _bool_flag(args, flag) if flag in BOOL_FLAGS else flag_value(args, flag)
+        found = None
+        if given is not None:
+            found = (given, "%s=%s on %s's command line (%s)" % (flag, given, whose, where))
+            flags.add(name)
+        if found is None and config_dir:
+            value, path, errors = dropins_endpoint(root, config_dir, key)
+            out["errors"] += [e for e in errors if e not in out["errors"]]
+            if value is not None and not errors:
+                found = (value, "%s in %s (%s's --config-dir)" % (key, path, whose))
+        if found is None and config and not out["errors"]:
+            value, error = file_endpoint(root, config, "kubelet config", key)
+            if error:
+                out["errors"].append(error)
+            elif value != "":
+                found = (value, "%s in %s" % (key, config))
+        if found is None:
+            found = (default, "the KubeletConfiguration default (%s not set)" % key)
+        value = _bool(found[0]) if isinstance(default, bool) else str(found[0])
+        out[name] = {"value": value, "source": found[1]}
+    if out["errors"]:
+        out["unknown"] = unknown_because(out["errors"], whose, "its defaults, so none is assumed")
+        for name in set(n[0] for n in POD_SETTINGS) - flags:   # a flag is the kubelet's whatever its files say
+            out[name] = {"value": None, "source": out["unknown"]}
     return out
 
 

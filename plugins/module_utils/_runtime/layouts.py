@@ -141,13 +141,28 @@ def _changed_since(root, path, than):
         return False
 
 
+def _conf_d(dist, opts):
+    """The kubelet configuration drop-in directory k3s (RKE2) writes at start."""
+    data_dir = str(opts["values"].get("data-dir") or RANCHER[dist]["data_dir"])
+    return "%s/agent/etc/kubelet.conf.d" % data_dir.rstrip("/")
+
+
 def rancher_endpoint(root, dist, opts, running=False):
     """The endpoint of k3s's (RKE2's) kubelet from its options and the drop-ins it writes: dict endpoint, source,
-    errors, notes. ``running``: k3s runs, so the drop-ins it wrote at its start are the live state, and a kubelet-arg in a
-    configuration file changed after them is the next start's (said in ``notes``), not the running kubelet's."""
+    errors, notes, pod (``_kubelet.pod_settings``: its kubelet-args over those drop-ins). ``running``: k3s runs, so the
+    drop-ins it wrote at its start are the live state, and a kubelet-arg in a configuration file changed after them is
+    the next start's (said in ``notes``), not the running kubelet's."""
+    out = _rancher_endpoint(root, dist, opts, running)
+    args = opts["values"].get("kubelet-arg") or []
+    args = ["--" + str(a).lstrip("-") for a in (args if isinstance(args, list) else [args])]
+    out["pod"] = _kubelet.pod_settings(root, args, "the kubelet inside %s" % dist, "its kubelet-arg options",
+                                       config_dir=_conf_d(dist, opts))
+    return out
+
+
+def _rancher_endpoint(root, dist, opts, running):
     values = opts["values"]
-    data_dir = str(values.get("data-dir") or RANCHER[dist]["data_dir"])
-    conf_d = "%s/agent/etc/kubelet.conf.d" % data_dir.rstrip("/")
+    conf_d = _conf_d(dist, opts)
     from_files = "%s's options (%s)" % (dist, ", ".join(opts["files"]) or "no configuration file")
     arg, origin = _kubelet_arg(opts)
     value, path, errors = _kubelet.dropins_endpoint(root, conf_d)
@@ -332,13 +347,16 @@ def discover(root="/", which_kubelet=None, procs=None):
       cannot be read here), endpoint None then;
     - daemons: the running containerd/CRI-O/dockerd (``_runtime.daemons.running``), each with ``serves``: whether it
       serves the kubelet's endpoint (socket identity, ``nodefs.same_socket``); serving: that daemon or None;
+    - pod: what the kubelet sends in a Pod's RunPodSandbox and where it pulls (``_kubelet.pod_settings``: cgroup
+      driver, root, cgroupsPerQOS, image service endpoint), None where no kubelet was found;
     - errors; notes (the other daemons, said plainly).
 
     ``procs``: the processes to consider (``nodefs.processes`` dicts; default: every process under <root>/proc).
     """
     procs = nodefs.processes(root) if procs is None else procs
     out = {"installed": False, "evidence": [], "kubelet": None, "layout": None, "endpoint": None, "source": None,
-           "unknown": None, "socket": None, "daemons": _daemons.running(root, procs), "serving": None, "errors": [], "notes": []}
+           "unknown": None, "socket": None, "daemons": _daemons.running(root, procs), "serving": None, "errors": [], "notes": [],
+           "pod": None}
     k = _kubelet.running(root, procs)
     rancher = _rancher_process(procs)
     if k:
@@ -353,6 +371,7 @@ def discover(root="/", which_kubelet=None, procs=None):
     out["errors"] += [e for e in found.get("errors") or [] if e not in out["errors"]]
     out["notes"] += found.get("notes") or []
     out.update(endpoint=found["endpoint"], source=found["source"], unknown=found.get("unknown"))
+    out["pod"] = found.get("pod")
     if out["unknown"]:
         # no endpoint to match: every daemon that runs is a candidate, none is the kubelet's by assumption
         for d in out["daemons"]:

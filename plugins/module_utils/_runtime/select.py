@@ -345,6 +345,7 @@ def detect_one(name, timeout=30, endpoint=None, kubelet=None, descriptor=None, i
             serving = (kubelet.get("serving") or {}).get("engine") or _guess_cri(kubelet["endpoint"])
             if serving == name:
                 endpoint = _dial(kubelet["endpoint"], root)
+                return dict(_cri_info(name, endpoint, timeout, descriptor), kubelet_pod=kubelet.get("pod"))
         # no endpoint: _runtime.cri reads CONTAINER_RUNTIME_ENDPOINT (crictl's variable), else the default socket
         return _cri_info(name, endpoint, timeout, descriptor)
     return cli_info(name, timeout=timeout, endpoint=endpoint if name == "docker" else None, inspect=inspect, root=root)
@@ -413,7 +414,8 @@ def select_runtimes(requested="auto", timeout=30, endpoint=None, root="/", descr
         serving = (kubelet.get("serving") or {}).get("engine")
         info = _cri_info(serving or _guess_cri(kubelet["endpoint"]), _dial(kubelet["endpoint"], root), timeout, descriptor)
         selection = why.kubelet_selection(kubelet, info, kubelet["endpoint"])
-        info["selection"] = selection
+        # what the kubelet sends in a Pod's RunPodSandbox and where it pulls: the CRI probe does the same (_runtime.cri)
+        info.update(selection=selection, kubelet_pod=kubelet.get("pod"))
         return [_describe(info, selection["sentence"])]
     tried = [why.NO_KUBELET]
     docker = cli_info("docker", timeout=timeout, root=root) if which("docker") else None

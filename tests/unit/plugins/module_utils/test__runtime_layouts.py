@@ -247,6 +247,21 @@ def test_named_crio_on_kubespray_takes_the_kubelets_socket(node):
     assert info["usable"] and _node_socket(root, info["endpoint"]) == "/run/crio/crio.sock"
 
 
+def test_the_kubelets_pod_settings_go_with_its_engine(node):
+    """Issue 44: the engine the kubelet's endpoint selects carries what the kubelet sends in RunPodSandbox and where it
+    pulls (auto, and a named engine that serves that endpoint), for the CRI probe to do the same."""
+    root, _calls = node("kubeadm-containerd17", True)
+    [info] = sel.select_runtimes("auto", root=root)
+    assert info["kubelet_pod"]["cgroup_driver"] == {"value": "systemd", "source": "cgroupDriver in /var/lib/kubelet/config.yaml"}
+    assert info["kubelet_pod"]["image_endpoint"]["value"] == ""
+
+
+def test_a_named_engine_serving_the_kubelets_endpoint_carries_its_pod_settings(node):
+    root, _calls = node("kubespray-crio", False)
+    [info] = sel.select_runtimes("crio", root=root)
+    assert info["kubelet_pod"]["cgroup_driver"]["source"] == "cgroupDriver in /etc/kubernetes/kubelet-config.yaml"
+
+
 def test_an_unreadable_kubelet_config_is_unknown_never_the_default(node):
     """Issue 44 item 1: kubeadm 1.34 writes the endpoint into config.yaml, kept 0600; a containerd runs at the default
     socket. Unprivileged, the endpoint is unknown: no runtime is selected, and the default's daemon is not asked."""
