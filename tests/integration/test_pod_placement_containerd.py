@@ -112,7 +112,7 @@ def test_the_sandbox_lands_in_the_besteffort_qos_cgroup_and_cleanup_leaves_nothi
     def look_then_remove(self, name, timeout=30):
         # the sandbox as containerd and the kernel have it, just before the probe's own cleanup
         with _cri.CRIClient(daemon.endpoint, lab.DESCRIPTOR) as client:
-            [item] = [i for i in client.list_pod_sandboxes({"gpuprobe.run": synthetic.run_id})]
+            [item] = client.list_pod_sandboxes({"gpuprobe.run": synthetic.run_id})
             status = client.call("PodSandboxStatus", {"pod_sandbox_id": item["id"], "verbose": True})
             containers = client.list_containers(sandbox_id=item["id"])
             specs = [json.loads(client.call("ContainerStatus", {"container_id": c["id"], "verbose": True})["info"]["info"])

@@ -246,12 +246,13 @@ class CriAdapter(object):
                     if row["name"] == name:
                         ids.add(row["id"])
                         placement = placement or _annotated_placement(item)
+                parent = bool(placement and placement.get("parent"))
                 for sandbox in sorted(ids):
                     # the ids whose cgroups the runtime makes in the parent: the sandbox's and its containers'
-                    owned = [sandbox] + [c["id"] for c in client.list_containers(sandbox_id=sandbox, timeout=timeout)]
+                    owned = [sandbox] + [c["id"] for c in client.list_containers(sandbox_id=sandbox, timeout=timeout)] if parent else []
                     client.remove_sandbox_tree(sandbox, timeout=timeout)
                     removed = True
-                    if placement and placement.get("parent"):
+                    if parent:
                         cgroups = _pod_cgroup.remove(placement, owned)
                         error = cgroups["error"]
         except (_cri.CRIError, _cri.CRIUnavailable) as exc:

@@ -48,7 +48,6 @@ node (no kubelet made it: one is never made in the kubelet's place), no parent i
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 
