@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: what many hosts say alike, written once: a shape, and per host only what is its own.
 
-Not public API. The JSON report writes each verified host as a reference to a shape (``report["shapes"]``: the
-entry of the first verified host of its kind, without the keys every host line keeps, ``INLINE``), its own tokens
+Not public API. The JSON report writes each host as a reference to a shape (``report["shapes"]``: the entry of the
+first host of its kind and failure, ``shape_key``, without the keys every host line keeps, ``INLINE``), its own tokens
 (its name and GPU UUIDs, which stand where the shape's own are) and a patch (JSON Pointer, RFC 6901 -> value pairs:
 what differs once the tokens are swapped, e.g. its layers' start times and durations). ``restore`` gives the host's
 full entry back; ``expand`` a whole report with every host full (docs/usage.md, "JSON schema"). The HTML report's

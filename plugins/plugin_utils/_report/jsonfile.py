@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: the fleet report's JSON, the source of truth from which every other rendering is made. Not public API.
 
-Every host is one line under "hosts". A verified host is written against the shape of its kind (``report["shapes"]``,
+Every host is one line under "hosts". A host is written against the shape of its kind and failure (``report["shapes"]``,
 ``_report.compact``): its verdict, state, cause, group and where as they are, and of the rest only what differs
 from the shape; ``compact.restore``/``expand`` give its full entry back (docs/usage.md, "JSON schema").
 """

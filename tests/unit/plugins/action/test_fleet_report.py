@@ -128,7 +128,7 @@ def test_run_writes_every_format_and_returns_summary(tmp_path):
                                   "ok": "COMPUTE_VERIFIED", "silent": "INCONCLUSIVE"}
     assert result["summary"]["unreachable"] == 1
     data = json.loads(open(result["files"]["json"]).read())
-    assert data["schema_version"] == 3 and data["run"]["mode"] == "full"
+    assert data["schema_version"] == 4 and data["run"]["mode"] == "full"
     assert data["hosts"]["broken"]["layers"]["runtime"]["reason"] == "blocked by host FAIL"
     assert data["hosts"]["broken"]["layers"]["cdi"]["status"] == "NOT_RUN"
     # issue 22.4: the host's error once (unverifiable), its layers say only that the run failed before them

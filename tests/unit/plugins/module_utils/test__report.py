@@ -187,7 +187,7 @@ def test_json_roundtrip_and_schema_version(report):
     # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
     line = [x for x in text.splitlines() if x.startswith('  "gpu-jit": ')][0]
     assert json.loads("{%s}" % line.rstrip(",")) == {"gpu-jit": data["hosts"]["gpu-jit"]}
-    assert data["schema_version"] == R.SCHEMA_VERSION == 3
+    assert data["schema_version"] == R.SCHEMA_VERSION == 4
     assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
 
 
