@@ -608,7 +608,7 @@ def test_instances_on_a_gpu_the_host_layer_does_not_list_prove_nothing_of_the_no
 def test_mig_instances_are_listed_under_their_gpu_in_every_format():
     rows = [_inst_row(0, 1), _inst_row(0, 2, FAIL), dict(GPU_ROW, index=1, uuid=P1)]
     report = F.build_report([{"name": "n", "records": _mig_node(rows, {0: [1, 2], 1: []})}], "t")
-    data = json.loads(J.render_json(report))
+    data = C.expand(json.loads(J.render_json(report)))
     gpus = data["hosts"]["n"]["gpus"]
     assert [(g["index"], g["uuid"], g["mig"], [i["uuid"] for i in g["instances"]]) for g in gpus] == [
         (0, P0, True, [_mig(0, 1), _mig(0, 2)]), (1, P1, False, [])]
