@@ -184,11 +184,11 @@ def test_json_roundtrip_and_schema_version(report):
     verified = [name for name, e in report["hosts"].items() if e["state"] == "COMPUTE_VERIFIED"]
     assert verified and all(C.is_compact(data["hosts"][name]) for name in verified)
     assert C.expand(data) == json.loads(json.dumps(dict((k, v) for k, v in report.items() if k != "shapes")))
-    # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
+    # one host per line (grep finds a host's line): the line of gpu-jit is its entry, written against its failure's shape
     line = [x for x in text.splitlines() if x.startswith('  "gpu-jit": ')][0]
     assert json.loads("{%s}" % line.rstrip(",")) == {"gpu-jit": data["hosts"]["gpu-jit"]}
     assert data["schema_version"] == R.SCHEMA_VERSION == 4
-    assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
+    assert C.restore(data, data["hosts"]["gpu-jit"])["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
 
 
 def test_markdown_has_table_counts_drift_and_the_page_every_check(report):
