@@ -12,9 +12,9 @@ author: gpuprobe.layers contributors (!UNKNOWN)
 version_added: "1.0.0"
 short_description: Every host's full entry of a gpuprobe fleet report
 description:
-  - The JSON report written by P(gpuprobe.layers.fleet_report#module) (schema 3) writes a verified host against the
-    shape of its kind (C(shapes)) with only what is its own (its name and GPU UUIDs as C(tokens), and a C(patch) of
-    what else differs); its verdict, state, cause, group and where are on its own line. This filter gives back the
+  - The JSON report written by P(gpuprobe.layers.fleet_report#module) (schema 4; schema 3 did so for a verified host
+    only) writes a host against the shape of its kind and failure (C(shapes)) with only what is its own (its name and
+    GPU UUIDs as C(tokens), and a C(patch) of what else differs); its verdict, state, cause, group and where are on its own line. This filter gives back the
     report with every host's full entry (every layer record, as schema 2 wrote it) and without C(shapes).
   - A report of schema 2, or a host written whole, is returned as it is.
     L(docs/usage.md,https://github.com/gpuprobe/gpuprobe.layers/blob/main/docs/usage.md) ("JSON schema") describes the
@@ -39,7 +39,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The report, every host's entry whole (schema 3 otherwise unchanged; C(shapes) left out).
+  description: The report, every host's entry whole (otherwise unchanged; C(shapes) left out).
   type: dict
 """
 
@@ -51,7 +51,7 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact im
 
 
 def report_expand(report):
-    """A JSON fleet report with every host's full entry (a verified host written against its shape restored)."""
+    """A JSON fleet report with every host's full entry (a host written against its shape restored)."""
     if not isinstance(report, dict) or not isinstance(report.get("hosts"), dict):
         raise AnsibleFilterError("report_expand expects a fleet report (a mapping with hosts)")
     try:

@@ -97,26 +97,41 @@ def unspool(result, host=None):
 class EntrySpool(object):
     """The fleet report's full host entries kept in an anonymous temporary file while the report is written: one
     compact JSON line per host (``put``), read back one host at a time (``get``), so that the report's process holds
-    one host's records at a time whatever the fleet's size. The file is unlinked as it is created (nothing of it
-    outlives the process, even killed) and private to the user (mkstemp's 0600); ``close`` frees its space."""
+    one host's records at a time whatever the fleet's size; with it, when given, the host's line of the JSON report
+    as it was encoded then (``line``: a few KB, read back instead of the whole entry). The file is unlinked as it is
+    created (nothing of it outlives the process, even killed) and private to the user (mkstemp's 0600); ``close``
+    frees its space."""
 
     def __init__(self, directory=None):
         self._file = tempfile.TemporaryFile(dir=directory, prefix="gpuprobe-report-")
         self._where = {}
 
-    def put(self, name, entry):
-        data = json.dumps(entry, separators=(",", ":"), default=str, allow_nan=False).encode("utf-8")
-        self._file.seek(0, os.SEEK_END)
-        self._where[name] = (self._file.tell(), len(data))
-        self._file.write(data + b"\n")
+    @staticmethod
+    def _text(value):
+        return json.dumps(value, separators=(",", ":"), default=str, allow_nan=False).encode("utf-8")
 
-    def get(self, name):
-        offset, size = self._where[name]
+    def put(self, name, entry, line=None):
+        data = self._text(entry)
+        extra = self._text(line) if line is not None else b""
+        self._file.seek(0, os.SEEK_END)
+        self._where[name] = (self._file.tell(), len(data), len(extra))
+        self._file.write(data + b"\n" + extra + b"\n")
+
+    def _read(self, name, offset, size):
         self._file.seek(offset)
         data = self._file.read(size)
         if len(data) != size:
             raise OSError("the report's temporary file of host entries is shorter than written (%s)" % name)
         return json.loads(data.decode("utf-8"))
+
+    def get(self, name):
+        offset, size, _extra = self._where[name]
+        return self._read(name, offset, size)
+
+    def line(self, name):
+        """The line ``put`` was given with the host's entry, or None."""
+        offset, size, extra = self._where[name]
+        return self._read(name, offset + size + 1, extra) if extra else None
 
     def close(self):
         self._file.close()

@@ -12,6 +12,7 @@ import yaml
 
 from hostfixture import build_node
 from pagedata import page_data, rows
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,7 @@ def run(tmp_path_factory):
     r = subprocess.run(["ansible-playbook", "-i", str(base / "hosts.yml"), PLAYBOOK, "-e", "gpuprobe_mode=audit",
                         "-e", "gpuprobe_report_dir=%s" % reports, "--forks", "14"],
                        env=env, capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads((reports / "gpuprobe-report-latest.json").read_text())
+    report = _expand_report(json.loads((reports / "gpuprobe-report-latest.json").read_text()))
     return r, report, reports
 
 

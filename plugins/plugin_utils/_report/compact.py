@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE: what many hosts say alike, written once: a shape, and per host only what is its own.
 
-Not public API. The JSON report writes each verified host as a reference to a shape (``report["shapes"]``: the
-entry of the first verified host of its kind, without the keys every host line keeps, ``INLINE``), its own tokens
+Not public API. The JSON report writes each host as a reference to a shape (``report["shapes"]``: the entry of the
+first host of its kind and failure, ``shape_key``, without the keys every host line keeps, ``INLINE``), its own tokens
 (its name and GPU UUIDs, which stand where the shape's own are) and a patch (JSON Pointer, RFC 6901 -> value pairs:
 what differs once the tokens are swapped, e.g. its layers' start times and durations). ``restore`` gives the host's
 full entry back; ``expand`` a whole report with every host full (docs/usage.md, "JSON schema"). The HTML report's
@@ -62,34 +62,29 @@ def _in_escape(text, i):
 def _swap(text, old, new):
     """The JSON ``text`` with each token of ``old`` replaced by the token of ``new`` at the same place, in every string
     it encodes (keys and values), scanning left to right, the longest token first at each place: what
-    ``swap_strings`` does to the decoded document, done on the text."""
+    ``swap_strings`` does to the decoded document, done on the text. A token found inside an escape sequence is not
+    in the string the text encodes: it is left, and the scan goes on at the next character. The places are found with
+    ``str.find`` (a regular expression of the tokens, GPU UUIDs alike up to their sixth character, tries each at every
+    character of the text: several times slower on a host's 60 KB)."""
     pairs = _pairs(old, new)
     if not pairs:
         return text
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(pairs, key=len, reverse=True)))
-    inside = []
-
-    def replace(m):
-        if "\\" in text[max(m.start() - 6, 0):m.start()] and _in_escape(text, m.start()):
-            inside.append(m.start())
-            return m.group(0)
-        return pairs[m.group(0)]
-    out = pattern.sub(replace, text)
-    if not inside:
-        return out
-    # a token found inside an escape is not in the string; one may start right after that place: look again there
+    found = []
+    for token in pairs:
+        at = text.find(token)
+        while at >= 0:
+            found.append((at, -len(token), token))
+            at = text.find(token, at + 1)
+    if not found:
+        return text
+    found.sort()
     out, pos = [], 0
-    while True:
-        m = pattern.search(text, pos)
-        if not m:
-            break
-        if _in_escape(text, m.start()):
-            out.append(text[pos:m.start() + 1])
-            pos = m.start() + 1
+    for at, _size, token in found:
+        if at < pos or ("\\" in text[max(at - 6, 0):at] and _in_escape(text, at)):
             continue
-        out.append(text[pos:m.start()])
-        out.append(pairs[m.group(0)])
-        pos = m.end()
+        out.append(text[pos:at])
+        out.append(pairs[token])
+        pos = at + len(token)
     out.append(text[pos:])
     return "".join(out)
 
@@ -243,6 +238,16 @@ def restore_with(shape, line):
     return entry
 
 
+def with_group(line, group):
+    """A host's line (``Shapes.encode``) made before its group was known, with its group: where ``grouped`` puts it in a
+    full entry (last), where ``Shape.encode`` puts it in a compact line (among ``INLINE``)."""
+    if not is_compact(line):
+        return dict(line, group=group)
+    out = dict((k, group if k == "group" else line[k]) for k in INLINE if k in line or k == "group")
+    out.update((k, v) for k, v in line.items() if k not in out)
+    return out
+
+
 def is_compact(entry):
     return isinstance(entry, dict) and "shape" in entry and "patch" in entry
 
@@ -262,8 +267,8 @@ def expand(report):
     return out
 
 
-def shape_key(entry):
-    """Hosts of one kind share a shape: verified, the same GPU models and count, driver, runtime and layer statuses."""
+def kind_key(entry):
+    """Hosts of one kind: the same GPU models and count, driver, runtime and layer statuses."""
     layers = entry.get("layers") or {}
     host = layers.get("host") or {}
     gpus = (host.get("evidence") or {}).get("gpus") or []
@@ -272,38 +277,55 @@ def shape_key(entry):
                        dict((layer, (rec or {}).get("status")) for layer, rec in layers.items())], sort_keys=True, default=str)
 
 
+def shape_key(entry):
+    """Hosts that share a shape: of one kind (``kind_key``) and with the same failure signature in each layer (none in a
+    verified host's): hosts failed the same way ran the same checks."""
+    signatures = dict((layer, rec.get("signature")) for layer, rec in (entry.get("layers") or {}).items()
+                      if isinstance(rec, dict) and rec.get("signature") is not None)
+    return kind_key(entry) + (json.dumps(signatures, sort_keys=True, default=str) if signatures else "")
+
+
 class Shapes(object):
-    """The shapes of a fleet, made as its hosts are counted (``add``: each host once): the first verified host of each
-    kind (``shape_key``) becomes the shape of that kind, up to ``SHAPE_LIMIT`` shapes."""
+    """The shapes of a fleet, made as its hosts are counted (``add``: each host once, in the order they are written):
+    the first host of each ``shape_key`` becomes the shape of those hosts, up to ``SHAPE_LIMIT`` shapes; a host whose
+    key has none is written against the first shape of its kind (``kind_key``) when there is one."""
 
     def __init__(self, wanted=None):
         self.by_key = {}
-        self.wanted = wanted or (lambda entry: entry.get("state") == "COMPUTE_VERIFIED")
+        self.by_kind = {}
+        self.wanted = wanted or (lambda entry: True)
+
+    def _keep(self, shape, key, kind):
+        self.by_key[key] = shape
+        self.by_kind.setdefault(kind, shape)
 
     def add(self, entry):
         if not self.wanted(entry):
             return
         key = shape_key(entry)
         if key not in self.by_key and len(self.by_key) < SHAPE_LIMIT:
-            self.by_key[key] = Shape.of_entry("s%d" % (len(self.by_key) + 1), entry)
+            self._keep(Shape.of_entry("s%d" % (len(self.by_key) + 1), entry), key, kind_key(entry))
 
     def of(self, entry):
-        return self.by_key.get(shape_key(entry)) if self.wanted(entry) else None
+        if not self.wanted(entry):
+            return None
+        return self.by_key.get(shape_key(entry)) or self.by_kind.get(kind_key(entry))
 
     def as_json(self):
         return dict((s.id, s.as_json()) for s in self.by_key.values())
 
     @classmethod
     def from_json(cls, shapes):
-        """The shapes of a report (``report["shapes"]``: id -> {tokens, entry})."""
+        """The shapes of a report (``report["shapes"]``: id -> {tokens, entry}), in the order they were made."""
         out = cls()
         for sid, shape in shapes.items():
             tokens = shape.get("tokens") or [None]
-            out.by_key[shape_key(dict(shape["entry"], name=tokens[0]))] = Shape(sid, tokens, shape["entry"])
+            entry = dict(shape["entry"], name=tokens[0])
+            out._keep(Shape(sid, tokens, shape["entry"]), shape_key(entry), kind_key(entry))
         return out
 
     def encode(self, entry):
-        """The line the JSON report writes for ``entry``: compact against its kind's shape, or the entry itself."""
+        """The line the JSON report writes for ``entry``: compact against its shape, or the entry itself."""
         shape = self.of(entry)
         line = shape.encode(entry) if shape is not None else None
         return line if line is not None else entry

@@ -48,7 +48,7 @@ def diff_reports(old, new):
     transitions = {}
     unchanged = 0
     for name in sorted(set(old_hosts) & set(new_hosts)):
-        # a verified host written against its shape (schema 3) is compared as its full entry
+        # a host written against its shape (schema 3: a verified one, 4: any) is compared as its full entry
         before, after = (_host_view(restore(r, hosts[name]) if is_compact(hosts[name]) else hosts[name])
                          for r, hosts in ((old, old_hosts), (new, new_hosts)))
         fields = []

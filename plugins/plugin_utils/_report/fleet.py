@@ -92,8 +92,8 @@ class Fleet(object):
     ``hosts`` are the brief entries (``brief``, with their group): a host's full entry is the caller's to keep
     (``build_report`` keeps them in memory, the fleet_report action in a file) and to give the renderers, with
     ``grouped``, when they write that host's part. ``group_by``: the host variables whose values place a host, besides
-    its inventory groups (``_report.where``). The first verified host of each kind becomes the shape its kind is
-    written against in the JSON report (``_report.compact``).
+    its inventory groups (``_report.where``). The first host of each kind and failure becomes the shape those hosts
+    are written against in the JSON report (``_report.compact``).
     """
 
     def __init__(self, group_by=None):

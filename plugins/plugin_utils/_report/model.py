@@ -22,8 +22,9 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.states imp
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.where import host_where
 
 # 2: hosts.<name>.gpus are physical GPUs, MIG instance rows under their parent; 3: a verified host written against the
-# shape of its kind (shapes, _report.compact), where each host is (where), cause ids stable from run to run
-SCHEMA_VERSION = 3
+# shape of its kind (shapes, _report.compact), where each host is (where), cause ids stable from run to run; 4: every
+# host written against a shape, one per kind and failure (issue 45)
+SCHEMA_VERSION = 4
 
 # pin name -> (layer, where the observed value lives in that layer's record)
 PINS = {

@@ -11,6 +11,7 @@ from actionlab import make_action
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import files as W
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LayerBuilder, PASS, FAIL, not_run
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 
 def record(layer, status, check_id=None, **evidence):
@@ -127,15 +128,15 @@ def test_run_writes_every_format_and_returns_summary(tmp_path):
     assert result["verdicts"] == {"broken": "FAILED_AT_HOST", "crashed": "INCONCLUSIVE", "gone": "INCONCLUSIVE",
                                   "ok": "COMPUTE_VERIFIED", "silent": "INCONCLUSIVE"}
     assert result["summary"]["unreachable"] == 1
-    data = json.loads(open(result["files"]["json"]).read())
-    assert data["schema_version"] == 3 and data["run"]["mode"] == "full"
+    data = _expand_report(json.loads(open(result["files"]["json"]).read()))
+    assert data["schema_version"] == 4 and data["run"]["mode"] == "full"
     assert data["hosts"]["broken"]["layers"]["runtime"]["reason"] == "blocked by host FAIL"
     assert data["hosts"]["broken"]["layers"]["cdi"]["status"] == "NOT_RUN"
     # issue 22.4: the host's error once (unverifiable), its layers say only that the run failed before them
     assert data["hosts"]["silent"]["layers"]["host"]["reason"] == "verify run failed before this layer"
     assert data["hosts"]["silent"]["unverifiable"].startswith("verify run failed: no verify record")
     assert data["hosts"]["gone"]["state"] == "UNREACHABLE" and data["hosts"]["silent"]["state"] == "RUN_FAILED"
-    latest = json.loads(open(str(tmp_path / "gpuprobe-report-latest.json")).read())
+    latest = _expand_report(json.loads(open(str(tmp_path / "gpuprobe-report-latest.json")).read()))
     assert latest == data
     # a second run in the same second gets its own timestamped files
     again = action.run(task_vars={"hostvars": HOSTVARS})

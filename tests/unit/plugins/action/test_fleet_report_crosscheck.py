@@ -12,6 +12,7 @@ from test_fleet_report import HOSTVARS, record
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, PASS, WARN
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import crosscheck as K
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 
 def _node(name, gpus):
@@ -44,7 +45,7 @@ def _report(tmp_path, hostvars):
     action = make_action(A, "gpuprobe.layers.fleet_report", args, False)
     result = action.run(task_vars={"hostvars": hostvars})
     with open(result["files"]["json"]) as f:
-        return json.load(f)
+        return _expand_report(json.load(f))
 
 
 def _findings(report):

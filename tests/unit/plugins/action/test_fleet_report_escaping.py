@@ -13,6 +13,7 @@ from test_fleet_report import HOSTVARS, record
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import FAIL, LayerBuilder, PASS, WARN
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 
 def hostile_records(text):
@@ -51,7 +52,7 @@ def test_every_value_from_a_node_is_escaped_in_every_format(tmp_path, text):
     assert_markdown_safe(open(files["markdown"]).read(), sorted(h for h, v in result["verdicts"].items() if v != "COMPUTE_VERIFIED"))
     assert_html_safe(open(files["html"]).read())
     assert_junit_safe(open(files["junit"]).read())
-    data = json.loads(open(files["json"]).read())
+    data = _expand_report(json.loads(open(files["json"]).read()))
     assert data["hosts"]["evil"]["signature"] == text  # JSON holds the value itself, JSON-escaped
 
 

@@ -14,6 +14,7 @@ from test_fleet_report import HOSTVARS, record
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import render as _report_render
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 
 def _ok_records():
@@ -87,7 +88,7 @@ def test_a_malformed_record_makes_only_its_node_run_failed(tmp_path, case, make,
     why = result["unverifiable"]["bad"]
     assert why.startswith("verify run failed: malformed record from the node: ") and words in why, why
     assert sorted(result["unverifiable"]) == ["bad"]
-    data = json.loads(open(result["files"]["json"]).read())
+    data = _expand_report(json.loads(open(result["files"]["json"]).read()))
     assert data["hosts"]["bad"]["state"] == "RUN_FAILED" and data["hosts"]["bad"]["cause"] == "malformed record from the node"
     # its records are not in the report: every layer says the run failed before it
     assert set(r["status"] for r in data["hosts"]["bad"]["layers"].values()) == {"NOT_RUN"}

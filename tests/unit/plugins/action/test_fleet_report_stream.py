@@ -175,7 +175,7 @@ def test_a_rendering_that_fails_midway_leaves_the_previous_set(tmp_path):
 def test_a_report_store_failure_fails_the_report_saying_why(monkeypatch, tmp_path):
     hostvars, names = _hostvars(monkeypatch, tmp_path)
 
-    def full(self, name, entry):
+    def full(self, name, entry, line=None):
         raise OSError("No space left on device")
     monkeypatch.setattr(_spool.EntrySpool, "put", full)
     with pytest.raises(Exception, match="not written to .*No space left on device"):

@@ -6,6 +6,7 @@ from actionlab import make_action
 from test_fleet_report import HOSTVARS
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 
 def test_the_action_reads_each_host_s_groups_and_group_by_variables(tmp_path):
@@ -14,7 +15,7 @@ def test_the_action_reads_each_host_s_groups_and_group_by_variables(tmp_path):
     action = make_action(A, "gpuprobe.layers.fleet_report", {"hosts": ["ok", "gone"], "report_dir": str(tmp_path),
                                                              "group_by": ["rack", "zone"]})
     result = action.run(task_vars={"hostvars": hostvars})
-    data = json.loads(open(result["files"]["json"]).read())
+    data = _expand_report(json.loads(open(result["files"]["json"]).read()))
     assert data["hosts"]["ok"]["where"] == {"groups": ["gpu", "rack_r1"], "vars": {"rack": "r1"}}
     assert data["hosts"]["gone"]["where"] == {"groups": ["gpu"], "vars": {"rack": "r2"}}
     assert data["where"]["by"] == ["group", "rack", "zone"]

@@ -184,11 +184,11 @@ def test_json_roundtrip_and_schema_version(report):
     verified = [name for name, e in report["hosts"].items() if e["state"] == "COMPUTE_VERIFIED"]
     assert verified and all(C.is_compact(data["hosts"][name]) for name in verified)
     assert C.expand(data) == json.loads(json.dumps(dict((k, v) for k, v in report.items() if k != "shapes")))
-    # one host per line (grep finds a host's line): the line of gpu-jit is its whole entry
+    # one host per line (grep finds a host's line): the line of gpu-jit is its entry, written against its failure's shape
     line = [x for x in text.splitlines() if x.startswith('  "gpu-jit": ')][0]
     assert json.loads("{%s}" % line.rstrip(",")) == {"gpu-jit": data["hosts"]["gpu-jit"]}
-    assert data["schema_version"] == R.SCHEMA_VERSION == 3
-    assert data["hosts"]["gpu-jit"]["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
+    assert data["schema_version"] == R.SCHEMA_VERSION == 4
+    assert C.restore(data, data["hosts"]["gpu-jit"])["layers"]["compute"]["checks"][0]["id"] == "compute.cuda.module_load"
 
 
 def test_markdown_has_table_counts_drift_and_the_page_every_check(report):
@@ -608,7 +608,7 @@ def test_instances_on_a_gpu_the_host_layer_does_not_list_prove_nothing_of_the_no
 def test_mig_instances_are_listed_under_their_gpu_in_every_format():
     rows = [_inst_row(0, 1), _inst_row(0, 2, FAIL), dict(GPU_ROW, index=1, uuid=P1)]
     report = F.build_report([{"name": "n", "records": _mig_node(rows, {0: [1, 2], 1: []})}], "t")
-    data = json.loads(J.render_json(report))
+    data = C.expand(json.loads(J.render_json(report)))
     gpus = data["hosts"]["n"]["gpus"]
     assert [(g["index"], g["uuid"], g["mig"], [i["uuid"] for i in g["instances"]]) for g in gpus] == [
         (0, P0, True, [_mig(0, 1), _mig(0, 2)]), (1, P1, False, [])]
