@@ -35,7 +35,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._common.limits imp
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import intake as _intake
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.escape import display_lines, display_text
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.render import RENDERERS
-from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, unspool
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._spool import EntrySpool, records_path, unspool
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.files import write_atomic, write_report_set
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.jsonfile import json_chunks
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report import metrics as _metrics
@@ -64,7 +64,7 @@ def write_status(path, status):
 def _spooled_over(result, limits):
     """Why a spooled result's file is not even read (larger than max_bytes), or None."""
     try:
-        size = os.path.getsize(str(result["records_file"])) if isinstance(result, dict) and result.get("records_file") else 0
+        size = os.path.getsize(records_path(result)) if isinstance(result, dict) and result.get("records_file") else 0
     except OSError:
         return None  # unspool says why it cannot be read
     if size <= limits["max_bytes"]:
@@ -83,27 +83,28 @@ def run_of(result):
 
 
 def _from_result(result, host=None, limits=None):
-    """(records, unreachable, error, runtimes) of a registered verify_node result (read back when it was spooled)."""
+    """(records, unreachable, error, runtimes, run) of a registered verify_node result (read back when it was spooled;
+    ``run``: ``run_of`` the result read back, whose run an unreachable node's result keeps in its file)."""
     if not isinstance(result, dict) or result.get("skipped"):
-        return None, None, None, None
+        return None, None, None, None, run_of(result)
     limits = limits or DEFAULT_LIMITS
     message = _intake.message(str(result.get("msg") or "").strip() or None, limits)
     over = _spooled_over(result, limits)
     if over and result.get("unreachable"):
-        return None, message or "unreachable", None, None
+        return None, message or "unreachable", None, None, run_of(result)
     if over:
-        return None, None, over, None
+        return None, None, over, None, run_of(result)
     try:
         result = unspool(result, host)
     except (OSError, ValueError) as exc:
         unreadable = "the records of this node were kept in %s, which cannot be used: %s" % (result["records_file"], exc)
         if result.get("unreachable"):
-            return None, message or "unreachable", None, None
-        return None, None, unreadable, None
+            return None, message or "unreachable", None, None, run_of(result)
+        return None, None, unreadable, None, run_of(result)
     if result.get("unreachable"):
-        return result.get("records"), message or "unreachable", None, result.get("runtimes")
+        return result.get("records"), message or "unreachable", None, result.get("runtimes"), run_of(result)
     error = (message or "the verify task failed") if result.get("failed") else None
-    return result.get("records"), None, error, result.get("runtimes")
+    return result.get("records"), None, error, result.get("runtimes"), run_of(result)
 
 
 def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=None, limits=None, group_by=None):  # pylint: disable=too-many-arguments
@@ -129,8 +130,7 @@ def collect_hosts(hostvars, names, result_var, records_var, pins_var, active=Non
         if records_var:
             records, unreachable, error, runtimes = hv.get(records_var), None, None, None
         else:
-            records, unreachable, error, runtimes = _from_result(hv.get(result_var), name, limits)
-            run = run_of(hv.get(result_var))
+            records, unreachable, error, runtimes, run = _from_result(hv.get(result_var), name, limits)
             spooled = isinstance(hv.get(result_var), dict) and bool(hv.get(result_var).get("records_file"))
         plain = (lambda value: value) if spooled else _plain
         records, runtimes, malformed = _intake.admit(records, runtimes, limits, run)
@@ -177,6 +177,21 @@ def failing_hosts(report, require_verified, where):
             failing[name] = "%s is %s%s, not COMPUTE_VERIFIED; see %s" % (
                 name, entry["verdict"], " (%s)" % entry["signature"] if entry["signature"] else "", where)
     return dict((name, display_text(why)) for name, why in failing.items())
+
+
+def gate_reasons(report, require_verified):
+    """Host -> what the playbook's gate prints for each host of ``failing_hosts``: its state (and, in a post-check, that
+    it is not COMPUTE_VERIFIED) in words every host of that state shares. The why, per cause, is said once by the
+    summary (its groups) and per host by the report and the status file; ansible-core 2.19 prints a failed task's error
+    with its origin once per distinct message, so a fleet that failed one way reads it once (docs/usage.md, "Progress
+    and summary")."""
+    reasons = {}
+    for name, entry in report["hosts"].items():
+        if entry["unverifiable"]:
+            reasons[name] = "not checked: %s" % entry["state"]
+        elif require_verified and entry["verdict"] != "COMPUTE_VERIFIED":
+            reasons[name] = "not COMPUTE_VERIFIED: %s" % entry["state"]
+    return dict((name, display_text(why)) for name, why in reasons.items())
 
 
 def _slice_settings(args, run):
@@ -374,6 +389,7 @@ class ActionModule(ActionBase):
             summary_lines=display_lines(_fleet.summary_lines(report)),  # printed by the playbook and the callbacks
             unverifiable=unverifiable,
             failing=gate["failing"],
+            gate_reasons=gate_reasons(report, args["require_verified"]),
             gate=dict((k, gate[k]) for k in ("status", "exit_status")),
             gate_lines=display_lines(_status.gate_lines(gate, args.get("retry_file"))),
         )

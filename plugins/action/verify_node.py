@@ -177,8 +177,11 @@ class ActionModule(ActionBase):
             layers=layers,
             calls=calls,
         )
-        result[_selection.PROGRESS_KEY] = {"verdict": verdict["verdict"],
-                                           "total": len(task_vars.get("ansible_play_hosts_all") or []) or None}
+        result[_selection.PROGRESS_KEY] = {"verdict": verdict["verdict"]}
+        if not result.get("unreachable"):
+            # (the callbacks also take the total from the play; an unreachable node's result, printed whole by Ansible's
+            # default callback, goes without it)
+            result[_selection.PROGRESS_KEY]["total"] = len(task_vars.get("ansible_play_hosts_all") or []) or None
         if spec:
             result["spec"] = dict((k, spec.get(k)) for k in ("path", "kind", "devices", "variant"))
         if problems and not result.get("unreachable"):

@@ -241,6 +241,14 @@ gate:
   returned: always
   type: dict
   sample: {status: not_checked, exit_status: 2}
+gate_reasons:
+  description:
+    - Host -> what the playbook's gate prints for each host of RV(failing) - C(not checked) or C(not COMPUTE_VERIFIED)
+      with the host's state, in words every host of that state shares. The summary (RV(summary_lines)) says the cause
+      of each group once; RV(failing), the status file and the report say each host's own.
+  returned: always
+  type: dict
+  sample: {node07: "not checked: UNREACHABLE", node08: "not COMPUTE_VERIFIED: FAILED_AT_CDI"}
 gate_lines:
   description: What the playbook's summary says about the gate, and why the play recap counts a host failed.
   returned: always

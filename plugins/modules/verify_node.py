@@ -299,11 +299,16 @@ records:
   returned: unless O(spool) (then in RV(records_file))
   type: dict
 records_file:
-  description: With O(spool), the controller-side JSON file holding RV(records) and RV(runtimes) (valid until the run ends).
+  description:
+    - With O(spool), the name of the controller-side JSON file holding RV(records) and RV(runtimes) in this run's spool
+      directory (Ansible's local temp dir of this ansible-playbook process, C(gpuprobe-records); valid until the run ends).
+    - For an unreachable node the file also holds RV(verdict), RV(run_id), RV(run_started_at), RV(layers) and RV(calls),
+      and the result keeps only RV(msg), this name and the verdict's name in C(gpuprobe_host_done) - Ansible's default
+      callback prints an unreachable node's whole result. M(gpuprobe.layers.fleet_report) reads them back.
   returned: with O(spool)
   type: str
 layer_status:
-  description: With O(spool), each layer's status (layer -> C(PASS), C(FAIL), C(WARN) or C(NOT_RUN)).
+  description: With O(spool), each layer's status (layer -> C(PASS), C(FAIL), C(WARN) or C(NOT_RUN)); not for an unreachable node.
   returned: with O(spool)
   type: dict
 runtimes:

@@ -29,6 +29,21 @@ import tempfile
 
 SUBDIR = "gpuprobe-records"
 KEYS = ("records", "runtimes")
+# an unreachable node's result (``brief``) keeps none of these either: Ansible's default callback prints the whole
+# result of an unreachable node, so it holds only the message, the file and what the progress line needs
+BRIEF_KEYS = ("verdict", "run_id", "run_started_at", "layers", "calls")
+
+
+def spool_dir():
+    """This run's spool directory (in Ansible's local temp dir of this ansible-playbook process, shared by its forks)."""
+    from ansible import constants as C  # pylint: disable=import-outside-toplevel
+    return os.path.join(C.DEFAULT_LOCAL_TMP, SUBDIR)
+
+
+def records_path(result):
+    """The file a spooled result names: its ``records_file`` is the file's name in this run's spool directory (an
+    absolute path is taken as it is)."""
+    return os.path.join(spool_dir(), str(result["records_file"]))
 
 
 def _statuses(records):
@@ -37,16 +52,15 @@ def _statuses(records):
 
 
 def spool(result, host, run_id, brief=False):
-    """Move ``result``'s records and runtimes into a file of this run; the result gets ``records_file`` and
-    ``layer_status``. ``brief`` (an unreachable node, whose every layer says so): its verdict goes to the file too, and
-    the result keeps only the verdict's name, so that Ansible's default callback does not print the reason again for it.
-    A file that cannot be written leaves the result as it was (nothing is lost): returns the error text then, else None."""
-    from ansible import constants as C  # pylint: disable=import-outside-toplevel
-    where = os.path.join(C.DEFAULT_LOCAL_TMP, SUBDIR)
-    data = dict((k, result.get(k)) for k in KEYS)
-    if brief and isinstance(result.get("verdict"), dict):
-        data["verdict"] = result["verdict"]
-    data.update(host=str(host), run_id=str(run_id))
+    """Move ``result``'s records and runtimes into a file of this run; the result gets ``records_file`` (the file's name
+    in the run's spool directory, ``records_path``) and ``layer_status``. ``brief`` (an unreachable node, whose every
+    layer says so): the keys of ``BRIEF_KEYS`` go to the file too and the result keeps no ``layer_status``, so that
+    Ansible's default callback, which prints an unreachable node's whole result, prints its message and little else
+    (docs/usage.md, "Progress and summary"); ``unspool`` gives them back. A file that cannot be written leaves the result as it was
+    (nothing is lost): returns the error text then, else None."""
+    where = spool_dir()
+    data = dict((k, result.get(k)) for k in KEYS + (BRIEF_KEYS if brief else ()))
+    data.update(host=str(host), run_id=str(run_id), brief=bool(brief))
     tmp = None
     try:
         os.makedirs(where, mode=0o700, exist_ok=True)
@@ -61,22 +75,22 @@ def spool(result, host, run_id, brief=False):
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         return "the records stay in the result: %s" % exc
-    result["layer_status"] = _statuses(result.get("records"))
-    for key in KEYS:
+    if not brief:
+        result["layer_status"] = _statuses(result.get("records"))
+    for key in KEYS + (BRIEF_KEYS if brief else ()):
         result.pop(key, None)
-    if "verdict" in data:
-        result["verdict"] = {"verdict": data["verdict"].get("verdict")}
-    result["records_file"] = path
+    result["records_file"] = os.path.basename(path)
     return None
 
 
 def unspool(result, host=None):
-    """``result`` with its records and runtimes read back from ``records_file`` (a copy; the result itself when it has
-    none). OSError/ValueError: the file cannot be read, or it is not this result's (another host or run id, or layer
-    statuses other than the result's ``layer_status``): the caller says so for that node."""
+    """``result`` with its records and runtimes (and, for a brief result, the keys of ``BRIEF_KEYS``) read back from
+    ``records_file`` (a copy; the result itself when it has none). OSError/ValueError: the file cannot be read, or it is
+    not this result's (another host or run id, layer statuses other than the result's ``layer_status``, a brief file
+    for a result that is not unreachable): the caller says so for that node."""
     if not isinstance(result, dict) or not result.get("records_file"):
         return result
-    with open(str(result["records_file"])) as f:
+    with open(records_path(result)) as f:
         data = json.load(f)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
@@ -84,13 +98,14 @@ def unspool(result, host=None):
         raise ValueError("it holds the records of %s" % data.get("host"))
     if result.get("run_id") is not None and data.get("run_id") != str(result.get("run_id")):
         raise ValueError("it holds the records of run %s, not %s" % (data.get("run_id"), result.get("run_id")))
-    if _statuses(data.get("records")) != (result.get("layer_status") or {}):
+    brief = data.get("brief") is True
+    if brief and not result.get("unreachable"):
+        raise ValueError("it holds the records of an unreachable node, and this result is not one")
+    if not brief and _statuses(data.get("records")) != (result.get("layer_status") or {}):
         raise ValueError("its layer statuses %s are not the result's %s" % (_statuses(data.get("records")), result.get("layer_status")))
     out = dict(result)
-    for key in KEYS:
+    for key in KEYS + (BRIEF_KEYS if brief else ()):
         out[key] = data.get(key)
-    if isinstance(data.get("verdict"), dict):
-        out["verdict"] = data["verdict"]
     return out
 
 

@@ -98,10 +98,10 @@ CASES = [
     ("limit-is-an-empty-group", ["gpuprobe_mode=postcheck"], "new_nodes", 1, NO_TARGET, None),
     ("limit-within-pattern", ["gpuprobe_mode=audit", "gpuprobe_hosts=all"], "canary", 0, "1 host: ", None),
     ("postcheck-not-verified", ["gpuprobe_mode=postcheck"], "node", 2,
-     "node is FAILED_AT_CDI (cdi.discovery.spec_dirs), not COMPUTE_VERIFIED; see /", None),
-    ("unreachable-audit", ["gpuprobe_mode=audit"], "node,gone,nopython", 2, "gone could not be verified: host unreachable", None),
-    ("unreachable-full", ["gpuprobe_mode=full"], "gone,nopython", 2, "nopython could not be verified: verify run failed", None),
-    ("unreachable-postcheck", ["gpuprobe_mode=postcheck"], "gone", 2, "gone could not be verified", None),
+     "not COMPUTE_VERIFIED: FAILED_AT_CDI", None),
+    ("unreachable-audit", ["gpuprobe_mode=audit"], "node,gone,nopython", 2, "not checked: UNREACHABLE", None),
+    ("unreachable-full", ["gpuprobe_mode=full"], "gone,nopython", 2, "not checked: RUN_FAILED", None),
+    ("unreachable-postcheck", ["gpuprobe_mode=postcheck"], "gone", 2, "not checked: UNREACHABLE", None),
     ("report-dir-not-creatable", ["gpuprobe_mode=audit"], "node", 2, "gpuprobe report not written to", _report_dir_cannot_be_created),
     ("junit-latest-is-a-dir", ["gpuprobe_mode=audit"], "node", 2, "gpuprobe report not written to", _junit_latest_is_a_directory),
 ]
@@ -150,9 +150,13 @@ def test_exit_status(lab, tmp_path, name, extra, limit, status, text, setup):
     assert (state["status"], state["exit_status"]) == (GATE[name], EXIT[GATE[name]]), state
     failing = sorted(state["failing"])
     assert retry_file.read_text().split() == failing
-    # the last play fails exactly the hosts the status file names, each with one line
+    # the last play fails exactly the hosts the status file names, each with one line that says its state (the status
+    # file says each host's why, the summary each cause's)
+    kinds = dict([(h, "not checked: UNREACHABLE") for h in state["unreachable"]] + [(h, "not checked: RUN_FAILED") for h in state["run_failed"]])
     for host in failing:
-        assert "fatal: [%s]: FAILED! => {\"changed\": false, \"msg\": \"%s" % (host, state["failing"][host][:40]) in output
+        why = kinds.get(host) or "not COMPUTE_VERIFIED: "
+        assert "fatal: [%s]: FAILED! => {\"changed\": false, \"msg\": \"%s" % (host, why) in output, host
+        assert state["failing"][host].startswith(host + " ")
     if setup:
         assert state["report"] == "failed" and "gpuprobe report not written" in state["error"]
         # nothing of this run was kept, no temporary file left; the previous latest.* are untouched

@@ -140,7 +140,7 @@ def test_an_unreadable_spool_file_is_said_as_before(monkeypatch, tmp_path):
     says it as build_report's report in memory does."""
     hostvars, names = _hostvars(monkeypatch, tmp_path)
     gone = "gpu-h200-0000.dc1.example.com"
-    os.unlink(hostvars[gone]["verify_result"]["records_file"])
+    os.unlink(_spool.records_path(hostvars[gone]["verify_result"]))
     result = _run(monkeypatch, tmp_path, hostvars, names)
     assert result["unverifiable"][gone].startswith("verify run failed: the records of this node were kept in ")
     assert gone in result["failing"]

@@ -14,6 +14,7 @@ from test_verify_node import _action as verify_action, run as verify_run
 from actionlab import make_action
 
 from ansible_collections.gpuprobe.layers.plugins.action import fleet_report as A
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _spool
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import PASS, LayerBuilder
 
 LIMITS = {"max_bytes": 400000, "max_checks": 50, "max_string": 1000}
@@ -112,7 +113,7 @@ def test_verify_node_drops_what_is_over_the_cap_before_it_is_spooled(tmp_path, m
     assert result["failed"] is True and words in result["msg"], result["msg"]
     assert result["msg"].startswith("the node-side call (gpuprobe.layers.node_layers) failed: malformed record from the node: ")
     assert result["layer_status"]["host"] == "NOT_RUN"
-    assert os.path.getsize(result["records_file"]) < 20000
+    assert os.path.getsize(_spool.records_path(result)) < 20000
     [item] = list(A.collect_hosts({"n1": {"verify_result": result}}, ["n1"], "verify_result", None, "gpuprobe_pins"))
     assert item["error"] == result["msg"]
     entry = A.entry_of(item)

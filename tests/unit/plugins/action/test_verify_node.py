@@ -347,7 +347,8 @@ def test_spool_keeps_the_records_in_a_file_of_the_run_and_the_report_reads_them_
     kept = run(_action(args), Node())
     spooled = run(_action(dict(args, spool=True)), Node())
     assert "records" not in spooled and "runtimes" not in spooled
-    assert spooled["records_file"].startswith(str(tmp_path / "run-tmp" / _spool.SUBDIR) + "/n1-")
+    assert spooled["records_file"].startswith("n1-") and "/" not in spooled["records_file"]
+    assert _spool.records_path(spooled).startswith(str(tmp_path / "run-tmp" / _spool.SUBDIR) + "/n1-")
     assert spooled["layer_status"] == dict((layer, r["status"]) for layer, r in kept["records"].items())
     assert spooled["verdict"]["verdict"] == kept["verdict"]["verdict"] == "FAILED_AT_CDI"
     back = _spool.unspool(spooled)
@@ -365,9 +366,38 @@ def test_spool_keeps_the_records_in_a_file_of_the_run_and_the_report_reads_them_
     [lie] = fleet_report.collect_hosts({"n1": {"verify_result": forged}}, ["n1"], "verify_result", None, "gpuprobe_pins")
     assert lie["records"] is None and "layer statuses" in lie["error"]
     # a file gone before the report: that node is reported as not verified, saying why, never as verified
-    os.unlink(spooled["records_file"])
+    os.unlink(_spool.records_path(spooled))
     [gone] = fleet_report.collect_hosts({"n1": {"verify_result": spooled}}, ["n1"], "verify_result", None, "gpuprobe_pins")
     assert gone["records"] is None and gone["error"].startswith("the records of this node were kept in ")
+
+
+def test_an_unreachable_nodes_spooled_result_holds_its_message_and_little_else(tree, tmp_path, monkeypatch):
+    """Ansible's default callback prints an unreachable node's whole result (issue 45.5): spooled, it keeps the message,
+    its file's name and what the progress line needs; the report reads the same node from it as from the whole result."""
+    from ansible import constants as C
+    from ansible_collections.gpuprobe.layers.plugins.action import fleet_report
+    from ansible_collections.gpuprobe.layers.plugins.plugin_utils import _spool
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run-tmp"))
+    args = {"mode": "audit", "root": tree, "nvml": False, "k8s": False, "cdi_spec_dirs": ["/etc/cdi"]}
+    kept = run(_action(args), Node(fail={"inspect": "unreachable"}))
+    spooled = run(_action(dict(args, spool=True)), Node(fail={"inspect": "unreachable"}))
+    assert sorted(spooled) == ["changed", _selection.PROGRESS_KEY, "msg", "records_file", "unreachable"]
+    assert spooled[_selection.PROGRESS_KEY] == {"verdict": "INCONCLUSIVE"} and spooled["msg"] == kept["msg"]
+    back = _spool.unspool(spooled, "n1")
+    assert [(k, r["status"], r["reason"]) for k, r in sorted(back["records"].items())] == \
+        [(k, r["status"], r["reason"]) for k, r in sorted(kept["records"].items())]
+    assert dict((k, back[k]) for k in ("verdict", "layers", "calls")) == dict((k, kept[k]) for k in ("verdict", "layers", "calls"))
+    assert back["run_id"] and back["run_started_at"] and fleet_report.run_of(back)["id"] == back["run_id"]
+    [from_file, in_memory] = fleet_report.collect_hosts({"n1": {"verify_result": spooled}, "b": {"verify_result": kept}},
+                                                        ["n1", "b"], "verify_result", None, "gpuprobe_pins")
+    assert from_file["unreachable"] == in_memory["unreachable"] and from_file["unreachable"].startswith("Failed to connect")
+    assert [(k, r["status"], r["reason"]) for k, r in sorted(from_file["records"].items())] == \
+        [(k, r["status"], r["reason"]) for k, r in sorted(in_memory["records"].items())]
+    assert dict(from_file, name="b", records=None) == dict(in_memory, records=None)
+    # its file never gives records to a result that is not an unreachable node's
+    [other] = fleet_report.collect_hosts({"n1": {"verify_result": dict(spooled, unreachable=False)}}, ["n1"], "verify_result",
+                                         None, "gpuprobe_pins")
+    assert other["records"] is None and "an unreachable node" in other["error"]
 
 
 def test_spooled_files_of_hosts_with_alike_names_never_meet(tree, tmp_path, monkeypatch):
