@@ -15,9 +15,9 @@ stage runs through them (_node.probe). It imports no probe code: an audit (node_
 from __future__ import annotations
 
 import os
-import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import DEFAULT_RUNTIME_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import Started
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import INSPECT_LAYERS
 
@@ -72,28 +72,16 @@ def selected_engines(p, probe_follows=False, k8s=None):
 
 
 class _Selection(object):
-    """``selected_engines(p, probe_follows)`` started in a thread at once, joined when the cdi layer needs it: the engines' own
-    queries (podman info, docker info, the CRI Version call; ~0.5 s on a node) run while the host layer reads the
-    node, instead of after it (docs/performance.md). The thread is not a daemon: at exit the interpreter waits for
-    it, so every process it started still ends by its own timeout (``_run``)."""
+    """``selected_engines(p, probe_follows)`` started in a thread at once (``_common.run.Started``), joined when the cdi
+    layer needs it: the engines' own queries (podman info, docker info, the CRI Version call; ~0.5 s on a node) run
+    while the host layer reads the node, instead of after it (docs/performance.md)."""
 
     def __init__(self, p, probe_follows=False):
-        self._out = {}
-        self._thread = threading.Thread(target=self._select, args=(p, probe_follows), name="gpuprobe-runtime-selection")
-        self._thread.start()
-
-    def _select(self, p, probe_follows):
-        try:
-            self._out["engines"] = selected_engines(p, probe_follows)
-        except BaseException as exc:  # pylint: disable=broad-except
-            self._out["error"] = exc
+        self._started = Started(selected_engines, p, probe_follows)
 
     def result(self):
         """The selected engines; raises what the selection raised."""
-        self._thread.join()
-        if "error" in self._out:
-            raise self._out["error"]
-        return self._out["engines"]
+        return self._started.result()
 
     def with_k8s(self, p, k8s):
         """The selected engines with the handler chosen from the k8s record (which the thread could not wait for)."""
