@@ -8,7 +8,8 @@ Items, interleaved round by round so that drift hits every item alike:
   audit       `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=audit` against the same localhost
   bare-probe  (--gpu) the probe container alone: `podman run --device <cdi device>` of the probe with compute,
               the argv the runtime layer builds, run directly (no Ansible, no checks, no host control)
-  full        (--gpu) `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built`
+  full        (--gpu) `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built`;
+              --full without a GPU: the same with the node's own specs (its probe layers NOT_RUN, the plays all run)
   *@baseline  (--baseline DIR) audit and full again with the playbook and collection of another checkout DIR
               (an earlier commit), in the same rounds: what a change bought; repeat --baseline for several
               (items named *@baseline:<DIR's name>), each with a controller cache directory of its own
@@ -129,6 +130,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (the payload cache built)")
     ap.add_argument("--gpu", action="store_true", help="also the bare probe and the full run (a GPU host)")
+    ap.add_argument("--full", action="store_true", help="the full run also without a GPU (no bare probe: its layers NOT_RUN)")
     ap.add_argument("--fixture", action="store_true", help="audit a synthetic node tree (no GPU needed)")
     ap.add_argument("--baseline", action="append", default=[],
                     help="another checkout of the collection, run side by side (repeatable: item@baseline:<dir name>)")
@@ -166,7 +168,10 @@ def main():
     if args.gpu:
         argv, cleanup = bare_probe(tmp)
         items.append(("bare-probe", argv, None))
-        full = ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=full", "-e", "gpuprobe_cdi_source=self-built"]
+    if args.gpu or args.full:
+        # without a GPU the node's own specs (no self-built spec is written where no GPU is)
+        full = ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=full", "-e",
+                                                "gpuprobe_cdi_source=%s" % ("self-built" if args.gpu else "node")]
         items.append(("full", full + extra, "full"))
     if args.cold:
         cold = dict(env, GPUPROBE_CACHE="off")
@@ -224,6 +229,7 @@ def main():
               "audit cpu / ping cpu": round(med_cpu["audit"] / med_cpu["ping"], 2)}
     if args.gpu:
         ratios["full / (bare-probe + ping)"] = round(med["full"] / (med["bare-probe"] + med["ping"]), 2)
+    if args.gpu or args.full:
         ratios["full / ping"] = round(med["full"] / med["ping"], 2)
     if args.cold:
         ratios["audit-cold / ping"] = round(med["audit-cold"] / med["ping"], 2)
@@ -239,7 +245,8 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                     "ansible": subprocess.run(["ansible", "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[0]},
-        "rounds": args.rounds, "warmup_rounds": args.warmup, "load_avg_1min": load, "pairs": pairs, "fixture": args.fixture, "gpu": args.gpu, "extra_vars": args.extra,
+        "rounds": args.rounds, "warmup_rounds": args.warmup, "load_avg_1min": load, "pairs": pairs,
+        "fixture": args.fixture, "gpu": args.gpu, "full": args.full, "extra_vars": args.extra,
         "baseline": args.baseline,
         "wall_ms": wall, "cpu_ms": cpu, "median_wall_ms": med, "median_cpu_ms": med_cpu, "ratios": ratios,
         "verdicts": dict((k, sorted(v)) for k, v in verdicts.items() if v),
