@@ -1,14 +1,15 @@
 """What verify-gpu costs on one node against Ansible's own floor, side by side in one run (local connection).
 
-    python benchmarks/bench_node.py OUT.json [--rounds 5] [--gpu] [--fixture] [--baseline DIR] [--cold] [--timings]
-                                             [-e EXTRA ...]
+    python benchmarks/bench_node.py --out OUT.json [--rounds 5] [--warmup 1] [--gpu] [--fixture] [--baseline DIR] [--cold]
+                                   [--timings] [-e EXTRA ...]          (OUT.json may also be given first, without --out)
 
 Items, interleaved round by round so that drift hits every item alike:
   ping        `ansible localhost -c local -m ansible.builtin.ping`: one no-op module, Ansible's floor
   audit       `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=audit` against the same localhost
   bare-probe  (--gpu) the probe container alone: `podman run --device <cdi device>` of the probe with compute,
               the argv the runtime layer builds, run directly (no Ansible, no checks, no host control)
-  full        (--gpu) `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built`
+  full        (--gpu) `ansible-playbook playbooks/verify-gpu.yml -e gpuprobe_mode=full -e gpuprobe_cdi_source=self-built`;
+              --full without a GPU: the same with the node's own specs (its probe layers NOT_RUN, the plays all run)
   *@baseline  (--baseline DIR) audit and full again with the playbook and collection of another checkout DIR
               (an earlier commit), in the same rounds: what a change bought; repeat --baseline for several
               (items named *@baseline:<DIR's name>), each with a controller cache directory of its own
@@ -17,7 +18,10 @@ Items, interleaved round by round so that drift hits every item alike:
               share one cache directory of this benchmark (empty at its start), so their first round is cold too
               and the medians of three or more rounds are of warm runs (plugin_utils/_controller_cache).
 --timings: each playbook item's task times (benchmarks/callback/bench_task_times.py), medians per task in OUT.json.
-Ratios (issue "Fleet speed"): audit / ping (goal <= 1.5) and full / (bare-probe + ping) (goal <= 2).
+Ratios: audit / ping and full / (bare-probe + ping), goal <= 1.1 each (issue 45: a node at a ping's cost), of the
+medians, and per round (each round's audit against that round's ping, its full against its bare probe + ping: the
+pairs, interleaved), printed with their spread (min, max) and the load average at each round's start. --warmup rounds
+(default 1) run every item first and are not counted: the measured rounds find the controller's payload cache built.
 Wall time of each command, and its CPU time (user + sys of the command and everything it waited for, from
 os.wait4). --fixture runs audit against a synthetic node tree (tests/unit/fixtures/host, real mknod devices, NVML off,
 8 GPUs and their nvidia.com/gpu spec as benchmarks/bench_fleet.py writes it) for machines without a GPU;
@@ -87,6 +91,18 @@ def bare_probe(tmp):
     return argv, cleanup
 
 
+GOAL = 1.1  # issue 45: audit <= 1.1x ping, full <= 1.1x (bare probe + ping)
+
+
+def _pairs(wall, gpu):
+    """Per round, the ratios of the items run side by side in it: audit / ping, and full / (bare-probe + ping)."""
+    found = {"audit / ping": [a / p for a, p in zip(wall["audit"], wall["ping"])]}
+    if gpu:
+        found["full / (bare-probe + ping)"] = [f / (b + p) for f, b, p in zip(wall["full"], wall["bare-probe"], wall["ping"])]
+    return dict((name, {"per_round": [round(r, 3) for r in rs], "median": round(statistics.median(rs), 3),
+                        "min": round(min(rs), 3), "max": round(max(rs), 3)}) for name, rs in found.items())
+
+
 def _task_medians(times):
     """item -> [(task, median ms)] in the playbook's order (a task run more than once is summed within a run)."""
     out = {}
@@ -109,9 +125,12 @@ def _task_medians(times):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
-    ap.add_argument("out")
+    ap.add_argument("out_file", nargs="?", metavar="OUT.json")
+    ap.add_argument("--out", help="the JSON file of the results (or OUT.json first)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (the payload cache built)")
     ap.add_argument("--gpu", action="store_true", help="also the bare probe and the full run (a GPU host)")
+    ap.add_argument("--full", action="store_true", help="the full run also without a GPU (no bare probe: its layers NOT_RUN)")
     ap.add_argument("--fixture", action="store_true", help="audit a synthetic node tree (no GPU needed)")
     ap.add_argument("--baseline", action="append", default=[],
                     help="another checkout of the collection, run side by side (repeatable: item@baseline:<dir name>)")
@@ -119,6 +138,9 @@ def main():
     ap.add_argument("--timings", action="store_true", help="per-task times of the playbook items")
     ap.add_argument("-e", dest="extra", action="append", default=[], help="extra vars for both playbook runs")
     args = ap.parse_args()
+    args.out = args.out or args.out_file
+    if not args.out or args.rounds < 1:
+        ap.error("the output file (--out OUT.json) and at least one round are needed")
 
     tmp = tempfile.mkdtemp(prefix="gpuprobe-bench-node-")
     py = sys.executable
@@ -146,7 +168,10 @@ def main():
     if args.gpu:
         argv, cleanup = bare_probe(tmp)
         items.append(("bare-probe", argv, None))
-        full = ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=full", "-e", "gpuprobe_cdi_source=self-built"]
+    if args.gpu or args.full:
+        # without a GPU the node's own specs (no self-built spec is written where no GPU is)
+        full = ["ansible-playbook"] + common + [PLAYBOOK, "-e", "gpuprobe_mode=full", "-e",
+                                                "gpuprobe_cdi_source=%s" % ("self-built" if args.gpu else "node")]
         items.append(("full", full + extra, "full"))
     if args.cold:
         cold = dict(env, GPUPROBE_CACHE="off")
@@ -170,8 +195,12 @@ def main():
     cpu = dict((item[0], []) for item in items)
     verdicts = dict((item[0], set()) for item in items)
     times = dict((item[0], []) for item in items if item[2])
+    load = []  # the 1-minute load average at each counted round's start
     try:
-        for rnd in range(args.rounds):
+        for rnd in range(args.warmup + args.rounds):
+            counted = rnd >= args.warmup
+            if counted:
+                load.append(round(os.getloadavg()[0], 2))
             for name, argv, report, item_env in items:
                 run_argv = list(argv)
                 times_file = os.path.join(tmp, "times-%s-%d.json" % (name, rnd))
@@ -181,6 +210,8 @@ def main():
                 w, c, rc, out = timed(run_argv, dict(item_env, GPUPROBE_BENCH_TIMES=times_file))
                 if rc != 0:
                     sys.exit("%s failed (rc %d):\n%s" % (name, rc, out[-4000:]))
+                if not counted:
+                    continue
                 if report:
                     verdicts[name].add(report_verdict(report_dir))
                     if os.path.exists(times_file):
@@ -198,11 +229,13 @@ def main():
               "audit cpu / ping cpu": round(med_cpu["audit"] / med_cpu["ping"], 2)}
     if args.gpu:
         ratios["full / (bare-probe + ping)"] = round(med["full"] / (med["bare-probe"] + med["ping"]), 2)
+    if args.gpu or args.full:
         ratios["full / ping"] = round(med["full"] / med["ping"], 2)
     if args.cold:
         ratios["audit-cold / ping"] = round(med["audit-cold"] / med["ping"], 2)
         if args.gpu:
             ratios["full-cold / (bare-probe + ping)"] = round(med["full-cold"] / (med["bare-probe"] + med["ping"]), 2)
+    pairs = _pairs(wall, args.gpu)
     for name in med:
         if "@baseline" in name:
             now = name.split("@", 1)[0]
@@ -212,7 +245,8 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                     "ansible": subprocess.run(["ansible", "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[0]},
-        "rounds": args.rounds, "fixture": args.fixture, "gpu": args.gpu, "extra_vars": args.extra,
+        "rounds": args.rounds, "warmup_rounds": args.warmup, "load_avg_1min": load, "pairs": pairs,
+        "fixture": args.fixture, "gpu": args.gpu, "full": args.full, "extra_vars": args.extra,
         "baseline": args.baseline,
         "wall_ms": wall, "cpu_ms": cpu, "median_wall_ms": med, "median_cpu_ms": med_cpu, "ratios": ratios,
         "verdicts": dict((k, sorted(v)) for k, v in verdicts.items() if v),
@@ -223,6 +257,11 @@ def main():
         f.write("\n")
     print(json.dumps({"median_wall_ms": med, "median_cpu_ms": med_cpu, "ratios": ratios,
                       "verdicts": result["verdicts"]}, indent=2))
+    for name, pair in pairs.items():
+        print("%-28s median %.2f  min %.2f  max %.2f  over %d rounds  (goal <= %.1f: %s)" % (
+            name, pair["median"], pair["min"], pair["max"], len(pair["per_round"]), GOAL,
+            "met" if pair["median"] <= GOAL else "not met"))
+    print("load average (1 min) at each round's start: %s (%d CPUs)" % (" ".join("%.2f" % x for x in load), os.cpu_count()))
 
 
 if __name__ == "__main__":

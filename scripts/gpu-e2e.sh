@@ -9,7 +9,8 @@
 #   4. playbooks/verify-gpu.yml (full, self-built spec)       -> OUTDIR/evidence/reports/
 #   5. playbooks/fault-drills.yml                              -> OUTDIR/evidence/drills/
 #   6. benchmarks/bench_gpu.py                                 -> OUTDIR/evidence/bench-gpu.json
-#   7. benchmarks/bench_node.py --gpu --cold --timings: verify-gpu full/audit against the bare probe + one no-op module,
+#   7. benchmarks/bench_node.py --gpu --cold --timings: verify-gpu full/audit against the bare probe + one no-op module
+#      (after a warm-up round, not counted: the payload cache built; each round's pair ratios, their spread, the load),
 #      warm and cold controller cache, per-task times, and against an earlier commit's collection when
 #      .build/baseline holds one (git archive)                -> OUTDIR/evidence/bench-node.json
 #   8. benchmarks/bench_payload.py: what each node-side module ships and what building its payload costs, against

@@ -278,6 +278,31 @@ def run(argv, timeout=DEFAULT_TIMEOUT, env=None, stdin_data=None, cwd=None, keep
     return _execute(argv, timeout=timeout, env=env, stdin_data=stdin_data, cwd=cwd, keep_prefix=keep_prefix, cancel=cancel)
 
 
+class Started(object):
+    """``fn(*args)`` started in a thread at once, its answer taken with ``result()`` where it is needed: reads that ask
+    nothing of each other (the tools' versions, the kernel log, the runtime selection) run while the caller reads the
+    node, instead of one after the other (docs/performance.md). The thread is not a daemon: at exit the interpreter
+    waits for it, so every process it started still ends by its own timeout (``run``)."""
+
+    def __init__(self, fn, *args, **kwargs):
+        self._out = {}
+        self._thread = threading.Thread(target=self._call, args=(fn, args, kwargs), name="gpuprobe-%s" % fn.__name__)
+        self._thread.start()
+
+    def _call(self, fn, args, kwargs):
+        try:
+            self._out["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # pylint: disable=broad-except
+            self._out["error"] = exc
+
+    def result(self):
+        """``fn``'s return value; raises what ``fn`` raised."""
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["value"]
+
+
 def which(name, extra_dirs=()):
     """Path of ``name`` on PATH or in ``extra_dirs`` (searched first), or None."""
     for d in extra_dirs:

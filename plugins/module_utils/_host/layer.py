@@ -32,7 +32,7 @@ from ansible_collections.gpuprobe.layers.plugins.module_utils._host.procfs impor
     parse_proc_devices, parse_proc_driver_version, read_modules, read_procfs_gpus, read_procfs_mig, read_text, stat_node,
 )
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import LayerBuilder
-from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import first_line, run, which
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import Started, first_line, run, which
 
 TOOL_TIMEOUT = 10.0
 NVML_TIMEOUT = 30.0         # the NVML reader runs in a child process killed after this
@@ -45,24 +45,24 @@ def parse_tool_version(text):
     return match.group(1) if match else None
 
 
+def _tool_version(path):
+    res = run([path, "--version"], timeout=TOOL_TIMEOUT)
+    text = (res["stdout"] or "") + "\n" + (res["stderr"] or "")
+    version = parse_tool_version(first_line(text)) if res["rc"] == 0 else None
+    error = None
+    if version is None:
+        error = res["error"] or "rc %s: %s" % (res["rc"], first_line(text) or "no output")
+    return {"path": path, "version": version, "error": error}
+
+
 def probe_tools(root):
-    """{tool: {path, version, error}|None} from PATH; None when root is not / (the tools are not under root)."""
+    """{tool: {path, version, error}|None} from PATH; None when root is not / (the tools are not under root). Each tool
+    found is asked its version at once, all at the same time (each ``--version`` is a process start: one after the other,
+    their starts added up)."""
     if os.path.realpath(root) != "/":
         return None
-    tools = {}
-    for name in TOOLS:
-        path = which(name)
-        if path is None:
-            tools[name] = None
-            continue
-        res = run([path, "--version"], timeout=TOOL_TIMEOUT)
-        text = (res["stdout"] or "") + "\n" + (res["stderr"] or "")
-        version = parse_tool_version(first_line(text)) if res["rc"] == 0 else None
-        error = None
-        if version is None:
-            error = res["error"] or "rc %s: %s" % (res["rc"], first_line(text) or "no output")
-        tools[name] = {"path": path, "version": version, "error": error}
-    return tools
+    asked = dict((name, Started(_tool_version, path)) for name, path in ((name, which(name)) for name in TOOLS) if path)
+    return dict((name, asked[name].result() if name in asked else None) for name in TOOLS)
 
 
 def _caps_minors(table, minor, gi, ci, fallback=None):
@@ -136,6 +136,12 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
     before any read)."""
     thresholds = check_thresholds(health_thresholds)
     check_dcgm_level(dcgm_diag)
+    # the tools' versions and this boot's kernel log ask nothing of the rest: read while NVML and /proc are, started once
+    # the NVML reader's child is forked (it inherits none of their pipes); the kernel log still before dcgmi diag
+    beside = {}
+
+    def start_beside():
+        beside.update(tools=Started(probe_tools, root), xids=Started(read_kernel_xids, root))
     evidence = {"root": root}
     proc_text = read_text(root, "/proc/driver/nvidia/version")
     sys_version = read_text(root, "/sys/module/nvidia/version")
@@ -167,7 +173,10 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
             if ml and os.path.realpath(root) == "/":
                 fallback = os.path.join(os.path.dirname(ml["path"]), "libnvidia-ml.so.1")
                 fallback = fallback if os.path.exists(fallback) else ml["path"]
-            evidence["nvml"] = read_nvml_isolated(pynvml_module, fallback_library=fallback, timeout=nvml_timeout)
+            evidence["nvml"] = read_nvml_isolated(pynvml_module, fallback_library=fallback, timeout=nvml_timeout,
+                                                  forked=start_beside)
+    if not beside:  # no NVML reader was forked
+        start_beside()
 
     if os.path.realpath(root) == "/":
         users = {}
@@ -197,9 +206,9 @@ def collect_evidence(root="/", driver_root=None, use_nvml=True, pynvml_module=No
             row["device_node"] = "/dev/nvidia%d" % row["minor"]
     evidence["gpus"] = rows
     # per-GPU health readings (taken out of evidence.nvml.gpus[*].health) and this boot's Xid events
-    evidence["health"] = health_evidence(evidence["nvml"], read_kernel_xids(root), thresholds,
+    evidence["health"] = health_evidence(evidence["nvml"], beside["xids"].result(), thresholds,
                                          read_dcgm_diag(dcgm_diag, evidence["nvml"], root, no_gpu_load))
-    tools = probe_tools(root)
+    tools = beside["tools"].result()
     evidence["tools_probed"] = tools is not None
     evidence["tools"] = tools or {}
     return evidence

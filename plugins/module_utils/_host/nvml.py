@@ -268,9 +268,11 @@ def _load_global(path):
     return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
-def read_nvml_isolated(pynvml_module, fallback_library=None, timeout=DEFAULT_TIMEOUT, loader=None):
+def read_nvml_isolated(pynvml_module, fallback_library=None, timeout=DEFAULT_TIMEOUT, loader=None, forked=None):
     """``read_nvml`` in a forked child killed after ``timeout`` seconds: a GPU that hangs nvmlInit (fallen off the
-    bus, driver wedged) gives an NVML error ``timeout after Ns`` instead of a hung module. Never raises."""
+    bus, driver wedged) gives an NVML error ``timeout after Ns`` instead of a hung module. Never raises.
+    ``forked``: called in this process once the child exists (what runs while NVML answers; started after the fork, its
+    threads and pipes are not the child's)."""
     rfd, wfd = os.pipe()
     try:
         pid = os.fork()
@@ -291,6 +293,8 @@ def read_nvml_isolated(pynvml_module, fallback_library=None, timeout=DEFAULT_TIM
         finally:
             os._exit(code)  # pylint: disable=protected-access
     os.close(wfd)
+    if forked is not None:
+        forked()
     chunks = []
     deadline = time.monotonic() + timeout
     timed_out = False

@@ -43,13 +43,13 @@ def _kubectl_finds_one(environ, home):
     return any(os.path.isfile(p) for p in paths) or os.path.isfile(default) or bool(environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-def distribution_kubeconfig(layout=None, root="/"):
+def distribution_kubeconfig(layout=None, root="/", procs=None):
     """(path or None, why): the admin kubeconfig the node's distribution writes (DISTRIBUTION_KUBECONFIGS), when the
     node is k3s, RKE2 or MicroK8s (``layout``, else ``_runtime.layouts.distribution``) and this user can read it;
     else None and why not (None: not such a node)."""
     if layout is None:
         from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import distribution  # pylint: disable=import-outside-toplevel
-        layout = distribution(root)[0]
+        layout = distribution(root, procs)[0]
     path = DISTRIBUTION_KUBECONFIGS.get(layout)
     if not path:
         return None, None
@@ -69,15 +69,16 @@ def implicit_kubeconfig(environ=None, home=None, root="/"):
     return distribution_kubeconfig(root=root)[0]
 
 
-def kubeconfig_reason(kubeconfig, environ=None, home=None, layout=None, root="/"):
+def kubeconfig_reason(kubeconfig, environ=None, home=None, layout=None, root="/", procs=None):
     """Why there is no cluster to talk to (None when a kubeconfig or an in-cluster service account exists, or the
-    node's distribution wrote an admin kubeconfig this user can read: ``distribution_kubeconfig``)."""
+    node's distribution wrote an admin kubeconfig this user can read: ``distribution_kubeconfig``; ``procs``: the
+    node's processes already read, as ``_runtime.select.distribution`` takes them)."""
     environ = os.environ if environ is None else environ
     if kubeconfig:
         return None if os.path.isfile(kubeconfig) else "kubeconfig %s does not exist" % kubeconfig
     if _kubectl_finds_one(environ, home):
         return None
-    found, why = distribution_kubeconfig(layout, root)
+    found, why = distribution_kubeconfig(layout, root, procs)
     if found:
         return None
     paths = [p for p in (environ.get("KUBECONFIG") or "").split(os.pathsep) if p]
@@ -110,16 +111,17 @@ def kubectl_base(path, kubeconfig=None, context=None, timeout=DEFAULT_TIMEOUT):
         + ["--request-timeout", "%ds" % timeout]
 
 
-def resolve_kubectl(kubectl, kubeconfig):
+def resolve_kubectl(kubectl, kubeconfig, procs=None):
     """(path of kubectl or None, why there is no cluster to talk to or None). kubectl is looked for on PATH, else where
-    the node's distribution keeps it (RKE2: DISTRIBUTION_KUBECTL)."""
+    the node's distribution keeps it (RKE2: DISTRIBUTION_KUBECTL). ``procs``: the node's processes already read (else
+    /proc is read where the distribution is asked)."""
     path = kubectl if os.path.sep in kubectl else which(kubectl)
     if not path and kubectl == "kubectl":
         from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import distribution  # pylint: disable=import-outside-toplevel
-        path = DISTRIBUTION_KUBECTL.get(distribution()[0])
+        path = DISTRIBUTION_KUBECTL.get(distribution(procs=procs)[0])
     if not path or not os.path.isfile(path):
         return None, "kubectl not found: %s" % kubectl
-    return path, kubeconfig_reason(kubeconfig)
+    return path, kubeconfig_reason(kubeconfig, procs=procs)
 
 
 def collect_dra(base, scopes, timeout):

@@ -156,15 +156,16 @@ def analyse(nodes_json, pods_json, events_json, resources=DEFAULT_RESOURCES, nod
 
 
 def record(kubectl="kubectl", kubeconfig=None, context=None, resources=DEFAULT_RESOURCES, node_names=None,
-           namespaces=None, timeout=DEFAULT_TIMEOUT, host_record=None, hostname=None, dra=True):
+           namespaces=None, timeout=DEFAULT_TIMEOUT, host_record=None, hostname=None, dra=True, procs=None):
     """The k8s layer record, from kubectl; NOT_RUN with the exact reason when there is no cluster to ask.
 
     ``host_record``: the host layer record of the node this runs on (its DRA devices are compared with it; the
     node is found by ``hostname``, the machine's own name by default). ``dra`` False skips the resource.k8s.io
-    reads (the DRA checks are then NOT_RUN, "not asked"). ``evidence.runtime_handlers``: the runtime handlers
+    reads (the DRA checks are then NOT_RUN, "not asked"). ``procs``: the node's processes, already read by the caller
+    (``_runtime.nodefs.processes``), for the distribution's kubectl and kubeconfig; else /proc is read here. ``evidence.runtime_handlers``: the runtime handlers
     (RuntimeClasses) of the GPU Pods on this host's node (``handlers.runtime_handlers``), for the node's probe.
     """
-    path, reason = resolve_kubectl(kubectl, kubeconfig)
+    path, reason = resolve_kubectl(kubectl, kubeconfig, procs)
     if reason:
         return not_run("k8s", reason, evidence={"kubectl": {"path": path} if path else None})
     builder = LayerBuilder("k8s", CHECKS)

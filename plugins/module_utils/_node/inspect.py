@@ -15,21 +15,22 @@ stage runs through them (_node.probe). It imports no probe code: an audit (node_
 from __future__ import annotations
 
 import os
-import threading
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.args import DEFAULT_RUNTIME_TIMEOUT
+from ansible_collections.gpuprobe.layers.plugins.module_utils._common.run import Started
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import crashed, not_run
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.vocab import INSPECT_LAYERS
 
 
-def _k8s(layers, host_record=None):
+def _k8s(layers, host_record=None, processes_read=None):
     """The k8s record when asked for (the last layer of the inspect stage); with this node's host record, the k8s
-    layer compares the node's DRA devices with its GPUs (k8s.dra.host_match)."""
+    layer compares the node's DRA devices with its GPUs (k8s.dra.host_match). ``processes_read``: the stage's one read
+    of /proc (``_common.run.Started``), or None."""
     if "k8s" not in layers:
         return {}
     try:
         from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s.layer import record  # pylint: disable=import-outside-toplevel
-        return {"k8s": record(host_record=host_record)}
+        return {"k8s": record(host_record=host_record, procs=processes_read.result() if processes_read is not None else None)}
     except Exception as exc:  # pylint: disable=broad-except
         return {"k8s": crashed("k8s", exc)}
 
@@ -45,21 +46,23 @@ def k8s_handlers(k8s):
     return {"error": "k8s %s: %s" % (k8s.get("status"), k8s.get("reason") or "the RuntimeClasses were not read")}
 
 
-def selected_engines(p, probe_follows=False, k8s=None):
+def selected_engines(p, probe_follows=False, k8s=None, processes_read=None):
     """The runtimes this run verifies through (``_runtime_select``), each with its own CDI configuration read
     (``cdi_config``): what the cdi layer judges per runtime and the probe stage starts its container through.
     None when the node's root is not / (the engines of another root cannot be asked). ``probe_follows``: the probe
     stage runs next in this process (node_verify), so each engine is detected in full here (podman info), beside the
     host layer, instead of by the probe stage before its container (docs/performance.md); an audit asks podman's
     version only. Every question to an engine (podman info, docker info, the CRI Version and Status calls, containerd
-    config dump, crio status config) may take ``runtime_timeout`` seconds."""
+    config dump, crio status config) may take ``runtime_timeout`` seconds. ``processes_read``: the stage's one read of
+    /proc (``_common.run.Started``; the kubelet's discovery reads it), or None (read here)."""
     if os.path.realpath(p["root"]) != "/":
         return None
     from ansible_collections.gpuprobe.layers.plugins.module_utils._cdi.engine import describe, read_engine_config  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.select import select_runtimes  # pylint: disable=import-outside-toplevel
     timeout = p.get("runtime_timeout") or DEFAULT_RUNTIME_TIMEOUT
     engines = [describe(info) for info in select_runtimes(p["runtime"], timeout=timeout, endpoint=p.get("runtime_endpoint"),
-                                                          descriptor=p.get("cri_descriptor"), inspect=not probe_follows)]
+                                                          descriptor=p.get("cri_descriptor"), inspect=not probe_follows,
+                                                          procs=processes_read.result() if processes_read is not None else None)]
     from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.handler import attach  # pylint: disable=import-outside-toplevel
     runtime_handlers = k8s_handlers(k8s)
     for info in engines:
@@ -72,28 +75,16 @@ def selected_engines(p, probe_follows=False, k8s=None):
 
 
 class _Selection(object):
-    """``selected_engines(p, probe_follows)`` started in a thread at once, joined when the cdi layer needs it: the engines' own
-    queries (podman info, docker info, the CRI Version call; ~0.5 s on a node) run while the host layer reads the
-    node, instead of after it (docs/performance.md). The thread is not a daemon: at exit the interpreter waits for
-    it, so every process it started still ends by its own timeout (``_run``)."""
+    """``selected_engines(p, probe_follows)`` started in a thread at once (``_common.run.Started``), joined when the cdi
+    layer needs it: the engines' own queries (podman info, docker info, the CRI Version call; ~0.5 s on a node) run
+    while the host layer reads the node, instead of after it (docs/performance.md)."""
 
-    def __init__(self, p, probe_follows=False):
-        self._out = {}
-        self._thread = threading.Thread(target=self._select, args=(p, probe_follows), name="gpuprobe-runtime-selection")
-        self._thread.start()
-
-    def _select(self, p, probe_follows):
-        try:
-            self._out["engines"] = selected_engines(p, probe_follows)
-        except BaseException as exc:  # pylint: disable=broad-except
-            self._out["error"] = exc
+    def __init__(self, p, probe_follows=False, processes_read=None):
+        self._started = Started(selected_engines, p, probe_follows, processes_read=processes_read)
 
     def result(self):
         """The selected engines; raises what the selection raised."""
-        self._thread.join()
-        if "error" in self._out:
-            raise self._out["error"]
-        return self._out["engines"]
+        return self._started.result()
 
     def with_k8s(self, p, k8s):
         """The selected engines with the handler chosen from the k8s record (which the thread could not wait for)."""
@@ -179,7 +170,14 @@ def inspect(p, check_mode=False, probe_follows=False):
     spec = None
     # the runtime selection asks no question of the host record: it runs beside the host layer
     probe_follows = probe_follows and not check_mode
-    selection = _Selection(p, probe_follows) if "cdi" in layers and "host" in layers else None
+    selecting = "cdi" in layers and "host" in layers
+    # one read of /proc (every process's command line) for the kubelet's discovery in the runtime selection (at / only)
+    # and the distribution the k8s layer asks for its kubectl and kubeconfig: each read it once before
+    processes_read = None
+    if selecting and os.path.realpath(p["root"]) == "/":
+        from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime.nodefs import processes  # pylint: disable=import-outside-toplevel
+        processes_read = Started(processes, "/")
+    selection = _Selection(p, probe_follows, processes_read) if selecting else None
     if "host" in layers:
         try:
             records["host"] = host_record(root=p["root"], driver_root=p["driver_root"], use_nvml=p["nvml"],
@@ -189,7 +187,7 @@ def inspect(p, check_mode=False, probe_follows=False):
         except Exception as exc:  # pylint: disable=broad-except
             records["host"] = crashed("host", exc)
     # k8s before cdi: the handler the GPU Pods use (their RuntimeClasses) is what the cdi layer judges and the probe runs with
-    records.update(_k8s(layers, records.get("host")))
+    records.update(_k8s(layers, records.get("host"), processes_read))
     if "cdi" in layers:
         records["cdi"], spec = _cdi_record(p, records.get("host"), check_mode, cdi_record, selection, probe_follows,
                                            records.get("k8s"))

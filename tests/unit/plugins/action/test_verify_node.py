@@ -315,7 +315,7 @@ def test_several_runtimes_probe_once_each_gated_on_the_cdi_record_as_it_speaks_f
          "cdi_config": {"engine": "docker", "enabled": False, "spec_dirs": [], "source": "docker info",
                         "reason": "CDISpecDirs is empty"}}]
     seen = {}
-    monkeypatch.setattr(_inspect, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
+    monkeypatch.setattr(_inspect, "selected_engines", lambda p, probe_follows=False, processes_read=None: [dict(e) for e in engines])
 
     def gate(records, mode):
         own = [c for c in records["cdi"]["checks"] if c.get("runtime")]

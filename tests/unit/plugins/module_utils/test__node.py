@@ -141,7 +141,7 @@ def test_the_runtime_selection_runs_beside_the_host_layer_and_its_error_is_the_c
         assert started.wait(10), "the selection did not start before the host layer ended"
         return not_run("host", "stub host layer")
 
-    def select(p, probe_follows=False):
+    def select(p, probe_follows=False, processes_read=None):
         started.set()
         raise RuntimeError("no engine today")
     monkeypatch.setattr(_host, "record", host)

@@ -44,7 +44,7 @@ def _node_fixture(tmp_path, monkeypatch):
     monkeypatch.setattr(_node_verify, "probe", probe)
     engines = [{"name": "podman", "version": "4.3.1", "endpoint": None},
                {"name": "docker", "version": "26.1.5", "endpoint": "unix:///run/docker.sock"}]
-    monkeypatch.setattr(_inspect, "selected_engines", lambda p, probe_follows=False: [dict(e) for e in engines])
+    monkeypatch.setattr(_inspect, "selected_engines", lambda p, probe_follows=False, processes_read=None: [dict(e) for e in engines])
     params = dict((name, spec.get("default")) for name, spec in _args.NODE_VERIFY_ARGSPEC.items())
     params.update(root=tree, nvml=False, cdi_source="self-built", self_built_spec_dir=spec_dir, run_id="t-7",
                   runtime=["podman", "docker"])

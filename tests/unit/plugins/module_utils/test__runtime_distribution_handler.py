@@ -11,6 +11,7 @@ import layoutfixture  # tests/conftest.py puts tests/unit/fixtures/layouts on sy
 from ansible_collections.gpuprobe.layers.plugins.module_utils._k8s import kubectl as _kubectl
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import handler as _handler
 from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import layouts
+from ansible_collections.gpuprobe.layers.plugins.module_utils._runtime import nodefs
 
 
 def _engine(layout, handlers, default="runc"):
@@ -70,6 +71,21 @@ def test_the_distributions_admin_kubeconfig(tmp_path, layout, dist, kubeconfig):
     with open(os.path.join(home, ".kube", "config"), "w") as fh:
         fh.write("apiVersion: v1\n")
     assert _kubectl.implicit_kubeconfig(env, home, root) is None
+
+
+def test_the_processes_read_once_give_the_same_reason(tmp_path, monkeypatch):
+    """The inspect stage reads /proc once for the runtime selection and the k8s layer: the kubeconfig's reason from
+    those processes is the one the k8s layer finds when it reads /proc itself, and /proc is not read again."""
+    root = layoutfixture.build("k3s", str(tmp_path / "node"))
+    env, home = {}, str(tmp_path / "home")
+    read_itself = _kubectl.kubeconfig_reason(None, env, home, root=root)
+    procs = nodefs.processes(root)
+
+    def no_second_read(*_args, **_kwargs):
+        raise AssertionError("/proc read again")
+    monkeypatch.setattr(nodefs, "processes", no_second_read)
+    assert _kubectl.kubeconfig_reason(None, env, home, root=root, procs=procs) == read_itself
+    assert "k3s's admin kubeconfig /etc/rancher/k3s/k3s.yaml absent" in read_itself, read_itself
 
 
 def test_an_unnamed_default_handler_is_said_once():
