@@ -31,7 +31,7 @@ def merge_seconds(n, tmp):
     registry, _c, _o = _cdi_resolve.build_registry([dict(_cdi_files.load_spec_file(path, max_size=1 << 26), priority=0)])
     names = ["v.com/cc=g%d" % i for i in range(n)]
     best = None
-    for _ in range(3):
+    for _round in range(3):
         t0 = time.perf_counter()
         _cdi_resolve.merge_edits(registry, names, root=os.path.join(tmp, "nohost"))
         elapsed = time.perf_counter() - t0
@@ -44,8 +44,8 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         rows = [(n, merge_seconds(n, tmp)) for n in sizes]
     base = rows[0][1] / rows[0][0]
-    print(json.dumps({"load": os.getloadavg(), "rows": [{"devices": n, "merge_s": round(s, 4), "per_device_vs_smallest": round((s / n) / base, 2)}
-                                                         for n, s in rows]}, indent=1))
+    table = [{"devices": n, "merge_s": round(s, 4), "per_device_vs_smallest": round((s / n) / base, 2)} for n, s in rows]
+    print(json.dumps({"load": os.getloadavg(), "rows": table}, indent=1))
     return 0
 
 

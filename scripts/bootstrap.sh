@@ -79,14 +79,26 @@ if [ "${1:-}" = "--test" ]; then
   fi
 fi
 
-# 3. build the collection tarball and install it where ansible and the tests import it from
-rm -rf "$build/dist" "$build/collections"
-mkdir -p "$build/dist" "$build/collections"
-"$venv/bin/ansible-galaxy" collection build --force --output-path "$build/dist" . >/dev/null
-# -p with ANSIBLE_COLLECTIONS_PATH naming the same directory (as .build/env.sh does for every run): without it
-# ansible-galaxy warns that the installed collection "will not be picked up"
-ANSIBLE_COLLECTIONS_PATH="$build/collections" \
-  "$venv/bin/ansible-galaxy" collection install --force -p "$build/collections" "$build/dist"/gpuprobe-layers-*.tar.gz >/dev/null
+# 3. build the collection tarball and install it where ansible and the tests import it from. The installed copy is
+#    replaced only when the sources changed (the tarball's MANIFEST.json and FILES.json: every file's sha256): a run of
+#    scripts/verify.sh during the test suite (tests/integration/test_verify_script.py) then leaves the copy that other
+#    tests are importing in place, instead of removing it for a moment
+rm -rf "$build/dist.new"
+mkdir -p "$build/dist.new"
+"$venv/bin/ansible-galaxy" collection build --force --output-path "$build/dist.new" . >/dev/null
+manifest=$(tar -xzOf "$build/dist.new"/gpuprobe-layers-*.tar.gz MANIFEST.json FILES.json | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$build/collections/.manifest.sha256" 2>/dev/null)" = "$manifest" ] && [ -d "$build/dist" ]; then
+  rm -rf "$build/dist.new"
+else
+  rm -rf "$build/dist" "$build/collections"
+  mv "$build/dist.new" "$build/dist"
+  mkdir -p "$build/collections"
+  # -p with ANSIBLE_COLLECTIONS_PATH naming the same directory (as .build/env.sh does for every run): without it
+  # ansible-galaxy warns that the installed collection "will not be picked up"
+  ANSIBLE_COLLECTIONS_PATH="$build/collections" \
+    "$venv/bin/ansible-galaxy" collection install --force -p "$build/collections" "$build/dist"/gpuprobe-layers-*.tar.gz >/dev/null
+  echo "$manifest" > "$build/collections/.manifest.sha256"
+fi
 
 # 3b. with --test: the engines lab (containerd and dockerd from Debian 13, docs/runtimes.md), cached under
 #     .build/engines; without network the engines tests skip and say so

@@ -303,7 +303,7 @@ records_file:
     - With O(spool), the name of the controller-side JSON file holding RV(records) and RV(runtimes) in this run's spool
       directory (Ansible's local temp dir of this ansible-playbook process, C(gpuprobe-records); valid until the run ends).
     - For an unreachable node the file also holds RV(verdict), RV(run_id), RV(run_started_at), RV(layers) and RV(calls),
-      and the result keeps only RV(msg), this name and the verdict's name in C(gpuprobe_host_done) - Ansible's default
+      and the result keeps only C(msg), this name and the verdict's name in C(gpuprobe_host_done) - Ansible's default
       callback prints an unreachable node's whole result. M(gpuprobe.layers.fleet_report) reads them back.
   returned: with O(spool)
   type: str

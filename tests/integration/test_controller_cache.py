@@ -18,6 +18,7 @@ from ansible_collections.gpuprobe.layers.plugins.plugin_utils._code_cache import
 from ansible_collections.gpuprobe.layers.plugins.plugin_utils._controller_cache import lean_source
 
 from hostfixture import build_node
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,7 @@ def _audit(tmp_path, cache, n):
                        capture_output=True, text=True, env=env, timeout=300, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with open(str(reports / "gpuprobe-report-latest.json")) as f:
-        host = json.load(f)["hosts"]["localhost"]
+        host = _expand_report(json.load(f))["hosts"]["localhost"]
     return r.stdout + r.stderr, host
 
 

@@ -26,6 +26,7 @@ import pytest
 import hostfixture  # tests/conftest.py puts tests/unit/fixtures/host on sys.path
 
 from ansible_collections.gpuprobe.layers.plugins.module_utils._common.result import validate_record
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 pytestmark = pytest.mark.integration
 
@@ -225,7 +226,7 @@ def test_verify_run_without_root_reports_what_did_not_run_and_why(nobody_ansible
                                 "-e", "verify_nvml=false", "-e", "gpuprobe_report_dir=%s" % reports, "--skip-tags", "k8s")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with open(os.path.join(reports, "gpuprobe-report-latest.json")) as f:
-        host = json.load(f)["hosts"]["localhost"]
+        host = _expand_report(json.load(f))["hosts"]["localhost"]
     layers = host["layers"]
     assert layers["host"]["status"] in ("PASS", "WARN"), layers["host"]["reason"]
     assert layers["cdi"]["status"] == "NOT_RUN" and "Permission denied" in layers["cdi"]["reason"]

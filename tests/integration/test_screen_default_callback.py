@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import yaml
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +72,7 @@ def test_unreachable_hosts_cost_the_screen_at_most_600_bytes_each(inventory, tmp
     assert r.stdout.count("Origin: ") <= 1
     # each node's own message is in its UNREACHABLE result (Ansible's own line) and in the report, every layer NOT_RUN
     assert len(re.findall(r"^fatal: \[unreachable-\d{3}\]: UNREACHABLE! => .*Connection refused", r.stdout, re.M)) == HOSTS
-    report = json.loads((reports / "gpuprobe-report-latest.json").read_text())
+    report = _expand_report(json.loads((reports / "gpuprobe-report-latest.json").read_text()))
     assert report["summary"]["unreachable"] == HOSTS and sorted(report["hosts"]) == names
     for entry in report["hosts"].values():
         assert entry["state"] == "UNREACHABLE" and entry["cause"] == CAUSE

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from hostfixture import build_node
+from ansible_collections.gpuprobe.layers.plugins.plugin_utils._report.compact import expand as _expand_report
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +161,7 @@ def test_a_run_on_this_machine_says_what_the_readme_says(tmp_path):
     assert rc == 0, output[-3000:]
     assert [line for line in output.splitlines() if "WARNING" in line or "Warning" in line] == []
     with open(str(tmp_path / "reports" / "gpuprobe-report-latest.json"), encoding="utf-8") as f:
-        entry = json.load(f)["hosts"]["localhost"]
+        entry = _expand_report(json.load(f))["hosts"]["localhost"]
     layers = entry["layers"]
     assert layers["host"]["status"] == "FAIL" and layers["host"]["reason"].startswith(host + " ")
     assert (layers["cdi"]["status"], layers["cdi"]["reason"]) == ("FAIL", cdi)
@@ -182,6 +183,6 @@ def test_a_python_that_cannot_run_is_named_and_nothing_is_said_left(lab, tmp_pat
                           "-e", "gpuprobe_report_dir=%s" % (tmp_path / "reports")], tmp_path)
     assert rc == 2, output[-3000:]
     with open(str(tmp_path / "reports" / "gpuprobe-report-latest.json"), encoding="utf-8") as f:
-        error = json.load(f)["hosts"]["cfgnode"]["error"]
+        error = _expand_report(json.load(f))["hosts"]["cfgnode"]["error"]
     assert "the node's Python interpreter (%s) did not run it" % python in error and "this python is broken" in error, error
     assert "may be left" not in error
